@@ -1,0 +1,43 @@
+// Errors for invalid arguments. Every check in posenc throws posenc::Error with
+// a message that names the operation, the parameter, its value and the rule:
+//   "[rope] rotary_dim = 63: must be even"
+// Python sees it as ValueError (it derives from std::invalid_argument).
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace posenc {
+
+class Error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Formats any streamable value the way messages print it (doubles with
+// enough digits to round-trip, strings quoted).
+template <class T>
+std::string FormatValue(const T& value) {
+  std::ostringstream out;
+  if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+    out << '"' << std::string_view(value) << '"';
+  } else {
+    out.precision(17);
+    out << value;
+  }
+  return out.str();
+}
+
+[[noreturn]] void ThrowError(std::string_view op, std::string_view parameter,
+                             const std::string& value, std::string_view rule);
+
+// Throws unless `ok`: "[op] parameter = value: rule".
+template <class T>
+void Require(bool ok, std::string_view op, std::string_view parameter, const T& value,
+             std::string_view rule) {
+  if (!ok) ThrowError(op, parameter, FormatValue(value), rule);
+}
+
+}  // namespace posenc

@@ -1,0 +1,86 @@
+// Applying RoPE to q and k tensors [batch, seq, heads, head_dim].
+//
+// Positions come as a start offset per sequence (Tiny-LLM's `offset`) or as an
+// explicit position id per token (packed sequences, left padding, speculative
+// decoding). Several tensors (q and k with different head counts for GQA) are
+// rotated in one pass sharing the cos/sin of each token. Angles p * inv_freq
+// are formed and reduced modulo 2*pi in double precision, so results stay
+// accurate at positions of 10^6 and beyond; f16/bf16 tensors are computed in
+// float32 and rounded once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "posenc/rope_frequencies.h"
+#include "posenc/rope_spec.h"
+#include "posenc/tensor.h"
+
+namespace posenc {
+
+// With a the attention factor (1 unless YaRN/LongRoPE) and R(p) the rotation:
+// all three are the same kernel, with the sine negated for the last two.
+enum class RopeDirection {
+  kForward,   // y = a R(p) x
+  kBackward,  // the gradient of kForward: dx = a R(p)^T dy
+  kInverse,   // undoes kForward: x = R(p)^T y / a
+};
+
+class RopePositions {
+ public:
+  // Token s of every sequence is at position start + s.
+  static RopePositions Offset(std::int64_t start);
+  // Token s of sequence b is at position offsets[b] + s (one per batch row).
+  static RopePositions Offsets(std::vector<std::int64_t> offsets);
+  // Token s of sequence b is at ids[b * seq + s].
+  static RopePositions Ids(std::vector<std::int64_t> ids);
+
+  // Throws posenc::Error if the positions do not fit [batch, seq] or any is negative.
+  void Validate(std::int64_t batch, std::int64_t seq) const;
+  std::int64_t At(std::int64_t b, std::int64_t s, std::int64_t seq) const {
+    if (!ids_.empty()) return ids_[b * seq + s];
+    return (offsets_.empty() ? start_ : offsets_[b]) + s;
+  }
+  // Largest position + 1 over [batch, seq]: the sequence length that dynamic
+  // scaling methods are evaluated at.
+  std::int64_t Length(std::int64_t batch, std::int64_t seq) const;
+
+ private:
+  std::int64_t start_ = 0;
+  std::vector<std::int64_t> offsets_;
+  std::vector<std::int64_t> ids_;
+};
+
+// One tensor to rotate: `in` is read, `out` written; they may be the same
+// memory (in place) but must not otherwise overlap. Same shape and dtype.
+struct RopeOperand {
+  ConstTensorView in;
+  TensorView out;
+  static RopeOperand InPlace(const TensorView& tensor) { return {tensor, tensor}; }
+};
+
+struct RopeCall {
+  std::vector<RopeOperand> operands;  // e.g. {q, k}; batch and seq must agree
+  RopePositions positions = RopePositions::Offset(0);
+  RopeDirection direction = RopeDirection::kForward;
+};
+
+// The fast kernel: SIMD (Highway, dynamic dispatch) and multithreaded.
+void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call);
+
+// Convenience: frequencies computed for the call's own length.
+void ApplyRope(const RopeSpec& spec, const RopeCall& call);
+
+namespace reference {
+// The seed formula, one element pair at a time, in double precision:
+//   x'_i = x_i cos(p w_k) - x_j sin(p w_k),  x'_j = x_i sin(p w_k) + x_j cos(p w_k)
+// scaled by the attention factor and rounded once to the output dtype.
+void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call);
+}  // namespace reference
+
+// Throws posenc::Error unless the call fits the spec (shapes, dtypes, head_dim,
+// positions, frequency table size). Both implementations call it first.
+void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call);
+
+}  // namespace posenc

@@ -1,0 +1,43 @@
+// RoPE specs from and to model configurations: Hugging Face config.json and
+// GGUF metadata. Unknown scaling types and inconsistent fields are errors that
+// name the field, never warnings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "posenc/gguf_metadata.h"
+#include "posenc/rope_spec.h"
+
+namespace posenc {
+
+// What a model configuration says beyond the spec itself.
+struct RopeModelConfig {
+  RopeSpec spec;
+  std::int64_t max_position_embeddings = 0;  // 0 if the config has none
+};
+
+// Reads rope_theta (or rotary_emb_base), head_dim (or hidden_size /
+// num_attention_heads), partial_rotary_factor (or rotary_pct, or GPT-J's
+// rotary_dim), max_position_embeddings, original_max_position_embeddings and
+// rope_scaling or rope_parameters with `type` or `rope_type`. The layout is
+// interleaved for GPT-J style models (model_type "gptj") and half-split
+// otherwise, as Hugging Face applies it.
+RopeModelConfig RopeFromHfConfig(std::string_view config_json);
+
+// A config.json fragment that RopeFromHfConfig reads back to the same spec.
+std::string RopeToHfConfig(const RopeModelConfig& config);
+
+// Reads general.architecture and `{arch}.rope.freq_base`,
+// `{arch}.rope.dimension_count`, `{arch}.rope.scaling.*`,
+// `{arch}.attention.key_length` / embedding_length / head_count and
+// `{arch}.context_length`. The layout follows llama.cpp's per-architecture
+// rope type (interleaved for llama-family GGUFs, whose Q/K weights were
+// permuted by the converter; half-split for NeoX-style architectures).
+RopeModelConfig RopeFromGguf(const GgufMetadata& metadata);
+
+// The `{arch}.rope.*` keys (and head/context keys) that describe the spec.
+GgufMetadata RopeToGguf(const RopeModelConfig& config, std::string_view architecture);
+
+}  // namespace posenc

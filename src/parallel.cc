@@ -1,0 +1,124 @@
+#include "posenc/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+// A fixed set of workers that each run one contiguous slice of a ParallelFor.
+// Slice t of n items is [t*n/T, (t+1)*n/T): a pure function of (n, T).
+class Pool {
+ public:
+  explicit Pool(int threads) : size_(threads) {
+    for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { Work(t); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& worker : workers_) worker.join();
+  }
+  int size() const { return size_; }
+
+  void Run(int slices, const std::function<void(int)>& slice) {
+    std::unique_lock lock(mutex_);
+    job_ = &slice;
+    slices_ = slices;
+    pending_ = slices - 1;
+    ++generation_;
+    lock.unlock();
+    wake_.notify_all();
+    slice(0);
+    lock.lock();
+    done_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void Work(int t) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (t >= slices_) continue;
+      const auto* job = job_;
+      lock.unlock();
+      (*job)(t);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  int size_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  int slices_ = 0;
+  int pending_ = 0;
+  std::uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+std::mutex pool_mutex;  // serializes ParallelFor callers and SetNumThreads
+std::unique_ptr<Pool> pool;
+// A ParallelFor inside a body runs serially on its thread instead of waiting
+// for the pool it is already part of.
+thread_local bool inside_parallel_for = false;
+
+Pool& GetPool() {
+  if (!pool) pool = std::make_unique<Pool>(std::max(1u, std::thread::hardware_concurrency()));
+  return *pool;
+}
+
+}  // namespace
+
+int NumThreads() {
+  std::lock_guard lock(pool_mutex);
+  return GetPool().size();
+}
+
+void SetNumThreads(int n) {
+  Require(n >= 1, "threads", "n", n, "must be at least 1");
+  std::lock_guard lock(pool_mutex);
+  if (!pool || pool->size() != n) {
+    pool.reset();
+    pool = std::make_unique<Pool>(n);
+  }
+}
+
+void ParallelFor(std::int64_t n, std::int64_t min_chunk,
+                 const std::function<void(std::int64_t, std::int64_t)>& body) {
+  if (n <= 0) return;
+  if (inside_parallel_for) {
+    body(0, n);
+    return;
+  }
+  std::lock_guard lock(pool_mutex);
+  Pool& workers = GetPool();
+  const std::int64_t chunks = std::max<std::int64_t>(1, n / std::max<std::int64_t>(1, min_chunk));
+  const int slices = static_cast<int>(std::min<std::int64_t>(workers.size(), chunks));
+  if (slices == 1) {
+    body(0, n);
+    return;
+  }
+  workers.Run(slices, [&](int t) {
+    inside_parallel_for = true;
+    body(t * n / slices, (t + 1) * n / slices);
+    inside_parallel_for = false;
+  });
+}
+
+}  // namespace posenc

@@ -1,0 +1,54 @@
+// The plain RoPE: the seed formula, one pair at a time, in double precision.
+// Readable on purpose; the fast kernel in rope-inl.h is tested against it.
+#include <cmath>
+#include <cstring>
+
+#include "posenc/rope.h"
+#include "reference/element_io.h"
+
+namespace posenc::reference {
+
+void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call) {
+  ValidateRopeCall(spec, frequencies, call);
+  const std::int64_t rotary_dim = spec.RotaryDim();
+  const std::int64_t pairs = rotary_dim / 2;
+  const double sign = call.direction == RopeDirection::kForward ? 1.0 : -1.0;
+  const double scale = call.direction == RopeDirection::kInverse
+                           ? 1.0 / frequencies.attention_factor
+                           : frequencies.attention_factor;
+
+  for (const RopeOperand& op : call.operands) {
+    const auto [batch, seq, heads, head_dim] = op.in.shape;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t s = 0; s < seq; ++s) {
+        const double position = static_cast<double>(call.positions.At(b, s, seq));
+        for (std::int64_t h = 0; h < heads; ++h) {
+          const std::int64_t offset = op.in.Offset(b, s, h);
+          const std::int64_t out_offset = op.out.Offset(b, s, h);
+          // Read the whole head first so that in-place works.
+          std::vector<double> x(static_cast<std::size_t>(head_dim));
+          for (std::int64_t d = 0; d < head_dim; ++d) x[d] = ReadElement(op.in, offset + d);
+          std::vector<double> y = x;  // dimensions past rotary_dim pass through
+          for (std::int64_t k = 0; k < pairs; ++k) {
+            // Pair (i, j): interleaved (2k, 2k+1); half-split (k, k + r/2).
+            const std::int64_t i = spec.layout == RopeLayout::kInterleaved ? 2 * k : k;
+            const std::int64_t j = spec.layout == RopeLayout::kInterleaved ? 2 * k + 1 : k + pairs;
+            const double angle = position * frequencies.inv_freq[k];
+            const double c = std::cos(angle), s_ = sign * std::sin(angle);
+            y[i] = scale * (x[i] * c - x[j] * s_);
+            y[j] = scale * (x[i] * s_ + x[j] * c);
+          }
+          for (std::int64_t d = 0; d < head_dim; ++d) {
+            if (d >= rotary_dim) {
+              CopyElement(op.in, offset + d, op.out, out_offset + d);  // bit-identical
+            } else {
+              WriteElement(op.out, out_offset + d, y[d]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace posenc::reference

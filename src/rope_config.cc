@@ -1,0 +1,418 @@
+// RoPE specs from/to Hugging Face config.json and GGUF metadata.
+#include "posenc/rope_config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+using nlohmann::json;
+constexpr const char* kHf = "hf-config";
+constexpr const char* kGguf = "gguf";
+
+// ---- Hugging Face config.json --------------------------------------------
+
+// A field of `object` read as a number, or nullopt if absent or null.
+std::optional<double> OptionalNumber(const json& object, const std::string& path, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  Require(it->is_number(), kHf, path + key, it->dump(), "must be a number");
+  return it->get<double>();
+}
+
+double RequiredNumber(const json& object, const std::string& path, const char* key,
+                      std::string_view why) {
+  const auto value = OptionalNumber(object, path, key);
+  if (!value) ThrowError(kHf, path + key, "missing", why);
+  return *value;
+}
+
+std::int64_t ToLength(double value, const std::string& name) {
+  Require(value >= 0 && value == std::floor(value), kHf, name, value, "must be a whole number >= 0");
+  return static_cast<std::int64_t>(value);
+}
+
+std::vector<double> RequiredList(const json& object, const std::string& path, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) {
+    ThrowError(kHf, path + key, "missing", "longrope needs a list of per-pair factors");
+  }
+  Require(it->is_array(), kHf, path + key, it->dump(), "must be a list of numbers");
+  std::vector<double> values;
+  for (const json& v : *it) {
+    Require(v.is_number(), kHf, path + key, v.dump(), "must contain only numbers");
+    values.push_back(v.get<double>());
+  }
+  return values;
+}
+
+// The scaling object: transformers v5's rope_parameters, or rope_scaling.
+const json* ScalingObject(const json& config, std::string& path) {
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    const auto it = config.find(key);
+    if (it == config.end() || it->is_null()) continue;
+    Require(it->is_object(), kHf, key, it->dump(), "must be an object");
+    path = std::string(key) + ".";
+    return &*it;
+  }
+  return nullptr;
+}
+
+std::string ScalingType(const json& scaling, const std::string& path) {
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    const auto it = scaling.find(key);
+    if (it == scaling.end() || it->is_null()) continue;
+    Require(it->is_string(), kHf, path + key, it->dump(), "must be a string");
+    const std::string value = it->get<std::string>();
+    Require(type.empty() || type == value, kHf, path + key, value,
+            "disagrees with " + path + "rope_type = \"" + type + "\"");
+    type = value;
+  }
+  return type.empty() ? "default" : type;
+}
+
+RopeScaling ParseHfScaling(const json& config, const json& s, const std::string& path,
+                           std::int64_t max_positions, std::int64_t head_dim_rotary) {
+  const std::string type = ScalingType(s, path);
+  const auto need_factor = [&] {
+    return RequiredNumber(s, path, "factor", "rope_type \"" + type + "\" needs a scaling factor");
+  };
+  const auto original_or_max = [&](std::string_view method) {
+    const auto original = OptionalNumber(s, path, "original_max_position_embeddings");
+    if (original) return ToLength(*original, path + "original_max_position_embeddings");
+    Require(max_positions > 0, kHf, "max_position_embeddings", "missing",
+            std::string(method) + " needs the original context length");
+    return max_positions;
+  };
+  if (type == "default") return NoScaling{};
+  if (type == "linear") return LinearScaling{need_factor()};
+  if (type == "ntk") {
+    return NtkAwareScaling{RequiredNumber(s, path, "alpha", "rope_type \"ntk\" needs alpha")};
+  }
+  if (type == "dynamic") {
+    // Hugging Face's dynamic NTK counts from max_position_embeddings.
+    Require(max_positions > 0, kHf, "max_position_embeddings", "missing",
+            "dynamic NTK needs the original context length");
+    return DynamicNtkScaling{need_factor(), max_positions};
+  }
+  if (type == "yarn") {
+    YarnScaling y;
+    y.factor = need_factor();
+    y.original_max_position = original_or_max("yarn");
+    y.beta_fast = OptionalNumber(s, path, "beta_fast").value_or(32.0);
+    y.beta_slow = OptionalNumber(s, path, "beta_slow").value_or(1.0);
+    y.mscale = OptionalNumber(s, path, "mscale");
+    y.mscale_all_dim = OptionalNumber(s, path, "mscale_all_dim");
+    y.attention_factor = OptionalNumber(s, path, "attention_factor");
+    y.ext_factor = OptionalNumber(s, path, "ext_factor").value_or(1.0);
+    y.attn_factor = OptionalNumber(s, path, "attn_factor").value_or(1.0);
+    if (const auto it = s.find("truncate"); it != s.end() && !it->is_null()) {
+      Require(it->is_boolean(), kHf, path + "truncate", it->dump(), "must be true or false");
+      y.truncate = it->get<bool>();
+    }
+    return y;
+  }
+  if (type == "llama3") {
+    const std::string why = "rope_type \"llama3\" needs it";
+    Llama3Scaling l;
+    l.factor = need_factor();
+    l.low_freq_factor = RequiredNumber(s, path, "low_freq_factor", why);
+    l.high_freq_factor = RequiredNumber(s, path, "high_freq_factor", why);
+    l.original_max_position = ToLength(RequiredNumber(s, path, "original_max_position_embeddings", why),
+                                       path + "original_max_position_embeddings");
+    return l;
+  }
+  if (type == "longrope") {
+    LongRopeScaling l;
+    l.short_factor = RequiredList(s, path, "short_factor");
+    l.long_factor = RequiredList(s, path, "long_factor");
+    l.attention_factor = OptionalNumber(s, path, "attention_factor");
+    // Phi-3 keeps the pretrained length at the top level; the factor is then
+    // the ratio of the extended to the original length.
+    const auto top_original = OptionalNumber(config, "", "original_max_position_embeddings");
+    if (top_original) {
+      l.original_max_position = ToLength(*top_original, "original_max_position_embeddings");
+      Require(l.original_max_position > 0, kHf, "original_max_position_embeddings", 0, "must be > 0");
+      Require(max_positions > 0, kHf, "max_position_embeddings", "missing",
+              "longrope with original_max_position_embeddings needs the extended length");
+      l.factor = static_cast<double>(max_positions) / static_cast<double>(l.original_max_position);
+    } else {
+      l.original_max_position = original_or_max("longrope");
+      l.factor = OptionalNumber(s, path, "factor").value_or(1.0);
+    }
+    (void)head_dim_rotary;
+    return l;
+  }
+  if (type == "factors") {
+    return FrequencyFactorScaling{RequiredList(s, path, "factors")};
+  }
+  ThrowError(kHf, path + "rope_type", FormatValue(type),
+             "unknown; must be one of default, linear, ntk, dynamic, yarn, llama3, longrope, factors");
+}
+
+json ScalingToHf(const RopeScaling& scaling) {
+  return std::visit(
+      [](const auto& s) -> json {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, NoScaling>) {
+          return nullptr;
+        } else if constexpr (std::is_same_v<S, LinearScaling>) {
+          return {{"rope_type", "linear"}, {"factor", s.factor}};
+        } else if constexpr (std::is_same_v<S, NtkAwareScaling>) {
+          return {{"rope_type", "ntk"}, {"alpha", s.alpha}};
+        } else if constexpr (std::is_same_v<S, DynamicNtkScaling>) {
+          return {{"rope_type", "dynamic"}, {"factor", s.factor}};
+        } else if constexpr (std::is_same_v<S, YarnScaling>) {
+          json j = {{"rope_type", "yarn"}, {"factor", s.factor},
+                    {"original_max_position_embeddings", s.original_max_position},
+                    {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"truncate", s.truncate}};
+          if (s.mscale) j["mscale"] = *s.mscale;
+          if (s.mscale_all_dim) j["mscale_all_dim"] = *s.mscale_all_dim;
+          if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
+          if (s.ext_factor != 1.0) j["ext_factor"] = s.ext_factor;
+          if (s.attn_factor != 1.0) j["attn_factor"] = s.attn_factor;
+          return j;
+        } else if constexpr (std::is_same_v<S, Llama3Scaling>) {
+          return {{"rope_type", "llama3"}, {"factor", s.factor},
+                  {"low_freq_factor", s.low_freq_factor}, {"high_freq_factor", s.high_freq_factor},
+                  {"original_max_position_embeddings", s.original_max_position}};
+        } else if constexpr (std::is_same_v<S, LongRopeScaling>) {
+          json j = {{"rope_type", "longrope"}, {"short_factor", s.short_factor},
+                    {"long_factor", s.long_factor}, {"factor", s.factor},
+                    {"original_max_position_embeddings", s.original_max_position}};
+          if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
+          return j;
+        } else {
+          return {{"rope_type", "factors"}, {"factors", s.factors}};
+        }
+      },
+      scaling);
+}
+
+// ---- GGUF metadata ---------------------------------------------------------
+
+std::optional<double> GgufNumber(const GgufMetadata& meta, const std::string& key) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) return std::nullopt;
+  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  ThrowError(kGguf, key, "non-numeric", "must be a number");
+}
+
+std::optional<std::string> GgufString(const GgufMetadata& meta, const std::string& key) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) return std::nullopt;
+  const auto* s = std::get_if<std::string>(&it->second);
+  if (!s) ThrowError(kGguf, key, "non-string", "must be a string");
+  return *s;
+}
+
+std::int64_t GgufLength(const GgufMetadata& meta, const std::string& key) {
+  const auto value = GgufNumber(meta, key);
+  if (!value) ThrowError(kGguf, key, "missing", "needed for this RoPE scaling type");
+  Require(*value > 0 && *value == std::floor(*value), kGguf, key, *value, "must be a whole number > 0");
+  return static_cast<std::int64_t>(*value);
+}
+
+// llama.cpp's rope type per architecture: "normal" rotates interleaved pairs
+// (its converter permutes llama-family Q/K weights to match); "neox" half-split.
+RopeLayout GgufLayout(const std::string& arch) {
+  static const char* const kInterleaved[] = {
+      "llama", "deepseek", "deepseek2", "baichuan", "starcoder", "internlm2", "minicpm", "xverse",
+      "command-r", "cohere2", "olmo", "arctic", "granite", "granitemoe", "chameleon", "mistral3",
+      "llama4", "plm", "bitnet", "refact", "orion"};
+  static const char* const kHalfSplit[] = {
+      "gptneox", "falcon", "grok", "dbrx", "bert", "nomic-bert", "jina-bert-v2", "stablelm",
+      "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe", "phi2", "phi3", "phimoe",
+      "gemma", "gemma2", "gemma3", "starcoder2", "openelm", "codeshell", "exaone", "minicpm3",
+      "nemotron", "olmo2", "olmoe", "gpt-oss", "smollm3", "ernie4_5", "hunyuan-moe"};
+  for (const char* name : kInterleaved) {
+    if (arch == name) return RopeLayout::kInterleaved;
+  }
+  for (const char* name : kHalfSplit) {
+    if (arch == name) return RopeLayout::kHalfSplit;
+  }
+  ThrowError(kGguf, "general.architecture", FormatValue(arch),
+             "has no known RoPE layout (not a rotary architecture known to posenc)");
+}
+
+}  // namespace
+
+RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
+  json config;
+  try {
+    config = json::parse(config_json);
+  } catch (const json::parse_error& e) {
+    ThrowError(kHf, "config.json", "unparsable", std::string("must be valid JSON: ") + e.what());
+  }
+  Require(config.is_object(), kHf, "config.json", config.type_name(), "must be a JSON object");
+
+  std::string scaling_path;
+  const json* scaling = ScalingObject(config, scaling_path);
+  const std::string model_type = config.value("model_type", std::string());
+
+  RopeModelConfig out;
+  RopeSpec& spec = out.spec;
+  std::optional<double> theta;
+  if (scaling) theta = OptionalNumber(*scaling, scaling_path, "rope_theta");
+  if (!theta) theta = OptionalNumber(config, "", "rope_theta");
+  if (!theta) theta = OptionalNumber(config, "", "rotary_emb_base");  // GPT-NeoX
+  spec.theta = theta.value_or(10000.0);
+
+  if (const auto head_dim = OptionalNumber(config, "", "head_dim")) {
+    spec.head_dim = ToLength(*head_dim, "head_dim");
+  } else {
+    const auto hidden = OptionalNumber(config, "", config.contains("n_embd") ? "n_embd" : "hidden_size");
+    const auto heads = OptionalNumber(config, "", config.contains("n_head") ? "n_head" : "num_attention_heads");
+    if (!hidden || !heads) {
+      ThrowError(kHf, "head_dim", "missing", "give head_dim, or hidden_size and num_attention_heads");
+    }
+    Require(*heads > 0, kHf, "num_attention_heads", *heads, "must be > 0");
+    spec.head_dim = ToLength(*hidden / *heads, "hidden_size / num_attention_heads");
+  }
+
+  if (const auto rotary_dim = OptionalNumber(config, "", "rotary_dim")) {
+    spec.rotary_dim = ToLength(*rotary_dim, "rotary_dim");  // GPT-J, explicit
+  } else {
+    auto factor = OptionalNumber(config, "", "partial_rotary_factor");
+    if (!factor) factor = OptionalNumber(config, "", "rotary_pct");  // GPT-NeoX
+    if (factor && *factor != 1.0) {
+      // int(head_dim * factor) as Hugging Face does, robust to a factor
+      // printed as r/d with rounding (0.6666... of 96 is 64, not 63).
+      Require(*factor > 0 && *factor <= 1, kHf, "partial_rotary_factor", *factor, "must be in (0, 1]");
+      spec.rotary_dim = RotaryDimFromFactor(spec.head_dim, *factor + 1e-12);
+    }
+  }
+  spec.layout = model_type == "gptj" ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+
+  auto max_positions = OptionalNumber(config, "", "max_position_embeddings");
+  if (!max_positions) max_positions = OptionalNumber(config, "", "n_positions");
+  out.max_position_embeddings = max_positions ? ToLength(*max_positions, "max_position_embeddings") : 0;
+  if (scaling) {
+    spec.scaling = ParseHfScaling(config, *scaling, scaling_path, out.max_position_embeddings,
+                                  spec.RotaryDim());
+  }
+  spec.Validate();
+  return out;
+}
+
+std::string RopeToHfConfig(const RopeModelConfig& config) {
+  const RopeSpec& spec = config.spec;
+  spec.Validate();
+  json j = {{"rope_theta", spec.theta}, {"head_dim", spec.head_dim}};
+  if (spec.layout == RopeLayout::kInterleaved) {
+    j["model_type"] = "gptj";
+    j["rotary_dim"] = spec.RotaryDim();
+  } else if (spec.RotaryDim() != spec.head_dim) {
+    j["partial_rotary_factor"] = static_cast<double>(spec.RotaryDim()) / static_cast<double>(spec.head_dim);
+  }
+  if (config.max_position_embeddings > 0) j["max_position_embeddings"] = config.max_position_embeddings;
+  if (const auto* l = std::get_if<LongRopeScaling>(&spec.scaling)) {
+    j["original_max_position_embeddings"] = l->original_max_position;
+    j["max_position_embeddings"] = static_cast<std::int64_t>(std::llround(l->factor * l->original_max_position));
+  }
+  if (const auto* d = std::get_if<DynamicNtkScaling>(&spec.scaling)) {
+    j["max_position_embeddings"] = d->original_max_position;
+  }
+  j["rope_scaling"] = ScalingToHf(spec.scaling);
+  return j.dump(2);
+}
+
+RopeModelConfig RopeFromGguf(const GgufMetadata& meta) {
+  const auto arch = GgufString(meta, "general.architecture");
+  if (!arch) ThrowError(kGguf, "general.architecture", "missing", "every GGUF model names its architecture");
+  const std::string p = *arch + ".";
+  RopeModelConfig out;
+  RopeSpec& spec = out.spec;
+  spec.layout = GgufLayout(*arch);
+  spec.theta = GgufNumber(meta, p + "rope.freq_base").value_or(10000.0);
+  if (GgufNumber(meta, p + "attention.key_length")) {
+    spec.head_dim = GgufLength(meta, p + "attention.key_length");
+  } else {
+    spec.head_dim = GgufLength(meta, p + "embedding_length") / GgufLength(meta, p + "attention.head_count");
+  }
+  if (GgufNumber(meta, p + "rope.dimension_count")) {
+    spec.rotary_dim = GgufLength(meta, p + "rope.dimension_count");
+    if (spec.rotary_dim == spec.head_dim) spec.rotary_dim = 0;
+  }
+  if (GgufNumber(meta, p + "context_length")) {
+    out.max_position_embeddings = GgufLength(meta, p + "context_length");
+  }
+
+  std::string type = GgufString(meta, p + "rope.scaling.type").value_or("none");
+  auto factor = GgufNumber(meta, p + "rope.scaling.factor");
+  if (const auto linear = GgufNumber(meta, p + "rope.scale_linear"); linear && type == "none") {
+    type = "linear";  // older files
+    factor = linear;
+  }
+  const auto original = [&] {
+    return GgufNumber(meta, p + "rope.scaling.original_context_length")
+               ? GgufLength(meta, p + "rope.scaling.original_context_length")
+               : GgufLength(meta, p + "context_length");
+  };
+  const auto need_factor = [&] {
+    if (!factor) ThrowError(kGguf, p + "rope.scaling.factor", "missing", "needed for scaling type " + type);
+    return *factor;
+  };
+  if (type == "none") {
+    spec.scaling = NoScaling{};
+  } else if (type == "linear") {
+    spec.scaling = LinearScaling{need_factor()};
+  } else if (type == "yarn") {
+    YarnScaling y;
+    y.factor = need_factor();
+    y.original_max_position = original();
+    y.beta_fast = GgufNumber(meta, p + "rope.scaling.yarn_beta_fast").value_or(32.0);
+    y.beta_slow = GgufNumber(meta, p + "rope.scaling.yarn_beta_slow").value_or(1.0);
+    y.ext_factor = GgufNumber(meta, p + "rope.scaling.yarn_ext_factor").value_or(1.0);
+    y.attn_factor = GgufNumber(meta, p + "rope.scaling.attn_factor").value_or(1.0);
+    // DeepSeek-V2: yarn_log_multiplier = 0.1 * mscale_all_dim.
+    if (const auto log_mul = GgufNumber(meta, p + "rope.scaling.yarn_log_multiplier")) {
+      y.mscale = y.mscale_all_dim = *log_mul / 0.1;
+    }
+    spec.scaling = y;
+  } else {
+    ThrowError(kGguf, p + "rope.scaling.type", FormatValue(type),
+               "unknown; must be one of none, linear, yarn (LongRoPE and Llama-3 factors come as "
+               "rope_factors tensors: give them as FrequencyFactorScaling)");
+  }
+  spec.Validate();
+  return out;
+}
+
+GgufMetadata RopeToGguf(const RopeModelConfig& config, std::string_view architecture) {
+  const RopeSpec& spec = config.spec;
+  spec.Validate();
+  const std::string p = std::string(architecture) + ".";
+  GgufMetadata meta;
+  meta["general.architecture"] = std::string(architecture);
+  meta[p + "rope.freq_base"] = spec.theta;
+  meta[p + "rope.dimension_count"] = spec.RotaryDim();
+  meta[p + "attention.key_length"] = spec.head_dim;
+  if (config.max_position_embeddings > 0) meta[p + "context_length"] = config.max_position_embeddings;
+  if (const auto* l = std::get_if<LinearScaling>(&spec.scaling)) {
+    meta[p + "rope.scaling.type"] = std::string("linear");
+    meta[p + "rope.scaling.factor"] = l->factor;
+  } else if (const auto* y = std::get_if<YarnScaling>(&spec.scaling)) {
+    meta[p + "rope.scaling.type"] = std::string("yarn");
+    meta[p + "rope.scaling.factor"] = y->factor;
+    meta[p + "rope.scaling.original_context_length"] = y->original_max_position;
+    meta[p + "rope.scaling.yarn_beta_fast"] = y->beta_fast;
+    meta[p + "rope.scaling.yarn_beta_slow"] = y->beta_slow;
+    meta[p + "rope.scaling.yarn_ext_factor"] = y->ext_factor;
+    meta[p + "rope.scaling.attn_factor"] = y->attn_factor;
+  } else if (!std::holds_alternative<NoScaling>(spec.scaling)) {
+    ThrowError(kGguf, "scaling", FormatValue(RopeScalingName(spec.scaling)),
+               "has no GGUF metadata form (GGUF carries none, linear and yarn)");
+  } else {
+    meta[p + "rope.scaling.type"] = std::string("none");
+  }
+  return meta;
+}
+
+}  // namespace posenc

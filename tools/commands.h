@@ -1,0 +1,12 @@
+// The posenc command's subcommands; each lives in its own file and adds
+// itself to the CLI11 app here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace posenc::cli {
+
+void AddRopeCommands(CLI::App& app);   // posenc rope freqs
+void AddBenchCommands(CLI::App& app);  // posenc bench rope
+
+}  // namespace posenc::cli
