@@ -1,0 +1,1 @@
+#include "machine_limits.h"

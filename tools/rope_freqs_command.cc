@@ -1,0 +1,2 @@
+#include "commands.h"
+namespace posenc::cli { void AddRopeCommands(CLI::App&) {} }
