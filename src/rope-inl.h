@@ -82,6 +82,16 @@ template <typename T>
 HWY_INLINE void RotateInterleaved(const T* HWY_RESTRICT in, T* out, size_t rotary_dim,
                                   const float* HWY_RESTRICT c2, const float* HWY_RESTRICT s2) {
   const hn::ScalableTag<float> df;
+#if HWY_TARGET == HWY_SCALAR
+  // One lane cannot hold a pair: rotate pair by pair (c2[i] = c_k, s2[i+1] = s_k).
+  for (size_t i = 0; i < rotary_dim; i += 2) {
+    const auto x0 = LoadPartialF32(df, in + i, 1), x1 = LoadPartialF32(df, in + i + 1, 1);
+    const auto c = hn::Set(df, c2[i]), s = hn::Set(df, s2[i + 1]);
+    StorePartialF32(df, hn::MulSub(x0, c, hn::Mul(x1, s)), out + i, 1);
+    StorePartialF32(df, hn::MulAdd(x0, s, hn::Mul(x1, c)), out + i + 1, 1);
+  }
+  return;
+#endif
   const size_t lanes = hn::Lanes(df);
   const auto rotate = [&](auto x, size_t i) {
     return hn::MulAdd(x, hn::LoadU(df, c2 + i), hn::Mul(hn::Reverse2(df, x), hn::LoadU(df, s2 + i)));

@@ -70,12 +70,12 @@ void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, 
             "must equal operands[0].batch = " + std::to_string(first.batch()));
     Require(op.in.seq() == first.seq(), "rope", name + ".seq", op.in.seq(),
             "must equal operands[0].seq = " + std::to_string(first.seq()));
-    Require(op.out.shape == op.in.shape, "rope", name + ".out.shape", "differs",
+    Require(op.out.shape == op.in.shape, "rope", name + ".out.shape", Verbatim{"differs"},
             "must equal the input shape");
     Require(op.out.dtype == op.in.dtype, "rope", name + ".out.dtype", DTypeName(op.out.dtype),
             "must equal the input dtype " + std::string(DTypeName(op.in.dtype)));
     Require(op.out.data != op.in.data || op.out.strides == op.in.strides, "rope",
-            name + ".out.strides", "differ", "an in-place output must have the input's strides");
+            name + ".out.strides", Verbatim{"differ"}, "an in-place output must have the input's strides");
   }
   call.positions.Validate(first.batch(), first.seq());
 }

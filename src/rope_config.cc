@@ -20,7 +20,7 @@ constexpr const char* kGguf = "gguf";
 std::optional<double> OptionalNumber(const json& object, const std::string& path, const char* key) {
   const auto it = object.find(key);
   if (it == object.end() || it->is_null()) return std::nullopt;
-  Require(it->is_number(), kHf, path + key, it->dump(), "must be a number");
+  Require(it->is_number(), kHf, path + key, Verbatim{it->dump()}, "must be a number");
   return it->get<double>();
 }
 
@@ -41,10 +41,10 @@ std::vector<double> RequiredList(const json& object, const std::string& path, co
   if (it == object.end() || it->is_null()) {
     ThrowError(kHf, path + key, "missing", "longrope needs a list of per-pair factors");
   }
-  Require(it->is_array(), kHf, path + key, it->dump(), "must be a list of numbers");
+  Require(it->is_array(), kHf, path + key, Verbatim{it->dump()}, "must be a list of numbers");
   std::vector<double> values;
   for (const json& v : *it) {
-    Require(v.is_number(), kHf, path + key, v.dump(), "must contain only numbers");
+    Require(v.is_number(), kHf, path + key, Verbatim{v.dump()}, "must contain only numbers");
     values.push_back(v.get<double>());
   }
   return values;
@@ -55,7 +55,7 @@ const json* ScalingObject(const json& config, std::string& path) {
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     const auto it = config.find(key);
     if (it == config.end() || it->is_null()) continue;
-    Require(it->is_object(), kHf, key, it->dump(), "must be an object");
+    Require(it->is_object(), kHf, key, Verbatim{it->dump()}, "must be an object");
     path = std::string(key) + ".";
     return &*it;
   }
@@ -67,7 +67,7 @@ std::string ScalingType(const json& scaling, const std::string& path) {
   for (const char* key : {"rope_type", "type"}) {
     const auto it = scaling.find(key);
     if (it == scaling.end() || it->is_null()) continue;
-    Require(it->is_string(), kHf, path + key, it->dump(), "must be a string");
+    Require(it->is_string(), kHf, path + key, Verbatim{it->dump()}, "must be a string");
     const std::string value = it->get<std::string>();
     Require(type.empty() || type == value, kHf, path + key, value,
             "disagrees with " + path + "rope_type = \"" + type + "\"");
@@ -85,7 +85,7 @@ RopeScaling ParseHfScaling(const json& config, const json& s, const std::string&
   const auto original_or_max = [&](std::string_view method) {
     const auto original = OptionalNumber(s, path, "original_max_position_embeddings");
     if (original) return ToLength(*original, path + "original_max_position_embeddings");
-    Require(max_positions > 0, kHf, "max_position_embeddings", "missing",
+    Require(max_positions > 0, kHf, "max_position_embeddings", Verbatim{"missing"},
             std::string(method) + " needs the original context length");
     return max_positions;
   };
@@ -96,7 +96,7 @@ RopeScaling ParseHfScaling(const json& config, const json& s, const std::string&
   }
   if (type == "dynamic") {
     // Hugging Face's dynamic NTK counts from max_position_embeddings.
-    Require(max_positions > 0, kHf, "max_position_embeddings", "missing",
+    Require(max_positions > 0, kHf, "max_position_embeddings", Verbatim{"missing"},
             "dynamic NTK needs the original context length");
     return DynamicNtkScaling{need_factor(), max_positions};
   }
@@ -112,7 +112,7 @@ RopeScaling ParseHfScaling(const json& config, const json& s, const std::string&
     y.ext_factor = OptionalNumber(s, path, "ext_factor").value_or(1.0);
     y.attn_factor = OptionalNumber(s, path, "attn_factor").value_or(1.0);
     if (const auto it = s.find("truncate"); it != s.end() && !it->is_null()) {
-      Require(it->is_boolean(), kHf, path + "truncate", it->dump(), "must be true or false");
+      Require(it->is_boolean(), kHf, path + "truncate", Verbatim{it->dump()}, "must be true or false");
       y.truncate = it->get<bool>();
     }
     return y;
@@ -138,7 +138,7 @@ RopeScaling ParseHfScaling(const json& config, const json& s, const std::string&
     if (top_original) {
       l.original_max_position = ToLength(*top_original, "original_max_position_embeddings");
       Require(l.original_max_position > 0, kHf, "original_max_position_embeddings", 0, "must be > 0");
-      Require(max_positions > 0, kHf, "max_position_embeddings", "missing",
+      Require(max_positions > 0, kHf, "max_position_embeddings", Verbatim{"missing"},
               "longrope with original_max_position_embeddings needs the extended length");
       l.factor = static_cast<double>(max_positions) / static_cast<double>(l.original_max_position);
     } else {
@@ -250,7 +250,7 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
   } catch (const json::parse_error& e) {
     ThrowError(kHf, "config.json", "unparsable", std::string("must be valid JSON: ") + e.what());
   }
-  Require(config.is_object(), kHf, "config.json", config.type_name(), "must be a JSON object");
+  Require(config.is_object(), kHf, "config.json", Verbatim{config.type_name()}, "must be a JSON object");
 
   std::string scaling_path;
   const json* scaling = ScalingObject(config, scaling_path);

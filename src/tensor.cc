@@ -11,7 +11,7 @@ void ValidateView(const ConstTensorView& view, const char* op, const char* name)
             view.shape[axis], "must not be negative");
   }
   const bool empty = view.shape[0] * view.shape[1] * view.shape[2] * view.shape[3] == 0;
-  Require(empty || view.data != nullptr, op, param + ".data", "null", "must point to the elements");
+  Require(empty || view.data != nullptr, op, param + ".data", Verbatim{"null"}, "must point to the elements");
   Require(view.strides[3] == 1, op, param + ".strides[3]", view.strides[3],
           "head_dim must be contiguous (stride 1)");
 }

@@ -16,12 +16,19 @@ class Error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A value printed as is: a JSON fragment, or a word such as missing or null.
+struct Verbatim {
+  std::string text;
+};
+
 // Formats any streamable value the way messages print it (doubles with
-// enough digits to round-trip, strings quoted).
+// enough digits to round-trip, strings quoted, Verbatim as is).
 template <class T>
 std::string FormatValue(const T& value) {
   std::ostringstream out;
-  if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+  if constexpr (std::is_same_v<T, Verbatim>) {
+    return value.text;
+  } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
     out << '"' << std::string_view(value) << '"';
   } else {
     out.precision(17);

@@ -1,1 +1,179 @@
-#include <gtest/gtest.h>
+// RoPE specs read from Hugging Face config.json and GGUF metadata, printed
+// back, and the errors for configs that are wrong.
+#include "posenc/rope_config.h"
+#include "posenc/rope_frequencies.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+
+std::string ReadExample(const std::string& name) {
+  std::ifstream in(std::string(POSENC_SOURCE_DIR) + "/examples/configs/" + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(HfConfig, Llama31) {
+  const auto config = RopeFromHfConfig(ReadExample("llama-3.1-8b.json"));
+  EXPECT_EQ(config.spec.theta, 500000.0);
+  EXPECT_EQ(config.spec.head_dim, 128);
+  EXPECT_EQ(config.spec.RotaryDim(), 128);
+  EXPECT_EQ(config.spec.layout, RopeLayout::kHalfSplit);
+  EXPECT_EQ(config.max_position_embeddings, 131072);
+  const auto& llama3 = std::get<Llama3Scaling>(config.spec.scaling);
+  EXPECT_EQ(llama3.factor, 8.0);
+  EXPECT_EQ(llama3.low_freq_factor, 1.0);
+  EXPECT_EQ(llama3.high_freq_factor, 4.0);
+  EXPECT_EQ(llama3.original_max_position, 8192);
+}
+
+TEST(HfConfig, Qwen2YarnWithLegacyTypeSpelling) {
+  const auto config = RopeFromHfConfig(ReadExample("qwen2-7b-yarn.json"));
+  const auto& yarn = std::get<YarnScaling>(config.spec.scaling);
+  EXPECT_EQ(yarn.factor, 4.0);
+  EXPECT_EQ(yarn.original_max_position, 32768);
+  EXPECT_EQ(yarn.beta_fast, 32.0);
+  EXPECT_EQ(yarn.beta_slow, 1.0);
+  EXPECT_TRUE(yarn.truncate);
+}
+
+TEST(HfConfig, Llama2HasNoScaling) {
+  const auto config = RopeFromHfConfig(ReadExample("llama-2-7b.json"));
+  EXPECT_TRUE(std::holds_alternative<NoScaling>(config.spec.scaling));
+  EXPECT_EQ(config.spec.theta, 10000.0);
+}
+
+TEST(HfConfig, GptNeoxPartialRotaryAndGptjInterleaved) {
+  const auto neox = RopeFromHfConfig(R"({"model_type": "gpt_neox", "hidden_size": 6144,
+      "num_attention_heads": 64, "rotary_pct": 0.25, "rotary_emb_base": 10000, "max_position_embeddings": 2048})");
+  EXPECT_EQ(neox.spec.head_dim, 96);
+  EXPECT_EQ(neox.spec.RotaryDim(), 24);
+  const auto gptj = RopeFromHfConfig(R"({"model_type": "gptj", "n_embd": 4096, "n_head": 16,
+      "rotary_dim": 64, "n_positions": 2048})");
+  EXPECT_EQ(gptj.spec.head_dim, 256);
+  EXPECT_EQ(gptj.spec.RotaryDim(), 64);
+  EXPECT_EQ(gptj.spec.layout, RopeLayout::kInterleaved);
+  EXPECT_EQ(gptj.max_position_embeddings, 2048);
+}
+
+TEST(HfConfig, RopeParametersSpellingOfTransformersV5) {
+  const auto config = RopeFromHfConfig(R"({"head_dim": 64, "max_position_embeddings": 4096,
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 250000}})");
+  EXPECT_EQ(config.spec.theta, 250000.0);
+  EXPECT_EQ(std::get<LinearScaling>(config.spec.scaling).factor, 2.0);
+}
+
+TEST(HfConfig, Phi3LongRopeTakesFactorFromTheLengths) {
+  std::string shorts = "[", longs = "[";
+  for (int k = 0; k < 48; ++k) {
+    shorts += std::string(k ? "," : "") + "1.0";
+    longs += std::string(k ? "," : "") + std::to_string(1.0 + k);
+  }
+  const auto config = RopeFromHfConfig(R"({"hidden_size": 3072, "num_attention_heads": 32,
+      "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+      "rope_scaling": {"type": "longrope", "short_factor": )" + shorts + "], \"long_factor\": " + longs + "]}}");
+  const auto& longrope = std::get<LongRopeScaling>(config.spec.scaling);
+  EXPECT_EQ(longrope.original_max_position, 4096);
+  EXPECT_EQ(longrope.factor, 32.0);
+  EXPECT_EQ(longrope.long_factor[47], 48.0);
+}
+
+TEST(HfConfig, DeepSeekYarnFields) {
+  const auto config = RopeFromHfConfig(R"({"head_dim": 64, "max_position_embeddings": 163840,
+      "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+      "beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707}})");
+  const auto& yarn = std::get<YarnScaling>(config.spec.scaling);
+  EXPECT_EQ(yarn.original_max_position, 4096);
+  EXPECT_EQ(*yarn.mscale, 0.707);
+  EXPECT_EQ(*yarn.mscale_all_dim, 0.707);
+  EXPECT_FALSE(yarn.attention_factor.has_value());
+}
+
+TEST(HfConfig, ErrorsNameTheField) {
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "su"}})"); },
+              {"[hf-config] rope_scaling.rope_type = \"su\"", "unknown"});
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"type": "linear", "rope_type": "yarn", "factor": 2}})"); },
+              {"disagrees"});
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8,
+      "high_freq_factor": 4, "original_max_position_embeddings": 8192}})"); },
+              {"rope_scaling.low_freq_factor = missing"});
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear"}})"); },
+              {"rope_scaling.factor = missing"});
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 0}})"); },
+              {"factor = 0", "> 0"});
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_theta": "big"})"); },
+              {"rope_theta = \"big\"", "must be a number"});
+  ExpectError([] { RopeFromHfConfig(R"({"model_type": "llama"})"); }, {"head_dim = missing"});
+  ExpectError([] { RopeFromHfConfig("{not json"); }, {"config.json", "valid JSON"});
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 63})"); }, {"head_dim = 63", "even"});
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"type": "dynamic", "factor": 2}})"); },
+              {"max_position_embeddings = missing"});
+}
+
+TEST(HfConfig, PrintsBackToTheSameSpec) {
+  for (const char* name : {"llama-3.1-8b.json", "qwen2-7b-yarn.json", "llama-2-7b.json"}) {
+    const auto config = RopeFromHfConfig(ReadExample(name));
+    const auto again = RopeFromHfConfig(RopeToHfConfig(config));
+    EXPECT_EQ(RopeToHfConfig(again), RopeToHfConfig(config)) << name;
+    EXPECT_EQ(ComputeRopeFrequencies(again.spec).inv_freq, ComputeRopeFrequencies(config.spec).inv_freq);
+  }
+  RopeModelConfig partial{.spec = {.theta = 10000, .head_dim = 96, .rotary_dim = 64}};
+  EXPECT_EQ(RopeFromHfConfig(RopeToHfConfig(partial)).spec.RotaryDim(), 64);
+}
+
+GgufMetadata LlamaGguf() {
+  return {{"general.architecture", std::string("llama")},
+          {"llama.rope.freq_base", 100000.0},
+          {"llama.embedding_length", std::int64_t{576}},
+          {"llama.attention.head_count", std::int64_t{9}},
+          {"llama.rope.dimension_count", std::int64_t{64}},
+          {"llama.context_length", std::int64_t{8192}}};
+}
+
+TEST(GgufConfig, SmolLm2StyleLlama) {
+  const auto config = RopeFromGguf(LlamaGguf());
+  EXPECT_EQ(config.spec.theta, 100000.0);
+  EXPECT_EQ(config.spec.head_dim, 64);
+  EXPECT_EQ(config.spec.layout, RopeLayout::kInterleaved);  // llama.cpp permuted Q/K
+  EXPECT_EQ(config.max_position_embeddings, 8192);
+}
+
+TEST(GgufConfig, YarnKeysAndRoundTrip) {
+  auto meta = LlamaGguf();
+  meta["general.architecture"] = std::string("qwen2");
+  for (auto key : {"rope.freq_base", "embedding_length", "attention.head_count", "rope.dimension_count", "context_length"}) {
+    meta["qwen2." + std::string(key)] = meta["llama." + std::string(key)];
+  }
+  meta["qwen2.rope.scaling.type"] = std::string("yarn");
+  meta["qwen2.rope.scaling.factor"] = 4.0;
+  meta["qwen2.rope.scaling.original_context_length"] = std::int64_t{32768};
+  const auto config = RopeFromGguf(meta);
+  EXPECT_EQ(config.spec.layout, RopeLayout::kHalfSplit);
+  EXPECT_EQ(std::get<YarnScaling>(config.spec.scaling).original_max_position, 32768);
+  const auto again = RopeFromGguf(RopeToGguf(config, "qwen2"));
+  EXPECT_EQ(ComputeRopeFrequencies(again.spec).inv_freq, ComputeRopeFrequencies(config.spec).inv_freq);
+  EXPECT_EQ(ComputeRopeFrequencies(again.spec).attention_factor, ComputeRopeFrequencies(config.spec).attention_factor);
+}
+
+TEST(GgufConfig, ErrorsNameTheKey) {
+  ExpectError([] { RopeFromGguf({}); }, {"[gguf] general.architecture = missing"});
+  ExpectError([] { RopeFromGguf({{"general.architecture", std::string("bloom")}}); },
+              {"general.architecture = \"bloom\"", "no known RoPE layout"});
+  auto meta = LlamaGguf();
+  meta["llama.rope.scaling.type"] = std::string("su");
+  ExpectError([&] { RopeFromGguf(meta); }, {"llama.rope.scaling.type = \"su\""});
+  meta["llama.rope.scaling.type"] = std::string("linear");
+  ExpectError([&] { RopeFromGguf(meta); }, {"llama.rope.scaling.factor = missing"});
+  meta["llama.rope.freq_base"] = std::string("x");
+  ExpectError([&] { RopeFromGguf(meta); }, {"llama.rope.freq_base", "must be a number"});
+}
+
+}  // namespace
+}  // namespace posenc
