@@ -1,0 +1,151 @@
+// The GGUF reader: metadata of every type, tensor placement, dequantization
+// of hand-built blocks, and corrupt files rejected with clear errors.
+#include "posenc/gguf.h"
+
+#include <cmath>
+#include <span>
+
+#include "gguf_builder.h"
+#include "posenc/dtype.h"
+#include "test_util.h"
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+using testing::GgufBuilder;
+
+GgufFile ParseBytes(const std::vector<unsigned char>& bytes) {
+  return GgufFile::Parse(std::as_bytes(std::span(bytes)));
+}
+
+std::vector<unsigned char> Half(float value) {
+  const std::uint16_t bits = F32ToF16(value);
+  return {static_cast<unsigned char>(bits & 0xFF), static_cast<unsigned char>(bits >> 8)};
+}
+
+TEST(Gguf, MetadataOfEveryValueType) {
+  const auto bytes = GgufBuilder()
+                         .Text("general.architecture", "llama")
+                         .Scalar("u8", 0, std::uint8_t{200})
+                         .Scalar("i8", 1, std::int8_t{-5})
+                         .Scalar("u16", 2, std::uint16_t{60000})
+                         .Scalar("i16", 3, std::int16_t{-300})
+                         .Scalar("u32", 4, std::uint32_t{4000000000u})
+                         .Scalar("i32", 5, std::int32_t{-7})
+                         .Scalar("f32", 6, 0.5f)
+                         .Scalar("bool", 7, std::uint8_t{1})
+                         .Scalar("u64", 10, std::uint64_t{1} << 40)
+                         .Scalar("i64", 11, std::int64_t{-1} << 40)
+                         .Scalar("f64", 12, 0.1)
+                         .Array("ints", 5, std::vector<std::int32_t>{1, -2, 3})
+                         .Array("floats", 6, std::vector<float>{0.25f, -1.5f})
+                         .Bytes();
+  const GgufFile file = ParseBytes(bytes);
+  const auto& m = file.metadata();
+  EXPECT_EQ(file.version(), 3u);
+  EXPECT_EQ(std::get<std::string>(m.at("general.architecture")), "llama");
+  EXPECT_EQ(std::get<std::int64_t>(m.at("u8")), 200);
+  EXPECT_EQ(std::get<std::int64_t>(m.at("i8")), -5);
+  EXPECT_EQ(std::get<std::int64_t>(m.at("u16")), 60000);
+  EXPECT_EQ(std::get<std::int64_t>(m.at("i16")), -300);
+  EXPECT_EQ(std::get<std::int64_t>(m.at("u32")), 4000000000);
+  EXPECT_EQ(std::get<std::int64_t>(m.at("i32")), -7);
+  EXPECT_EQ(std::get<double>(m.at("f32")), 0.5);
+  EXPECT_EQ(std::get<bool>(m.at("bool")), true);
+  EXPECT_EQ(std::get<std::int64_t>(m.at("u64")), std::int64_t{1} << 40);
+  EXPECT_EQ(std::get<std::int64_t>(m.at("i64")), -(std::int64_t{1} << 40));
+  EXPECT_EQ(std::get<double>(m.at("f64")), 0.1);
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(m.at("ints")), (std::vector<std::int64_t>{1, -2, 3}));
+  EXPECT_EQ(std::get<std::vector<double>>(m.at("floats")), (std::vector<double>{0.25, -1.5}));
+}
+
+TEST(Gguf, TensorsAreAlignedAndDequantized) {
+  // Q4_0 block: d = 0.5, nibble j (low) = j % 16, high = 15 - j % 16.
+  std::vector<unsigned char> q4 = Half(0.5f);
+  for (int j = 0; j < 16; ++j) q4.push_back(static_cast<unsigned char>(j | ((15 - j) << 4)));
+  // Q8_0 block: d = 0.25, values -16..15.
+  std::vector<unsigned char> q8 = Half(0.25f);
+  for (int j = 0; j < 32; ++j) q8.push_back(static_cast<unsigned char>(static_cast<std::int8_t>(j - 16)));
+  std::vector<unsigned char> f32(8);
+  const float values[2] = {1.5f, -2.0f};
+  std::memcpy(f32.data(), values, 8);
+  const auto bytes = GgufBuilder(2, 64)
+                         .Scalar("general.alignment", 4, std::uint32_t{64})
+                         .Tensor("a.weight", {32}, 2, q4)
+                         .Tensor("b.weight", {32, 1}, 8, q8)
+                         .Tensor("c.bias", {2}, 0, f32)
+                         .Bytes();
+  const GgufFile file = ParseBytes(bytes);
+  EXPECT_EQ(file.alignment(), 64u);
+  ASSERT_EQ(file.tensors().size(), 3u);
+  const auto a = file.Dequantize(file.Tensor("a.weight"));
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(a[j], (j - 8) * 0.5f);
+    EXPECT_EQ(a[j + 16], (15 - j - 8) * 0.5f);
+  }
+  const auto b = file.Dequantize(file.Tensor("b.weight"));
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(b[j], (j - 16) * 0.25f);
+  EXPECT_EQ(file.Dequantize(file.Tensor("c.bias")), (std::vector<float>{1.5f, -2.0f}));
+  EXPECT_EQ(file.Tensor("b.weight").Rows(), 1);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(file.Tensor("b.weight").data.data()) -
+                reinterpret_cast<std::uintptr_t>(bytes.data()),
+            192u + 64u);  // a 183-byte header padded to 192, then a.weight's 18 bytes padded to 64
+  ExpectError([&] { file.Tensor("missing"); }, {"[gguf] tensor = \"missing\"", "not in the file"});
+}
+
+TEST(Gguf, EveryTruncationIsAnErrorNeverACrash) {
+  std::vector<unsigned char> q8 = Half(1.0f);
+  q8.resize(34, 7);
+  const auto bytes = GgufBuilder()
+                         .Text("general.architecture", "llama")
+                         .Array("tokenizer.ggml.scores", 6, std::vector<float>{0.5f, 1.5f})
+                         .Tensor("t", {32}, 8, q8)
+                         .Bytes();
+  ASSERT_NO_THROW(ParseBytes(bytes));
+  for (std::size_t size = 0; size + 1 < bytes.size() - 30; ++size) {
+    const std::vector<unsigned char> prefix(bytes.begin(), bytes.begin() + static_cast<long>(size));
+    EXPECT_THROW(ParseBytes(prefix), Error) << "prefix of " << size << " bytes";
+  }
+}
+
+TEST(Gguf, CorruptFieldsAreNamed) {
+  auto bytes = GgufBuilder().Text("k", "v").Bytes();
+  auto bad_magic = bytes;
+  bad_magic[0] = 'X';
+  ExpectError([&] { ParseBytes(bad_magic); }, {"[gguf] magic", "not a GGUF file"});
+  ExpectError([&] { ParseBytes(GgufBuilder(1).Bytes()); }, {"version = 1", "must be 2 or 3"});
+  auto huge_count = bytes;
+  huge_count[16] = 0xFF;  // kv_count low byte
+  huge_count[23] = 0x7F;
+  ExpectError([&] { ParseBytes(huge_count); }, {"kv_count", "corrupt"});
+  ExpectError([&] { ParseBytes(GgufBuilder().Scalar("x", 99, std::uint8_t{0}).Bytes()); },
+              {"x.type = 99", "not a GGUF value type"});
+  ExpectError([&] { ParseBytes(GgufBuilder().Scalar("b", 7, std::uint8_t{2}).Bytes()); }, {"b = 2", "0 or 1"});
+  ExpectError([&] { ParseBytes(GgufBuilder().Text("k", "a").Text("k", "b").Bytes()); }, {"k = repeated"});
+  ExpectError([&] { ParseBytes(GgufBuilder().Tensor("t", {32}, 77, std::vector<unsigned char>(34)).Bytes()); },
+              {"tensor type = 77", "unsupported ggml type"});
+  ExpectError([&] { ParseBytes(GgufBuilder().Tensor("t", {30}, 8, std::vector<unsigned char>(34)).Bytes()); },
+              {"t.shape[0] = 30", "block size 32"});
+  ExpectError([&] { ParseBytes(GgufBuilder().Tensor("t", {1, 2, 3, 4, 5}, 0, {}).Bytes()); }, {"t.n_dims = 5"});
+  ExpectError([&] {
+    ParseBytes(GgufBuilder().Tensor("t", {std::uint64_t{1} << 40, std::uint64_t{1} << 40}, 0, {}).Bytes());
+  }, {"overflows"});
+  ExpectError([&] { ParseBytes(GgufBuilder().Tensor("t", {64}, 0, std::vector<unsigned char>(16)).Bytes()); },
+              {"extends past the end of the file"});
+  ExpectError([&] { ParseBytes(GgufBuilder().Scalar("general.alignment", 4, std::uint32_t{3}).Bytes()); },
+              {"general.alignment = 3", "power of two"});
+}
+
+TEST(Gguf, OpenNamesThePath) {
+  ExpectError([] { GgufFile::Open("/nonexistent/model.gguf"); }, {"/nonexistent/model.gguf", "cannot be opened"});
+}
+
+TEST(Gguf, UnsupportedTypesAreNamedWhenDequantized) {
+  const auto bytes = GgufBuilder().Tensor("t", {256}, 10, std::vector<unsigned char>(84)).Bytes();
+  const GgufFile file = ParseBytes(bytes);
+  ExpectError([&] { file.Dequantize(file.Tensor("t")); }, {"\"Q2_K\"", "cannot be dequantized"});
+}
+
+}  // namespace
+}  // namespace posenc

@@ -1,0 +1,13 @@
+# ctest driver: install the build tree to a prefix, then configure, build and
+# run the consumer against it with find_package(posenc).
+foreach(step
+    "${CMAKE_COMMAND};--install;${BUILD_DIR};--prefix;${WORK_DIR}/prefix"
+    "${CMAKE_COMMAND};-S;${SOURCE_DIR};-B;${WORK_DIR}/build;-G;Ninja;-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
+    "${CMAKE_COMMAND};--build;${WORK_DIR}/build"
+    "${WORK_DIR}/build/consumer")
+  execute_process(COMMAND ${step} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "step failed: ${step}\n${out}\n${err}")
+  endif()
+endforeach()
+message(STATUS "${out}")
