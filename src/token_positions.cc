@@ -1,0 +1,75 @@
+#include "posenc/token_positions.h"
+
+#include <algorithm>
+#include <string>
+
+#include "posenc/error.h"
+
+namespace posenc {
+
+TokenPositions TokenPositions::Offset(std::int64_t start) {
+  TokenPositions p;
+  p.start_ = start;
+  return p;
+}
+
+TokenPositions TokenPositions::Offsets(std::vector<std::int64_t> offsets) {
+  TokenPositions p;
+  p.offsets_ = std::move(offsets);
+  return p;
+}
+
+TokenPositions TokenPositions::Ids(std::vector<std::int64_t> ids) {
+  TokenPositions p;
+  p.ids_ = std::move(ids);
+  return p;
+}
+
+void TokenPositions::Validate(std::string_view op, std::int64_t batch, std::int64_t seq) const {
+  if (!ids_.empty()) {
+    Require(static_cast<std::int64_t>(ids_.size()) == batch * seq, op, "position_ids.size()",
+            ids_.size(), "must equal batch * seq = " + std::to_string(batch * seq));
+    for (std::size_t i = 0; i < ids_.size(); ++i) {
+      Require(ids_[i] >= 0, op, "position_ids[" + std::to_string(i) + "]", ids_[i],
+              "must not be negative");
+    }
+  } else if (!offsets_.empty()) {
+    Require(static_cast<std::int64_t>(offsets_.size()) == batch, op, "offsets.size()",
+            offsets_.size(), "must equal batch = " + std::to_string(batch) + " (one per sequence)");
+    for (std::size_t b = 0; b < offsets_.size(); ++b) {
+      Require(offsets_[b] >= 0, op, "offsets[" + std::to_string(b) + "]", offsets_[b],
+              "must not be negative");
+    }
+  } else {
+    Require(start_ >= 0, op, "offset", start_, "must not be negative");
+  }
+}
+
+std::int64_t TokenPositions::Length(std::int64_t batch, std::int64_t seq) const {
+  if (batch == 0 || seq == 0) return 0;
+  if (!ids_.empty()) return *std::max_element(ids_.begin(), ids_.end()) + 1;
+  if (!offsets_.empty()) return *std::max_element(offsets_.begin(), offsets_.end()) + seq;
+  return start_ + seq;
+}
+
+std::vector<std::int64_t> PositionIdsFromMask(std::span<const std::uint8_t> mask, std::int64_t batch,
+                                              std::int64_t seq, std::int64_t pad_position) {
+  Require(batch >= 0, "positions", "batch", batch, "must not be negative");
+  Require(seq >= 0, "positions", "seq", seq, "must not be negative");
+  Require(static_cast<std::int64_t>(mask.size()) == batch * seq, "positions", "mask.size()",
+          mask.size(), "must equal batch * seq = " + std::to_string(batch * seq));
+  Require(pad_position >= 0, "positions", "pad_position", pad_position, "must not be negative");
+  std::vector<std::int64_t> ids(mask.size());
+  for (std::int64_t b = 0; b < batch; ++b) {
+    std::int64_t real = 0;
+    for (std::int64_t s = 0; s < seq; ++s) {
+      const std::size_t i = static_cast<std::size_t>(b * seq + s);
+      Require(mask[i] <= 1, "positions", "mask[" + std::to_string(i) + "]", int{mask[i]},
+              "must be 0 (padding) or 1 (token)");
+      ids[i] = mask[i] ? real++ : pad_position;
+    }
+  }
+  return ids;
+}
+
+}  // namespace posenc
