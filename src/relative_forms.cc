@@ -69,9 +69,8 @@ void DebertaRelativeSpec::Validate() const {
 }
 
 double DebertaRelativeSpec::Scale(std::int64_t head_dim) const {
-  // float32 as in the reference: sqrt(float(head_dim) * factor).
   const int factor = 1 + (c2p ? 1 : 0) + (p2c ? 1 : 0);
-  return 1.0 / static_cast<double>(std::sqrt(static_cast<float>(head_dim) * static_cast<float>(factor)));
+  return 1.0 / std::sqrt(static_cast<double>(head_dim) * factor);
 }
 
 std::int64_t DebertaLogBucket(std::int64_t relative_position, std::int64_t bucket_size,

@@ -53,14 +53,14 @@ std::vector<double> SinusoidalInvFreq(const SinusoidalSpec& spec) {
   spec.Validate();
   const std::int64_t pairs = spec.Pairs();
   std::vector<double> inv_freq(static_cast<std::size_t>(pairs));
-  const double log_base = std::log(spec.base);
+  // The paper's 1 / base^(2k/dim); the endpoints form as tensor2tensor and
+  // fairseq write it, exp(-k * ln(base) / (P - 1)).
+  const double log_increment = pairs > 1 ? std::log(spec.base) / static_cast<double>(pairs - 1) : 0.0;
   for (std::int64_t k = 0; k < pairs; ++k) {
-    // exp(-x log base) rather than pow: both are within an ulp; exp keeps the
-    // endpoints form symmetric with tensor2tensor's log-timescale increment.
-    const double exponent = spec.spacing == SinusoidalSpacing::kPaper
-                                ? 2.0 * static_cast<double>(k) / static_cast<double>(spec.dim)
-                                : static_cast<double>(k) / static_cast<double>(pairs - 1);
-    inv_freq[static_cast<std::size_t>(k)] = std::exp(-exponent * log_base);
+    inv_freq[static_cast<std::size_t>(k)] =
+        spec.spacing == SinusoidalSpacing::kPaper
+            ? 1.0 / std::pow(spec.base, 2.0 * static_cast<double>(k) / static_cast<double>(spec.dim))
+            : std::exp(static_cast<double>(k) * -log_increment);
   }
   return inv_freq;
 }
