@@ -8,5 +8,8 @@ namespace posenc::cli {
 
 void AddRopeCommands(CLI::App& app);   // posenc rope freqs
 void AddBenchCommands(CLI::App& app);  // posenc bench rope
+void AddBiasCommands(CLI::App& app);        // posenc bias alibi | t5
+void AddSinusoidalCommands(CLI::App& app);  // posenc sinusoidal
+void AddTableCommands(CLI::App& app);       // posenc table show
 
 }  // namespace posenc::cli

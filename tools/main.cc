@@ -9,6 +9,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   posenc::cli::AddRopeCommands(app);
   posenc::cli::AddBenchCommands(app);
+  posenc::cli::AddBiasCommands(app);
+  posenc::cli::AddSinusoidalCommands(app);
+  posenc::cli::AddTableCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
