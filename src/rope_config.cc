@@ -264,7 +264,11 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
   if (!theta) theta = OptionalNumber(config, "", "rotary_emb_base");  // GPT-NeoX
   spec.theta = theta.value_or(10000.0);
 
-  if (const auto head_dim = OptionalNumber(config, "", "head_dim")) {
+  if (const auto rope_dim = OptionalNumber(config, "", "qk_rope_head_dim")) {
+    // DeepSeek-V2/V3 (MLA): only a separate qk_rope_head_dim-wide part of q
+    // and k is rotated; head_dim and hidden_size / heads describe the rest.
+    spec.head_dim = ToLength(*rope_dim, "qk_rope_head_dim");
+  } else if (const auto head_dim = OptionalNumber(config, "", "head_dim")) {
     spec.head_dim = ToLength(*head_dim, "head_dim");
   } else {
     const auto hidden = OptionalNumber(config, "", config.contains("n_embd") ? "n_embd" : "hidden_size");
@@ -288,7 +292,11 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
       spec.rotary_dim = RotaryDimFromFactor(spec.head_dim, *factor + 1e-12);
     }
   }
-  spec.layout = model_type == "gptj" ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+  // DeepSeek's modeling code de-interleaves q_pe/k_pe before rotate_half: it
+  // rotates (2k, 2k+1) pairs, as llama.cpp's deepseek2 does.
+  const bool interleaved = model_type == "gptj" || model_type == "deepseek_v2" ||
+                           model_type == "deepseek_v3";
+  spec.layout = interleaved ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
 
   auto max_positions = OptionalNumber(config, "", "max_position_embeddings");
   if (!max_positions) max_positions = OptionalNumber(config, "", "n_positions");

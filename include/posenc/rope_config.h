@@ -18,12 +18,13 @@ struct RopeModelConfig {
   std::int64_t max_position_embeddings = 0;  // 0 if the config has none
 };
 
-// Reads rope_theta (or rotary_emb_base), head_dim (or hidden_size /
-// num_attention_heads), partial_rotary_factor (or rotary_pct, or GPT-J's
-// rotary_dim), max_position_embeddings, original_max_position_embeddings and
-// rope_scaling or rope_parameters with `type` or `rope_type`. The layout is
-// interleaved for GPT-J style models (model_type "gptj") and half-split
-// otherwise, as Hugging Face applies it.
+// Reads rope_theta (or rotary_emb_base), head_dim (or DeepSeek's
+// qk_rope_head_dim, or hidden_size / num_attention_heads),
+// partial_rotary_factor (or rotary_pct, or GPT-J's rotary_dim),
+// max_position_embeddings, original_max_position_embeddings and rope_scaling
+// or rope_parameters with `type` or `rope_type`. The layout is interleaved for
+// GPT-J and DeepSeek-V2/V3 (model_type "gptj", "deepseek_v2", "deepseek_v3")
+// and half-split otherwise, as their reference code applies it.
 RopeModelConfig RopeFromHfConfig(std::string_view config_json);
 
 // A config.json fragment that RopeFromHfConfig reads back to the same spec.

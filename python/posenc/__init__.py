@@ -1,0 +1,61 @@
+"""posenc: positional encodings for transformers, on NumPy arrays.
+
+The C++ library does the work (SIMD, multithreaded, GIL released); this
+package gives it a NumPy interface.
+
+* :class:`RopeSpec` describes a model's rotary embedding (base, rotary
+  dimension, pair layout, scaling method), built directly or read from a
+  Hugging Face config with :meth:`RopeSpec.from_hf_config`.
+* :func:`apply_rope` rotates q and k arrays ``[batch, seq, heads, head_dim]``
+  (float32, float16, ``ml_dtypes.bfloat16``) by offsets or position ids.
+* :mod:`posenc.reference` has the plain float64 reference kernels.
+* :func:`permute_qk_weights` converts Q/K projection rows between the
+  interleaved and half-split pair layouts.
+
+Errors in arguments raise ValueError with a message that names the
+operation, parameter, value and rule::
+
+    [rope] rotary_dim = 63: must be even (dimensions rotate in pairs)
+
+Example::
+
+    >>> import numpy as np, posenc
+    >>> spec = posenc.RopeSpec.from_hf_config({
+    ...     "hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 10000.0,
+    ...     "max_position_embeddings": 4096})          # Llama-2-7B
+    >>> spec
+    RopeSpec(theta=10000.0, head_dim=128, layout='half-split')
+    >>> q = np.zeros((1, 3, 32, 128), np.float32); q[..., 0] = 1
+    >>> k = np.zeros((1, 3, 8, 128), np.float32)
+    >>> q_rot, k_rot = posenc.apply_rope(spec, q, k, position_ids=[[5, 6, 7]])
+    >>> np.round(q_rot[0, 0, 0, [0, 64]], 4)       # (cos 5, sin 5)
+    array([ 0.2837, -0.9589], dtype=float32)
+"""
+
+import operator
+
+from . import _posenc
+from . import reference
+from .rope import RopeSpec, apply_rope, permute_qk_weights
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RopeSpec",
+    "apply_rope",
+    "permute_qk_weights",
+    "reference",
+    "set_num_threads",
+    "num_threads",
+]
+
+
+def set_num_threads(n: int) -> None:
+    """Sets how many threads posenc kernels use (1 = the calling thread only).
+    Results are bitwise identical for every thread count."""
+    _posenc.set_num_threads(operator.index(n))
+
+
+def num_threads() -> int:
+    """The number of threads posenc kernels use (default: hardware threads)."""
+    return _posenc.num_threads()

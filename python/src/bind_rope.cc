@@ -1,0 +1,465 @@
+// Bindings for RoPE: the spec (built from Hugging Face-style scaling dicts),
+// its frequency table, apply_rope on NumPy arrays (fast and reference), the
+// Q/K weight permutation and the thread count.
+//
+// Everything that can be wrong with an argument is reported as posenc::Error
+// ("[op] parameter = value: rule"), which pybind11 turns into ValueError. The
+// array checks that only the binding can make (ndim, dtype, byte strides,
+// writeability) live here and use the same format.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "posenc/error.h"
+#include "posenc/parallel.h"
+#include "posenc/rope.h"
+#include "posenc/rope_config.h"
+#include "posenc/rope_frequencies.h"
+#include "posenc/rope_permute.h"
+#include "posenc/rope_spec.h"
+
+namespace py = pybind11;
+
+namespace posenc::python {
+namespace {
+
+constexpr const char* kOp = "rope";
+
+std::string Repr(const py::handle& value) { return py::repr(value).cast<std::string>(); }
+
+// ---- scaling dicts with Hugging Face spellings ------------------------------
+
+// Reads one `scaling` dict. Keys are checked against the method's list so a
+// misspelt key is an error rather than silently ignored; None counts as absent.
+class ScalingReader {
+ public:
+  ScalingReader(const py::dict& dict, std::string type) : dict_(dict), type_(std::move(type)) {}
+
+  bool Has(const char* key) const {
+    used_.insert(key);
+    return dict_.contains(key) && !dict_[key].is_none();
+  }
+
+  std::optional<double> Number(const char* key) const {
+    if (!Has(key)) return std::nullopt;
+    const py::object value = dict_[key];
+    // bool is an int in Python; `True` as a factor is a mistake.
+    if (py::isinstance<py::bool_>(value) ||
+        !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
+      ThrowError(kOp, Path(key), Repr(value), "must be a number");
+    }
+    return value.cast<double>();
+  }
+
+  double RequiredNumber(const char* key) const {
+    const auto value = Number(key);
+    if (!value) Missing(key);
+    return *value;
+  }
+
+  std::optional<std::int64_t> Length(const char* key) const {
+    const auto value = Number(key);
+    if (!value) return std::nullopt;
+    Require(*value >= 1 && *value == static_cast<double>(static_cast<std::int64_t>(*value)), kOp,
+            Path(key), *value, "must be a whole number >= 1 (a context length in tokens)");
+    return static_cast<std::int64_t>(*value);
+  }
+
+  std::int64_t RequiredLength(const char* key) const {
+    const auto value = Length(key);
+    if (!value) Missing(key);
+    return *value;
+  }
+
+  std::vector<double> RequiredList(const char* key) const {
+    if (!Has(key)) Missing(key);
+    const py::object value = dict_[key];
+    // A list, tuple or 1-D NumPy array; a string is iterable but not a list of factors.
+    if (py::isinstance<py::str>(value) || !py::hasattr(value, "__iter__")) {
+      ThrowError(kOp, Path(key), Repr(value), "must be a list of numbers");
+    }
+    std::vector<double> out;
+    for (const py::handle item : value) {
+      if (py::isinstance<py::bool_>(item) || py::isinstance<py::str>(item)) {
+        ThrowError(kOp, Path(key), Repr(item), "must contain only numbers");
+      }
+      try {
+        out.push_back(item.cast<double>());
+      } catch (const py::cast_error&) {
+        ThrowError(kOp, Path(key), Repr(item), "must contain only numbers");
+      }
+    }
+    return out;
+  }
+
+  std::optional<bool> Bool(const char* key) const {
+    if (!Has(key)) return std::nullopt;
+    const py::object value = dict_[key];
+    if (!py::isinstance<py::bool_>(value)) ThrowError(kOp, Path(key), Repr(value), "must be True or False");
+    return value.cast<bool>();
+  }
+
+  // Call after reading every key the method knows: anything left is unknown.
+  void RejectUnknownKeys() const {
+    for (const auto& item : dict_) {
+      const std::string key = py::str(item.first).cast<std::string>();
+      if (key == "rope_type" || key == "type" || used_.count(key)) continue;
+      std::string known;
+      for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
+      ThrowError(kOp, "scaling[\"" + key + "\"]", Repr(item.second),
+                 "unknown key for rope_type \"" + type_ + "\"; known keys: " + known);
+    }
+  }
+
+ private:
+  std::string Path(const char* key) const { return std::string("scaling[\"") + key + "\"]"; }
+  [[noreturn]] void Missing(const char* key) const {
+    ThrowError(kOp, Path(key), "missing", "rope_type \"" + type_ + "\" requires it");
+  }
+
+  const py::dict& dict_;
+  std::string type_;
+  mutable std::set<std::string> used_;
+};
+
+std::string ScalingTypeOf(const py::dict& dict) {
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    if (!dict.contains(key) || dict[key].is_none()) continue;
+    const py::object value = dict[key];
+    if (!py::isinstance<py::str>(value)) {
+      ThrowError(kOp, std::string("scaling[\"") + key + "\"]", Repr(value), "must be a string");
+    }
+    const auto name = value.cast<std::string>();
+    Require(type.empty() || type == name, kOp, std::string("scaling[\"") + key + "\"]", name,
+            "disagrees with scaling[\"rope_type\"] = \"" + type + "\"");
+    type = name;
+  }
+  if (type.empty()) {
+    ThrowError(kOp, "scaling[\"rope_type\"]", "missing",
+               "a scaling dict names its method: default, linear, ntk, dynamic, yarn, llama3, "
+               "longrope or factors");
+  }
+  return type;
+}
+
+RopeScaling ScalingFromDict(const py::dict& dict) {
+  const std::string type = ScalingTypeOf(dict);
+  const ScalingReader r(dict, type);
+  RopeScaling scaling;
+  if (type == "default" || type == "none") {
+    scaling = NoScaling{};
+  } else if (type == "linear") {
+    scaling = LinearScaling{r.RequiredNumber("factor")};
+  } else if (type == "ntk") {
+    scaling = NtkAwareScaling{r.RequiredNumber("alpha")};
+  } else if (type == "dynamic") {
+    scaling = DynamicNtkScaling{r.RequiredNumber("factor"), r.RequiredLength("original_max_position_embeddings")};
+  } else if (type == "yarn") {
+    YarnScaling y;
+    y.factor = r.RequiredNumber("factor");
+    y.original_max_position = r.RequiredLength("original_max_position_embeddings");
+    y.beta_fast = r.Number("beta_fast").value_or(y.beta_fast);
+    y.beta_slow = r.Number("beta_slow").value_or(y.beta_slow);
+    y.mscale = r.Number("mscale");
+    y.mscale_all_dim = r.Number("mscale_all_dim");
+    y.attention_factor = r.Number("attention_factor");
+    y.truncate = r.Bool("truncate").value_or(y.truncate);
+    y.ext_factor = r.Number("ext_factor").value_or(y.ext_factor);
+    y.attn_factor = r.Number("attn_factor").value_or(y.attn_factor);
+    scaling = y;
+  } else if (type == "llama3") {
+    Llama3Scaling l;
+    l.factor = r.RequiredNumber("factor");
+    l.low_freq_factor = r.RequiredNumber("low_freq_factor");
+    l.high_freq_factor = r.RequiredNumber("high_freq_factor");
+    l.original_max_position = r.RequiredLength("original_max_position_embeddings");
+    scaling = l;
+  } else if (type == "longrope") {
+    LongRopeScaling l;
+    l.short_factor = r.RequiredList("short_factor");
+    l.long_factor = r.RequiredList("long_factor");
+    l.original_max_position = r.RequiredLength("original_max_position_embeddings");
+    l.factor = r.Number("factor").value_or(1.0);
+    l.attention_factor = r.Number("attention_factor");
+    scaling = l;
+  } else if (type == "factors") {
+    scaling = FrequencyFactorScaling{r.RequiredList("factors")};
+  } else {
+    ThrowError(kOp, "scaling[\"rope_type\"]", FormatValue(type),
+               "unknown; must be one of default, linear, ntk, dynamic, yarn, llama3, longrope, factors");
+  }
+  r.RejectUnknownKeys();
+  return scaling;
+}
+
+// The inverse of ScalingFromDict: RopeSpec(scaling=spec.scaling) is the same spec.
+py::object ScalingToDict(const RopeScaling& scaling) {
+  return std::visit(
+      [](const auto& s) -> py::object {
+        using S = std::decay_t<decltype(s)>;
+        py::dict d;
+        d["rope_type"] = std::string(RopeScalingName(RopeScaling(s)));
+        if constexpr (std::is_same_v<S, NoScaling>) {
+          return py::none();
+        } else if constexpr (std::is_same_v<S, LinearScaling>) {
+          d["factor"] = s.factor;
+        } else if constexpr (std::is_same_v<S, NtkAwareScaling>) {
+          d["alpha"] = s.alpha;
+        } else if constexpr (std::is_same_v<S, DynamicNtkScaling>) {
+          d["factor"] = s.factor;
+          d["original_max_position_embeddings"] = s.original_max_position;
+        } else if constexpr (std::is_same_v<S, YarnScaling>) {
+          d["factor"] = s.factor;
+          d["original_max_position_embeddings"] = s.original_max_position;
+          d["beta_fast"] = s.beta_fast;
+          d["beta_slow"] = s.beta_slow;
+          if (s.mscale) d["mscale"] = *s.mscale;
+          if (s.mscale_all_dim) d["mscale_all_dim"] = *s.mscale_all_dim;
+          if (s.attention_factor) d["attention_factor"] = *s.attention_factor;
+          d["truncate"] = s.truncate;
+          d["ext_factor"] = s.ext_factor;
+          d["attn_factor"] = s.attn_factor;
+        } else if constexpr (std::is_same_v<S, Llama3Scaling>) {
+          d["factor"] = s.factor;
+          d["low_freq_factor"] = s.low_freq_factor;
+          d["high_freq_factor"] = s.high_freq_factor;
+          d["original_max_position_embeddings"] = s.original_max_position;
+        } else if constexpr (std::is_same_v<S, LongRopeScaling>) {
+          d["short_factor"] = s.short_factor;
+          d["long_factor"] = s.long_factor;
+          d["original_max_position_embeddings"] = s.original_max_position;
+          d["factor"] = s.factor;
+          if (s.attention_factor) d["attention_factor"] = *s.attention_factor;
+        } else {
+          d["factors"] = s.factors;
+        }
+        return d;
+      },
+      scaling);
+}
+
+RopeSpec MakeSpec(double theta, std::int64_t head_dim, std::optional<std::int64_t> rotary_dim,
+                  std::optional<double> partial_rotary_factor, const std::string& layout,
+                  const std::optional<py::dict>& scaling) {
+  RopeSpec spec;
+  spec.theta = theta;
+  spec.head_dim = head_dim;
+  Require(head_dim > 0, kOp, "head_dim", head_dim, "must be > 0");
+  if (partial_rotary_factor) {
+    const std::int64_t from_factor = RotaryDimFromFactor(head_dim, *partial_rotary_factor);
+    Require(!rotary_dim || *rotary_dim == from_factor, kOp, "rotary_dim", rotary_dim.value_or(0),
+            "disagrees with partial_rotary_factor (int(head_dim * factor) = " +
+                std::to_string(from_factor) + "); give one of them");
+    spec.rotary_dim = from_factor;
+  } else if (rotary_dim) {
+    Require(*rotary_dim > 0, kOp, "rotary_dim", *rotary_dim, "must be > 0 (None means head_dim)");
+    spec.rotary_dim = *rotary_dim;
+  }
+  if (spec.rotary_dim == head_dim) spec.rotary_dim = 0;  // one spelling of "all of head_dim"
+  spec.layout = ParseRopeLayout(layout);
+  if (scaling) spec.scaling = ScalingFromDict(*scaling);
+  spec.Validate();
+  return spec;
+}
+
+py::array_t<double> ToArray(const std::vector<double>& values) {
+  py::array_t<double> out(static_cast<py::ssize_t>(values.size()));
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+// ---- arrays -----------------------------------------------------------------
+
+const py::dtype& BFloat16DType() {
+  PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::dtype> storage;
+  return storage
+      .call_once_and_store_result([] {
+        return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
+      })
+      .get_stored();
+}
+
+DType DTypeOf(const py::array& a, const std::string& name) {
+  const py::dtype dt = a.dtype();
+  if (dt.equal(py::dtype::of<float>())) return DType::kF32;
+  if (dt.kind() == 'f' && dt.itemsize() == 2) return DType::kF16;
+  if (dt.itemsize() == 2 && dt.kind() == 'V' && dt.equal(BFloat16DType())) return DType::kBF16;
+  ThrowError(kOp, name + ".dtype", FormatValue(py::str(static_cast<const py::handle&>(dt)).cast<std::string>()),
+             "must be float32, float16 or bfloat16 (ml_dtypes.bfloat16)");
+}
+
+// A [batch, seq, heads, head_dim] view of a NumPy array with element strides.
+TensorView View(const py::array& a, const std::string& name, bool writeable) {
+  Require(a.ndim() == 4, kOp, name + ".ndim", a.ndim(), "must be 4 ([batch, seq, heads, head_dim])");
+  TensorView view;
+  view.dtype = DTypeOf(a, name);
+  const auto itemsize = static_cast<std::int64_t>(a.itemsize());
+  for (int axis = 0; axis < 4; ++axis) {
+    view.shape[axis] = a.shape(axis);
+    const auto bytes = static_cast<std::int64_t>(a.strides(axis));
+    Require(bytes % itemsize == 0, kOp, name + ".strides[" + std::to_string(axis) + "]", bytes,
+            "must be a multiple of the item size " + std::to_string(itemsize) + " bytes");
+    view.strides[axis] = bytes / itemsize;
+  }
+  if (view.shape[3] <= 1) view.strides[3] = 1;  // a single element is contiguous
+  Require(view.strides[3] == 1, kOp, name + ".strides[3]", view.strides[3],
+          "the last axis (head_dim) must be contiguous (stride 1 element); "
+          "pass np.ascontiguousarray(x) or a view that keeps the last axis whole");
+  if (writeable && !a.writeable()) {
+    ThrowError(kOp, name, "read-only", "must be a writeable array to hold the result");
+  }
+  // Inputs are only read (through ConstTensorView); outputs were checked above.
+  view.data = const_cast<void*>(a.data());
+  return view;
+}
+
+RopeDirection ParseDirection(const std::string& name) {
+  if (name == "forward") return RopeDirection::kForward;
+  if (name == "backward") return RopeDirection::kBackward;
+  if (name == "inverse") return RopeDirection::kInverse;
+  ThrowError(kOp, "direction", FormatValue(name), "must be \"forward\", \"backward\" or \"inverse\"");
+}
+
+using Int64Array = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+std::vector<std::int64_t> ToVector(const Int64Array& a) {
+  return std::vector<std::int64_t>(a.data(), a.data() + a.size());
+}
+
+// outputs[i] receives the rotation of inputs[i] (the same array for in place).
+void ApplyRopeArrays(const RopeSpec& spec, const std::vector<py::array>& inputs,
+                     const std::vector<py::array>& outputs, std::int64_t offset,
+                     const std::optional<Int64Array>& offsets, const std::optional<Int64Array>& position_ids,
+                     const std::string& direction, const std::optional<DoubleArray>& inv_freq,
+                     double attention_factor, bool reference) {
+  Require(!inputs.empty(), kOp, "operands", 0, "give at least one tensor to rotate");
+  Require(outputs.size() == inputs.size(), kOp, "outputs", outputs.size(),
+          "must be one per input tensor (" + std::to_string(inputs.size()) + ")");
+  RopeCall call;
+  call.direction = ParseDirection(direction);
+  if (position_ids) {
+    call.positions = RopePositions::Ids(ToVector(*position_ids));
+  } else if (offsets) {
+    call.positions = RopePositions::Offsets(ToVector(*offsets));
+  } else {
+    call.positions = RopePositions::Offset(offset);
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name = "operands[" + std::to_string(i) + "]";
+    const TensorView in = View(inputs[i], name, /*writeable=*/false);
+    const TensorView out = View(outputs[i], name, /*writeable=*/true);
+    call.operands.push_back({in, out});
+  }
+  const ConstTensorView& first = call.operands.front().in;
+
+  RopeFrequencies frequencies;
+  if (inv_freq) {
+    frequencies.inv_freq.assign(inv_freq->data(), inv_freq->data() + inv_freq->size());
+    Require(std::isfinite(attention_factor) && attention_factor > 0, kOp, "attention_factor",
+            attention_factor, "must be a finite number > 0");
+    frequencies.attention_factor = attention_factor;
+  }
+  py::gil_scoped_release release;  // the arrays are kept alive by the caller's references
+  if (!inv_freq) {
+    // The table for this call's length. Invalid positions (a negative offset)
+    // are reported by the apply functions' own checks, so clamp here rather
+    // than report them as a negative sequence length.
+    const std::int64_t length = std::max<std::int64_t>(0, call.positions.Length(first.batch(), first.seq()));
+    frequencies = ComputeRopeFrequencies(spec, length);
+  }
+  if (reference) {
+    reference::ApplyRope(spec, frequencies, call);
+  } else {
+    ApplyRope(spec, frequencies, call);
+  }
+}
+
+void PermuteRows(const py::array& weight, std::int64_t heads, std::int64_t head_dim,
+                 std::int64_t rotary_dim, const std::string& to) {
+  constexpr const char* kPermute = "permute";
+  Require(weight.ndim() >= 1, kPermute, "w.ndim", weight.ndim(),
+          "must be >= 1 (rows [heads * head_dim, ...])");
+  Require(weight.shape(0) == heads * head_dim, kPermute, "w.shape[0]", weight.shape(0),
+          "must equal heads * head_dim = " + std::to_string(heads) + " * " + std::to_string(head_dim));
+  if ((weight.flags() & py::array::c_style) == 0 || !weight.writeable()) {
+    ThrowError(kPermute, "w", "read-only or not C-contiguous",
+               "must be a writeable C-contiguous array (posenc.permute_qk_weights passes a copy)");
+  }
+  PermuteDirection direction;
+  if (to == "half-split") {
+    direction = PermuteDirection::kInterleavedToHalfSplit;
+  } else if (to == "interleaved") {
+    direction = PermuteDirection::kHalfSplitToInterleaved;
+  } else {
+    ThrowError(kPermute, "to", FormatValue(to), "must be \"half-split\" or \"interleaved\"");
+  }
+  std::size_t row_bytes = static_cast<std::size_t>(weight.itemsize());
+  for (py::ssize_t axis = 1; axis < weight.ndim(); ++axis) row_bytes *= static_cast<std::size_t>(weight.shape(axis));
+  void* data = const_cast<void*>(weight.data());
+  py::gil_scoped_release release;
+  PermuteQkRows(data, row_bytes, heads, head_dim, rotary_dim == 0 ? head_dim : rotary_dim, direction);
+}
+
+}  // namespace
+
+void BindRope(py::module_& m) {
+  py::class_<RopeSpec>(m, "RopeSpec", "posenc::RopeSpec (wrapped by posenc.RopeSpec)")
+      .def(py::init(&MakeSpec), py::arg("theta"), py::arg("head_dim"), py::arg("rotary_dim"),
+           py::arg("partial_rotary_factor"), py::arg("layout"), py::arg("scaling"))
+      .def_readonly("theta", &RopeSpec::theta)
+      .def_readonly("head_dim", &RopeSpec::head_dim)
+      .def_property_readonly("rotary_dim", &RopeSpec::RotaryDim)
+      .def_property_readonly("pairs", &RopeSpec::Pairs)
+      .def_property_readonly("layout", [](const RopeSpec& s) { return std::string(RopeLayoutName(s.layout)); })
+      .def_property_readonly("scaling_type",
+                             [](const RopeSpec& s) { return std::string(RopeScalingName(s.scaling)); })
+      .def_property_readonly("scaling", [](const RopeSpec& s) { return ScalingToDict(s.scaling); })
+      .def_property_readonly("original_context_length", &OriginalContextLength)
+      .def(
+          "frequencies",
+          [](const RopeSpec& s, std::int64_t seq_len) {
+            const RopeFrequencies f = ComputeRopeFrequencies(s, seq_len);
+            return py::make_tuple(ToArray(f.inv_freq), f.attention_factor);
+          },
+          py::arg("seq_len"))
+      .def("yarn_extrapolation_weights", [](const RopeSpec& s) { return ToArray(YarnExtrapolationWeights(s)); })
+      .def(
+          "to_hf_config",
+          [](const RopeSpec& s, std::int64_t max_position_embeddings) {
+            return RopeToHfConfig(RopeModelConfig{s, max_position_embeddings});
+          },
+          py::arg("max_position_embeddings"));
+
+  m.def(
+      "rope_from_hf_config",
+      [](const std::string& json) {
+        RopeModelConfig config = RopeFromHfConfig(json);
+        return py::make_tuple(config.spec, config.max_position_embeddings);
+      },
+      py::arg("config_json"), "(RopeSpec, max_position_embeddings) from a config.json text");
+
+  m.def("apply_rope", &ApplyRopeArrays, py::arg("spec"), py::arg("inputs"), py::arg("outputs"),
+        py::arg("offset"), py::arg("offsets"), py::arg("position_ids"), py::arg("direction"),
+        py::arg("inv_freq"), py::arg("attention_factor"), py::arg("reference"),
+        "Rotates inputs[i] into outputs[i] (arrays [batch, seq, heads, head_dim]).");
+
+  m.def("permute_qk_rows", &PermuteRows, py::arg("w"), py::arg("heads"), py::arg("head_dim"),
+        py::arg("rotary_dim"), py::arg("to"), "Permutes the rows of a C-contiguous weight in place.");
+
+  m.def("set_num_threads", &SetNumThreads, py::arg("n"));
+  m.def("num_threads", &NumThreads);
+}
+
+}  // namespace posenc::python

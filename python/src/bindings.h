@@ -1,0 +1,15 @@
+// The pieces of the posenc._posenc extension module. Each Bind* function
+// lives in its own bind_<name>.cc and adds its classes and functions to the
+// module; module.cc calls them in order. Add a family of bindings with one
+// declaration here and one call in module.cc (CMake picks up bind_*.cc).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace posenc::python {
+
+// RopeSpec, frequencies, apply_rope (fast and reference), the Q/K weight
+// permutation and the thread count (bind_rope.cc).
+void BindRope(pybind11::module_& m);
+
+}  // namespace posenc::python
