@@ -4,6 +4,7 @@
 // Python sees it as ValueError (it derives from std::invalid_argument).
 #pragma once
 
+#include <charconv>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -21,17 +22,20 @@ struct Verbatim {
   std::string text;
 };
 
-// Formats any streamable value the way messages print it (doubles with
-// enough digits to round-trip, strings quoted, Verbatim as is).
+// Formats any streamable value the way messages print it (floating point in
+// the shortest form that round-trips, strings quoted, Verbatim as is).
 template <class T>
 std::string FormatValue(const T& value) {
   std::ostringstream out;
   if constexpr (std::is_same_v<T, Verbatim>) {
     return value.text;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    char buffer[32];
+    const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+    return std::string(buffer, result.ptr);
   } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
     out << '"' << std::string_view(value) << '"';
   } else {
-    out.precision(17);
     out << value;
   }
   return out.str();

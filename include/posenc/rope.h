@@ -16,6 +16,7 @@
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_spec.h"
 #include "posenc/tensor.h"
+#include "posenc/token_positions.h"
 
 namespace posenc {
 
@@ -27,30 +28,9 @@ enum class RopeDirection {
   kInverse,   // undoes kForward: x = R(p)^T y / a
 };
 
-class RopePositions {
- public:
-  // Token s of every sequence is at position start + s.
-  static RopePositions Offset(std::int64_t start);
-  // Token s of sequence b is at position offsets[b] + s (one per batch row).
-  static RopePositions Offsets(std::vector<std::int64_t> offsets);
-  // Token s of sequence b is at ids[b * seq + s].
-  static RopePositions Ids(std::vector<std::int64_t> ids);
-
-  // Throws posenc::Error if the positions do not fit [batch, seq] or any is negative.
-  void Validate(std::int64_t batch, std::int64_t seq) const;
-  std::int64_t At(std::int64_t b, std::int64_t s, std::int64_t seq) const {
-    if (!ids_.empty()) return ids_[b * seq + s];
-    return (offsets_.empty() ? start_ : offsets_[b]) + s;
-  }
-  // Largest position + 1 over [batch, seq]: the sequence length that dynamic
-  // scaling methods are evaluated at.
-  std::int64_t Length(std::int64_t batch, std::int64_t seq) const;
-
- private:
-  std::int64_t start_ = 0;
-  std::vector<std::int64_t> offsets_;
-  std::vector<std::int64_t> ids_;
-};
+// Positions of the tokens: a start offset, one offset per sequence
+// (Tiny-LLM's offsets), or an explicit id per token (token_positions.h).
+using RopePositions = TokenPositions;
 
 // One tensor to rotate: `in` is read, `out` written; they may be the same
 // memory (in place) but must not otherwise overlap. Same shape and dtype.

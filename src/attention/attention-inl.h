@@ -1,0 +1,421 @@
+// Per-target tiled attention (compiled once per SIMD target).
+//
+// Keys are packed per (batch, kv head) into chunks of NR = 2 vectors:
+// [chunk][head_dim][NR], so a tile of 6 query rows x NR keys is 12 vector
+// accumulators fed by one broadcast per row and two loads per dimension.
+// Values are packed [key][v_dim padded to NR]. A work item is 6 rows of
+// (token, head in GQA group) against the keys its mask lets it see, in
+// blocks of 4 chunks with an online softmax; masked-out blocks are never
+// touched. Each output row is reduced by exactly one thread in a fixed
+// order, so the result does not depend on the thread count.
+#if defined(POSENC_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_ATTENTION_INL_H_
+#undef POSENC_ATTENTION_INL_H_
+#else
+#define POSENC_ATTENTION_INL_H_
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "attention/attention_plan.h"
+#include "attention/attention_rules.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "posenc/parallel.h"
+#include "simd_io-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr std::int64_t kTileRows = 6;        // query rows per work item
+constexpr std::int64_t kChunksPerBlock = 4;  // key chunks per softmax update
+
+using AlignedFloats = hwy::AlignedFreeUniquePtr<float[]>;
+
+// Broadcast one q value per row and FMA it with the two key vectors.
+#define POSENC_TILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+// s[r][0..NR) = sum_d q[r][d] * keys[d][0..NR) for the 6 rows of q (stride dim).
+template <class D>
+HWY_INLINE void ScoreChunk(D df, const float* HWY_RESTRICT q, std::int64_t dim,
+                           const float* HWY_RESTRICT keys, float* HWY_RESTRICT s, std::int64_t s_stride) {
+  const size_t n = hn::Lanes(df);
+#define POSENC_DECLARE(r) auto lo##r = hn::Zero(df), hi##r = hn::Zero(df);
+  POSENC_TILE_ROWS(POSENC_DECLARE)
+#undef POSENC_DECLARE
+  for (std::int64_t d = 0; d < dim; ++d) {
+    const auto k0 = hn::Load(df, keys + d * 2 * n);
+    const auto k1 = hn::Load(df, keys + d * 2 * n + n);
+#define POSENC_FMA(r)                                 \
+  {                                                   \
+    const auto qv = hn::Set(df, q[r * dim + d]);      \
+    lo##r = hn::MulAdd(qv, k0, lo##r);                \
+    hi##r = hn::MulAdd(qv, k1, hi##r);                \
+  }
+    POSENC_TILE_ROWS(POSENC_FMA)
+#undef POSENC_FMA
+  }
+#define POSENC_STORE(r)                          \
+  hn::Store(lo##r, df, s + r * s_stride);        \
+  hn::Store(hi##r, df, s + r * s_stride + n);
+  POSENC_TILE_ROWS(POSENC_STORE)
+#undef POSENC_STORE
+}
+
+// o[r][c] += sum_j p[r][j] * values[j][c] over `keys` keys, all padded columns.
+template <class D>
+HWY_INLINE void AccumulateValues(D df, const float* HWY_RESTRICT p, std::int64_t p_stride,
+                                 const float* HWY_RESTRICT values, std::int64_t keys, std::int64_t columns,
+                                 float* HWY_RESTRICT o) {
+  const size_t n = hn::Lanes(df);
+  for (std::int64_t c = 0; c < columns; c += 2 * static_cast<std::int64_t>(n)) {
+#define POSENC_LOAD(r)                                  \
+  auto lo##r = hn::Load(df, o + r * columns + c);       \
+  auto hi##r = hn::Load(df, o + r * columns + c + n);
+    POSENC_TILE_ROWS(POSENC_LOAD)
+#undef POSENC_LOAD
+    for (std::int64_t j = 0; j < keys; ++j) {
+      const auto v0 = hn::Load(df, values + j * columns + c);
+      const auto v1 = hn::Load(df, values + j * columns + c + n);
+#define POSENC_FMA(r)                                 \
+  {                                                   \
+    const auto pv = hn::Set(df, p[r * p_stride + j]); \
+    lo##r = hn::MulAdd(pv, v0, lo##r);                \
+    hi##r = hn::MulAdd(pv, v1, hi##r);                \
+  }
+      POSENC_TILE_ROWS(POSENC_FMA)
+#undef POSENC_FMA
+    }
+#define POSENC_STORE(r)                               \
+  hn::Store(lo##r, df, o + r * columns + c);          \
+  hn::Store(hi##r, df, o + r * columns + c + n);
+    POSENC_TILE_ROWS(POSENC_STORE)
+#undef POSENC_STORE
+  }
+}
+#undef POSENC_TILE_ROWS
+
+struct PackedKv {
+  std::int64_t chunk;        // NR keys per chunk
+  std::int64_t chunks;       // per (batch, kv head)
+  std::int64_t value_cols;   // v_dim rounded up to NR
+  AlignedFloats keys1, keys2, values;
+
+  std::int64_t KeyBlockSize(const detail::AttentionPlan& plan) const { return chunks * chunk * plan.head_dim; }
+  std::int64_t ValueBlockSize() const { return chunks * chunk * value_cols; }
+};
+
+// Packs k [b][s][kv_head][dim] into [b][kv_head][chunk][dim][NR] and v into
+// [b][kv_head][key][value_cols], zero-padded.
+inline PackedKv PackKv(const detail::AttentionPlan& plan) {
+  const hn::ScalableTag<float> df;
+  PackedKv packed;
+  packed.chunk = 2 * static_cast<std::int64_t>(hn::Lanes(df));
+  packed.chunks = (plan.kv_len + packed.chunk - 1) / packed.chunk;
+  packed.value_cols = (plan.v_dim + packed.chunk - 1) / packed.chunk * packed.chunk;
+  const std::int64_t heads = plan.batch * plan.kv_heads;
+  const auto allocate = [&](std::int64_t size) {
+    auto p = hwy::AllocateAligned<float>(static_cast<size_t>(std::max<std::int64_t>(size, 1)));
+    std::fill(p.get(), p.get() + std::max<std::int64_t>(size, 1), 0.0f);
+    return p;
+  };
+  packed.keys1 = allocate(heads * packed.KeyBlockSize(plan));
+  if (!plan.k2.empty()) packed.keys2 = allocate(heads * packed.KeyBlockSize(plan));
+  packed.values = allocate(heads * packed.ValueBlockSize());
+  ParallelFor(heads, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t bh = begin; bh < end; ++bh) {
+      const std::int64_t b = bh / plan.kv_heads, h = bh % plan.kv_heads;
+      for (std::int64_t s = 0; s < plan.kv_len; ++s) {
+        const std::int64_t source = ((b * plan.kv_len + s) * plan.kv_heads + h);
+        const std::int64_t chunk = s / packed.chunk, lane = s % packed.chunk;
+        for (int which = 0; which < 2; ++which) {
+          const std::vector<float>& k = which == 0 ? plan.k1 : plan.k2;
+          if (k.empty()) continue;
+          float* dst = (which == 0 ? packed.keys1 : packed.keys2).get() + bh * packed.KeyBlockSize(plan) +
+                       chunk * plan.head_dim * packed.chunk + lane;
+          for (std::int64_t d = 0; d < plan.head_dim; ++d) dst[d * packed.chunk] = k[source * plan.head_dim + d];
+        }
+        std::copy_n(plan.v.data() + source * plan.v_dim, plan.v_dim,
+                    packed.values.get() + bh * packed.ValueBlockSize() + s * packed.value_cols);
+      }
+    }
+  });
+  return packed;
+}
+
+// Work buffers of one thread.
+struct TileScratch {
+  AlignedFloats q1, q2, scores, scores2, out;
+  TileScratch(const detail::AttentionPlan& plan, const PackedKv& packed) {
+    const auto size = [](std::int64_t n) { return static_cast<size_t>(n); };
+    const std::int64_t block = kChunksPerBlock * packed.chunk;
+    q1 = hwy::AllocateAligned<float>(size(kTileRows * plan.head_dim));
+    q2 = hwy::AllocateAligned<float>(size(kTileRows * plan.head_dim));
+    scores = hwy::AllocateAligned<float>(size(kTileRows * block));
+    scores2 = hwy::AllocateAligned<float>(size(kTileRows * block));
+    out = hwy::AllocateAligned<float>(size(kTileRows * packed.value_cols));
+  }
+};
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One work item: rows [row0, row0 + 6) of (token, head in group) for batch b
+// and kv head kvh.
+inline void RunTile(const detail::AttentionPlan& plan, const PackedKv& packed, std::int64_t b, std::int64_t kvh,
+                    std::int64_t row0, TileScratch& scratch) {
+  const hn::ScalableTag<float> df;
+  const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t nr = packed.chunk, block = kChunksPerBlock * nr, dim = plan.head_dim;
+  const std::int64_t rows_total = plan.q_len * plan.group;
+  const std::int64_t kv_valid = plan.kv_valid[b];
+  const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
+  const AttentionMask& mask = plan.mask;
+
+  std::int64_t p[kTileRows], head[kTileRows], token[kTileRows];
+  bool valid[kTileRows];
+  std::int64_t pmin = std::numeric_limits<std::int64_t>::max(), pmax = std::numeric_limits<std::int64_t>::min();
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    const std::int64_t row = row0 + r;
+    valid[r] = row < rows_total;
+    token[r] = valid[r] ? row / plan.group : 0;
+    head[r] = kvh * plan.group + (valid[r] ? row % plan.group : 0);
+    p[r] = plan.q_positions[b * plan.q_len + token[r]];
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<float>& q = which == 0 ? plan.q1 : plan.q2;
+      if (q.empty()) continue;
+      float* dst = (which == 0 ? scratch.q1 : scratch.q2).get() + r * dim;
+      if (valid[r]) {
+        std::copy_n(q.data() + ((b * plan.q_len + token[r]) * plan.q_heads + head[r]) * dim, dim, dst);
+      } else {
+        std::fill_n(dst, dim, 0.0f);
+      }
+    }
+    if (valid[r]) {
+      pmin = std::min(pmin, p[r]);
+      pmax = std::max(pmax, p[r]);
+    }
+  }
+  const bool all_rows_valid = row0 + kTileRows <= rows_total;
+
+  // The key index ranges the mask can reach, chunk-aligned and disjoint.
+  std::int64_t ranges[2][2];
+  int range_count = 0;
+  const auto round_up = [nr](std::int64_t x) { return (x + nr - 1) / nr * nr; };
+  if (plan.keys_consecutive && kv_valid > 0) {
+    const std::int64_t koff = key_pos[0];
+    std::int64_t lo = 0, hi = kv_valid;
+    if (mask.causal) hi = std::min(hi, pmax - koff + 1);
+    if (mask.window > 0) {
+      lo = std::max<std::int64_t>(0, pmin - mask.window + 1 - koff);
+      if (!mask.causal) hi = std::min(hi, pmax + mask.window - koff);
+    }
+    const std::int64_t sink_hi = mask.window > 0 ? std::clamp(mask.sinks - koff, std::int64_t{0}, hi) : 0;
+    const std::int64_t main_lo = lo / nr * nr, main_hi = round_up(std::max(hi, std::int64_t{0}));
+    if (sink_hi > 0 && round_up(sink_hi) < main_lo) {
+      ranges[range_count][0] = 0;
+      ranges[range_count++][1] = round_up(sink_hi);
+    } else if (sink_hi > 0) {
+      ranges[range_count][0] = 0;
+      ranges[range_count++][1] = main_hi;
+    }
+    if (range_count == 0 && main_lo < main_hi) {
+      ranges[range_count][0] = main_lo;
+      ranges[range_count++][1] = main_hi;
+    } else if (range_count == 1 && ranges[0][1] < main_lo && main_lo < main_hi) {
+      ranges[range_count][0] = main_lo;
+      ranges[range_count++][1] = main_hi;
+    }
+  } else if (kv_valid > 0) {
+    ranges[0][0] = 0;
+    ranges[0][1] = round_up(kv_valid);
+    range_count = 1;
+  }
+
+  float running_max[kTileRows], running_sum[kTileRows];
+  std::fill_n(running_max, kTileRows, kNegInf);
+  std::fill_n(running_sum, kTileRows, 0.0f);
+  std::fill_n(scratch.out.get(), kTileRows * packed.value_cols, 0.0f);
+  const std::int64_t head_block = b * plan.kv_heads + kvh;
+  const float* keys1 = packed.keys1.get() + head_block * packed.KeyBlockSize(plan);
+  const float* keys2 = packed.keys2 ? packed.keys2.get() + head_block * packed.KeyBlockSize(plan) : nullptr;
+  const float* values = packed.values.get() + head_block * packed.ValueBlockSize();
+  float* s = scratch.scores.get();
+
+  for (int range = 0; range < range_count; ++range) {
+    for (std::int64_t kb = ranges[range][0]; kb < ranges[range][1]; kb += block) {
+      const std::int64_t ke = std::min(kb + block, ranges[range][1]);
+      const std::int64_t width = ke - kb;
+      const std::int64_t jmin = key_pos[std::min(kb, plan.kv_len - 1)];
+      const std::int64_t jmax = jmin + (width - 1);  // meaningful when keys are consecutive
+      const bool consecutive = plan.keys_consecutive;
+      const std::int64_t far_distance = mask.causal ? pmax - jmin : std::max(pmax - jmin, jmax - pmin);
+      const bool window_ok = mask.window <= 0 || far_distance < mask.window || jmax < mask.sinks;
+      const bool fully_visible = consecutive && all_rows_valid && ke <= kv_valid &&
+                                 (!mask.causal || jmax <= pmin) && window_ok;
+
+      // Scores, from one source or (ReRoPE across the window edge) two.
+      const auto score_all = [&](const float* q, const float* keys, float* out) {
+        for (std::int64_t c = 0; c < width; c += nr) {
+          ScoreChunk(df, q, dim, keys + (kb + c) * dim, out + c, block);
+        }
+      };
+      const std::int64_t w = plan.rerope_window;
+      if (w <= 0 || (consecutive && pmax - jmin < w)) {
+        score_all(scratch.q1.get(), keys1, s);
+      } else if (consecutive && pmin - jmax >= w) {
+        score_all(scratch.q2.get(), keys2, s);
+      } else {
+        score_all(scratch.q1.get(), keys1, s);
+        score_all(scratch.q2.get(), keys2, scratch.scores2.get());
+        for (std::int64_t r = 0; r < kTileRows; ++r) {
+          for (std::int64_t j = 0; j < width; ++j) {
+            const std::int64_t key = std::min(kb + j, plan.kv_len - 1);
+            if (p[r] - key_pos[key] >= w) s[r * block + j] = scratch.scores2[r * block + j];
+          }
+        }
+      }
+
+      // Biases by position, then soft-capping.
+      if (plan.bias != detail::BiasKind::kNone) {
+        for (std::int64_t r = 0; r < kTileRows; ++r) {
+          float* row = s + r * block;
+          const std::int64_t h = head[r];
+          if (consecutive) {
+            if (plan.bias == detail::BiasKind::kRelativeTable) {
+              // Consecutive keys read consecutive relative positions (the
+              // table extends past the last key by a padding margin).
+              const float* table = plan.relative_table.data() + h * plan.relative_span + (jmin - p[r] - plan.relative_min);
+              for (std::int64_t j = 0; j < width; j += n) {
+                hn::Store(hn::Add(hn::Load(df, row + j), hn::LoadU(df, table + j)), df, row + j);
+              }
+            } else {
+              const auto slope = hn::Set(df, plan.slopes[h]);
+              const auto query = hn::Set(df, static_cast<float>(p[r]));
+              for (std::int64_t j = 0; j < width; j += n) {
+                const auto key = hn::Iota(df, static_cast<float>(jmin + j));
+                const auto bias = plan.bias == detail::BiasKind::kAlibiDistance
+                                      ? hn::Neg(hn::Mul(slope, hn::Abs(hn::Sub(query, key))))
+                                      : hn::Mul(slope, key);
+                hn::Store(hn::Add(hn::Load(df, row + j), bias), df, row + j);
+              }
+            }
+          } else {
+            for (std::int64_t j = 0; j < width; ++j) {
+              const std::int64_t key = key_pos[std::min(kb + j, plan.kv_len - 1)];
+              switch (plan.bias) {
+                case detail::BiasKind::kAlibiDistance:
+                  row[j] -= plan.slopes[h] * static_cast<float>(std::abs(p[r] - key));
+                  break;
+                case detail::BiasKind::kAlibiKeyPosition: row[j] += plan.slopes[h] * static_cast<float>(key); break;
+                case detail::BiasKind::kRelativeTable:
+                  row[j] += plan.relative_table[h * plan.relative_span +
+                                                std::clamp<std::int64_t>(key - p[r] - plan.relative_min, 0,
+                                                                         plan.relative_span - 1)];
+                  break;
+                case detail::BiasKind::kNone: break;
+              }
+            }
+          }
+        }
+      }
+      if (plan.softcap > 0) {
+        const auto cap = hn::Set(df, plan.softcap), inv_cap = hn::Set(df, 1.0f / plan.softcap);
+        for (std::int64_t i = 0; i < kTileRows * block; i += n) {
+          hn::Store(hn::Mul(cap, hn::Tanh(df, hn::Mul(hn::Load(df, s + i), inv_cap))), df, s + i);
+        }
+      }
+      if (!fully_visible) {
+        for (std::int64_t r = 0; r < kTileRows; ++r) {
+          for (std::int64_t j = 0; j < width; ++j) {
+            const std::int64_t key = kb + j;
+            const bool visible = valid[r] && key < kv_valid && detail::KeyVisible(mask, p[r], key_pos[key]);
+            if (!visible) s[r * block + j] = kNegInf;
+          }
+        }
+      }
+
+      // Online softmax: rescale what came before when the running max grows.
+      const auto neg_inf = hn::Set(df, kNegInf);
+      for (std::int64_t r = 0; r < kTileRows; ++r) {
+        float* row = s + r * block;
+        auto max_vec = neg_inf;
+        for (std::int64_t j = 0; j < width; j += n) max_vec = hn::Max(max_vec, hn::Load(df, row + j));
+        const float block_max = hn::GetLane(hn::MaxOfLanes(df, max_vec));
+        const float new_max = std::max(running_max[r], block_max);
+        if (new_max == kNegInf) {
+          std::fill_n(row, width, 0.0f);
+          continue;
+        }
+        const auto shift = hn::Set(df, new_max);
+        auto sum = hn::Zero(df);
+        for (std::int64_t j = 0; j < width; j += n) {
+          const auto score = hn::Load(df, row + j);
+          const auto weight = hn::IfThenZeroElse(hn::Eq(score, neg_inf), hn::Exp(df, hn::Sub(score, shift)));
+          hn::Store(weight, df, row + j);
+          sum = hn::Add(sum, weight);
+        }
+        const float rescale = running_max[r] == kNegInf ? 0.0f : std::exp(running_max[r] - new_max);
+        running_sum[r] = running_sum[r] * rescale + hn::GetLane(hn::SumOfLanes(df, sum));
+        if (rescale != 1.0f) {
+          float* o = scratch.out.get() + r * packed.value_cols;
+          const auto factor = hn::Set(df, rescale);
+          for (std::int64_t c = 0; c < packed.value_cols; c += n) hn::Store(hn::Mul(hn::Load(df, o + c), factor), df, o + c);
+        }
+        running_max[r] = new_max;
+      }
+      AccumulateValues(df, s, block, values + kb * packed.value_cols, width, packed.value_cols, scratch.out.get());
+    }
+  }
+
+  // Normalize (with the per-head sink logit in the denominator) and store.
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    if (!valid[r]) continue;
+    float factor = running_sum[r] > 0 ? 1.0f / running_sum[r] : 0.0f;
+    if (!plan.sink_logits.empty()) {
+      const float sink = plan.sink_logits[head[r]];
+      const float top = std::max(running_max[r], sink);
+      const float kept = running_max[r] == kNegInf ? 0.0f : std::exp(running_max[r] - top);
+      factor = kept / (running_sum[r] * kept + std::exp(sink - top));
+    }
+    const float* o = scratch.out.get() + r * packed.value_cols;
+    const auto scale = hn::Set(df, factor);
+    const std::int64_t at = plan.out.Offset(b, token[r], head[r]);
+    const auto store = [&](auto* out) {
+      std::int64_t c = 0;
+      for (; c + n <= plan.v_dim; c += n) StoreF32(df, hn::Mul(hn::Load(df, o + c), scale), out + at + c);
+      if (c < plan.v_dim) StorePartialF32(df, hn::Mul(hn::Load(df, o + c), scale), out + at + c, plan.v_dim - c);
+    };
+    switch (plan.out.dtype) {
+      case DType::kF32: store(static_cast<float*>(plan.out.data)); break;
+      case DType::kF16: store(static_cast<hwy::float16_t*>(plan.out.data)); break;
+      case DType::kBF16: store(static_cast<hwy::bfloat16_t*>(plan.out.data)); break;
+    }
+  }
+}
+
+inline void RunAttentionPlanImpl(const detail::AttentionPlan& plan) {
+  const PackedKv packed = PackKv(plan);
+  const std::int64_t row_blocks = (plan.q_len * plan.group + kTileRows - 1) / kTileRows;
+  const std::int64_t items = plan.batch * plan.kv_heads * row_blocks;
+  // Threads claim items (later row blocks first: under a causal mask they
+  // see the most keys); each item is computed whole by one thread.
+  std::atomic<std::int64_t> next{0};
+  ParallelFor(NumThreads(), 1, [&](std::int64_t, std::int64_t) {
+    TileScratch scratch(plan, packed);
+    for (std::int64_t item; (item = next.fetch_add(1)) < items;) {
+      const std::int64_t block_index = row_blocks - 1 - item % row_blocks;
+      const std::int64_t bh = item / row_blocks;
+      RunTile(plan, packed, bh / plan.kv_heads, bh % plan.kv_heads, block_index * kTileRows, scratch);
+    }
+  });
+}
+
+}  // namespace posenc::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // POSENC_ATTENTION_INL_H_

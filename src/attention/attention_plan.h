@@ -1,0 +1,44 @@
+// Internal: an attention call prepared for the tiled kernel. Everything the
+// per-target code needs, in float32, dense, with RoPE already applied and the
+// softmax scale (times the attention factor squared and log-n) folded into q.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "posenc/attention.h"
+
+namespace posenc::detail {
+
+enum class BiasKind { kNone, kAlibiDistance, kAlibiKeyPosition, kRelativeTable };
+
+struct AttentionPlan {
+  std::int64_t batch, q_len, kv_len, q_heads, kv_heads, group, head_dim, v_dim;
+  // Dense float32 copies [batch][seq][heads][dim]. q2/k2: ReRoPE's far scores
+  // (q rotated to the window / leaky positions, k unrotated or at j/k).
+  std::vector<float> q1, q2, k1, k2, v;
+  std::vector<std::int64_t> q_positions;  // [batch * q_len]
+  std::vector<std::int64_t> k_positions;  // [batch * kv_len]
+  // Keys at consecutive positions (offset forms): tiles can be skipped and
+  // biases loaded contiguously. Otherwise every tile is masked element-wise.
+  bool keys_consecutive = true;
+  std::vector<std::int64_t> kv_valid;  // [batch]
+  AttentionMask mask;
+  std::int64_t rerope_window = 0;  // > 0: two score sources selected by p - j < window
+  BiasKind bias = BiasKind::kNone;
+  std::vector<float> slopes;  // [q_heads] ALiBi
+  // [q_heads][relative_span] bias by key position - query position, starting
+  // at relative_min; it runs kRelativePadding past the largest key so that
+  // the zero-padded keys of the last chunk read inside it.
+  static constexpr std::int64_t kRelativePadding = 256;
+  std::vector<float> relative_table;
+  std::int64_t relative_min = 0, relative_span = 0;
+  float softcap = 0;
+  std::vector<float> sink_logits;  // [q_heads] or empty
+  TensorView out;
+};
+
+// The per-target tiled kernel (attention-inl.h).
+void RunAttentionPlan(const AttentionPlan& plan);
+
+}  // namespace posenc::detail

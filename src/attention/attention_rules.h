@@ -1,0 +1,45 @@
+// Internal: the rules both attention implementations share, written once:
+// which keys a query sees, the log-n factor, soft-capping and the biases.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "posenc/attention.h"
+
+namespace posenc::detail {
+
+// Key at position j visible to a query at position p (before kv_lengths).
+inline bool KeyVisible(const AttentionMask& mask, std::int64_t p, std::int64_t j) {
+  if (mask.causal && j > p) return false;
+  if (mask.window <= 0) return true;
+  if (j < mask.sinks) return true;  // the Λ mask's first S tokens
+  const std::int64_t distance = mask.causal ? p - j : (p > j ? p - j : j - p);
+  return distance < mask.window;
+}
+
+// Log-n scaling of a query at position p.
+inline double LognFactor(std::int64_t train_length, std::int64_t p) {
+  if (train_length <= 0) return 1.0;
+  return std::max(1.0, std::log(static_cast<double>(p + 1)) / std::log(static_cast<double>(train_length)));
+}
+
+// The score multiplier of RoPE-family encodings: q and k are each scaled by
+// the attention factor, so logits by its square.
+inline double AttentionFactorSquared(const PositionEncoding& encoding) {
+  if (const auto* rope = std::get_if<RopeEncoding>(&encoding)) {
+    return rope->frequencies.attention_factor * rope->frequencies.attention_factor;
+  }
+  if (const auto* rerope = std::get_if<ReRopeEncoding>(&encoding)) {
+    return rerope->frequencies.attention_factor * rerope->frequencies.attention_factor;
+  }
+  return 1.0;
+}
+
+inline double SoftmaxScale(const AttentionOptions& options, std::int64_t head_dim) {
+  return options.softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+}  // namespace posenc::detail

@@ -1,0 +1,117 @@
+// Argument checks and window conventions for attention.
+#include <string>
+
+#include "attention/attention_rules.h"
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+constexpr const char* kOp = "attention";
+
+void ValidateEncoding(const PositionEncoding& encoding, std::int64_t head_dim, std::int64_t q_heads,
+                      const AttentionMask& mask) {
+  if (const auto* rope = std::get_if<RopeEncoding>(&encoding)) {
+    rope->spec.Validate();
+    Require(rope->spec.head_dim == head_dim, kOp, "rope.head_dim", rope->spec.head_dim,
+            "must equal the q/k head_dim = " + std::to_string(head_dim));
+    Require(static_cast<std::int64_t>(rope->frequencies.inv_freq.size()) == rope->spec.Pairs(), kOp,
+            "rope.inv_freq.size()", rope->frequencies.inv_freq.size(), "must equal rotary_dim / 2");
+  } else if (const auto* rerope = std::get_if<ReRopeEncoding>(&encoding)) {
+    rerope->spec.Validate();
+    Require(rerope->spec.head_dim == head_dim, kOp, "rerope.head_dim", rerope->spec.head_dim,
+            "must equal the q/k head_dim = " + std::to_string(head_dim));
+    Require(static_cast<std::int64_t>(rerope->frequencies.inv_freq.size()) == rerope->spec.Pairs(), kOp,
+            "rerope.inv_freq.size()", rerope->frequencies.inv_freq.size(), "must equal rotary_dim / 2");
+    Require(rerope->window > 0, kOp, "rerope.window", rerope->window, "must be > 0");
+    if (rerope->leak) {
+      Require(std::isfinite(*rerope->leak) && *rerope->leak > 1, kOp, "rerope.leak", *rerope->leak,
+              "must be > 1 (the growth 1/k beyond the window; k = 1 is plain RoPE)");
+    }
+    Require(mask.causal, kOp, "mask.causal", Verbatim{"false"}, "ReRoPE is defined for causal attention");
+  } else if (const auto* alibi = std::get_if<AlibiEncoding>(&encoding)) {
+    Require(static_cast<std::int64_t>(alibi->slopes.size()) == q_heads, kOp, "alibi.slopes.size()",
+            alibi->slopes.size(), "must equal q_heads = " + std::to_string(q_heads));
+  } else if (const auto* t5 = std::get_if<T5BiasEncoding>(&encoding)) {
+    t5->buckets.Validate();
+    Require(static_cast<std::int64_t>(t5->weights.size()) == t5->buckets.num_buckets * q_heads, kOp,
+            "t5.weights.size()", t5->weights.size(),
+            "must equal num_buckets * q_heads = " + std::to_string(t5->buckets.num_buckets * q_heads));
+  }
+}
+
+}  // namespace
+
+void AttentionMask::Validate() const {
+  Require(window >= 0, kOp, "mask.window", window, "must be >= 0 (0: no window)");
+  Require(sinks >= 0, kOp, "mask.sinks", sinks, "must be >= 0");
+  Require(sinks == 0 || window > 0, kOp, "mask.sinks", sinks, "sinks need a window (the Λ mask)");
+}
+
+std::int64_t WindowFromFlashAttentionLeft(std::int64_t left) {
+  Require(left >= 0, kOp, "window_size.left", left, "must be >= 0 (-1 means no window: use 0)");
+  return left + 1;
+}
+std::int64_t WindowToFlashAttentionLeft(std::int64_t window) {
+  Require(window > 0, kOp, "window", window, "must be > 0");
+  return window - 1;
+}
+std::int64_t WindowFromHuggingFace(std::int64_t sliding_window) {
+  Require(sliding_window > 0, kOp, "sliding_window", sliding_window, "must be > 0");
+  return sliding_window;
+}
+std::int64_t WindowToHuggingFace(std::int64_t window) {
+  Require(window > 0, kOp, "window", window, "must be > 0");
+  return window;
+}
+
+void ValidateAttention(const AttentionInputs& in, const AttentionOptions& options) {
+  ValidateView(in.q, kOp, "q");
+  ValidateView(in.k, kOp, "k");
+  ValidateView(in.v, kOp, "v");
+  ValidateView(in.out, kOp, "out");
+  const auto [batch, q_len, q_heads, head_dim] = in.q.shape;
+  const auto kv_len = in.k.seq(), kv_heads = in.k.heads();
+  Require(head_dim > 0, kOp, "q.head_dim", head_dim, "must be > 0");
+  Require(in.k.batch() == batch, kOp, "k.batch", in.k.batch(), "must equal q.batch = " + std::to_string(batch));
+  Require(in.k.head_dim() == head_dim, kOp, "k.head_dim", in.k.head_dim(),
+          "must equal q.head_dim = " + std::to_string(head_dim));
+  Require(kv_heads > 0 && q_heads % kv_heads == 0, kOp, "k.heads", kv_heads,
+          "must divide q.heads = " + std::to_string(q_heads) + " (GQA groups)");
+  Require(in.v.batch() == batch && in.v.seq() == kv_len && in.v.heads() == kv_heads, kOp, "v.shape",
+          Verbatim{"[" + std::to_string(in.v.batch()) + ", " + std::to_string(in.v.seq()) + ", " +
+                   std::to_string(in.v.heads()) + ", ...]"},
+          "must match k's [batch, kv_len, kv_heads]");
+  Require(in.out.batch() == batch && in.out.seq() == q_len && in.out.heads() == q_heads &&
+              in.out.head_dim() == in.v.head_dim(),
+          kOp, "out.shape", Verbatim{"[...]"}, "must be [batch, q_len, q_heads, v_dim]");
+  for (const auto* view : {&in.k, &in.v}) {
+    Require(view->dtype == in.q.dtype, kOp, "dtype", DTypeName(view->dtype), "q, k and v must share a dtype");
+  }
+  Require(in.out.dtype == in.q.dtype, kOp, "out.dtype", DTypeName(in.out.dtype), "must equal q's dtype");
+  in.q_positions.Validate(kOp, batch, q_len);
+  in.k_positions.Validate(kOp, batch, kv_len);
+  if (!in.kv_lengths.empty()) {
+    Require(static_cast<std::int64_t>(in.kv_lengths.size()) == batch, kOp, "kv_lengths.size()",
+            in.kv_lengths.size(), "must equal batch = " + std::to_string(batch));
+    for (std::size_t b = 0; b < in.kv_lengths.size(); ++b) {
+      Require(in.kv_lengths[b] >= 0 && in.kv_lengths[b] <= kv_len, kOp,
+              "kv_lengths[" + std::to_string(b) + "]", in.kv_lengths[b],
+              "must be in [0, kv_len = " + std::to_string(kv_len) + "] (cache overflow)");
+    }
+  }
+  options.mask.Validate();
+  ValidateEncoding(options.encoding, head_dim, q_heads, options.mask);
+  Require(options.logn_train_length >= 0, kOp, "logn_train_length", options.logn_train_length,
+          "must be >= 0 (0: off)");
+  Require(options.logn_train_length != 1, kOp, "logn_train_length", 1, "must not be 1 (log base)");
+  Require(options.sink_logits.empty() || static_cast<std::int64_t>(options.sink_logits.size()) == q_heads, kOp,
+          "sink_logits.size()", options.sink_logits.size(), "must be 0 or q_heads = " + std::to_string(q_heads));
+  Require(options.softcap >= 0 && std::isfinite(options.softcap), kOp, "softcap", options.softcap,
+          "must be >= 0 (0: off)");
+  if (options.softmax_scale) {
+    Require(std::isfinite(*options.softmax_scale), kOp, "softmax_scale", *options.softmax_scale, "must be finite");
+  }
+}
+
+}  // namespace posenc

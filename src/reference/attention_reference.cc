@@ -1,0 +1,138 @@
+// Plain attention in float64 with the whole score row materialized, each
+// positional method by its own definition. The fast kernel is tested
+// against this.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attention/attention_rules.h"
+#include "posenc/attention.h"
+#include "reference/element_io.h"
+
+namespace posenc::reference {
+namespace {
+
+// Rotates x (head_dim values, in place) by angle position * inv_freq[k] per
+// pair, in double.
+void Rotate(const RopeSpec& spec, const std::vector<double>& inv_freq, double position, std::vector<double>& x) {
+  const std::int64_t pairs = spec.Pairs();
+  for (std::int64_t k = 0; k < pairs; ++k) {
+    const std::int64_t i = spec.layout == RopeLayout::kInterleaved ? 2 * k : k;
+    const std::int64_t j = spec.layout == RopeLayout::kInterleaved ? 2 * k + 1 : k + pairs;
+    const double angle = position * inv_freq[k];
+    const double c = std::cos(angle), s = std::sin(angle);
+    const double xi = x[i], xj = x[j];
+    x[i] = xi * c - xj * s;
+    x[j] = xi * s + xj * c;
+  }
+}
+
+std::vector<double> ReadHead(const ConstTensorView& t, std::int64_t b, std::int64_t s, std::int64_t h) {
+  std::vector<double> x(static_cast<std::size_t>(t.head_dim()));
+  const std::int64_t offset = t.Offset(b, s, h);
+  for (std::int64_t d = 0; d < t.head_dim(); ++d) x[d] = ReadElement(t, offset + d);
+  return x;
+}
+
+double Dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// q.k for a query at p and key at j under the encoding, before scaling.
+struct ScoreOf {
+  const std::vector<double>& q;
+  const std::vector<double>& k;
+  std::int64_t p, j;
+
+  double operator()(const NoPositionEncoding&) const { return Dot(q, k); }
+  double operator()(const AlibiEncoding&) const { return Dot(q, k); }
+  double operator()(const T5BiasEncoding&) const { return Dot(q, k); }
+  double operator()(const RopeEncoding& e) const {
+    auto qr = q, kr = k;
+    Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(p), qr);
+    Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(j), kr);
+    return Dot(qr, kr);
+  }
+  // Su's two score matrices: RoPE within the window, the clamped (or leaky)
+  // relative position beyond it.
+  double operator()(const ReRopeEncoding& e) const {
+    auto qr = q, kr = k;
+    const double w = static_cast<double>(e.window);
+    if (static_cast<double>(p - j) < w) {
+      Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(p), qr);
+      Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(j), kr);
+    } else if (!e.leak) {
+      Rotate(e.spec, e.frequencies.inv_freq, w, qr);  // distance reads as w
+    } else {
+      const double leak = *e.leak;  // q at p/k + w(1 - 1/k), k at j/k
+      Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(p) / leak + w * (1 - 1 / leak), qr);
+      Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(j) / leak, kr);
+    }
+    return Dot(qr, kr);
+  }
+};
+
+double Bias(const PositionEncoding& encoding, std::int64_t head, std::int64_t q_heads, std::int64_t p, std::int64_t j) {
+  if (const auto* alibi = std::get_if<AlibiEncoding>(&encoding)) {
+    const double slope = alibi->slopes[head];
+    return alibi->form == AlibiForm::kDistance ? -slope * static_cast<double>(p > j ? p - j : j - p)
+                                               : slope * static_cast<double>(j);
+  }
+  if (const auto* t5 = std::get_if<T5BiasEncoding>(&encoding)) {
+    return t5->weights[T5RelativeBucket(t5->buckets, j - p) * q_heads + head];
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+void Attention(const AttentionInputs& in, const AttentionOptions& options) {
+  ValidateAttention(in, options);
+  const auto [batch, q_len, q_heads, head_dim] = in.q.shape;
+  const std::int64_t kv_len = in.k.seq(), group = q_heads / in.k.heads(), v_dim = in.v.head_dim();
+  const double scale = detail::SoftmaxScale(options, head_dim) * detail::AttentionFactorSquared(options.encoding);
+  const double cap = options.softcap;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t keys = in.kv_lengths.empty() ? kv_len : in.kv_lengths[b];
+    for (std::int64_t h = 0; h < q_heads; ++h) {
+      for (std::int64_t i = 0; i < q_len; ++i) {
+        const std::int64_t p = in.q_positions.At(b, i, q_len);
+        const auto q = ReadHead(in.q, b, i, h);
+        const double q_scale = scale * detail::LognFactor(options.logn_train_length, p);
+        // The materialized row of scores; -inf where masked.
+        std::vector<double> scores(static_cast<std::size_t>(keys), -std::numeric_limits<double>::infinity());
+        double max_score = options.sink_logits.empty() ? -std::numeric_limits<double>::infinity()
+                                                       : options.sink_logits[h];
+        for (std::int64_t t = 0; t < keys; ++t) {
+          const std::int64_t j = in.k_positions.At(b, t, kv_len);
+          if (!detail::KeyVisible(options.mask, p, j)) continue;
+          const auto k = ReadHead(in.k, b, t, h / group);
+          double s = q_scale * std::visit(ScoreOf{q, k, p, j}, options.encoding) +
+                     Bias(options.encoding, h, q_heads, p, j);
+          if (cap > 0) s = cap * std::tanh(s / cap);
+          scores[t] = s;
+          max_score = std::max(max_score, s);
+        }
+        std::vector<double> out(static_cast<std::size_t>(v_dim), 0.0);
+        double denominator = options.sink_logits.empty() ? 0.0 : std::exp(options.sink_logits[h] - max_score);
+        if (std::isfinite(max_score)) {
+          for (std::int64_t t = 0; t < keys; ++t) {
+            if (!std::isfinite(scores[t])) continue;
+            const double weight = std::exp(scores[t] - max_score);
+            denominator += weight;
+            const auto v = ReadHead(in.v, b, t, h / group);
+            for (std::int64_t d = 0; d < v_dim; ++d) out[d] += weight * v[d];
+          }
+        }
+        const std::int64_t offset = in.out.Offset(b, i, h);
+        for (std::int64_t d = 0; d < v_dim; ++d) {
+          WriteElement(in.out, offset + d, denominator > 0 ? out[d] / denominator : 0.0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace posenc::reference

@@ -1,0 +1,226 @@
+// The tiled attention kernel against the float64 materialized reference, on
+// every compiled SIMD target, over encodings x masks x dtypes x head layouts
+// x lengths x prefill/decode; plus decode-equals-prefill, exact window sizes,
+// thread-count independence and argument errors.
+#include "posenc/attention.h"
+
+#include <cmath>
+#include <string>
+
+#include "posenc/parallel.h"
+#include "test_util.h"
+
+namespace posenc {
+namespace {
+
+using testing::Buffer;
+using testing::ExpectError;
+using testing::ForEachTarget;
+
+struct Shape {
+  std::int64_t batch, q_len, kv_len, q_heads, kv_heads, head_dim;
+};
+
+struct Tensors {
+  Shape shape;
+  Buffer q, k, v;
+  Tensors(const Shape& s, DType dtype, std::uint32_t seed)
+      : shape(s),
+        q(dtype, s.batch * s.q_len * s.q_heads * s.head_dim),
+        k(dtype, s.batch * s.kv_len * s.kv_heads * s.head_dim),
+        v(dtype, s.batch * s.kv_len * s.kv_heads * s.head_dim) {
+    q.FillUniform(seed, -2, 2);
+    k.FillUniform(seed + 1, -2, 2);
+    v.FillUniform(seed + 2);
+  }
+  AttentionInputs Inputs(Buffer& out) {
+    return {q.View({shape.batch, shape.q_len, shape.q_heads, shape.head_dim}),
+            k.View({shape.batch, shape.kv_len, shape.kv_heads, shape.head_dim}),
+            v.View({shape.batch, shape.kv_len, shape.kv_heads, shape.head_dim}),
+            out.View({shape.batch, shape.q_len, shape.q_heads, shape.head_dim}),
+            TokenPositions::Offset(shape.kv_len - shape.q_len), TokenPositions::Offset(0), {}};
+  }
+};
+
+RopeSpec Rope(std::int64_t head_dim) { return RopeSpec{.theta = 10000, .head_dim = head_dim}; }
+
+// Float32 compute against float64: outputs are convex mixtures of v (|v| <= 1),
+// so an absolute tolerance; half-precision outputs add their rounding.
+double Tolerance(DType dtype) { return dtype == DType::kF32 ? 2e-5 : dtype == DType::kF16 ? 2e-3 : 1.6e-2; }
+
+void Compare(Tensors& t, const AttentionOptions& options, DType dtype, const std::string& what,
+             std::vector<std::int64_t> kv_lengths = {}, bool q_ids = false) {
+  SCOPED_TRACE(what + " dtype=" + std::string(DTypeName(dtype)));
+  const std::int64_t out_size = t.shape.batch * t.shape.q_len * t.shape.q_heads * t.shape.head_dim;
+  Buffer expected(dtype, out_size);
+  auto reference_inputs = t.Inputs(expected);
+  reference_inputs.kv_lengths = kv_lengths;
+  if (q_ids) {  // explicit ids: row b's queries at b + 2 s (not consecutive)
+    std::vector<std::int64_t> ids;
+    for (std::int64_t b = 0; b < t.shape.batch; ++b)
+      for (std::int64_t s = 0; s < t.shape.q_len; ++s) ids.push_back(b + 2 * s);
+    reference_inputs.q_positions = TokenPositions::Ids(ids);
+  }
+  reference::Attention(reference_inputs, options);
+  ForEachTarget([&] {
+    Buffer out(dtype, out_size);
+    auto inputs = reference_inputs;
+    inputs.out = out.View(inputs.out.shape);
+    Attention(inputs, options);
+    double worst = 0;
+    for (std::int64_t i = 0; i < out_size; ++i) worst = std::max(worst, std::abs(out.Get(i) - expected.Get(i)));
+    EXPECT_LE(worst, Tolerance(dtype));
+  });
+}
+
+std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t head_dim, std::int64_t q_heads) {
+  const RopeSpec rope = Rope(head_dim);
+  const RopeSpec yarn{.theta = 10000, .head_dim = head_dim,
+                      .scaling = YarnScaling{.factor = 4, .original_max_position = 64}};
+  std::vector<double> t5_weights(32 * q_heads);
+  for (std::size_t i = 0; i < t5_weights.size(); ++i) t5_weights[i] = std::sin(0.7 * static_cast<double>(i));
+  return {
+      {"nope", NoPositionEncoding{}},
+      {"rope", RopeEncoding{rope, ComputeRopeFrequencies(rope)}},
+      {"rope-yarn", RopeEncoding{yarn, ComputeRopeFrequencies(yarn)}},
+      {"rerope", ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 20, std::nullopt}},
+      {"leaky-rerope", ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 20, 16.0}},
+      {"alibi", AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = q_heads}), AlibiForm::kDistance}},
+      {"alibi-key", AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = q_heads}), AlibiForm::kKeyPosition}},
+      {"t5", T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64, .direction = T5Direction::kCausal},
+                            t5_weights}},
+  };
+}
+
+TEST(Attention, MatchesReferenceOverGrid) {
+  const Shape shapes[] = {
+      {1, 1, 1, 2, 1, 32},     // one token
+      {2, 37, 37, 4, 2, 64},   // odd length, GQA
+      {1, 100, 100, 3, 3, 40}, // MHA, head_dim with a tail, above a tile
+      {1, 5, 70, 8, 1, 32},    // decode-like: 5 queries at the end of a cache, MQA
+  };
+  for (const Shape& shape : shapes) {
+    for (const auto& [name, encoding] : Encodings(shape.head_dim, shape.q_heads)) {
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        Tensors t(shape, dtype, static_cast<std::uint32_t>(shape.kv_len));
+        AttentionOptions options{.encoding = encoding};
+        Compare(t, options, dtype, name + " causal len=" + std::to_string(shape.kv_len));
+      }
+    }
+  }
+}
+
+TEST(Attention, MasksAndModifiers) {
+  const Shape shape{2, 90, 90, 4, 2, 32};
+  Tensors t(shape, DType::kF32, 5);
+  const auto rope = Rope(32);
+  const RopeEncoding encoding{rope, ComputeRopeFrequencies(rope)};
+  Compare(t, {.encoding = encoding, .mask = {.causal = false}}, DType::kF32, "bidirectional");
+  Compare(t, {.encoding = encoding, .mask = {.causal = false, .window = 9}}, DType::kF32, "bidirectional window");
+  Compare(t, {.encoding = encoding, .mask = {.window = 16}}, DType::kF32, "sliding window");
+  Compare(t, {.encoding = encoding, .mask = {.window = 16, .sinks = 4}}, DType::kF32, "lambda mask");
+  Compare(t, {.encoding = encoding, .mask = {.window = 40, .sinks = 30}}, DType::kF32, "lambda overlapping");
+  Compare(t, {.encoding = encoding, .logn_train_length = 16}, DType::kF32, "log-n");
+  Compare(t, {.encoding = encoding, .sink_logits = {0.5, -1, 2, 0}}, DType::kF32, "sink logits");
+  Compare(t, {.encoding = encoding, .softcap = 1.5}, DType::kF32, "softcap");
+  Compare(t, {.encoding = encoding, .softmax_scale = 0.3}, DType::kF32, "scale");
+  Compare(t, {.encoding = encoding}, DType::kF32, "ragged batch", {90, 41});
+  Compare(t, {.encoding = encoding}, DType::kF32, "query ids", {}, true);
+  Compare(t, {.encoding = AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = 4}), AlibiForm::kDistance},
+              .mask = {.causal = false}},
+          DType::kF32, "alibi symmetric encoder");
+  Tensors half(shape, DType::kF16, 6);
+  Compare(half, {.encoding = encoding, .mask = {.window = 16, .sinks = 4}}, DType::kF16, "f16 lambda");
+}
+
+// Decoding one token at a time against a growing cache equals prefill.
+TEST(Attention, DecodeStepByStepEqualsPrefill) {
+  const Shape shape{1, 50, 50, 4, 2, 32};
+  Tensors t(shape, DType::kF32, 9);
+  const auto rope = Rope(32);
+  const AttentionOptions options{.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 12, 8.0},
+                                 .mask = {.window = 20, .sinks = 2}};
+  Buffer prefill(DType::kF32, 50 * 4 * 32);
+  Attention(t.Inputs(prefill), options);
+  for (std::int64_t step = 0; step < 50; ++step) {
+    Buffer out(DType::kF32, 4 * 32);
+    AttentionInputs inputs = t.Inputs(out);
+    inputs.q.data = static_cast<const float*>(inputs.q.data) + step * 4 * 32;
+    inputs.q.shape[1] = 1;
+    inputs.out.shape[1] = 1;
+    inputs.q_positions = TokenPositions::Offset(step);
+    inputs.kv_lengths = {step + 1};  // the cache holds tokens 0..step
+    Attention(inputs, options);
+    for (std::int64_t i = 0; i < 4 * 32; ++i) {
+      ASSERT_NEAR(out.Get(i), prefill.Get(step * 4 * 32 + i), 2e-6) << "step " << step;
+    }
+  }
+}
+
+// A window of W attends to exactly W keys: with values one-hot by key, the
+// output's support is the window.
+TEST(Attention, WindowAttendsToExactlyWKeys) {
+  const std::int64_t n = 40, window = 7;
+  Buffer q(DType::kF32, n * 32), k(DType::kF32, n * 32), v(DType::kF32, n * n), out(DType::kF32, n * n);
+  q.FillUniform(1);
+  k.FillUniform(2);
+  for (std::int64_t j = 0; j < n; ++j) v.Set(j * n + j, 1.0);  // v_j = e_j
+  Attention({q.View({1, n, 1, 32}), k.View({1, n, 1, 32}), v.View({1, n, 1, n}), out.View({1, n, 1, n})},
+            {.mask = {.window = window}});
+  for (std::int64_t i = 0; i < n; ++i) {
+    int attended = 0;
+    for (std::int64_t j = 0; j < n; ++j) attended += out.Get(i * n + j) > 0;
+    EXPECT_EQ(attended, std::min(i + 1, window)) << "query " << i;
+  }
+  EXPECT_EQ(WindowFromFlashAttentionLeft(6), 7);
+  EXPECT_EQ(WindowToFlashAttentionLeft(7), 6);
+  EXPECT_EQ(WindowFromHuggingFace(4096), 4096);
+}
+
+TEST(Attention, SameBytesForAnyThreadCount) {
+  const Shape shape{2, 133, 133, 4, 2, 64};
+  Tensors t(shape, DType::kBF16, 3);
+  const auto rope = Rope(64);
+  const AttentionOptions options{.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 32, std::nullopt}};
+  std::vector<std::vector<unsigned char>> results;
+  for (int threads : {1, 2, 3}) {
+    SetNumThreads(threads);
+    Buffer out(DType::kBF16, 2 * 133 * 4 * 64);
+    Attention(t.Inputs(out), options);
+    results.push_back(out.bytes);
+  }
+  SetNumThreads(2);
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+TEST(Attention, BadArgumentsAreErrors) {
+  const Shape shape{1, 4, 4, 4, 2, 32};
+  Tensors t(shape, DType::kF32, 1);
+  Buffer out(DType::kF32, 4 * 4 * 32);
+  const auto rope = Rope(32);
+  ExpectError([&] { Attention(t.Inputs(out), {.mask = {.window = -1}}); }, {"[attention] mask.window = -1"});
+  ExpectError([&] { Attention(t.Inputs(out), {.mask = {.sinks = 4}}); }, {"mask.sinks = 4", "need a window"});
+  ExpectError([&] {
+    Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 0, std::nullopt}});
+  }, {"rerope.window = 0"});
+  ExpectError([&] { Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, 0.5}}); },
+              {"rerope.leak = 0.5", "> 1"});
+  ExpectError([&] {
+    Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, std::nullopt},
+                              .mask = {.causal = false}});
+  }, {"causal"});
+  ExpectError([&] { Attention(t.Inputs(out), {.encoding = AlibiEncoding{{0.5}, AlibiForm::kDistance}}); },
+              {"alibi.slopes.size() = 1", "q_heads = 4"});
+  auto inputs = t.Inputs(out);
+  inputs.kv_lengths = {5};
+  ExpectError([&] { Attention(inputs, {}); }, {"kv_lengths[0] = 5", "cache overflow"});
+  inputs = t.Inputs(out);
+  inputs.k.shape[2] = 3;
+  ExpectError([&] { Attention(inputs, {}); }, {"k.heads = 3", "must divide"});
+  ExpectError([&] { Attention(t.Inputs(out), {.encoding = RopeEncoding{Rope(64), ComputeRopeFrequencies(Rope(64))}}); },
+              {"rope.head_dim = 64"});
+}
+
+}  // namespace
+}  // namespace posenc
