@@ -37,6 +37,8 @@ import operator
 from . import _posenc
 from . import reference
 from .rope import RopeSpec, apply_rope, permute_qk_weights
+from . import encodings
+from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative references
 
 __version__ = "0.1.0"
 
@@ -47,7 +49,7 @@ __all__ = [
     "reference",
     "set_num_threads",
     "num_threads",
-]
+] + encodings.__all__
 
 
 def set_num_threads(n: int) -> None:

@@ -12,4 +12,9 @@ namespace posenc::python {
 // permutation and the thread count (bind_rope.cc).
 void BindRope(pybind11::module_& m);
 
+// Sinusoidal and learned absolute encodings, ALiBi, T5 buckets, XLNet/DeBERTa
+// position arithmetic and the float64 relative-attention references
+// (bind_encodings.cc).
+void BindEncodings(pybind11::module_& m);
+
 }  // namespace posenc::python

@@ -1,0 +1,391 @@
+"""Absolute and relative position encodings besides RoPE, on NumPy arrays.
+
+Absolute (added to token embeddings ``[batch, seq, dim]``):
+
+* :func:`sinusoidal_table`, :func:`add_sinusoidal`: the sinusoidal encodings
+  of Vaswani et al., ``order="interleaved"`` (the paper: sin, cos, sin, ...)
+  or ``"concat"`` (tensor2tensor, fairseq: all sines then all cosines),
+  ``spacing="paper"`` (``w_k = base^(-2k/dim)``) or ``"endpoints"``
+  (fairseq: ``base^(-k/(P-1))``). Angles are formed in float64.
+* :class:`LearnedTable`: trained tables from ``.npy`` / ``.safetensors`` files
+  (strict readers: a corrupt file raises ValueError), with OPT/BART's row
+  offset and an out-of-range policy (``"error"``, ``"clamp"``,
+  ``"hierarchical"`` for Su's decomposition to n^2 positions).
+
+Relative (biases and terms inside attention):
+
+* :func:`alibi_slopes`, :func:`alibi_bias`: ALiBi (head order, never sorted).
+* :func:`t5_relative_bucket`, :func:`t5_bias`: T5's bucketed bias.
+* :func:`xlnet_relative_encoding`, :func:`deberta_log_bucket`,
+  :func:`deberta_relative_positions`: the position arithmetic of XLNet and
+  DeBERTa.
+* ``*_attention_reference``: naive float64 attention with materialized scores
+  for each form (Shaw/BERT relative keys, T5, ALiBi, XLNet, DeBERTa). Inputs
+  are ``q [batch, heads, q_len, head_dim]``, ``k [batch, heads, k_len,
+  head_dim]``, ``v [batch, heads, k_len, value_dim]``; each returns an
+  :class:`AttentionResult` ``(scores, probs, output)``.
+
+Example::
+
+    >>> import numpy as np, posenc
+    >>> posenc.alibi_slopes(8)
+    array([0.5       , 0.25      , 0.125     , 0.0625    , 0.03125   ,
+           0.015625  , 0.0078125 , 0.00390625])
+    >>> x = np.zeros((1, 3, 4), np.float32)
+    >>> posenc.add_sinusoidal(x)[0, 1]
+    array([0.84147096, 0.5403023 , 0.00999983, 0.99995   ], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _posenc
+
+__all__ = [
+    "AttentionResult",
+    "LearnedTable",
+    "add_sinusoidal",
+    "alibi_attention_reference",
+    "alibi_bias",
+    "alibi_key_bias_from_mask",
+    "alibi_slopes",
+    "biased_attention_reference",
+    "deberta_attention_reference",
+    "deberta_log_bucket",
+    "deberta_relative_positions",
+    "plain_attention_reference",
+    "position_ids_from_mask",
+    "shaw_attention_reference",
+    "sinusoidal_inv_freq",
+    "sinusoidal_table",
+    "t5_attention_reference",
+    "t5_bias",
+    "t5_relative_bucket",
+    "xlnet_attention_reference",
+    "xlnet_relative_encoding",
+]
+
+
+def _embedding_views(x: np.ndarray, out: Optional[np.ndarray], name: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(result, in4, out4): 4-D [batch, seq, rows, dim] views of x and the output."""
+    x = np.asarray(x)
+    if x.ndim not in (3, 4):
+        raise ValueError(f"[{name}] x.ndim = {x.ndim}: must be 3 ([batch, seq, dim]) or 4 ([batch, seq, rows, dim])")
+    if out is None:
+        out = np.empty_like(x)
+    elif out.shape != x.shape:
+        raise ValueError(f"[{name}] out.shape = {out.shape}: must equal x.shape {x.shape}")
+    as4 = (lambda a: a[:, :, None, :]) if x.ndim == 3 else (lambda a: a)
+    return out, as4(x), as4(out)
+
+
+def _positions(offset: int, offsets: Any, position_ids: Any, batch: int, seq: int, name: str):
+    if offsets is not None and position_ids is not None:
+        raise ValueError(f"[{name}] offsets = given: give offsets or position_ids, not both")
+    offs = None if offsets is None else np.asarray(offsets, dtype=np.int64).reshape(-1)
+    ids = None
+    if position_ids is not None:
+        ids = np.asarray(position_ids, dtype=np.int64)
+        if ids.ndim == 1 and batch == 1:
+            ids = ids[None]
+        if ids.shape != (batch, seq):
+            raise ValueError(f"[{name}] position_ids.shape = {ids.shape}: must be (batch, seq) = {(batch, seq)}")
+        ids = ids.reshape(-1)
+    return operator.index(offset), offs, ids
+
+
+# ---- sinusoidal -------------------------------------------------------------------
+
+
+def sinusoidal_inv_freq(dim: int, *, order: str = "interleaved", spacing: str = "paper",
+                        base: float = 10000.0) -> np.ndarray:
+    """The frequencies w_k (k < dim // 2), float64."""
+    return _posenc.sinusoidal_inv_freq(operator.index(dim), order, spacing, float(base))
+
+
+def sinusoidal_table(dim: int, positions: Union[int, Sequence[float], np.ndarray], *, start: int = 0,
+                     order: str = "interleaved", spacing: str = "paper", base: float = 10000.0) -> np.ndarray:
+    """Sinusoidal encodings, float64 ``[len(positions), dim]``.
+
+    ``positions`` is a count (positions ``start .. start + n - 1``) or any
+    real positions (negative ones too, as XLNet uses). An odd ``dim`` ends in a
+    column of zeros.
+    """
+    if isinstance(positions, (int, np.integer)):
+        positions = np.arange(start, start + int(positions), dtype=np.float64)
+    return _posenc.sinusoidal_table(operator.index(dim), order, spacing, float(base),
+                                    np.asarray(positions, dtype=np.float64).reshape(-1))
+
+
+def add_sinusoidal(x: np.ndarray, *, offset: int = 0, offsets: Optional[Sequence[int]] = None,
+                   position_ids: Optional[Any] = None, input_scale: float = 1.0, order: str = "interleaved",
+                   spacing: str = "paper", base: float = 10000.0, out: Optional[np.ndarray] = None,
+                   inplace: bool = False, reference: bool = False) -> np.ndarray:
+    """``input_scale * x + PE(position)`` for embeddings ``x [batch, seq, dim]``
+    (or ``[batch, seq, rows, dim]``), float32/float16/bfloat16.
+
+    Positions: token s of every row at ``offset + s``; or ``offsets[b] + s``;
+    or ``position_ids[b, s]`` (left padding: see :func:`position_ids_from_mask`).
+    ``inplace=True`` writes into ``x``. ``reference=True`` runs the float64
+    scalar reference instead of the SIMD kernel.
+    """
+    x = np.asarray(x)
+    result, in4, out4 = _embedding_views(x, x if inplace else out, "sinusoidal")
+    off, offs, ids = _positions(offset, offsets, position_ids, x.shape[0], x.shape[1], "sinusoidal")
+    _posenc.add_sinusoidal(x.shape[-1], order, spacing, float(base), in4, out4, off, offs, ids,
+                           float(input_scale), bool(reference))
+    return result
+
+
+# ---- learned tables ---------------------------------------------------------------
+
+
+class LearnedTable:
+    """A learned absolute position table ``[rows, dim]`` (held as float32).
+
+    Build it from an array, or load a ``.npy`` (2-D, C order, ``<f4``,
+    ``<f2``, ``<f8``) or ``.safetensors`` file (F32, F16, BF16, F64; name the
+    tensor unless the file holds one). Lookups take ``row_offset`` (OPT/BART:
+    2) and ``out_of_range``: ``"error"`` (positions past the table raise),
+    ``"clamp"`` (the last row), ``"hierarchical"`` (Su's decomposition with
+    ``alpha``; positions 0..n-1 are the table's rows exactly, up to n^2).
+
+    Example::
+
+        >>> import numpy as np, posenc
+        >>> t = posenc.LearnedTable(np.arange(8, dtype=np.float32).reshape(4, 2))
+        >>> t.lookup([0, 3])
+        array([[0., 1.],
+               [6., 7.]], dtype=float32)
+        >>> t.lookup([5], out_of_range="hierarchical")    # 5 = 1 * 4 + 1: u_1
+        array([[3.3333333, 4.3333335]], dtype=float32)
+    """
+
+    def __init__(self, values: Any):
+        self._core = values if isinstance(values, _posenc.LearnedTable) else _posenc.LearnedTable(
+            np.asarray(values, dtype=np.float32))
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike], tensor: Optional[str] = None) -> "LearnedTable":
+        """Reads a ``.npy`` or ``.safetensors`` file (by extension)."""
+        return cls(_posenc.LearnedTable.load(os.fspath(path), tensor or ""))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, format: str, tensor: Optional[str] = None) -> "LearnedTable":
+        """Parses file contents already in memory; ``format`` is ``"npy"`` or ``"safetensors"``."""
+        return cls(_posenc.LearnedTable.from_bytes(bytes(data), format, tensor or ""))
+
+    @property
+    def rows(self) -> int:
+        return self._core.rows
+
+    @property
+    def dim(self) -> int:
+        return self._core.dim
+
+    @property
+    def source_dtype(self) -> str:
+        """The file's element type (``"<f4"``, ``"BF16"``, ...), or ``"float32"``."""
+        return self._core.source_dtype
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._core.values
+
+    def capacity(self, *, row_offset: int = 0, out_of_range: str = "error", alpha: float = 0.4) -> Optional[int]:
+        """How many positions are served (None: unbounded, under ``"clamp"``)."""
+        c = self._core.capacity(operator.index(row_offset), out_of_range, float(alpha))
+        return None if c == np.iinfo(np.int64).max else c
+
+    def lookup(self, positions: Any, *, row_offset: int = 0, out_of_range: str = "error",
+               alpha: float = 0.4) -> np.ndarray:
+        """Encodings of ``positions`` (any shape), float32 ``[*positions.shape, dim]``."""
+        p = np.asarray(positions, dtype=np.int64)
+        rows = self._core.lookup(p.reshape(-1), operator.index(row_offset), out_of_range, float(alpha))
+        return rows.reshape(p.shape + (self.dim,))
+
+    def add(self, x: np.ndarray, *, offset: int = 0, offsets: Optional[Sequence[int]] = None,
+            position_ids: Optional[Any] = None, input_scale: float = 1.0, row_offset: int = 0,
+            out_of_range: str = "error", alpha: float = 0.4, out: Optional[np.ndarray] = None,
+            inplace: bool = False, reference: bool = False) -> np.ndarray:
+        """``input_scale * x + table[position + row_offset]`` for embeddings
+        ``x [batch, seq, dim]``; positions as in :func:`add_sinusoidal`."""
+        x = np.asarray(x)
+        result, in4, out4 = _embedding_views(x, x if inplace else out, "learned_table")
+        off, offs, ids = _positions(offset, offsets, position_ids, x.shape[0], x.shape[1], "learned_table")
+        self._core.add(in4, out4, off, offs, ids, float(input_scale), operator.index(row_offset), out_of_range,
+                       float(alpha), bool(reference))
+        return result
+
+    def __repr__(self) -> str:
+        return f"LearnedTable(rows={self.rows}, dim={self.dim}, source_dtype={self.source_dtype!r})"
+
+
+def position_ids_from_mask(mask: Any, pad_position: int = 0) -> np.ndarray:
+    """Hugging Face's position ids for a left-padded batch: ``cumsum(mask) - 1``
+    for tokens, ``pad_position`` for padding. ``mask [batch, seq]`` of 0/1."""
+    return _posenc.position_ids_from_mask(np.asarray(mask, dtype=np.uint8), operator.index(pad_position))
+
+
+# ---- ALiBi ------------------------------------------------------------------------
+
+
+def alibi_slopes(heads: int, *, max_bias: float = 8.0, head_begin: int = 0,
+                 head_count: Optional[int] = None) -> np.ndarray:
+    """ALiBi slopes in head order (float64). A tensor-parallel shard passes the
+    global ``heads`` and its ``head_begin``/``head_count``."""
+    return _posenc.alibi_slopes(operator.index(heads), float(max_bias), operator.index(head_begin),
+                                None if head_count is None else operator.index(head_count))
+
+
+def alibi_bias(heads: int, q_len: int, k_len: int, *, query_offset: Optional[int] = None,
+               form: str = "distance", max_bias: float = 8.0) -> np.ndarray:
+    """The bias ``[heads, q_len, k_len]``: ``form="distance"`` gives
+    ``-slope * |i - j|``, ``"key-position"`` BLOOM's ``slope * j``. Queries sit at
+    ``query_offset + i`` (default ``k_len - q_len``)."""
+    q_len, k_len = operator.index(q_len), operator.index(k_len)
+    qo = k_len - q_len if query_offset is None else operator.index(query_offset)
+    return _posenc.alibi_bias(operator.index(heads), float(max_bias), form, q_len, k_len, qo)
+
+
+def alibi_key_bias_from_mask(heads: int, mask: Any, *, max_bias: float = 8.0) -> np.ndarray:
+    """BLOOM's ``build_alibi_tensor``: ``slope * (cumsum(mask) - 1) * mask`` as
+    ``[batch, heads, k_len]``."""
+    return _posenc.alibi_key_bias_from_mask(operator.index(heads), float(max_bias), np.asarray(mask, dtype=np.uint8))
+
+
+# ---- T5 ---------------------------------------------------------------------------
+
+
+def t5_relative_bucket(relative_position: Any, *, num_buckets: int = 32, max_distance: int = 128,
+                       bidirectional: bool = True) -> np.ndarray:
+    """T5 buckets (int64, same shape) of relative positions ``key - query``."""
+    rel = np.asarray(relative_position, dtype=np.int64)
+    return _posenc.t5_relative_bucket(rel, operator.index(num_buckets), operator.index(max_distance),
+                                      bool(bidirectional))
+
+
+def t5_bias(weights: Any, q_len: int, k_len: int, *, query_offset: int = 0, num_buckets: Optional[int] = None,
+            max_distance: int = 128, bidirectional: bool = True) -> np.ndarray:
+    """T5's bias ``[heads, q_len, k_len]`` from ``weights [num_buckets, heads]``
+    (``relative_attention_bias.weight``); queries at ``query_offset + i``
+    (Hugging Face's ``compute_bias``: 0, or ``cache_position[0]`` in decode)."""
+    w = np.asarray(weights, dtype=np.float64)
+    nb = w.shape[0] if num_buckets is None else operator.index(num_buckets)
+    return _posenc.t5_bias(w, nb, operator.index(max_distance), bool(bidirectional), operator.index(q_len),
+                           operator.index(k_len), operator.index(query_offset))
+
+
+# ---- XLNet, DeBERTa ---------------------------------------------------------------
+
+
+def xlnet_relative_encoding(d_model: int, q_len: int, k_len: int, *, attn_type: str = "bi",
+                            clamp_len: int = 0) -> np.ndarray:
+    """XLNet's relative sinusoid ``[rows, d_model]`` for distances ``k_len,
+    k_len - 1, ...`` down to ``-q_len + 1`` (``"bi"``) or 0 (``"uni"``)."""
+    return _posenc.xlnet_relative_encoding(operator.index(d_model), operator.index(q_len), operator.index(k_len),
+                                           attn_type, operator.index(clamp_len))
+
+
+def deberta_log_bucket(relative_position: Any, bucket_size: int, max_position: int) -> np.ndarray:
+    """DeBERTa's ``make_log_bucket_position`` (int64, same shape)."""
+    return _posenc.deberta_log_bucket(np.asarray(relative_position, dtype=np.int64), operator.index(bucket_size),
+                                      operator.index(max_position))
+
+
+def deberta_relative_positions(q_len: int, k_len: int, *, position_buckets: int = 256,
+                               max_relative_positions: int = 512) -> np.ndarray:
+    """DeBERTa's ``build_relative_position`` ``[q_len, k_len]`` (bucketed ``i - j``)."""
+    return _posenc.deberta_relative_positions(operator.index(position_buckets),
+                                              operator.index(max_relative_positions), operator.index(q_len),
+                                              operator.index(k_len))
+
+
+# ---- float64 attention references -------------------------------------------------
+
+
+class AttentionResult(NamedTuple):
+    """Materialized float64 attention: ``scores`` (logits before masking) and
+    ``probs`` ``[batch, heads, q_len, k_len]``, ``output [batch, heads, q_len, value_dim]``."""
+
+    scores: np.ndarray
+    probs: np.ndarray
+    output: np.ndarray
+
+
+def _common(q, k, v, scale, causal, query_offset, key_padding):
+    f = lambda a: np.asarray(a, dtype=np.float64)
+    return dict(q=f(q), k=f(k), v=f(v), scale=None if scale is None else float(scale), causal=bool(causal),
+                query_offset=None if query_offset is None else operator.index(query_offset),
+                key_padding=None if key_padding is None else np.asarray(key_padding, dtype=np.uint8))
+
+
+def plain_attention_reference(q, k, v, *, scale=None, causal=False, query_offset=None, key_padding=None):
+    """No positional term: ``softmax(scale * q k^T) v`` (scale default 1/sqrt(head_dim))."""
+    return AttentionResult(*_posenc.plain_attention(**_common(q, k, v, scale, causal, query_offset, key_padding)))
+
+
+def biased_attention_reference(q, k, v, bias, *, scale=None, causal=False, query_offset=None, key_padding=None):
+    """``scale * q k^T + bias``, bias ``[heads, q_len, k_len]`` or ``[batch, heads, q_len, k_len]``."""
+    return AttentionResult(*_posenc.biased_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
+                                                     bias=np.asarray(bias, dtype=np.float64)))
+
+
+def alibi_attention_reference(q, k, v, *, form="distance", max_bias=8.0, scale=None, causal=False,
+                              query_offset=None, key_padding=None):
+    """ALiBi: ``scale * q k^T`` plus the bias of :func:`alibi_bias` (slopes from q's head count)."""
+    return AttentionResult(*_posenc.alibi_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
+                                                    max_bias=float(max_bias), form=form))
+
+
+def t5_attention_reference(q, k, v, weights, *, max_distance=128, bidirectional=True, scale=None, causal=False,
+                           query_offset=None, key_padding=None):
+    """T5: ``q k^T`` (unscaled unless ``scale``) plus :func:`t5_bias`; weights ``[num_buckets, heads]``."""
+    w = np.asarray(weights, dtype=np.float64)
+    return AttentionResult(*_posenc.t5_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
+                                                 weights=w, num_buckets=w.shape[0],
+                                                 max_distance=operator.index(max_distance),
+                                                 bidirectional=bool(bidirectional)))
+
+
+def shaw_attention_reference(q, k, v, *, max_distance, rel_k=None, rel_v=None, distance="key-minus-query",
+                             key_term=True, query_term=False, scale=None, causal=False, query_offset=None,
+                             key_padding=None):
+    """Shaw et al. / BERT relative keys (and values). Tables ``[2 max_distance + 1, dim]``
+    indexed by the clipped distance + max_distance; ``distance="query-minus-key"``
+    with ``max_distance = max_position_embeddings - 1`` is BERT's
+    ``relative_key`` (add ``query_term=True`` for ``relative_key_query``)."""
+    f = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
+    return AttentionResult(*_posenc.shaw_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
+                                                   rel_k=f(rel_k), rel_v=f(rel_v),
+                                                   max_distance=operator.index(max_distance), distance=distance,
+                                                   key_term=bool(key_term), query_term=bool(query_term)))
+
+
+def xlnet_attention_reference(q, k, v, *, rel_k, r_w_bias, r_r_bias, r_s_bias=None, seg_embed=None,
+                              segment_differs=None, scale=None, causal=False, key_padding=None):
+    """XLNet relative attention. ``rel_k [batch, heads, q_len + k_len, head_dim]``
+    (row m: distance ``k_len - m``, i.e. XLNet's ``k_head_r``), biases ``[heads, head_dim]``,
+    optional segments: ``seg_embed [2, heads, head_dim]``, ``segment_differs [batch, q_len, k_len]``."""
+    f = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
+    return AttentionResult(*_posenc.xlnet_attention(
+        **_common(q, k, v, scale, causal, None, key_padding), rel_k=f(rel_k), r_w_bias=f(r_w_bias),
+        r_r_bias=f(r_r_bias), r_s_bias=f(r_s_bias), seg_embed=f(seg_embed),
+        segment_differs=None if segment_differs is None else np.asarray(segment_differs, dtype=np.uint8)))
+
+
+def deberta_attention_reference(q, k, v, *, pos_key=None, pos_query=None, position_buckets=256,
+                                max_relative_positions=512, scale=None, causal=False, query_offset=None,
+                                key_padding=None):
+    """DeBERTa disentangled attention: ``pos_key`` (c2p) and/or ``pos_query`` (p2c),
+    each ``[heads, 2 * span, head_dim]``; default scale ``1/sqrt(head_dim * (1 + #terms))``."""
+    f = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
+    return AttentionResult(*_posenc.deberta_attention(
+        **_common(q, k, v, scale, causal, query_offset, key_padding), pos_key=f(pos_key), pos_query=f(pos_query),
+        position_buckets=operator.index(position_buckets),
+        max_relative_positions=operator.index(max_relative_positions)))
