@@ -26,11 +26,10 @@ HWY_BEFORE_NAMESPACE();
 namespace posenc::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// sin_table[k] = sin(p w_k), cos_table[k] = cos(p w_k) for k < padded.
-inline void FillSinusoid(const detail::EmbeddingAddPlan& plan, double position,
-                         float* HWY_RESTRICT sin_table, float* HWY_RESTRICT cos_table) {
+// sin_d[k] = sin(p w_k), cos_d[k] = cos(p w_k) in double, k < padded.
+inline void ExactSinusoid(const detail::EmbeddingAddPlan& plan, double position, double* HWY_RESTRICT sin_d,
+                          double* HWY_RESTRICT cos_d) {
   const hn::ScalableTag<double> dd;
-  const hn::Rebind<float, decltype(dd)> df;
   // 2*pi as two doubles: the reduced angle keeps ~1e-16 absolute accuracy for
   // angles up to ~1e9, where Highway's Sin/Cos are accurate only near zero.
   const auto two_pi_hi = hn::Set(dd, 6.283185307179586);
@@ -42,8 +41,48 @@ inline void FillSinusoid(const detail::EmbeddingAddPlan& plan, double position,
     const auto angle = hn::Mul(pos, hn::LoadU(dd, plan.inv_freq_padded.data() + k));
     const auto turns = hn::Round(hn::Mul(angle, inv_two_pi));
     const auto reduced = hn::NegMulAdd(turns, two_pi_lo, hn::NegMulAdd(turns, two_pi_hi, angle));
-    hn::StoreU(hn::DemoteTo(df, hn::Sin(dd, reduced)), df, sin_table + k);
-    hn::StoreU(hn::DemoteTo(df, hn::Cos(dd, reduced)), df, cos_table + k);
+    hn::StoreU(hn::Sin(dd, reduced), dd, sin_d + k);
+    hn::StoreU(hn::Cos(dd, reduced), dd, cos_d + k);
+  }
+}
+
+// (sin, cos)(p w_k) -> (sin, cos)((p + 1) w_k): one rotation by w_k.
+inline void RotateSinusoid(const detail::EmbeddingAddPlan& plan, double* HWY_RESTRICT sin_d,
+                           double* HWY_RESTRICT cos_d) {
+  const hn::ScalableTag<double> dd;
+  const size_t padded = plan.inv_freq_padded.size();
+  for (size_t k = 0; k < padded; k += hn::Lanes(dd)) {
+    const auto s = hn::LoadU(dd, sin_d + k), c = hn::LoadU(dd, cos_d + k);
+    const auto step_s = hn::LoadU(dd, plan.step_sin_padded.data() + k);
+    const auto step_c = hn::LoadU(dd, plan.step_cos_padded.data() + k);
+    hn::StoreU(hn::MulAdd(s, step_c, hn::Mul(c, step_s)), dd, sin_d + k);
+    hn::StoreU(hn::NegMulAdd(s, step_s, hn::Mul(c, step_c)), dd, cos_d + k);
+  }
+}
+
+// The double tables for `position`, advanced from `state_position` (the
+// position they hold now, -1 for none) when that is in the same anchor block
+// and not past it; else from the block's anchor. See kSinusoidAnchor.
+inline void AdvanceSinusoid(const detail::EmbeddingAddPlan& plan, int64_t position, int64_t& state_position,
+                            double* HWY_RESTRICT sin_d, double* HWY_RESTRICT cos_d) {
+  const int64_t anchor = position - position % detail::kSinusoidAnchor;
+  int64_t at = state_position;
+  if (at < anchor || at > position) {
+    ExactSinusoid(plan, static_cast<double>(anchor), sin_d, cos_d);
+    at = anchor;
+  }
+  for (; at < position; ++at) RotateSinusoid(plan, sin_d, cos_d);
+  state_position = position;
+}
+
+// float32 tables from the double ones.
+inline void DemoteSinusoid(size_t padded, const double* HWY_RESTRICT sin_d, const double* HWY_RESTRICT cos_d,
+                           float* HWY_RESTRICT sin_table, float* HWY_RESTRICT cos_table) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  for (size_t k = 0; k < padded; k += hn::Lanes(dd)) {
+    hn::StoreU(hn::DemoteTo(df, hn::LoadU(dd, sin_d + k)), df, sin_table + k);
+    hn::StoreU(hn::DemoteTo(df, hn::LoadU(dd, cos_d + k)), df, cos_table + k);
   }
 }
 
@@ -94,6 +133,10 @@ void AddRange(const detail::EmbeddingAddPlan& plan, int64_t begin, int64_t end) 
   float* pe_buffer = buffers.get();
   float* sin_table = pe_buffer + pe_size;
   float* cos_table = sin_table + padded;
+  auto double_buffers = hwy::AllocateAligned<double>(2 * padded + 2);
+  double* sin_d = double_buffers.get();
+  double* cos_d = sin_d + padded;
+  int64_t state_position = -1;  // the position sin_d/cos_d hold
   const auto* in = static_cast<const T*>(call.in.data);
   auto* out = static_cast<T*>(call.out.data);
 
@@ -107,7 +150,8 @@ void AddRange(const detail::EmbeddingAddPlan& plan, int64_t begin, int64_t end) 
     if (plan.table_row) {
       pe = plan.table_row(position, pe_buffer);
     } else {
-      FillSinusoid(plan, static_cast<double>(position), sin_table, cos_table);
+      AdvanceSinusoid(plan, position, state_position, sin_d, cos_d);
+      DemoteSinusoid(padded, sin_d, cos_d, sin_table, cos_table);
       ArrangeSinusoid(plan, sin_table, cos_table, pe_buffer);
     }
     for (int64_t b = b_first; b < b_end; ++b) {

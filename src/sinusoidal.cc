@@ -108,6 +108,12 @@ void AddSinusoidal(const SinusoidalSpec& spec, const EmbeddingAddCall& call) {
   plan.pairs = spec.Pairs();
   plan.inv_freq_padded.assign(std::max<std::size_t>(1, (inv_freq.size() + kPad - 1) / kPad) * kPad, 0.0);
   std::copy(inv_freq.begin(), inv_freq.end(), plan.inv_freq_padded.begin());
+  plan.step_cos_padded.assign(plan.inv_freq_padded.size(), 1.0);
+  plan.step_sin_padded.assign(plan.inv_freq_padded.size(), 0.0);
+  for (std::size_t k = 0; k < inv_freq.size(); ++k) {
+    plan.step_cos_padded[k] = std::cos(inv_freq[k]);
+    plan.step_sin_padded[k] = std::sin(inv_freq[k]);
+  }
   plan.shared_positions = call.positions.SharedAcrossBatch();
   const std::int64_t items = plan.shared_positions ? seq : batch * seq;
   ParallelFor(items, 4, [&](std::int64_t begin, std::int64_t end) {

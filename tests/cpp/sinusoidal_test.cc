@@ -259,6 +259,22 @@ TEST(SinusoidalAdd, PositionFormsAgree) {
   EXPECT_EQ(a.bytes, c.bytes);
 }
 
+// Rows are made exactly at multiples of 16 and rotated from there; the bits of
+// a position's encoding must not depend on which positions came before it.
+TEST(SinusoidalAdd, EachPositionHasOneEncodingWhateverTheOrder) {
+  const SinusoidalSpec spec{.dim = 72};
+  std::vector<std::int64_t> ids;
+  for (std::int64_t p = 70; p >= 0; --p) ids.push_back(p * 37 % 71 + 1000000);  // scrambled, crossing anchors
+  const std::int64_t seq = static_cast<std::int64_t>(ids.size());
+  Buffer all(DType::kF32, seq * 72);
+  AddSinusoidal(spec, EmbeddingAddCall::InPlace(all.View({1, seq, 1, 72}), TokenPositions::Ids(ids)));
+  for (std::int64_t s = 0; s < seq; ++s) {
+    Buffer one(DType::kF32, 72);
+    AddSinusoidal(spec, EmbeddingAddCall::InPlace(one.View({1, 1, 1, 72}), TokenPositions::Offset(ids[s])));
+    for (int d = 0; d < 72; ++d) ASSERT_EQ(one.Get(d), all.Get(s * 72 + d)) << "position " << ids[s];
+  }
+}
+
 TEST(SinusoidalAdd, SameBitsForAnyThreadCount) {
   const SinusoidalSpec spec{.dim = 96};
   const std::array<std::int64_t, 4> shape{4, 33, 1, 96};
