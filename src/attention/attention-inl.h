@@ -34,6 +34,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr std::int64_t kTileRows = 6;        // query rows per work item
 constexpr std::int64_t kChunksPerBlock = 4;  // key chunks per softmax update
+constexpr int kSubTiles = 4;                 // tiles per work item sharing each key block
 
 using AlignedFloats = hwy::AlignedFreeUniquePtr<float[]>;
 
@@ -148,59 +149,261 @@ inline PackedKv PackKv(const detail::AttentionPlan& plan) {
   return packed;
 }
 
-// Work buffers of one thread.
-struct TileScratch {
-  AlignedFloats q1, q2, scores, scores2, out;
-  TileScratch(const detail::AttentionPlan& plan, const PackedKv& packed) {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One tile of 6 query rows: which (token, head) each row is, its position,
+// its q rows, and its online-softmax state (running max, sum, output).
+struct Tile {
+  std::int64_t p[kTileRows], head[kTileRows], token[kTileRows];
+  bool valid[kTileRows];
+  bool all_valid = false, any_valid = false;
+  std::int64_t pmin = 0, pmax = 0;
+  float running_max[kTileRows], running_sum[kTileRows];
+  AlignedFloats q1, q2, out;  // [6][head_dim] x2, [6][value_cols]
+};
+
+// Work buffers of one thread: the tiles of a work item and its score blocks.
+struct ItemScratch {
+  Tile tiles[kSubTiles];
+  AlignedFloats scores, scores2;
+  ItemScratch(const detail::AttentionPlan& plan, const PackedKv& packed) {
     const auto size = [](std::int64_t n) { return static_cast<size_t>(n); };
-    const std::int64_t block = kChunksPerBlock * packed.chunk;
-    q1 = hwy::AllocateAligned<float>(size(kTileRows * plan.head_dim));
-    q2 = hwy::AllocateAligned<float>(size(kTileRows * plan.head_dim));
-    scores = hwy::AllocateAligned<float>(size(kTileRows * block));
-    scores2 = hwy::AllocateAligned<float>(size(kTileRows * block));
-    out = hwy::AllocateAligned<float>(size(kTileRows * packed.value_cols));
+    for (Tile& t : tiles) {
+      t.q1 = hwy::AllocateAligned<float>(size(kTileRows * plan.head_dim));
+      t.q2 = hwy::AllocateAligned<float>(size(kTileRows * plan.head_dim));
+      t.out = hwy::AllocateAligned<float>(size(kTileRows * packed.value_cols));
+    }
+    scores = hwy::AllocateAligned<float>(size(kTileRows * kChunksPerBlock * packed.chunk));
+    scores2 = hwy::AllocateAligned<float>(size(kTileRows * kChunksPerBlock * packed.chunk));
   }
 };
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// One work item: rows [row0, row0 + 6) of (token, head in group) for batch b
-// and kv head kvh.
-inline void RunTile(const detail::AttentionPlan& plan, const PackedKv& packed, std::int64_t b, std::int64_t kvh,
-                    std::int64_t row0, TileScratch& scratch) {
-  const hn::ScalableTag<float> df;
-  const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(df));
-  const std::int64_t nr = packed.chunk, block = kChunksPerBlock * nr, dim = plan.head_dim;
-  const std::int64_t rows_total = plan.q_len * plan.group;
-  const std::int64_t kv_valid = plan.kv_valid[b];
-  const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
-  const AttentionMask& mask = plan.mask;
-
-  std::int64_t p[kTileRows], head[kTileRows], token[kTileRows];
-  bool valid[kTileRows];
-  std::int64_t pmin = std::numeric_limits<std::int64_t>::max(), pmax = std::numeric_limits<std::int64_t>::min();
+// Fills a tile for rows [row0, row0 + 6) of (token, head in group).
+inline void LoadTile(const detail::AttentionPlan& plan, const PackedKv& packed, std::int64_t b, std::int64_t kvh,
+                     std::int64_t row0, Tile& t) {
+  const std::int64_t rows_total = plan.q_len * plan.group, dim = plan.head_dim;
+  t.pmin = std::numeric_limits<std::int64_t>::max();
+  t.pmax = std::numeric_limits<std::int64_t>::min();
+  t.any_valid = false;
   for (std::int64_t r = 0; r < kTileRows; ++r) {
     const std::int64_t row = row0 + r;
-    valid[r] = row < rows_total;
-    token[r] = valid[r] ? row / plan.group : 0;
-    head[r] = kvh * plan.group + (valid[r] ? row % plan.group : 0);
-    p[r] = plan.q_positions[b * plan.q_len + token[r]];
+    t.valid[r] = row < rows_total;
+    t.token[r] = t.valid[r] ? row / plan.group : 0;
+    t.head[r] = kvh * plan.group + (t.valid[r] ? row % plan.group : 0);
+    t.p[r] = plan.q_positions[b * plan.q_len + t.token[r]];
     for (int which = 0; which < 2; ++which) {
       const std::vector<float>& q = which == 0 ? plan.q1 : plan.q2;
       if (q.empty()) continue;
-      float* dst = (which == 0 ? scratch.q1 : scratch.q2).get() + r * dim;
-      if (valid[r]) {
-        std::copy_n(q.data() + ((b * plan.q_len + token[r]) * plan.q_heads + head[r]) * dim, dim, dst);
+      float* dst = (which == 0 ? t.q1 : t.q2).get() + r * dim;
+      if (t.valid[r]) {
+        std::copy_n(q.data() + ((b * plan.q_len + t.token[r]) * plan.q_heads + t.head[r]) * dim, dim, dst);
       } else {
         std::fill_n(dst, dim, 0.0f);
       }
     }
-    if (valid[r]) {
-      pmin = std::min(pmin, p[r]);
-      pmax = std::max(pmax, p[r]);
+    if (t.valid[r]) {
+      t.any_valid = true;
+      t.pmin = std::min(t.pmin, t.p[r]);
+      t.pmax = std::max(t.pmax, t.p[r]);
     }
   }
-  const bool all_rows_valid = row0 + kTileRows <= rows_total;
+  t.all_valid = row0 + kTileRows <= rows_total;
+  std::fill_n(t.running_max, kTileRows, kNegInf);
+  std::fill_n(t.running_sum, kTileRows, 0.0f);
+  std::fill_n(t.out.get(), kTileRows * packed.value_cols, 0.0f);
+}
+
+// Key blocks [kb, ke) of one (batch, kv head) for one tile: scores, biases,
+// mask, online softmax, and the value accumulation.
+struct BlockRunner {
+  const detail::AttentionPlan& plan;
+  const PackedKv& packed;
+  std::int64_t b;
+  const float* keys1;
+  const float* keys2;
+  const float* values;
+  float* s;
+  float* s2;
+
+  void operator()(Tile& t, std::int64_t kb, std::int64_t ke) const {
+    const hn::ScalableTag<float> df;
+    const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(df));
+    const std::int64_t nr = packed.chunk, block = kChunksPerBlock * nr, dim = plan.head_dim;
+    const std::int64_t kv_valid = plan.kv_valid[b];
+    const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
+    const AttentionMask& mask = plan.mask;
+    const std::int64_t width = ke - kb;
+    const std::int64_t jmin = key_pos[std::min(kb, plan.kv_len - 1)];
+    const std::int64_t jmax = jmin + (width - 1);  // meaningful when keys are consecutive
+    const bool consecutive = plan.keys_consecutive;
+    if (consecutive && mask.causal && jmin > t.pmax) return;  // entirely in this tile's future
+    const std::int64_t far_distance = mask.causal ? t.pmax - jmin : std::max(t.pmax - jmin, jmax - t.pmin);
+    const bool window_ok = mask.window <= 0 || far_distance < mask.window || jmax < mask.sinks;
+    const bool fully_visible = consecutive && t.all_valid && ke <= kv_valid && (!mask.causal || jmax <= t.pmin) &&
+                               window_ok;
+
+    // Scores, from one source or (ReRoPE across the window edge) two.
+    const auto score_all = [&](const float* q, const float* keys, float* out) {
+      for (std::int64_t c = 0; c < width; c += nr) ScoreChunk(df, q, dim, keys + (kb + c) * dim, out + c, block);
+    };
+    const std::int64_t w = plan.rerope_window;
+    if (w <= 0 || (consecutive && t.pmax - jmin < w)) {
+      score_all(t.q1.get(), keys1, s);
+    } else if (consecutive && t.pmin - jmax >= w) {
+      score_all(t.q2.get(), keys2, s);
+    } else {
+      score_all(t.q1.get(), keys1, s);
+      score_all(t.q2.get(), keys2, s2);
+      for (std::int64_t r = 0; r < kTileRows; ++r) {
+        for (std::int64_t j = 0; j < width; ++j) {
+          const std::int64_t key = std::min(kb + j, plan.kv_len - 1);
+          if (t.p[r] - key_pos[key] >= w) s[r * block + j] = s2[r * block + j];
+        }
+      }
+    }
+    AddBias(t, kb, width, jmin);
+    if (plan.softcap > 0) {
+      const auto cap = hn::Set(df, plan.softcap), inv_cap = hn::Set(df, 1.0f / plan.softcap);
+      for (std::int64_t i = 0; i < kTileRows * block; i += n) {
+        hn::Store(hn::Mul(cap, hn::Tanh(df, hn::Mul(hn::Load(df, s + i), inv_cap))), df, s + i);
+      }
+    }
+    if (!fully_visible) {
+      for (std::int64_t r = 0; r < kTileRows; ++r) {
+        for (std::int64_t j = 0; j < width; ++j) {
+          const std::int64_t key = kb + j;
+          const bool visible = t.valid[r] && key < kv_valid && detail::KeyVisible(mask, t.p[r], key_pos[key]);
+          if (!visible) s[r * block + j] = kNegInf;
+        }
+      }
+    }
+
+    // Online softmax: rescale what came before when the running max grows.
+    const auto neg_inf = hn::Set(df, kNegInf);
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      float* row = s + r * block;
+      auto max_vec = neg_inf;
+      for (std::int64_t j = 0; j < width; j += n) max_vec = hn::Max(max_vec, hn::Load(df, row + j));
+      const float new_max = std::max(t.running_max[r], hn::GetLane(hn::MaxOfLanes(df, max_vec)));
+      if (new_max == kNegInf) {
+        std::fill_n(row, width, 0.0f);
+        continue;
+      }
+      const auto shift = hn::Set(df, new_max);
+      auto sum = hn::Zero(df);
+      for (std::int64_t j = 0; j < width; j += n) {
+        const auto score = hn::Load(df, row + j);
+        const auto weight = hn::IfThenZeroElse(hn::Eq(score, neg_inf), hn::Exp(df, hn::Sub(score, shift)));
+        hn::Store(weight, df, row + j);
+        sum = hn::Add(sum, weight);
+      }
+      const float rescale = t.running_max[r] == kNegInf ? 0.0f : std::exp(t.running_max[r] - new_max);
+      t.running_sum[r] = t.running_sum[r] * rescale + hn::GetLane(hn::SumOfLanes(df, sum));
+      if (rescale != 1.0f) {
+        float* o = t.out.get() + r * packed.value_cols;
+        const auto factor = hn::Set(df, rescale);
+        for (std::int64_t c = 0; c < packed.value_cols; c += n) hn::Store(hn::Mul(hn::Load(df, o + c), factor), df, o + c);
+      }
+      t.running_max[r] = new_max;
+    }
+    AccumulateValues(df, s, block, values + kb * packed.value_cols, width, packed.value_cols, t.out.get());
+  }
+
+  // ALiBi or T5 biases by position, vectorized when keys are consecutive.
+  void AddBias(const Tile& t, std::int64_t kb, std::int64_t width, std::int64_t jmin) const {
+    if (plan.bias == detail::BiasKind::kNone) return;
+    const hn::ScalableTag<float> df;
+    const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(df));
+    const std::int64_t block = kChunksPerBlock * packed.chunk;
+    const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      float* row = s + r * block;
+      const std::int64_t h = t.head[r];
+      if (!plan.keys_consecutive) {
+        for (std::int64_t j = 0; j < width; ++j) {
+          const std::int64_t key = key_pos[std::min(kb + j, plan.kv_len - 1)];
+          switch (plan.bias) {
+            case detail::BiasKind::kAlibiDistance:
+              row[j] -= plan.slopes[h] * static_cast<float>(std::abs(t.p[r] - key));
+              break;
+            case detail::BiasKind::kAlibiKeyPosition: row[j] += plan.slopes[h] * static_cast<float>(key); break;
+            case detail::BiasKind::kRelativeTable:
+              row[j] += plan.relative_table[h * plan.relative_span +
+                                            std::clamp<std::int64_t>(key - t.p[r] - plan.relative_min, 0,
+                                                                     plan.relative_span - 1)];
+              break;
+            case detail::BiasKind::kNone: break;
+          }
+        }
+      } else if (plan.bias == detail::BiasKind::kRelativeTable) {
+        // Consecutive keys read consecutive relative positions (the table
+        // extends past the last key by a padding margin).
+        const float* table = plan.relative_table.data() + h * plan.relative_span + (jmin - t.p[r] - plan.relative_min);
+        for (std::int64_t j = 0; j < width; j += n) {
+          hn::Store(hn::Add(hn::Load(df, row + j), hn::LoadU(df, table + j)), df, row + j);
+        }
+      } else {
+        const auto slope = hn::Set(df, plan.slopes[h]);
+        const auto query = hn::Set(df, static_cast<float>(t.p[r]));
+        for (std::int64_t j = 0; j < width; j += n) {
+          const auto key = hn::Iota(df, static_cast<float>(jmin + j));
+          const auto bias = plan.bias == detail::BiasKind::kAlibiDistance
+                                ? hn::Neg(hn::Mul(slope, hn::Abs(hn::Sub(query, key))))
+                                : hn::Mul(slope, key);
+          hn::Store(hn::Add(hn::Load(df, row + j), bias), df, row + j);
+        }
+      }
+    }
+  }
+};
+
+// Normalizes a tile's rows (with the per-head sink logit in the
+// denominator) and stores them in the output dtype.
+inline void StoreTile(const detail::AttentionPlan& plan, const PackedKv& packed, std::int64_t b, const Tile& t) {
+  const hn::ScalableTag<float> df;
+  const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(df));
+  for (std::int64_t r = 0; r < kTileRows; ++r) {
+    if (!t.valid[r]) continue;
+    float factor = t.running_sum[r] > 0 ? 1.0f / t.running_sum[r] : 0.0f;
+    if (!plan.sink_logits.empty()) {
+      const float sink = plan.sink_logits[t.head[r]];
+      const float top = std::max(t.running_max[r], sink);
+      const float kept = t.running_max[r] == kNegInf ? 0.0f : std::exp(t.running_max[r] - top);
+      factor = kept / (t.running_sum[r] * kept + std::exp(sink - top));
+    }
+    const float* o = t.out.get() + r * packed.value_cols;
+    const auto scale = hn::Set(df, factor);
+    const std::int64_t at = plan.out.Offset(b, t.token[r], t.head[r]);
+    const auto store = [&](auto* out) {
+      std::int64_t c = 0;
+      for (; c + n <= plan.v_dim; c += n) StoreF32(df, hn::Mul(hn::Load(df, o + c), scale), out + at + c);
+      if (c < plan.v_dim) StorePartialF32(df, hn::Mul(hn::Load(df, o + c), scale), out + at + c, plan.v_dim - c);
+    };
+    switch (plan.out.dtype) {
+      case DType::kF32: store(static_cast<float*>(plan.out.data)); break;
+      case DType::kF16: store(static_cast<hwy::float16_t*>(plan.out.data)); break;
+      case DType::kBF16: store(static_cast<hwy::bfloat16_t*>(plan.out.data)); break;
+    }
+  }
+}
+
+// One work item: 4 tiles (24 rows of (token, head in group)) of batch b and
+// kv head kvh share every key block while it is in cache.
+inline void RunItem(const detail::AttentionPlan& plan, const PackedKv& packed, std::int64_t b, std::int64_t kvh,
+                    std::int64_t row0, ItemScratch& scratch) {
+  const std::int64_t nr = packed.chunk, block = kChunksPerBlock * nr;
+  const std::int64_t kv_valid = plan.kv_valid[b];
+  const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
+  const AttentionMask& mask = plan.mask;
+  std::int64_t pmin = std::numeric_limits<std::int64_t>::max(), pmax = std::numeric_limits<std::int64_t>::min();
+  int tiles = 0;
+  for (; tiles < kSubTiles; ++tiles) {
+    Tile& t = scratch.tiles[tiles];
+    LoadTile(plan, packed, b, kvh, row0 + tiles * kTileRows, t);
+    if (!t.any_valid) break;
+    pmin = std::min(pmin, t.pmin);
+    pmax = std::max(pmax, t.pmax);
+  }
 
   // The key index ranges the mask can reach, chunk-aligned and disjoint.
   std::int64_t ranges[2][2];
@@ -219,15 +422,12 @@ inline void RunTile(const detail::AttentionPlan& plan, const PackedKv& packed, s
     if (sink_hi > 0 && round_up(sink_hi) < main_lo) {
       ranges[range_count][0] = 0;
       ranges[range_count++][1] = round_up(sink_hi);
-    } else if (sink_hi > 0) {
-      ranges[range_count][0] = 0;
-      ranges[range_count++][1] = main_hi;
-    }
-    if (range_count == 0 && main_lo < main_hi) {
-      ranges[range_count][0] = main_lo;
-      ranges[range_count++][1] = main_hi;
-    } else if (range_count == 1 && ranges[0][1] < main_lo && main_lo < main_hi) {
-      ranges[range_count][0] = main_lo;
+      if (main_lo < main_hi) {
+        ranges[range_count][0] = main_lo;
+        ranges[range_count++][1] = main_hi;
+      }
+    } else if (sink_hi > 0 || main_lo < main_hi) {
+      ranges[range_count][0] = sink_hi > 0 ? 0 : main_lo;
       ranges[range_count++][1] = main_hi;
     }
   } else if (kv_valid > 0) {
@@ -236,181 +436,38 @@ inline void RunTile(const detail::AttentionPlan& plan, const PackedKv& packed, s
     range_count = 1;
   }
 
-  float running_max[kTileRows], running_sum[kTileRows];
-  std::fill_n(running_max, kTileRows, kNegInf);
-  std::fill_n(running_sum, kTileRows, 0.0f);
-  std::fill_n(scratch.out.get(), kTileRows * packed.value_cols, 0.0f);
   const std::int64_t head_block = b * plan.kv_heads + kvh;
-  const float* keys1 = packed.keys1.get() + head_block * packed.KeyBlockSize(plan);
-  const float* keys2 = packed.keys2 ? packed.keys2.get() + head_block * packed.KeyBlockSize(plan) : nullptr;
-  const float* values = packed.values.get() + head_block * packed.ValueBlockSize();
-  float* s = scratch.scores.get();
-
+  const BlockRunner run{plan,
+                        packed,
+                        b,
+                        packed.keys1.get() + head_block * packed.KeyBlockSize(plan),
+                        packed.keys2 ? packed.keys2.get() + head_block * packed.KeyBlockSize(plan) : nullptr,
+                        packed.values.get() + head_block * packed.ValueBlockSize(),
+                        scratch.scores.get(),
+                        scratch.scores2.get()};
   for (int range = 0; range < range_count; ++range) {
     for (std::int64_t kb = ranges[range][0]; kb < ranges[range][1]; kb += block) {
       const std::int64_t ke = std::min(kb + block, ranges[range][1]);
-      const std::int64_t width = ke - kb;
-      const std::int64_t jmin = key_pos[std::min(kb, plan.kv_len - 1)];
-      const std::int64_t jmax = jmin + (width - 1);  // meaningful when keys are consecutive
-      const bool consecutive = plan.keys_consecutive;
-      const std::int64_t far_distance = mask.causal ? pmax - jmin : std::max(pmax - jmin, jmax - pmin);
-      const bool window_ok = mask.window <= 0 || far_distance < mask.window || jmax < mask.sinks;
-      const bool fully_visible = consecutive && all_rows_valid && ke <= kv_valid &&
-                                 (!mask.causal || jmax <= pmin) && window_ok;
-
-      // Scores, from one source or (ReRoPE across the window edge) two.
-      const auto score_all = [&](const float* q, const float* keys, float* out) {
-        for (std::int64_t c = 0; c < width; c += nr) {
-          ScoreChunk(df, q, dim, keys + (kb + c) * dim, out + c, block);
-        }
-      };
-      const std::int64_t w = plan.rerope_window;
-      if (w <= 0 || (consecutive && pmax - jmin < w)) {
-        score_all(scratch.q1.get(), keys1, s);
-      } else if (consecutive && pmin - jmax >= w) {
-        score_all(scratch.q2.get(), keys2, s);
-      } else {
-        score_all(scratch.q1.get(), keys1, s);
-        score_all(scratch.q2.get(), keys2, scratch.scores2.get());
-        for (std::int64_t r = 0; r < kTileRows; ++r) {
-          for (std::int64_t j = 0; j < width; ++j) {
-            const std::int64_t key = std::min(kb + j, plan.kv_len - 1);
-            if (p[r] - key_pos[key] >= w) s[r * block + j] = scratch.scores2[r * block + j];
-          }
-        }
-      }
-
-      // Biases by position, then soft-capping.
-      if (plan.bias != detail::BiasKind::kNone) {
-        for (std::int64_t r = 0; r < kTileRows; ++r) {
-          float* row = s + r * block;
-          const std::int64_t h = head[r];
-          if (consecutive) {
-            if (plan.bias == detail::BiasKind::kRelativeTable) {
-              // Consecutive keys read consecutive relative positions (the
-              // table extends past the last key by a padding margin).
-              const float* table = plan.relative_table.data() + h * plan.relative_span + (jmin - p[r] - plan.relative_min);
-              for (std::int64_t j = 0; j < width; j += n) {
-                hn::Store(hn::Add(hn::Load(df, row + j), hn::LoadU(df, table + j)), df, row + j);
-              }
-            } else {
-              const auto slope = hn::Set(df, plan.slopes[h]);
-              const auto query = hn::Set(df, static_cast<float>(p[r]));
-              for (std::int64_t j = 0; j < width; j += n) {
-                const auto key = hn::Iota(df, static_cast<float>(jmin + j));
-                const auto bias = plan.bias == detail::BiasKind::kAlibiDistance
-                                      ? hn::Neg(hn::Mul(slope, hn::Abs(hn::Sub(query, key))))
-                                      : hn::Mul(slope, key);
-                hn::Store(hn::Add(hn::Load(df, row + j), bias), df, row + j);
-              }
-            }
-          } else {
-            for (std::int64_t j = 0; j < width; ++j) {
-              const std::int64_t key = key_pos[std::min(kb + j, plan.kv_len - 1)];
-              switch (plan.bias) {
-                case detail::BiasKind::kAlibiDistance:
-                  row[j] -= plan.slopes[h] * static_cast<float>(std::abs(p[r] - key));
-                  break;
-                case detail::BiasKind::kAlibiKeyPosition: row[j] += plan.slopes[h] * static_cast<float>(key); break;
-                case detail::BiasKind::kRelativeTable:
-                  row[j] += plan.relative_table[h * plan.relative_span +
-                                                std::clamp<std::int64_t>(key - p[r] - plan.relative_min, 0,
-                                                                         plan.relative_span - 1)];
-                  break;
-                case detail::BiasKind::kNone: break;
-              }
-            }
-          }
-        }
-      }
-      if (plan.softcap > 0) {
-        const auto cap = hn::Set(df, plan.softcap), inv_cap = hn::Set(df, 1.0f / plan.softcap);
-        for (std::int64_t i = 0; i < kTileRows * block; i += n) {
-          hn::Store(hn::Mul(cap, hn::Tanh(df, hn::Mul(hn::Load(df, s + i), inv_cap))), df, s + i);
-        }
-      }
-      if (!fully_visible) {
-        for (std::int64_t r = 0; r < kTileRows; ++r) {
-          for (std::int64_t j = 0; j < width; ++j) {
-            const std::int64_t key = kb + j;
-            const bool visible = valid[r] && key < kv_valid && detail::KeyVisible(mask, p[r], key_pos[key]);
-            if (!visible) s[r * block + j] = kNegInf;
-          }
-        }
-      }
-
-      // Online softmax: rescale what came before when the running max grows.
-      const auto neg_inf = hn::Set(df, kNegInf);
-      for (std::int64_t r = 0; r < kTileRows; ++r) {
-        float* row = s + r * block;
-        auto max_vec = neg_inf;
-        for (std::int64_t j = 0; j < width; j += n) max_vec = hn::Max(max_vec, hn::Load(df, row + j));
-        const float block_max = hn::GetLane(hn::MaxOfLanes(df, max_vec));
-        const float new_max = std::max(running_max[r], block_max);
-        if (new_max == kNegInf) {
-          std::fill_n(row, width, 0.0f);
-          continue;
-        }
-        const auto shift = hn::Set(df, new_max);
-        auto sum = hn::Zero(df);
-        for (std::int64_t j = 0; j < width; j += n) {
-          const auto score = hn::Load(df, row + j);
-          const auto weight = hn::IfThenZeroElse(hn::Eq(score, neg_inf), hn::Exp(df, hn::Sub(score, shift)));
-          hn::Store(weight, df, row + j);
-          sum = hn::Add(sum, weight);
-        }
-        const float rescale = running_max[r] == kNegInf ? 0.0f : std::exp(running_max[r] - new_max);
-        running_sum[r] = running_sum[r] * rescale + hn::GetLane(hn::SumOfLanes(df, sum));
-        if (rescale != 1.0f) {
-          float* o = scratch.out.get() + r * packed.value_cols;
-          const auto factor = hn::Set(df, rescale);
-          for (std::int64_t c = 0; c < packed.value_cols; c += n) hn::Store(hn::Mul(hn::Load(df, o + c), factor), df, o + c);
-        }
-        running_max[r] = new_max;
-      }
-      AccumulateValues(df, s, block, values + kb * packed.value_cols, width, packed.value_cols, scratch.out.get());
+      for (int i = 0; i < tiles; ++i) run(scratch.tiles[i], kb, ke);
     }
   }
-
-  // Normalize (with the per-head sink logit in the denominator) and store.
-  for (std::int64_t r = 0; r < kTileRows; ++r) {
-    if (!valid[r]) continue;
-    float factor = running_sum[r] > 0 ? 1.0f / running_sum[r] : 0.0f;
-    if (!plan.sink_logits.empty()) {
-      const float sink = plan.sink_logits[head[r]];
-      const float top = std::max(running_max[r], sink);
-      const float kept = running_max[r] == kNegInf ? 0.0f : std::exp(running_max[r] - top);
-      factor = kept / (running_sum[r] * kept + std::exp(sink - top));
-    }
-    const float* o = scratch.out.get() + r * packed.value_cols;
-    const auto scale = hn::Set(df, factor);
-    const std::int64_t at = plan.out.Offset(b, token[r], head[r]);
-    const auto store = [&](auto* out) {
-      std::int64_t c = 0;
-      for (; c + n <= plan.v_dim; c += n) StoreF32(df, hn::Mul(hn::Load(df, o + c), scale), out + at + c);
-      if (c < plan.v_dim) StorePartialF32(df, hn::Mul(hn::Load(df, o + c), scale), out + at + c, plan.v_dim - c);
-    };
-    switch (plan.out.dtype) {
-      case DType::kF32: store(static_cast<float*>(plan.out.data)); break;
-      case DType::kF16: store(static_cast<hwy::float16_t*>(plan.out.data)); break;
-      case DType::kBF16: store(static_cast<hwy::bfloat16_t*>(plan.out.data)); break;
-    }
-  }
+  for (int i = 0; i < tiles; ++i) StoreTile(plan, packed, b, scratch.tiles[i]);
 }
 
 inline void RunAttentionPlanImpl(const detail::AttentionPlan& plan) {
   const PackedKv packed = PackKv(plan);
-  const std::int64_t row_blocks = (plan.q_len * plan.group + kTileRows - 1) / kTileRows;
+  const std::int64_t item_rows = kTileRows * kSubTiles;
+  const std::int64_t row_blocks = (plan.q_len * plan.group + item_rows - 1) / item_rows;
   const std::int64_t items = plan.batch * plan.kv_heads * row_blocks;
   // Threads claim items (later row blocks first: under a causal mask they
   // see the most keys); each item is computed whole by one thread.
   std::atomic<std::int64_t> next{0};
   ParallelFor(NumThreads(), 1, [&](std::int64_t, std::int64_t) {
-    TileScratch scratch(plan, packed);
+    ItemScratch scratch(plan, packed);
     for (std::int64_t item; (item = next.fetch_add(1)) < items;) {
       const std::int64_t block_index = row_blocks - 1 - item % row_blocks;
       const std::int64_t bh = item / row_blocks;
-      RunTile(plan, packed, bh / plan.kv_heads, bh % plan.kv_heads, block_index * kTileRows, scratch);
+      RunItem(plan, packed, bh / plan.kv_heads, bh % plan.kv_heads, block_index * item_rows, scratch);
     }
   });
 }
