@@ -67,7 +67,7 @@ TEST(Npy, ReadsFloat32Float16Float64) {
 }
 
 TEST(Npy, RejectsMalformedFiles) {
-  const auto values = Ramp(12);
+  const auto values = Ramp(16);  // room for the "trailing bytes" case
   const std::string good = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }";
   const auto npy = [&](const std::string& dict, std::size_t data_bytes = 48) {
     return LearnedTable::FromNpy(MakeNpy(dict, values.data(), data_bytes));
