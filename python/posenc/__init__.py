@@ -8,6 +8,10 @@ package gives it a NumPy interface.
   Hugging Face config with :meth:`RopeSpec.from_hf_config`.
 * :func:`apply_rope` rotates q and k arrays ``[batch, seq, heads, head_dim]``
   (float32, float16, ``ml_dtypes.bfloat16``) by offsets or position ids.
+* :func:`attention` computes attention with a positional encoding
+  (:class:`RopeAttention`, :class:`ReRopeAttention`, :class:`AlibiAttention`,
+  :class:`T5BiasAttention`) and masks (causal, sliding window, sinks).
+* :class:`GgufFile` reads GGUF metadata and dequantizes its tensors.
 * :mod:`posenc.reference` has the plain float64 reference kernels.
 * :func:`permute_qk_weights` converts Q/K projection rows between the
   interleaved and half-split pair layouts.
@@ -39,6 +43,8 @@ from . import reference
 from .rope import RopeSpec, apply_rope, permute_qk_weights
 from . import encodings
 from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative references
+from .attention import AlibiAttention, ReRopeAttention, RopeAttention, T5BiasAttention, attention
+from .gguf import GgufFile
 
 __version__ = "0.1.0"
 
@@ -49,6 +55,12 @@ __all__ = [
     "reference",
     "set_num_threads",
     "num_threads",
+    "attention",
+    "RopeAttention",
+    "ReRopeAttention",
+    "AlibiAttention",
+    "T5BiasAttention",
+    "GgufFile",
 ] + encodings.__all__
 
 

@@ -19,9 +19,10 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .attention import _reference_attention as attention
 from .rope import RopeSpec, _apply
 
-__all__ = ["apply_rope"]
+__all__ = ["apply_rope", "attention"]
 
 
 def apply_rope(

@@ -17,4 +17,11 @@ void BindRope(pybind11::module_& m);
 // (bind_encodings.cc).
 void BindEncodings(pybind11::module_& m);
 
+// posenc.attention and posenc.reference.attention: the tiled kernel and the
+// float64 reference with every positional encoding and mask (bind_attention.cc).
+void BindAttention(pybind11::module_& m);
+
+// posenc.GgufFile: GGUF metadata, tensor list and dequantization (bind_gguf.cc).
+void BindGguf(pybind11::module_& m);
+
 }  // namespace posenc::python

@@ -9,4 +9,6 @@ PYBIND11_MODULE(_posenc, m) {
   m.doc() = "posenc C++ core (use the `posenc` package, not this module directly)";
   posenc::python::BindRope(m);
   posenc::python::BindEncodings(m);
+  posenc::python::BindAttention(m);
+  posenc::python::BindGguf(m);
 }
