@@ -363,7 +363,19 @@ LearnedTable LearnedTable::Load(const std::string& path, std::string_view tensor
     return LoadNpy(path);
   }
   if (ends_with(".safetensors")) return LoadSafetensors(path, tensor);
-  ThrowError("learned_table", "path", FormatValue(path), "must end in .npy or .safetensors");
+  if (ends_with(".gguf")) return LoadGguf(path, tensor);
+  ThrowError("learned_table", "path", FormatValue(path), "must end in .npy, .safetensors or .gguf");
+}
+
+LearnedTable LearnedTable::FromGguf(const GgufFile& file, std::string_view tensor) {
+  const GgufTensorInfo& info = file.Tensor(tensor.empty() ? std::string_view("position_embd.weight") : tensor);
+  Require(info.shape.size() == 2, "learned_table", info.name + ".shape.size()", info.shape.size(),
+          "a position table is 2-D (ggml shape {dim, rows})");
+  return LearnedTable(info.shape[1], info.shape[0], file.Dequantize(info), std::string(TraitsOf(info.type).name));
+}
+
+LearnedTable LearnedTable::LoadGguf(const std::string& path, std::string_view tensor) {
+  return FromGguf(GgufFile::Open(path), tensor);
 }
 
 }  // namespace posenc

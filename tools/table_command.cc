@@ -2,7 +2,7 @@
 //                   [--out-of-range error|clamp|hierarchical] [--alpha A]
 //                   [--positions P,Q,...] [--json]
 //
-// Loads a learned position table (.npy or .safetensors) with the strict
+// Loads a learned position table (.npy, .safetensors or .gguf) with the strict
 // readers, prints its size and source dtype, and the encodings of the given
 // positions under the policy. A malformed file exits with status 2 and a
 // message naming what is wrong.
@@ -70,7 +70,7 @@ void AddTableCommands(CLI::App& app) {
   table->require_subcommand(1);
   auto options = std::make_shared<TableOptions>();
   CLI::App* show = table->add_subcommand("show", "Load a table and print its size and chosen positions");
-  show->add_option("file", options->path, "A .npy or .safetensors file")->required();
+  show->add_option("file", options->path, "A .npy, .safetensors or .gguf file")->required();
   show->add_option("--tensor", options->tensor, "safetensors entry (default: the only one)");
   show->add_option("--row-offset", options->row_offset, "Rows before position 0 (OPT/BART: 2)");
   show->add_option("--out-of-range", options->out_of_range, "error, clamp or hierarchical");

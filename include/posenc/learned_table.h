@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "posenc/embedding_add.h"
+#include "posenc/gguf.h"
 
 namespace posenc {
 
@@ -62,7 +63,11 @@ class LearnedTable {
   static LearnedTable FromSafetensors(std::span<const std::uint8_t> bytes, std::string_view tensor = {});
   static LearnedTable LoadNpy(const std::string& path);
   static LearnedTable LoadSafetensors(const std::string& path, std::string_view tensor = {});
-  // By extension: .npy or .safetensors.
+  // A 2-D tensor of a GGUF file (any type posenc dequantizes); ggml shape
+  // {dim, rows}. `tensor` empty means GPT-2's "position_embd.weight".
+  static LearnedTable FromGguf(const GgufFile& file, std::string_view tensor = {});
+  static LearnedTable LoadGguf(const std::string& path, std::string_view tensor = {});
+  // By extension: .npy, .safetensors or .gguf.
   static LearnedTable Load(const std::string& path, std::string_view tensor = {});
 
   std::int64_t rows() const { return rows_; }

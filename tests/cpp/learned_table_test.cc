@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+#include "gguf_builder.h"
+#include "posenc/dtype.h"
 #include "posenc/learned_table.h"
 #include "test_util.h"
 
@@ -224,6 +226,31 @@ TEST(TableReaders, SurviveRandomCorruption) {
   }
 }
 
+// GPT-2 style: position_embd.weight, ggml shape {dim, rows}, stored as F16.
+TEST(Gguf, ReadsPositionTableFromGgufTensor) {
+  const std::int64_t rows = 5, dim = 3;
+  std::vector<unsigned char> data;
+  for (std::int64_t i = 0; i < rows * dim; ++i) {
+    const std::uint16_t h = F32ToF16(0.25f * static_cast<float>(i) - 1.0f);
+    data.push_back(static_cast<unsigned char>(h & 0xFF));
+    data.push_back(static_cast<unsigned char>(h >> 8));
+  }
+  const auto bytes = testing::GgufBuilder()
+                         .Text("general.architecture", "gpt2")
+                         .Tensor("position_embd.weight", {dim, rows}, 1, data)
+                         .Tensor("token_embd.weight", {dim}, 0, std::vector<unsigned char>(dim * 4))
+                         .Bytes();
+  const auto file = GgufFile::Parse(std::as_bytes(std::span(bytes)));
+  const LearnedTable table = LearnedTable::FromGguf(file);
+  EXPECT_EQ(table.rows(), rows);
+  EXPECT_EQ(table.dim(), dim);
+  EXPECT_EQ(table.source_dtype(), "F16");
+  EXPECT_EQ(table.Lookup({}, 4)[2], 0.25f * 14 - 1.0f);
+  testing::ExpectError([&] { LearnedTable::FromGguf(file, "token_embd.weight"); },
+                       {"token_embd.weight.shape.size() = 1", "2-D"});
+  testing::ExpectError([&] { LearnedTable::FromGguf(file, "missing"); }, {"tensor = \"missing\""});
+}
+
 TEST(TableFiles, LoadByExtensionAndNameThePathInErrors) {
   const auto values = Ramp(12);
   const std::string dir = ::testing::TempDir();
@@ -235,7 +262,7 @@ TEST(TableFiles, LoadByExtensionAndNameThePathInErrors) {
   std::ofstream(bad_path, std::ios::binary).write(reinterpret_cast<const char*>(npy.data()), 40);
   ExpectError([&] { LearnedTable::Load(bad_path); }, {"[npy]", bad_path.c_str()});
   ExpectError([&] { LearnedTable::Load(dir + "/missing.npy"); }, {"cannot be opened"});
-  ExpectError([&] { LearnedTable::Load(dir + "/table.bin"); }, {"path", ".npy or .safetensors"});
+  ExpectError([&] { LearnedTable::Load(dir + "/table.bin"); }, {"path", ".npy, .safetensors or .gguf"});
   std::remove(npy_path.c_str());
   std::remove(bad_path.c_str());
 }
