@@ -67,6 +67,8 @@ TensorView View(const py::array& a, const std::string& name, const char* layout)
     view.strides[axis] = bytes / itemsize;
   }
   if (view.shape[3] <= 1) view.strides[3] = 1;  // a single element is contiguous
+  // An empty array has no elements to address; NumPy may report any strides.
+  if (a.size() == 0) view.strides = TensorView::Contiguous(nullptr, view.dtype, view.shape).strides;
   Require(view.strides[3] == 1, kOp, name + ".strides[3]", view.strides[3],
           "the last axis must be contiguous (stride 1 element); pass np.ascontiguousarray(x)");
   // Inputs are only read (through ConstTensorView).

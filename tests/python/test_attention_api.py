@@ -78,6 +78,20 @@ def test_rows_without_keys_are_zero(rng):
     assert (out[1] == 0).all()
 
 
+@pytest.mark.parametrize("implementation", ["kernel", "reference"])
+def test_empty_inputs(implementation):
+    """No keys: zeros; no queries or no rows: empty results (NumPy gives
+    empty arrays arbitrary strides, which must not matter)."""
+    run = posenc.attention if implementation == "kernel" else posenc.reference.attention
+    q = np.ones((2, 3, 2, 8), np.float32)
+    no_keys = np.ones((2, 0, 2, 8), np.float32)
+    for encoding in (None, posenc.RopeSpec(head_dim=8), posenc.T5BiasAttention(np.ones((32, 2)))):
+        out = run(q, no_keys, no_keys, encoding=encoding, q_offset=0)
+        assert out.shape == (2, 3, 2, 8) and not out.any()
+    assert run(q[:, :0], q, q).shape == (2, 0, 2, 8)
+    assert run(q[:0], q[:0], q[:0]).shape == (0, 3, 2, 8)
+
+
 def test_dynamic_ntk_frequencies_follow_the_call(rng):
     """Dynamic NTK: the table is built for the call's largest position + 1
     unless seq_len is given (then it is that table)."""

@@ -17,6 +17,7 @@ with finite f16 scales: gguf-py cannot quantize K types). The oracles:
 from __future__ import annotations
 
 import math
+import re
 import struct
 
 import gguf
@@ -237,6 +238,10 @@ def test_version_2_and_custom_alignment(tmp_path):
         assert same_bits(f2.dequantize(name), quants.dequantize(np.asarray(info.data), info.tensor_type))
 
 
+def raises_verbatim(message: str):
+    return pytest.raises(ValueError, match="^" + re.escape(message) + "$")
+
+
 def test_errors(written, tmp_path):
     path, _ = written
     f = posenc.GgufFile(path)
@@ -248,6 +253,18 @@ def test_errors(written, tmp_path):
     truncated.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(ValueError, match=r"truncated\.gguf: .*extends past the end of the file"):
         posenc.GgufFile(truncated)
+    # A type posenc knows but cannot dequantize: listed, and a clear error on dequantize.
+    q2k = tmp_path / "q2k.gguf"
+    writer = gguf.GGUFWriter(str(q2k), "llama")
+    writer.add_tensor("w", np.random.default_rng(0).integers(0, 256, (2, 84), dtype=np.uint8), raw_dtype=Q.Q2_K)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    f = posenc.GgufFile(q2k)
+    assert f.tensors == [("w", (256, 2), "Q2_K")]
+    with raises_verbatim('[gguf] tensor type = "Q2_K": cannot be dequantized by posenc yet'):
+        f.dequantize("w")
     # A uint64 above 2^63 - 1 does not fit the int64 posenc reads integers as.
     big = tmp_path / "big.gguf"
     writer = gguf.GGUFWriter(str(big), "llama")
