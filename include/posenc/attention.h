@@ -2,7 +2,8 @@
 //
 // One flash-style CPU kernel (tiles, online softmax, never an n x n matrix)
 // takes every positional scheme of seed 004 as a policy: NoPE, RoPE (any
-// frequency table), ReRoPE and Leaky ReRoPE, ALiBi, T5 bucket bias; masks
+// frequency table), ReRoPE and Leaky ReRoPE, ALiBi, T5 bucket bias, Shaw's
+// relative keys and values; masks
 // (causal, sliding window, the Λ shape of sinks + window) skip whole tiles;
 // log-n query scaling, learned per-head sink logits, logit softcap and the
 // attention factor of YaRN/LongRoPE compose with any of them.
@@ -25,6 +26,7 @@
 #include "posenc/alibi.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_spec.h"
+#include "posenc/shaw_relative.h"
 #include "posenc/t5_bias.h"
 #include "posenc/tensor.h"
 #include "posenc/token_positions.h"
@@ -89,8 +91,19 @@ struct T5BiasEncoding {
   std::vector<double> weights;
 };
 
+// Shaw et al. / BERT relative_key(_query): learned vectors per clipped
+// relative distance (shaw_relative.h), shared by all heads. rel_k
+// [2K+1, head_dim] when the key or query term is on, rel_v [2K+1, v_dim]
+// when the value term is. Distances beyond K share one row, so the kernel
+// adds them as constants over whole runs of keys.
+struct ShawEncoding {
+  ShawRelativeSpec spec;
+  std::vector<double> rel_k;
+  std::vector<double> rel_v;
+};
+
 using PositionEncoding =
-    std::variant<NoPositionEncoding, RopeEncoding, ReRopeEncoding, AlibiEncoding, T5BiasEncoding>;
+    std::variant<NoPositionEncoding, RopeEncoding, ReRopeEncoding, AlibiEncoding, T5BiasEncoding, ShawEncoding>;
 
 struct AttentionOptions {
   PositionEncoding encoding = NoPositionEncoding{};

@@ -159,7 +159,9 @@ struct Tile {
   bool all_valid = false, any_valid = false;
   std::int64_t pmin = 0, pmax = 0;
   float running_max[kTileRows], running_sum[kTileRows];
+  float factor[kTileRows];  // the scale folded into each row's q
   AlignedFloats q1, q2, out;  // [6][head_dim] x2, [6][value_cols]
+  AlignedFloats value_buckets;  // Shaw value term: [6][2K+1] softmax mass per relative row
 };
 
 // Work buffers of one thread: the tiles of a work item and its score blocks.
@@ -172,6 +174,7 @@ struct ItemScratch {
       t.q1 = hwy::AllocateAligned<float>(size(kTileRows * plan.head_dim));
       t.q2 = hwy::AllocateAligned<float>(size(kTileRows * plan.head_dim));
       t.out = hwy::AllocateAligned<float>(size(kTileRows * packed.value_cols));
+      t.value_buckets = hwy::AllocateAligned<float>(size(kTileRows * std::max<std::int64_t>(plan.shaw_rows, 1)));
     }
     scores = hwy::AllocateAligned<float>(size(kTileRows * kChunksPerBlock * packed.chunk));
     scores2 = hwy::AllocateAligned<float>(size(kTileRows * kChunksPerBlock * packed.chunk));
@@ -191,6 +194,7 @@ inline void LoadTile(const detail::AttentionPlan& plan, const PackedKv& packed, 
     t.token[r] = t.valid[r] ? row / plan.group : 0;
     t.head[r] = kvh * plan.group + (t.valid[r] ? row % plan.group : 0);
     t.p[r] = plan.q_positions[b * plan.q_len + t.token[r]];
+    t.factor[r] = plan.q_factor[b * plan.q_len + t.token[r]];
     for (int which = 0; which < 2; ++which) {
       const std::vector<float>& q = which == 0 ? plan.q1 : plan.q2;
       if (q.empty()) continue;
@@ -211,6 +215,28 @@ inline void LoadTile(const detail::AttentionPlan& plan, const PackedKv& packed, 
   std::fill_n(t.running_max, kTileRows, kNegInf);
   std::fill_n(t.running_sum, kTileRows, 0.0f);
   std::fill_n(t.out.get(), kTileRows * packed.value_cols, 0.0f);
+  std::fill_n(t.value_buckets.get(), kTileRows * std::max<std::int64_t>(plan.shaw_rows, 1), 0.0f);
+}
+
+// Calls run(begin, end, relative_row) over keys [0, width) of a block whose
+// keys sit at key_pos[kb + j]: with consecutive keys, three runs (all keys
+// at distance <= -K share one row, all at >= K another, the few between one
+// each); otherwise one key at a time.
+template <class Run>
+HWY_INLINE void ForShawRuns(const detail::AttentionPlan& plan, const std::int64_t* key_pos, std::int64_t kb,
+                            std::int64_t width, std::int64_t p, Run&& run) {
+  const ShawRelativeSpec& spec = plan.shaw;
+  const std::int64_t last = plan.kv_len - 1;
+  if (!plan.keys_consecutive) {
+    for (std::int64_t j = 0; j < width; ++j) run(j, j + 1, spec.Row(p, key_pos[std::min(kb + j, last)]));
+    return;
+  }
+  const std::int64_t jmin = key_pos[std::min(kb, last)], k = spec.max_distance;
+  const std::int64_t low_end = std::clamp(p - k - jmin + 1, std::int64_t{0}, width);
+  const std::int64_t high_begin = std::max(low_end, std::clamp(p + k - jmin, std::int64_t{0}, width));
+  if (low_end > 0) run(0, low_end, spec.Row(p, p - k));
+  for (std::int64_t j = low_end; j < high_begin; ++j) run(j, j + 1, spec.Row(p, jmin + j));
+  if (high_begin < width) run(high_begin, width, spec.Row(p, p + k));
 }
 
 // Key blocks [kb, ke) of one (batch, kv head) for one tile: scores, biases,
@@ -262,6 +288,7 @@ struct BlockRunner {
       }
     }
     AddBias(t, kb, width, jmin);
+    if (plan.shaw_rows > 0) AddShawScores(t, kb, width);
     if (plan.softcap > 0) {
       const auto cap = hn::Set(df, plan.softcap), inv_cap = hn::Set(df, 1.0f / plan.softcap);
       for (std::int64_t i = 0; i < kTileRows * block; i += n) {
@@ -303,10 +330,52 @@ struct BlockRunner {
         float* o = t.out.get() + r * packed.value_cols;
         const auto factor = hn::Set(df, rescale);
         for (std::int64_t c = 0; c < packed.value_cols; c += n) hn::Store(hn::Mul(hn::Load(df, o + c), factor), df, o + c);
+        for (std::int64_t i = 0; i < plan.shaw_rows; ++i) t.value_buckets[r * plan.shaw_rows + i] *= rescale;
       }
       t.running_max[r] = new_max;
     }
     AccumulateValues(df, s, block, values + kb * packed.value_cols, width, packed.value_cols, t.out.get());
+    if (plan.shaw_rows > 0 && plan.shaw.value_term) AccumulateShawValueMass(t, kb, width);
+  }
+
+  // Shaw's key term (scaled q . a^K) and query term (k . a^K times the row's
+  // scale), by clipped relative distance.
+  void AddShawScores(const Tile& t, std::int64_t kb, std::int64_t width) const {
+    const std::int64_t block = kChunksPerBlock * packed.chunk, rows = plan.shaw_rows;
+    const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
+    const std::int64_t kvh = t.head[0] / plan.group;
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      float* row = s + r * block;
+      const float* qr = plan.shaw_qr.empty()
+                            ? nullptr
+                            : plan.shaw_qr.data() + ((b * plan.q_len + t.token[r]) * plan.q_heads + t.head[r]) * rows;
+      ForShawRuns(plan, key_pos, kb, width, t.p[r], [&](std::int64_t begin, std::int64_t end, std::int64_t rel) {
+        if (qr) {
+          for (std::int64_t j = begin; j < end; ++j) row[j] += qr[rel];
+        }
+        if (!plan.shaw_kr.empty()) {
+          const float* kr = plan.shaw_kr.data() + ((b * plan.kv_heads + kvh) * rows + rel) * plan.kv_len;
+          const std::int64_t last = plan.kv_len - 1;
+          for (std::int64_t j = begin; j < end; ++j) row[j] += t.factor[r] * kr[std::min(kb + j, last)];
+        }
+      });
+    }
+  }
+
+  // Shaw's value term: the softmax mass of each relative row, so that the
+  // output gains sum_rel mass[rel] * a^V[rel] at the end.
+  void AccumulateShawValueMass(Tile& t, std::int64_t kb, std::int64_t width) const {
+    const std::int64_t block = kChunksPerBlock * packed.chunk;
+    const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      const float* weights = s + r * block;
+      float* mass = t.value_buckets.get() + r * plan.shaw_rows;
+      ForShawRuns(plan, key_pos, kb, width, t.p[r], [&](std::int64_t begin, std::int64_t end, std::int64_t rel) {
+        float sum = 0;
+        for (std::int64_t j = begin; j < end; ++j) sum += weights[j];
+        mass[rel] += sum;
+      });
+    }
   }
 
   // ALiBi or T5 biases by position, vectorized when keys are consecutive.
@@ -359,11 +428,20 @@ struct BlockRunner {
 
 // Normalizes a tile's rows (with the per-head sink logit in the
 // denominator) and stores them in the output dtype.
-inline void StoreTile(const detail::AttentionPlan& plan, const PackedKv& packed, std::int64_t b, const Tile& t) {
+inline void StoreTile(const detail::AttentionPlan& plan, const PackedKv& packed, std::int64_t b, Tile& t) {
   const hn::ScalableTag<float> df;
   const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t r = 0; r < kTileRows; ++r) {
     if (!t.valid[r]) continue;
+    if (plan.shaw_rows > 0 && plan.shaw.value_term) {  // sum_rel mass[rel] a^V[rel]
+      float* o = t.out.get() + r * packed.value_cols;
+      for (std::int64_t rel = 0; rel < plan.shaw_rows; ++rel) {
+        const float mass = t.value_buckets[r * plan.shaw_rows + rel];
+        if (mass == 0) continue;
+        const float* a = plan.shaw_rel_v.data() + rel * plan.v_dim;
+        for (std::int64_t c = 0; c < plan.v_dim; ++c) o[c] += mass * a[c];
+      }
+    }
     float factor = t.running_sum[r] > 0 ? 1.0f / t.running_sum[r] : 0.0f;
     if (!plan.sink_logits.empty()) {
       const float sink = plan.sink_logits[t.head[r]];

@@ -93,6 +93,41 @@ void EncodeQk(const AttentionInputs& in, const PositionEncoding& encoding, detai
   }
 }
 
+// Shaw's terms as tables: q . a^K per query row and k . a^K per key, for
+// every relative row; the kernel gathers from them by clipped distance.
+void PrepareShaw(const ShawEncoding& shaw, detail::AttentionPlan& plan) {
+  const std::int64_t rows = shaw.spec.Rows(), dim = plan.head_dim;
+  plan.shaw = shaw.spec;
+  plan.shaw_rows = rows;
+  const auto dot = [&](const float* x, std::int64_t r) {
+    double sum = 0;
+    for (std::int64_t d = 0; d < dim; ++d) sum += x[d] * shaw.rel_k[r * dim + d];
+    return static_cast<float>(sum);
+  };
+  if (shaw.spec.key_term) {
+    const std::int64_t q_rows = plan.batch * plan.q_len * plan.q_heads;
+    plan.shaw_qr.resize(static_cast<std::size_t>(q_rows * rows));
+    ParallelFor(q_rows, 16, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        for (std::int64_t r = 0; r < rows; ++r) plan.shaw_qr[i * rows + r] = dot(plan.q1.data() + i * dim, r);
+      }
+    });
+  }
+  if (shaw.spec.query_term) {
+    plan.shaw_kr.resize(static_cast<std::size_t>(plan.batch * plan.kv_heads * rows * plan.kv_len));
+    ParallelFor(plan.batch * plan.kv_heads, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t bh = begin; bh < end; ++bh) {
+        const std::int64_t b = bh / plan.kv_heads, h = bh % plan.kv_heads;
+        for (std::int64_t j = 0; j < plan.kv_len; ++j) {
+          const float* k = plan.k1.data() + ((b * plan.kv_len + j) * plan.kv_heads + h) * dim;
+          for (std::int64_t r = 0; r < rows; ++r) plan.shaw_kr[(bh * rows + r) * plan.kv_len + j] = dot(k, r);
+        }
+      }
+    });
+  }
+  if (shaw.spec.value_term) plan.shaw_rel_v.assign(shaw.rel_v.begin(), shaw.rel_v.end());
+}
+
 }  // namespace
 
 void Attention(const AttentionInputs& in, const AttentionOptions& options) {
@@ -130,17 +165,21 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
 
   // Fold the softmax scale, the attention factor squared and log-n into q.
   const double scale = detail::SoftmaxScale(options, head_dim) * detail::AttentionFactorSquared(options.encoding);
+  plan.q_factor.resize(static_cast<std::size_t>(batch * q_len));
+  for (std::int64_t token = 0; token < batch * q_len; ++token) {
+    plan.q_factor[token] =
+        static_cast<float>(scale * detail::LognFactor(options.logn_train_length, plan.q_positions[token]));
+  }
   for (std::vector<float>* q : {&plan.q1, &plan.q2}) {
     if (q->empty()) continue;
     ParallelFor(batch * q_len, 16, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t token = begin; token < end; ++token) {
-        const float factor = static_cast<float>(
-            scale * detail::LognFactor(options.logn_train_length, plan.q_positions[token]));
         float* row = q->data() + token * q_heads * head_dim;
-        for (std::int64_t i = 0; i < q_heads * head_dim; ++i) row[i] *= factor;
+        for (std::int64_t i = 0; i < q_heads * head_dim; ++i) row[i] *= plan.q_factor[token];
       }
     });
   }
+  if (const auto* shaw = std::get_if<ShawEncoding>(&options.encoding)) PrepareShaw(*shaw, plan);
 
   if (const auto* alibi = std::get_if<AlibiEncoding>(&options.encoding)) {
     plan.bias = alibi->form == AlibiForm::kDistance ? detail::BiasKind::kAlibiDistance

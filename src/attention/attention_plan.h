@@ -33,6 +33,13 @@ struct AttentionPlan {
   static constexpr std::int64_t kRelativePadding = 256;
   std::vector<float> relative_table;
   std::int64_t relative_min = 0, relative_span = 0;
+  // Shaw relative keys/values (shaw_rows = 2K + 1 > 0 when on).
+  ShawRelativeSpec shaw;
+  std::int64_t shaw_rows = 0;
+  std::vector<float> shaw_qr;     // [batch][q_len][q_heads][rows]: scaled q . a^K (key term)
+  std::vector<float> shaw_kr;     // [batch][kv_heads][rows][kv_len]: k . a^K (query term), unscaled
+  std::vector<float> q_factor;    // [batch * q_len]: the scale folded into q
+  std::vector<float> shaw_rel_v;  // [rows][v_dim] (value term)
   float softcap = 0;
   std::vector<float> sink_logits;  // [q_heads] or empty
   TensorView out;

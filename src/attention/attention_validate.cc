@@ -9,8 +9,8 @@ namespace {
 
 constexpr const char* kOp = "attention";
 
-void ValidateEncoding(const PositionEncoding& encoding, std::int64_t head_dim, std::int64_t q_heads,
-                      const AttentionMask& mask) {
+void ValidateEncoding(const PositionEncoding& encoding, std::int64_t head_dim, std::int64_t v_dim,
+                      std::int64_t q_heads, const AttentionMask& mask) {
   if (const auto* rope = std::get_if<RopeEncoding>(&encoding)) {
     rope->spec.Validate();
     Require(rope->spec.head_dim == head_dim, kOp, "rope.head_dim", rope->spec.head_dim,
@@ -32,6 +32,17 @@ void ValidateEncoding(const PositionEncoding& encoding, std::int64_t head_dim, s
   } else if (const auto* alibi = std::get_if<AlibiEncoding>(&encoding)) {
     Require(static_cast<std::int64_t>(alibi->slopes.size()) == q_heads, kOp, "alibi.slopes.size()",
             alibi->slopes.size(), "must equal q_heads = " + std::to_string(q_heads));
+  } else if (const auto* shaw = std::get_if<ShawEncoding>(&encoding)) {
+    shaw->spec.Validate();
+    const std::int64_t rows = shaw->spec.Rows();
+    if (shaw->spec.key_term || shaw->spec.query_term) {
+      Require(static_cast<std::int64_t>(shaw->rel_k.size()) == rows * head_dim, kOp, "shaw.rel_k.size()",
+              shaw->rel_k.size(), "must equal (2K+1) * head_dim = " + std::to_string(rows * head_dim));
+    }
+    if (shaw->spec.value_term) {
+      Require(static_cast<std::int64_t>(shaw->rel_v.size()) == rows * v_dim, kOp, "shaw.rel_v.size()",
+              shaw->rel_v.size(), "must equal (2K+1) * v_dim = " + std::to_string(rows * v_dim));
+    }
   } else if (const auto* t5 = std::get_if<T5BiasEncoding>(&encoding)) {
     t5->buckets.Validate();
     Require(static_cast<std::int64_t>(t5->weights.size()) == t5->buckets.num_buckets * q_heads, kOp,
@@ -101,7 +112,7 @@ void ValidateAttention(const AttentionInputs& in, const AttentionOptions& option
     }
   }
   options.mask.Validate();
-  ValidateEncoding(options.encoding, head_dim, q_heads, options.mask);
+  ValidateEncoding(options.encoding, head_dim, in.v.head_dim(), q_heads, options.mask);
   Require(options.logn_train_length >= 0, kOp, "logn_train_length", options.logn_train_length,
           "must be >= 0 (0: off)");
   Require(options.logn_train_length != 1, kOp, "logn_train_length", 1, "must not be 1 (log base)");

@@ -49,6 +49,18 @@ struct ScoreOf {
   double operator()(const NoPositionEncoding&) const { return Dot(q, k); }
   double operator()(const AlibiEncoding&) const { return Dot(q, k); }
   double operator()(const T5BiasEncoding&) const { return Dot(q, k); }
+  // Shaw: q.(k + a^K) [key term], plus k.a^K [query term, BERT relative_key_query].
+  double operator()(const ShawEncoding& e) const {
+    const std::int64_t row = e.spec.Row(p, j);
+    const auto dim = static_cast<std::int64_t>(q.size());
+    double sum = Dot(q, k);
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const double a = e.rel_k.empty() ? 0.0 : e.rel_k[row * dim + d];
+      if (e.spec.key_term) sum += q[d] * a;
+      if (e.spec.query_term) sum += k[d] * a;
+    }
+    return sum;
+  }
   double operator()(const RopeEncoding& e) const {
     auto qr = q, kr = k;
     Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(p), qr);
@@ -122,7 +134,11 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
             if (!std::isfinite(scores[t])) continue;
             const double weight = std::exp(scores[t] - max_score);
             denominator += weight;
-            const auto v = ReadHead(in.v, b, t, h / group);
+            auto v = ReadHead(in.v, b, t, h / group);
+            if (const auto* shaw = std::get_if<ShawEncoding>(&options.encoding); shaw && shaw->spec.value_term) {
+              const std::int64_t row = shaw->spec.Row(p, in.k_positions.At(b, t, kv_len));
+              for (std::int64_t d = 0; d < v_dim; ++d) v[d] += shaw->rel_v[row * v_dim + d];  // v + a^V
+            }
             for (std::int64_t d = 0; d < v_dim; ++d) out[d] += weight * v[d];
           }
         }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "posenc/parallel.h"
+#include "posenc/shaw_relative.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -79,7 +80,15 @@ std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t hea
                       .scaling = YarnScaling{.factor = 4, .original_max_position = 64}};
   std::vector<double> t5_weights(32 * q_heads);
   for (std::size_t i = 0; i < t5_weights.size(); ++i) t5_weights[i] = std::sin(0.7 * static_cast<double>(i));
+  std::vector<double> rel_k(9 * head_dim), rel_v(9 * head_dim);  // K = 4: 9 rows
+  for (std::size_t i = 0; i < rel_k.size(); ++i) {
+    rel_k[i] = 0.5 * std::cos(1.3 * static_cast<double>(i));
+    rel_v[i] = 0.5 * std::sin(0.9 * static_cast<double>(i));
+  }
   return {
+      {"shaw-kv", ShawEncoding{{.max_distance = 4, .value_term = true}, rel_k, rel_v}},
+      {"bert-key-query", ShawEncoding{{.max_distance = 4, .distance = RelativeDistance::kQueryMinusKey,
+                                       .query_term = true}, rel_k, {}}},
       {"nope", NoPositionEncoding{}},
       {"rope", RopeEncoding{rope, ComputeRopeFrequencies(rope)}},
       {"rope-yarn", RopeEncoding{yarn, ComputeRopeFrequencies(yarn)}},
@@ -131,6 +140,35 @@ TEST(Attention, MasksAndModifiers) {
           DType::kF32, "alibi symmetric encoder");
   Tensors half(shape, DType::kF16, 6);
   Compare(half, {.encoding = encoding, .mask = {.window = 16, .sinks = 4}}, DType::kF16, "f16 lambda");
+}
+
+// The kernel's Shaw policy against the relative-attention reference (which
+// the Python suite checks against Hugging Face BERT), bidirectional.
+TEST(Attention, ShawMatchesRelativeAttentionReference) {
+  const Shape shape{2, 21, 21, 3, 3, 16};
+  Tensors t(shape, DType::kF32, 11);
+  const ShawRelativeSpec spec{.max_distance = 5, .query_term = true, .value_term = true};
+  std::vector<double> rel_k(11 * 16), rel_v(11 * 16);
+  for (std::size_t i = 0; i < rel_k.size(); ++i) {
+    rel_k[i] = std::cos(0.7 * static_cast<double>(i));
+    rel_v[i] = std::sin(0.4 * static_cast<double>(i));
+  }
+  Buffer out(DType::kF32, 2 * 21 * 3 * 16);
+  Attention(t.Inputs(out), {.encoding = ShawEncoding{spec, rel_k, rel_v}, .mask = {.causal = false}});
+  // [batch, seq, heads, dim] -> [batch, heads, seq, dim] in double.
+  const auto to_bhsd = [](const Buffer& x) {
+    std::vector<double> y(static_cast<std::size_t>(x.size()));
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t s = 0; s < 21; ++s)
+        for (std::int64_t h = 0; h < 3; ++h)
+          for (std::int64_t d = 0; d < 16; ++d) y[((b * 3 + h) * 21 + s) * 16 + d] = x.Get(((b * 21 + s) * 3 + h) * 16 + d);
+    return y;
+  };
+  const auto q = to_bhsd(t.q), k = to_bhsd(t.k), v = to_bhsd(t.v);
+  const RelativeAttentionInputs inputs{.shape = {2, 3, 21, 21, 16}, .q = q, .k = k, .v = v};
+  const auto expected = reference::ShawAttention(inputs, spec, rel_k, rel_v).output;
+  const auto got = to_bhsd(out);
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 2e-5) << i;
 }
 
 // Decoding one token at a time against a growing cache equals prefill.
@@ -212,6 +250,8 @@ TEST(Attention, BadArgumentsAreErrors) {
   }, {"causal"});
   ExpectError([&] { Attention(t.Inputs(out), {.encoding = AlibiEncoding{{0.5}, AlibiForm::kDistance}}); },
               {"alibi.slopes.size() = 1", "q_heads = 4"});
+  ExpectError([&] { Attention(t.Inputs(out), {.encoding = ShawEncoding{{.max_distance = 2}, std::vector<double>(7), {}}}); },
+              {"shaw.rel_k.size() = 7", "(2K+1) * head_dim = 160"});
   auto inputs = t.Inputs(out);
   inputs.kv_lengths = {5};
   ExpectError([&] { Attention(inputs, {}); }, {"kv_lengths[0] = 5", "cache overflow"});
