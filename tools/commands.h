@@ -7,7 +7,8 @@
 namespace posenc::cli {
 
 void AddRopeCommands(CLI::App& app);   // posenc rope freqs
-void AddBenchCommands(CLI::App& app);  // posenc bench rope
+void AddBenchCommands(CLI::App& app);  // posenc bench rope | attention
+void AddBenchAttentionCommand(CLI::App& bench);  // posenc bench attention (under `bench`)
 void AddBiasCommands(CLI::App& app);        // posenc bias alibi | t5
 void AddSinusoidalCommands(CLI::App& app);  // posenc sinusoidal
 void AddTableCommands(CLI::App& app);       // posenc table show
