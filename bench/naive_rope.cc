@@ -132,12 +132,6 @@ struct Rows<F16Storage> {
   static constexpr auto Combine = &CombineRowsF16Storage;
 };
 
-// Grows a scratch buffer, never shrinks it: resizing q's temporary down to
-// k's size and back up would zero-fill it again on every call.
-void Reserve(std::vector<float>& buffer, std::int64_t count) {
-  if (buffer.size() < static_cast<std::size_t>(count)) buffer.resize(static_cast<std::size_t>(count));
-}
-
 bool IsContiguous(const TensorView& t) {
   return t.strides == TensorView::Contiguous(t.data, t.dtype, t.shape).strides;
 }
@@ -189,8 +183,13 @@ void NaiveRope::ApplyTyped(const RopeSpec& spec, void* data, std::int64_t batch,
   const std::int64_t rows = batch * seq * heads;
   // The temporary has the tensor's dtype, as rotate_half's result would.
   const std::int64_t scratch_bytes = rows * width * static_cast<std::int64_t>(sizeof(T));
-  Reserve(rotated_, (scratch_bytes + 3) / 4);
-  T* rot = reinterpret_cast<T*>(rotated_.data());
+  // Grown, never shrunk: shrinking to k's size and growing back for the next
+  // q would fault fresh pages in on every call.
+  if (rotated_bytes_ < static_cast<std::size_t>(scratch_bytes)) {
+    rotated_ = hwy::AllocateAligned<std::uint8_t>(static_cast<std::size_t>(scratch_bytes));
+    rotated_bytes_ = static_cast<std::size_t>(scratch_bytes);
+  }
+  T* rot = reinterpret_cast<T*>(rotated_.get());
   const bool interleaved = spec.layout == RopeLayout::kInterleaved;
 
   // Pass 1: rot = rotate_half(x); pass 2: x = x * cos + rot * sin.

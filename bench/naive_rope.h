@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "hwy/aligned_allocator.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_spec.h"
 #include "posenc/tensor.h"
@@ -48,7 +49,9 @@ class NaiveRope {
   std::int64_t seq_ = 0;
   std::int64_t width_ = 0;  // rotary_dim
   std::vector<float> cos_, sin_;  // [seq, rotary_dim]
-  std::vector<float> rotated_;    // rotate_half(x) in x's dtype, one tensor's worth
+  // rotate_half(x) in x's dtype, the largest tensor's worth.
+  hwy::AlignedFreeUniquePtr<std::uint8_t[]> rotated_;
+  std::size_t rotated_bytes_ = 0;
 };
 
 }  // namespace posenc::bench
