@@ -286,10 +286,7 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
     auto factor = OptionalNumber(config, "", "partial_rotary_factor");
     if (!factor) factor = OptionalNumber(config, "", "rotary_pct");  // GPT-NeoX
     if (factor && *factor != 1.0) {
-      // int(head_dim * factor) as Hugging Face does, robust to a factor
-      // printed as r/d with rounding (0.6666... of 96 is 64, not 63).
-      Require(*factor > 0 && *factor <= 1, kHf, "partial_rotary_factor", *factor, "must be in (0, 1]");
-      spec.rotary_dim = RotaryDimFromFactor(spec.head_dim, *factor + 1e-12);
+      spec.rotary_dim = RotaryDimFromFactor(spec.head_dim, *factor);
     }
   }
   // DeepSeek's modeling code de-interleaves q_pe/k_pe before rotate_half: it

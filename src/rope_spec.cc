@@ -112,7 +112,9 @@ std::int64_t RotaryDimFromFactor(std::int64_t head_dim, double partial_rotary_fa
   Require(std::isfinite(partial_rotary_factor) && partial_rotary_factor > 0 &&
               partial_rotary_factor <= 1,
           kOp, "partial_rotary_factor", partial_rotary_factor, "must be in (0, 1]");
-  const auto r = static_cast<std::int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
+  // int(head_dim * factor) as Hugging Face does, robust to a factor printed
+  // as r/d with rounding (0.6666... of 96 is 64, not 63).
+  const auto r = static_cast<std::int64_t>(static_cast<double>(head_dim) * partial_rotary_factor + 1e-9);
   Require(r % 2 == 0 && r > 0, kOp, "partial_rotary_factor", partial_rotary_factor,
           "must give an even rotary_dim, got int(" + std::to_string(head_dim) + " * factor) = " +
               std::to_string(r));

@@ -395,7 +395,9 @@ struct BlockRunner {
             case detail::BiasKind::kAlibiDistance:
               row[j] -= plan.slopes[h] * static_cast<float>(std::abs(t.p[r] - key));
               break;
-            case detail::BiasKind::kAlibiKeyPosition: row[j] += plan.slopes[h] * static_cast<float>(key); break;
+            case detail::BiasKind::kAlibiKeyPosition:
+              row[j] += plan.slopes[h] * static_cast<float>(key - t.p[r]);
+              break;
             case detail::BiasKind::kRelativeTable:
               row[j] += plan.relative_table[h * plan.relative_span +
                                             std::clamp<std::int64_t>(key - t.p[r] - plan.relative_min, 0,
@@ -416,9 +418,11 @@ struct BlockRunner {
         const auto query = hn::Set(df, static_cast<float>(t.p[r]));
         for (std::int64_t j = 0; j < width; j += n) {
           const auto key = hn::Iota(df, static_cast<float>(jmin + j));
+          // BLOOM's slope * j is applied as slope * (j - p): the same softmax
+          // (a per-row constant), without float32 losing the large j.
           const auto bias = plan.bias == detail::BiasKind::kAlibiDistance
                                 ? hn::Neg(hn::Mul(slope, hn::Abs(hn::Sub(query, key))))
-                                : hn::Mul(slope, key);
+                                : hn::Mul(slope, hn::Sub(key, query));
           hn::Store(hn::Add(hn::Load(df, row + j), bias), df, row + j);
         }
       }
