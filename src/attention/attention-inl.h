@@ -102,47 +102,65 @@ HWY_INLINE void AccumulateValues(D df, const float* HWY_RESTRICT p, std::int64_t
 #undef POSENC_TILE_ROWS
 
 struct PackedKv {
-  std::int64_t chunk;        // NR keys per chunk
-  std::int64_t chunks;       // per (batch, kv head)
-  std::int64_t value_cols;   // v_dim rounded up to NR
-  AlignedFloats keys1, keys2, values;
+  std::int64_t chunk = 0;       // NR keys per chunk
+  std::int64_t chunks = 0;      // per (batch, kv head)
+  std::int64_t value_cols = 0;  // v_dim rounded up to NR
+  float* keys1 = nullptr;
+  float* keys2 = nullptr;  // ReRoPE's far keys, or null
+  float* values = nullptr;
 
   std::int64_t KeyBlockSize(const detail::AttentionPlan& plan) const { return chunks * chunk * plan.head_dim; }
   std::int64_t ValueBlockSize() const { return chunks * chunk * value_cols; }
 };
 
+// Packing buffers kept per thread and reused by later calls of the same or
+// smaller size: fresh pages cost more to fault in than the packing itself.
+struct PackStorage {
+  AlignedFloats buffers[3];
+  std::int64_t capacity[3] = {0, 0, 0};
+  float* Get(int which, std::int64_t size) {
+    if (size > capacity[which]) {
+      buffers[which] = hwy::AllocateAligned<float>(static_cast<size_t>(size));
+      capacity[which] = size;
+    }
+    return buffers[which].get();
+  }
+};
+
 // Packs k [b][s][kv_head][dim] into [b][kv_head][chunk][dim][NR] and v into
-// [b][kv_head][key][value_cols], zero-padded.
+// [b][kv_head][key][value_cols], writing zeros into the padding (keys past
+// kv_len in the last chunk, columns past v_dim).
 inline PackedKv PackKv(const detail::AttentionPlan& plan) {
   const hn::ScalableTag<float> df;
+  static thread_local PackStorage storage;
   PackedKv packed;
   packed.chunk = 2 * static_cast<std::int64_t>(hn::Lanes(df));
   packed.chunks = (plan.kv_len + packed.chunk - 1) / packed.chunk;
   packed.value_cols = (plan.v_dim + packed.chunk - 1) / packed.chunk * packed.chunk;
   const std::int64_t heads = plan.batch * plan.kv_heads;
-  const auto allocate = [&](std::int64_t size) {
-    auto p = hwy::AllocateAligned<float>(static_cast<size_t>(std::max<std::int64_t>(size, 1)));
-    std::fill(p.get(), p.get() + std::max<std::int64_t>(size, 1), 0.0f);
-    return p;
-  };
-  packed.keys1 = allocate(heads * packed.KeyBlockSize(plan));
-  if (!plan.k2.empty()) packed.keys2 = allocate(heads * packed.KeyBlockSize(plan));
-  packed.values = allocate(heads * packed.ValueBlockSize());
+  const std::int64_t padded_keys = packed.chunks * packed.chunk;
+  packed.keys1 = storage.Get(0, std::max<std::int64_t>(1, heads * packed.KeyBlockSize(plan)));
+  if (!plan.k2.empty()) packed.keys2 = storage.Get(1, std::max<std::int64_t>(1, heads * packed.KeyBlockSize(plan)));
+  packed.values = storage.Get(2, std::max<std::int64_t>(1, heads * packed.ValueBlockSize()));
   ParallelFor(heads, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t bh = begin; bh < end; ++bh) {
       const std::int64_t b = bh / plan.kv_heads, h = bh % plan.kv_heads;
-      for (std::int64_t s = 0; s < plan.kv_len; ++s) {
+      for (std::int64_t s = 0; s < padded_keys; ++s) {
+        const bool real = s < plan.kv_len;
         const std::int64_t source = ((b * plan.kv_len + s) * plan.kv_heads + h);
         const std::int64_t chunk = s / packed.chunk, lane = s % packed.chunk;
         for (int which = 0; which < 2; ++which) {
           const std::vector<float>& k = which == 0 ? plan.k1 : plan.k2;
           if (k.empty()) continue;
-          float* dst = (which == 0 ? packed.keys1 : packed.keys2).get() + bh * packed.KeyBlockSize(plan) +
+          float* dst = (which == 0 ? packed.keys1 : packed.keys2) + bh * packed.KeyBlockSize(plan) +
                        chunk * plan.head_dim * packed.chunk + lane;
-          for (std::int64_t d = 0; d < plan.head_dim; ++d) dst[d * packed.chunk] = k[source * plan.head_dim + d];
+          for (std::int64_t d = 0; d < plan.head_dim; ++d) {
+            dst[d * packed.chunk] = real ? k[source * plan.head_dim + d] : 0.0f;
+          }
         }
-        std::copy_n(plan.v.data() + source * plan.v_dim, plan.v_dim,
-                    packed.values.get() + bh * packed.ValueBlockSize() + s * packed.value_cols);
+        float* value_row = packed.values + bh * packed.ValueBlockSize() + s * packed.value_cols;
+        if (real) std::copy_n(plan.v.data() + source * plan.v_dim, plan.v_dim, value_row);
+        std::fill(value_row + (real ? plan.v_dim : 0), value_row + packed.value_cols, 0.0f);
       }
     }
   });
@@ -522,9 +540,9 @@ inline void RunItem(const detail::AttentionPlan& plan, const PackedKv& packed, s
   const BlockRunner run{plan,
                         packed,
                         b,
-                        packed.keys1.get() + head_block * packed.KeyBlockSize(plan),
-                        packed.keys2 ? packed.keys2.get() + head_block * packed.KeyBlockSize(plan) : nullptr,
-                        packed.values.get() + head_block * packed.ValueBlockSize(),
+                        packed.keys1 + head_block * packed.KeyBlockSize(plan),
+                        packed.keys2 ? packed.keys2 + head_block * packed.KeyBlockSize(plan) : nullptr,
+                        packed.values + head_block * packed.ValueBlockSize(),
                         scratch.scores.get(),
                         scratch.scores2.get()};
   for (int range = 0; range < range_count; ++range) {

@@ -11,10 +11,11 @@
 namespace posenc {
 namespace {
 
-// A dense float32 copy of a strided view, [batch][seq][heads][dim].
-std::vector<float> ToDenseF32(const ConstTensorView& t) {
+// A dense float32 copy of a strided view, [batch][seq][heads][dim], into
+// `out` (whose capacity is reused).
+void ToDenseF32(const ConstTensorView& t, std::vector<float>& out) {
   const auto [batch, seq, heads, dim] = t.shape;
-  std::vector<float> out(static_cast<std::size_t>(batch * seq * heads * dim));
+  out.resize(static_cast<std::size_t>(batch * seq * heads * dim));
   ParallelFor(batch * seq, 16, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t token = begin; token < end; ++token) {
       const std::int64_t b = token / seq, s = token % seq;
@@ -33,8 +34,23 @@ std::vector<float> ToDenseF32(const ConstTensorView& t) {
       }
     }
   });
-  return out;
 }
+
+// The float32 copies of q, k and v are kept per thread between calls: on
+// this class of machine faulting in fresh pages costs more than the copies.
+struct RecycledBuffers {
+  std::vector<float> q1, q2, k1, k2, v;
+  void Lend(detail::AttentionPlan& plan) {
+    plan.q1 = std::move(q1), plan.q2 = std::move(q2), plan.k1 = std::move(k1), plan.k2 = std::move(k2);
+    plan.v = std::move(v);
+    plan.q2.clear();
+    plan.k2.clear();
+  }
+  void Return(detail::AttentionPlan& plan) {
+    q1 = std::move(plan.q1), q2 = std::move(plan.q2), k1 = std::move(plan.k1), k2 = std::move(plan.k2);
+    v = std::move(plan.v);
+  }
+};
 
 TensorView DenseView(std::vector<float>& data, std::array<std::int64_t, 4> shape) {
   return TensorView::Contiguous(data.data(), DType::kF32, shape);
@@ -146,9 +162,11 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
   plan.mask = options.mask;
   if (batch * q_len * q_heads == 0) return;
 
-  plan.q1 = ToDenseF32(in.q);
-  plan.k1 = ToDenseF32(in.k);
-  plan.v = ToDenseF32(in.v);
+  static thread_local RecycledBuffers recycled;
+  recycled.Lend(plan);
+  ToDenseF32(in.q, plan.q1);
+  ToDenseF32(in.k, plan.k1);
+  ToDenseF32(in.v, plan.v);
   EncodeQk(in, options.encoding, plan);
   if (const auto* rerope = std::get_if<ReRopeEncoding>(&options.encoding)) plan.rerope_window = rerope->window;
   plan.q_positions = AllPositions(in.q_positions, batch, q_len);
@@ -203,6 +221,7 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
   plan.softcap = static_cast<float>(options.softcap);
   plan.sink_logits.assign(options.sink_logits.begin(), options.sink_logits.end());
   detail::RunAttentionPlan(plan);
+  recycled.Return(plan);
 }
 
 }  // namespace posenc
