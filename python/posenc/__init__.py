@@ -43,7 +43,7 @@ from . import reference
 from .rope import RopeSpec, apply_rope, permute_qk_weights
 from . import encodings
 from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative references
-from .attention import AlibiAttention, ReRopeAttention, RopeAttention, T5BiasAttention, attention
+from .attention import AlibiAttention, ReRopeAttention, RopeAttention, ShawAttention, T5BiasAttention, attention
 from .gguf import GgufFile
 
 __version__ = "0.1.0"
@@ -60,6 +60,7 @@ __all__ = [
     "ReRopeAttention",
     "AlibiAttention",
     "T5BiasAttention",
+    "ShawAttention",
     "GgufFile",
 ] + encodings.__all__
 

@@ -60,6 +60,7 @@ __all__ = [
     "ReRopeAttention",
     "RopeAttention",
     "T5BiasAttention",
+    "ShawAttention",
     "attention",
 ]
 
@@ -234,7 +235,63 @@ class T5BiasAttention:
                 f"max_distance={self.max_distance}, bidirectional={self.bidirectional})")
 
 
-Encoding = Union[None, RopeSpec, RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention]
+class ShawAttention:
+    """Shaw et al. (2018) relative position representations, and BERT's
+    ``relative_key`` / ``relative_key_query``: learned vectors per relative
+    distance clipped to ``[-K, K]``, shared by all heads.
+
+    Args:
+        rel_k: ``[2K+1, head_dim]`` added to the keys inside the score
+            (``q . a^K``), or None when only values are used.
+        rel_v: ``[2K+1, v_dim]`` added to the values in the output, or None.
+        max_distance: K.
+        query_minus_key: BERT's distance ``i - j`` instead of Shaw's ``j - i``.
+        key_term: the ``q . a^K`` term (Shaw; BERT relative_key and
+            relative_key_query).
+        query_term: the ``k . a^K`` term (BERT relative_key_query).
+
+    Example:
+        >>> import numpy as np, posenc
+        >>> q = k = v = np.ones((1, 4, 2, 8), np.float32)
+        >>> enc = posenc.ShawAttention(np.zeros((5, 8)), None, max_distance=2)
+        >>> posenc.attention(q, k, v, encoding=enc, causal=False).shape
+        (1, 4, 2, 8)
+    """
+
+    __slots__ = ("rel_k", "rel_v", "max_distance", "query_minus_key", "key_term", "query_term")
+
+    def __init__(self, rel_k: Any, rel_v: Any = None, *, max_distance: int, query_minus_key: bool = False,
+                 key_term: bool = True, query_term: bool = False):
+        self.max_distance = _index("max_distance", max_distance)
+        rows = 2 * self.max_distance + 1
+        tables = []
+        for name, table in (("rel_k", rel_k), ("rel_v", rel_v)):
+            if table is None:
+                tables.append(None)
+                continue
+            array = np.array(table, dtype=np.float64, order="C", copy=True)
+            if array.ndim != 2 or array.shape[0] != rows:
+                raise _error(f"{name}.shape", array.shape, f"must be (2K+1 = {rows}, dim)")
+            array.setflags(write=False)
+            tables.append(array)
+        self.rel_k, self.rel_v = tables
+        if (key_term or query_term) and self.rel_k is None:
+            raise _error("rel_k", None, "is needed for the key or query term")
+        self.query_minus_key = bool(query_minus_key)
+        self.key_term = bool(key_term)
+        self.query_term = bool(query_term)
+
+    def _core(self) -> tuple:
+        return ("shaw", self.max_distance, self.query_minus_key, self.key_term, self.query_term,
+                None if self.rel_k is None else self.rel_k.ravel(),
+                None if self.rel_v is None else self.rel_v.ravel())
+
+    def __repr__(self) -> str:
+        return (f"ShawAttention(max_distance={self.max_distance}, query_minus_key={self.query_minus_key}, "
+                f"key_term={self.key_term}, query_term={self.query_term}, value_term={self.rel_v is not None})")
+
+
+Encoding = Union[None, RopeSpec, RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention, ShawAttention]
 
 
 def _encoding_core(encoding: Encoding) -> tuple:
@@ -242,10 +299,11 @@ def _encoding_core(encoding: Encoding) -> tuple:
         return ("none",)
     if isinstance(encoding, RopeSpec):
         return RopeAttention(encoding)._core()
-    if isinstance(encoding, (RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention)):
+    if isinstance(encoding, (RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention, ShawAttention)):
         return encoding._core()
     raise _error("encoding", type(encoding).__name__,
-                 "must be None, a RopeSpec, RopeAttention, ReRopeAttention, AlibiAttention or T5BiasAttention")
+                 "must be None, a RopeSpec, RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention "
+                 "or ShawAttention")
 
 
 def _int64_array(name: str, value: Any) -> np.ndarray:

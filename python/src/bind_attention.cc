@@ -193,6 +193,17 @@ PositionEncoding EncodingFromTuple(const py::tuple& encoding, std::int64_t call_
     buckets.direction = encoding[3].cast<bool>() ? T5Direction::kBidirectional : T5Direction::kCausal;
     return T5BiasEncoding{buckets, ToVector(weights)};
   }
+  if (kind == "shaw") {
+    ShawEncoding e;
+    e.spec.max_distance = encoding[1].cast<std::int64_t>();
+    e.spec.distance = encoding[2].cast<bool>() ? RelativeDistance::kQueryMinusKey : RelativeDistance::kKeyMinusQuery;
+    e.spec.key_term = encoding[3].cast<bool>();
+    e.spec.query_term = encoding[4].cast<bool>();
+    e.spec.value_term = !encoding[6].is_none();
+    if (!encoding[5].is_none()) e.rel_k = ToVector(encoding[5].cast<DoubleArray>());
+    if (e.spec.value_term) e.rel_v = ToVector(encoding[6].cast<DoubleArray>());
+    return e;
+  }
   ThrowError(kOp, "encoding", FormatValue(kind), "unknown encoding kind");
 }
 
