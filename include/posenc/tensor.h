@@ -39,8 +39,10 @@ struct BasicTensorView {
 using TensorView = BasicTensorView<void*>;
 using ConstTensorView = BasicTensorView<const void*>;
 
-// Throws posenc::Error naming `op` and `name` unless the view is well formed:
-// non-null data, non-negative shape, unit last stride.
+// Whether the view is well formed: non-negative shape, data unless empty,
+// unit last stride.
+bool IsWellFormed(const ConstTensorView& view);
+// Throws posenc::Error naming `op` and `name` unless IsWellFormed(view).
 void ValidateView(const ConstTensorView& view, const char* op, const char* name);
 
 }  // namespace posenc
