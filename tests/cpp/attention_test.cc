@@ -107,6 +107,8 @@ TEST(Attention, MatchesReferenceOverGrid) {
       {2, 37, 37, 4, 2, 64},   // odd length, GQA
       {1, 100, 100, 3, 3, 40}, // MHA, head_dim with a tail, above a tile
       {1, 5, 70, 8, 1, 32},    // decode-like: 5 queries at the end of a cache, MQA
+      {1, 30, 30, 4, 2, 128},  // Llama head_dim
+      {1, 9, 9, 2, 1, 256},    // Gemma head_dim
   };
   for (const Shape& shape : shapes) {
     for (const auto& [name, encoding] : Encodings(shape.head_dim, shape.q_heads)) {
