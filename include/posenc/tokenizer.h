@@ -13,7 +13,7 @@
 //      so any byte string is representable) and are merged by BPE, lowest
 //      merge rank first and leftmost among equal ranks.
 // Decode maps the token strings back to bytes, so Decode(Encode(x)) == x for
-// every valid UTF-8 `x`.
+// every valid UTF-8 `x` whose bytes all have a token (see FromGguf).
 //
 // Unicode categories (\p{L}, \p{N}, \s) come from PCRE2 in UTF + UCP mode.
 #pragma once
@@ -53,8 +53,13 @@ class BpeTokenizer {
   // Reads tokenizer.ggml.model (must be "gpt2"), .pre, .tokens, .merges and
   // the optional .token_type and bos/eos/unknown/padding ids. Throws
   // posenc::Error naming the key for a missing or wrong value, an unknown
-  // pre-tokenizer, a merge whose parts or result are not tokens, or a byte
-  // of the byte-level alphabet missing from the vocabulary.
+  // pre-tokenizer, or a merge whose parts or result are not tokens.
+  //
+  // A byte whose alphabet character is not a token (SmolLM2 lacks six
+  // control bytes, 0x04 among them) encodes as Hugging Face's BPE does for
+  // a GGUF vocabulary (byte_fallback, fuse_unk): <0xXX> tokens if the
+  // vocabulary has them, else one unknown token per run of such bytes, else
+  // nothing. Decode(Encode(x)) == x holds for texts without such bytes.
   static BpeTokenizer FromGguf(const GgufMetadata& metadata);
 
   BpeTokenizer(BpeTokenizer&&) noexcept;

@@ -24,4 +24,7 @@ void BindAttention(pybind11::module_& m);
 // posenc.GgufFile: GGUF metadata, tensor list and dequantization (bind_gguf.cc).
 void BindGguf(pybind11::module_& m);
 
+// posenc.tokenizer.BpeTokenizer: byte-level BPE from GGUF metadata (bind_tokenizer.cc).
+void BindTokenizer(pybind11::module_& m);
+
 }  // namespace posenc::python

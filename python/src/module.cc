@@ -11,4 +11,5 @@ PYBIND11_MODULE(_posenc, m) {
   posenc::python::BindEncodings(m);
   posenc::python::BindAttention(m);
   posenc::python::BindGguf(m);
+  posenc::python::BindTokenizer(m);
 }

@@ -2,6 +2,7 @@
 // matching, the GPT-2 byte alphabet, and the merge loop.
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <mutex>
 #include <queue>
 #include <string>
@@ -99,6 +100,14 @@ PreTokenizer ParsePreTokenizer(const std::string& name) {
              "unknown pre-tokenizer (posenc knows gpt2, default, smollm, llama-bpe)");
 }
 
+// One symbol of a word during BPE, in a doubly linked list (-1 ends it).
+struct Symbol {
+  std::int32_t id, prev, next;
+};
+
+// byte_token value of a byte whose stand-in character is not a token.
+constexpr std::int32_t kMissing = -1;
+
 struct Merge {
   std::int32_t rank;
   std::int32_t result;
@@ -130,7 +139,10 @@ struct BpeTokenizer::Impl {
   std::vector<bool> special;
   std::unordered_map<std::string_view, std::int32_t> ids;  // views into `tokens`
   std::unordered_map<std::uint64_t, Merge> merges;
-  std::array<std::int32_t, 256> byte_token{};  // the token of each single byte
+  std::array<std::int32_t, 256> byte_token{};  // the token of each single byte, or kMissing
+  bool missing_bytes = false;
+  // For a missing byte: its character's <0xXX> tokens, or empty.
+  std::array<std::vector<std::int32_t>, 256> byte_fallback;
   // Special tokens by first byte, longest first (leftmost-longest matching).
   std::array<std::vector<std::int32_t>, 256> specials_by_first_byte;
   bool has_specials = false;
@@ -140,15 +152,50 @@ struct BpeTokenizer::Impl {
   mutable std::unordered_map<std::string, std::vector<std::int32_t>> cache;
 
   void EncodeWord(std::string_view word, std::vector<std::int32_t>& out) const;
+  void ReplaceMissing(std::string_view word, std::vector<Symbol>& symbols) const;
   void EncodeText(std::string_view text, std::vector<std::int32_t>& out) const;
 };
+
+// Bytes whose character is not in the vocabulary (SmolLM2 lacks six control
+// bytes, e.g. 0x04) are handled as Hugging Face's BPE model does with
+// byte_fallback (which transformers sets for GGUF vocabularies): the
+// character's UTF-8 bytes as <0xXX> tokens if the vocabulary has them all,
+// else the unknown token, one for a run of such bytes (fuse_unk); without an
+// unknown token they are dropped. The list is relinked from scratch.
+void BpeTokenizer::Impl::ReplaceMissing(std::string_view word, std::vector<Symbol>& symbols) const {
+  std::vector<Symbol> kept;
+  kept.reserve(symbols.size());
+  bool previous_unknown = false;
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    const Symbol& s = symbols[i];
+    if (s.id != kMissing) {
+      kept.push_back(s);
+      previous_unknown = false;
+      continue;
+    }
+    const std::vector<std::int32_t>& fallback = byte_fallback[static_cast<unsigned char>(word[i])];
+    if (!fallback.empty()) {
+      for (std::int32_t id : fallback) kept.push_back({id, 0, 0});
+      previous_unknown = false;
+    } else if (unknown && !previous_unknown) {
+      kept.push_back({*unknown, 0, 0});
+      previous_unknown = true;
+    }
+  }
+  const auto n = static_cast<std::int32_t>(kept.size());
+  for (std::int32_t i = 0; i < n; ++i) {
+    kept[i].prev = i - 1;
+    kept[i].next = i + 1 < n ? i + 1 : -1;
+  }
+  symbols = std::move(kept);
+}
 
 // BPE on one word: start from one symbol per byte, then repeatedly merge the
 // adjacent pair with the lowest merge rank, the leftmost one among equal
 // ranks (Hugging Face's order). A heap of candidate pairs keeps long words
 // O(n log n); stale candidates are skipped when popped.
 void BpeTokenizer::Impl::EncodeWord(std::string_view word, std::vector<std::int32_t>& out) const {
-  if (word.size() == 1) {
+  if (word.size() == 1 && byte_token[static_cast<unsigned char>(word[0])] != kMissing) {
     out.push_back(byte_token[static_cast<unsigned char>(word[0])]);
     return;
   }
@@ -161,9 +208,6 @@ void BpeTokenizer::Impl::EncodeWord(std::string_view word, std::vector<std::int3
       return;
     }
   }
-  struct Symbol {
-    std::int32_t id, prev, next;
-  };
   struct Candidate {
     std::int32_t rank, left, left_id, right_id, result;
     bool operator<(const Candidate& o) const {  // std::priority_queue pops the largest
@@ -175,6 +219,7 @@ void BpeTokenizer::Impl::EncodeWord(std::string_view word, std::vector<std::int3
   for (std::int32_t i = 0; i < n; ++i) {
     symbols[i] = {byte_token[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
   }
+  if (missing_bytes) ReplaceMissing(word, symbols);
   std::priority_queue<Candidate> heap;
   const auto push = [&](std::int32_t left) {
     if (left < 0 || symbols[left].next < 0) return;
@@ -182,7 +227,7 @@ void BpeTokenizer::Impl::EncodeWord(std::string_view word, std::vector<std::int3
     const auto it = merges.find(PairKey(l, r));
     if (it != merges.end()) heap.push({it->second.rank, left, l, r, it->second.result});
   };
-  for (std::int32_t i = 0; i + 1 < n; ++i) push(i);
+  for (std::int32_t i = 0; i + 1 < static_cast<std::int32_t>(symbols.size()); ++i) push(i);
   while (!heap.empty()) {
     const Candidate c = heap.top();
     heap.pop();
@@ -198,7 +243,9 @@ void BpeTokenizer::Impl::EncodeWord(std::string_view word, std::vector<std::int3
     push(c.left);
   }
   const std::size_t first = out.size();
-  for (std::int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+  for (std::int32_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) {
+    out.push_back(symbols[i].id);
+  }
   if (cacheable) {
     std::lock_guard lock(cache_mutex);
     if (cache.size() >= kMaxCacheEntries) cache.clear();
@@ -270,9 +317,21 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
     AppendUtf8(ch, alphabet[b]);
     byte_of[alphabet[b]] = b;
     const auto it = impl->ids.find(ch);
-    Require(it != impl->ids.end(), kOp, "tokenizer.ggml.tokens", Verbatim{"byte " + std::to_string(b)},
-            "its byte-level character \"" + ch + "\" must be a token");
-    impl->byte_token[b] = it->second;
+    impl->byte_token[b] = it == impl->ids.end() ? kMissing : it->second;
+    if (it != impl->ids.end()) continue;
+    impl->missing_bytes = true;
+    std::vector<std::int32_t> fallback;
+    for (unsigned char u : ch) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", u);
+      const auto f = impl->ids.find(std::string_view(name));
+      if (f == impl->ids.end()) {
+        fallback.clear();
+        break;
+      }
+      fallback.push_back(f->second);
+    }
+    impl->byte_fallback[b] = std::move(fallback);
   }
   impl->token_bytes.resize(vocab);
   for (std::size_t i = 0; i < vocab; ++i) {

@@ -1,0 +1,66 @@
+// Bindings for the byte-level BPE tokenizer (posenc/tokenizer.h):
+// posenc.tokenizer.BpeTokenizer.from_gguf(path), encode, decode.
+//
+// Text crosses as Python str (UTF-8 on the C++ side); ids as lists of int.
+// decode gives str with undecodable bytes (a sequence cut inside a
+// character) as U+FFFD, like Hugging Face; decode_bytes gives the raw bytes.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "posenc/gguf.h"
+#include "posenc/tokenizer.h"
+
+namespace py = pybind11;
+
+namespace posenc::python {
+
+void BindTokenizer(py::module_& m) {
+  py::class_<BpeTokenizer>(m, "BpeTokenizer",
+                           "Byte-level BPE tokenizer built from a GGUF file's tokenizer.ggml.* "
+                           "metadata (token ids identical to Hugging Face tokenizers)")
+      .def_static(
+          "from_gguf",
+          [](const std::string& path) {
+            py::gil_scoped_release release;
+            return BpeTokenizer::FromGguf(GgufFile::Open(path).metadata());
+          },
+          py::arg("path"), "Reads the tokenizer of a GGUF model file.")
+      .def(
+          "encode",
+          [](const BpeTokenizer& t, std::string_view text) {
+            py::gil_scoped_release release;  // `text` points into the Python str, kept alive by the call
+            return t.Encode(text);
+          },
+          py::arg("text"), "Token ids of `text` (special tokens matched, no BOS/EOS added).")
+      .def(
+          "decode",
+          [](const BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
+            const std::string bytes = t.Decode(ids);
+            return py::reinterpret_steal<py::str>(
+                PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
+          },
+          py::arg("ids"), "The text of `ids` (bytes that are not UTF-8 become U+FFFD).")
+      .def(
+          "decode_bytes",
+          [](const BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
+            return py::bytes(t.Decode(ids));
+          },
+          py::arg("ids"))
+      .def_property_readonly("vocab_size", &BpeTokenizer::vocab_size)
+      .def_property_readonly("pre_tokenizer",
+                             [](const BpeTokenizer& t) { return std::string(PreTokenizerName(t.pre_tokenizer())); })
+      .def("token", &BpeTokenizer::token, py::arg("id"))
+      .def("token_id", &BpeTokenizer::TokenId, py::arg("token"))
+      .def("is_special", &BpeTokenizer::IsSpecial, py::arg("id"))
+      .def_property_readonly("bos_id", &BpeTokenizer::bos_id)
+      .def_property_readonly("eos_id", &BpeTokenizer::eos_id)
+      .def_property_readonly("unknown_id", &BpeTokenizer::unknown_id)
+      .def_property_readonly("padding_id", &BpeTokenizer::padding_id);
+}
+
+}  // namespace posenc::python
