@@ -170,6 +170,56 @@ def test_transformers_gguf_converter_drops_digits(model_path, ours):
     assert [ours.token(i) for i in ours.encode("in 2024")] == ["in", "Ġ", "2", "0", "2", "4"]
 
 
+# The other pre-tokenizers on the same vocabulary: a vocabulary-only GGUF
+# with another tokenizer.ggml.pre, against tokenizers with the pre-tokenizer
+# of GPT-2's and Llama-3's tokenizer.json.
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                  r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def _with_pre(model_path, directory, pre) -> pathlib.Path:
+    import gguf
+
+    reader = gguf.GGUFReader(str(model_path))
+    field = lambda key: reader.fields[key].contents()
+    path = directory / f"vocab-{pre}.gguf"
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre)
+    writer.add_token_list(field("tokenizer.ggml.tokens"))
+    writer.add_token_merges(field("tokenizer.ggml.merges"))
+    writer.add_token_types(field("tokenizer.ggml.token_type"))
+    writer.add_unk_token_id(field("tokenizer.ggml.unknown_token_id"))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("pre", ["gpt2", "llama-bpe"])
+def test_other_pre_tokenizers_match_hf(model_path, hf, tmp_path, pre):
+    from tokenizers import Regex, Tokenizer, pre_tokenizers
+
+    oracle = Tokenizer.from_str(hf.to_str())
+    if pre == "gpt2":
+        oracle.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    else:
+        oracle.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
+    tok = BpeTokenizer.from_gguf(str(_with_pre(model_path, tmp_path, pre)))
+    assert tok.pre_tokenizer == pre
+    texts = [_long_text()] + UNICODE_SAMPLES + MISSING_BYTES + [
+        "IT'S 12345678 THE'LL 'LL x'Re\n\n\r\n  \n!!\n\n...\r\n\t\n",
+    ]
+    for text in texts:
+        expected = oracle.encode(text, add_special_tokens=False).ids
+        got = tok.encode(text)
+        assert got == expected, f"{text[:40]!r}: " + _first_difference(got, expected)
+
+
 def test_errors(ours, tmp_path):
     with pytest.raises(ValueError, match="gguf"):
         BpeTokenizer.from_gguf(str(tmp_path / "missing.gguf"))
