@@ -100,6 +100,12 @@ PreTokenizer ParsePreTokenizer(const std::string& name) {
              "unknown pre-tokenizer (posenc knows gpt2, default, smollm, llama-bpe)");
 }
 
+// Lets the word cache be searched with a string_view (no allocation).
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 // One symbol of a word during BPE, in a doubly linked list (-1 ends it).
 struct Symbol {
   std::int32_t id, prev, next;
@@ -149,7 +155,8 @@ struct BpeTokenizer::Impl {
   std::optional<std::int32_t> bos, eos, unknown, padding;
 
   mutable std::mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<std::int32_t>> cache;
+  mutable std::unordered_map<std::string, std::vector<std::int32_t>, StringHash, std::equal_to<>>
+      cache;
 
   void EncodeWord(std::string_view word, std::vector<std::int32_t>& out) const;
   void ReplaceMissing(std::string_view word, std::vector<Symbol>& symbols) const;
@@ -202,7 +209,7 @@ void BpeTokenizer::Impl::EncodeWord(std::string_view word, std::vector<std::int3
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
     std::lock_guard lock(cache_mutex);
-    const auto it = cache.find(std::string(word));
+    const auto it = cache.find(word);
     if (it != cache.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;

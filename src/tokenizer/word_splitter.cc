@@ -91,12 +91,11 @@ struct WordSplitter::Regexes {
 // Runs `code` over `text` and appends every match as a word; text between
 // matches (none with these patterns, which match every character) is a word
 // too, as in Hugging Face's Split with the Isolated behaviour.
-static void SplitWith(const pcre2_code* code, std::string_view text, bool checked,
-                      std::vector<std::string_view>& words) {
+static void SplitWith(const pcre2_code* code, pcre2_match_data* data, std::string_view text,
+                      bool checked, std::vector<std::string_view>& words) {
   if (text.empty()) return;
-  MatchData data(pcre2_match_data_create_from_pattern(code, nullptr));
   std::size_t start = 0, begin = 0, end = 0;
-  while (start < text.size() && Find(code, data.get(), text, start, checked, begin, end)) {
+  while (start < text.size() && Find(code, data, text, start, checked, begin, end)) {
     checked = true;
     if (begin > start) words.push_back(text.substr(start, begin - start));
     if (end == begin) {  // an empty match: step over one character
@@ -119,8 +118,10 @@ WordSplitter& WordSplitter::operator=(WordSplitter&&) noexcept = default;
 WordSplitter::~WordSplitter() = default;
 
 void WordSplitter::Split(std::string_view text, std::vector<std::string_view>& words) const {
+  const pcre2_code* code = regexes_->words.get();
+  MatchData data(pcre2_match_data_create_from_pattern(code, nullptr));
   if (pre_ != PreTokenizer::kSmolLm) {
-    SplitWith(regexes_->words.get(), text, /*checked=*/false, words);
+    SplitWith(code, data.get(), text, /*checked=*/false, words);
     return;
   }
   // Every number character is a word; the word regex runs on each stretch
@@ -128,17 +129,17 @@ void WordSplitter::Split(std::string_view text, std::vector<std::string_view>& w
   // end as the end of the text, as Hugging Face's Sequence does).
   if (text.empty()) return;
   const pcre2_code* digits = regexes_->digits.get();
-  MatchData data(pcre2_match_data_create_from_pattern(digits, nullptr));
+  MatchData digit_data(pcre2_match_data_create_from_pattern(digits, nullptr));
   std::size_t start = 0, begin = 0, end = 0;
   bool checked = false;
-  while (start < text.size() && Find(digits, data.get(), text, start, checked, begin, end)) {
+  while (start < text.size() && Find(digits, digit_data.get(), text, start, checked, begin, end)) {
     checked = true;
-    SplitWith(regexes_->words.get(), text.substr(start, begin - start), true, words);
+    SplitWith(code, data.get(), text.substr(start, begin - start), true, words);
     words.push_back(text.substr(begin, end - begin));
     start = end;
   }
   // The first Find validated all of `text`, even when it found no number.
-  SplitWith(regexes_->words.get(), text.substr(start), /*checked=*/true, words);
+  SplitWith(code, data.get(), text.substr(start), /*checked=*/true, words);
 }
 
 }  // namespace posenc::tokenizer
