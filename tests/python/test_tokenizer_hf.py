@@ -11,7 +11,7 @@ SmolLM2's own tokenizer.json (test_transformers_gguf_converter_drops_digits
 shows the difference).
 
 Text: every license in /usr/share/common-licenses (Debian's base-files, always
-installed; GPL, LGPL, GFDL, Apache, MPL, Artistic, BSD, CC0: ~265 KB of
+installed; GPL, LGPL, GFDL, Apache, MPL, Artistic, BSD, CC0: ~237 KB of
 English with section numbers, URLs and punctuation), then Unicode samples
 written for this test (many scripts, numbers of every kind, odd whitespace,
 emoji, special tokens inside text).
