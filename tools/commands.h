@@ -12,5 +12,6 @@ void AddBenchAttentionCommand(CLI::App& bench);  // posenc bench attention (unde
 void AddBiasCommands(CLI::App& app);        // posenc bias alibi | t5
 void AddSinusoidalCommands(CLI::App& app);  // posenc sinusoidal
 void AddTableCommands(CLI::App& app);       // posenc table show
+void AddAnalyzeCommands(CLI::App& app);     // posenc analyze dims | decay | heatmap | linear-map
 
 }  // namespace posenc::cli

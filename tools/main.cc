@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   posenc::cli::AddBiasCommands(app);
   posenc::cli::AddSinusoidalCommands(app);
   posenc::cli::AddTableCommands(app);
+  posenc::cli::AddAnalyzeCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

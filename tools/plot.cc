@@ -1,0 +1,183 @@
+// gnuplot writer: temp data files, a script piped to gnuplot, its stderr kept
+// for the error message.
+#include "plot.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "posenc/error.h"
+
+namespace posenc::cli {
+namespace {
+
+constexpr const char* kOp = "plot";
+
+// A gnuplot string literal (single quotes, doubled to escape).
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// A temporary directory removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "posenc-plot-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      ThrowError(kOp, "temp directory", FormatValue(pattern), "cannot be created");
+    }
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+bool GnuplotOnPath() {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::stringstream dirs(path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (!dir.empty() && access((std::filesystem::path(dir) / "gnuplot").c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// Pipes `script` to gnuplot; throws with gnuplot's own message on failure.
+void RunGnuplot(const std::string& script, const std::string& png_path, const TempDir& dir) {
+  if (!GnuplotOnPath()) {
+    ThrowError(kOp, "gnuplot", "missing",
+               "not found on PATH; install it (Debian: gnuplot-nox, see scripts/install-deps)");
+  }
+  const std::string log = dir.File("gnuplot.log");
+  const std::string command = "gnuplot 2> " + Quote(log);
+  FILE* pipe = popen(command.c_str(), "w");
+  if (pipe == nullptr) ThrowError(kOp, "gnuplot", "popen", "cannot be started");
+  std::fwrite(script.data(), 1, script.size(), pipe);
+  const int status = pclose(pipe);
+  std::ifstream log_file(log);
+  std::stringstream messages;
+  messages << log_file.rdbuf();
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    ThrowError(kOp, "gnuplot", FormatValue(png_path),
+               "failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                   "): " + messages.str());
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(png_path, ec) || std::filesystem::file_size(png_path, ec) == 0) {
+    ThrowError(kOp, "--out", FormatValue(png_path),
+               "was not written by gnuplot: " + messages.str());
+  }
+}
+
+std::string Header(const std::string& title, const std::string& png_path) {
+  std::ostringstream s;
+  s << "set terminal pngcairo size 1000,640 enhanced font 'DejaVu Sans,11'\n"
+    << "set output " << Quote(png_path) << "\n"
+    << "set title " << Quote(title) << " noenhanced\n";
+  return s.str();
+}
+
+}  // namespace
+
+void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
+  TempDir dir;
+  std::ostringstream script;
+  script << Header(plot.title, png_path);
+  script << "set xlabel " << Quote(plot.x_label) << " noenhanced\n"
+         << "set ylabel " << Quote(plot.y_label) << " noenhanced\n"
+         << "set grid\nset autoscale xfix\nset key inside " << plot.key_position << " box opaque noenhanced\n";
+  if (plot.log_x) script << "set logscale x\n";
+  if (plot.log_y) script << "set logscale y\nset format y '10^{%L}'\n";
+  bool any_y2 = false;
+  for (const auto& s : plot.series) any_y2 = any_y2 || s.right_axis;
+  if (any_y2) {
+    script << "set y2label " << Quote(plot.y2_label) << " noenhanced\nset y2tics\nset ytics nomirror\n";
+    if (plot.log_y2) script << "set logscale y2\n";
+  }
+  script << "plot ";
+  bool first = true;
+  for (std::size_t i = 0; i < plot.series.size(); ++i) {
+    const PlotSeries& s = plot.series[i];
+    const std::string file = dir.File("series" + std::to_string(i) + ".dat");
+    std::ofstream data(file);
+    data.precision(17);
+    for (std::size_t j = 0; j < s.x.size() && j < s.y.size(); ++j) {
+      // Log axes cannot show zeros; leave the point out rather than fail.
+      if ((plot.log_y && !s.right_axis) || (plot.log_y2 && s.right_axis)) {
+        if (!(s.y[j] > 0.0)) continue;
+      }
+      data << s.x[j] << ' ' << s.y[j] << '\n';
+    }
+    data.close();
+    if (!data) ThrowError(kOp, "data file", FormatValue(file), "cannot be written");
+    script << (first ? "" : ", ") << Quote(file) << " using 1:2"
+           << (s.right_axis ? " axes x1y2" : "") << " with " << s.style << " title "
+           << Quote(s.title);
+    first = false;
+  }
+  static const char* kReferenceColors[] = {"black", "#d62728", "#9467bd"};
+  for (std::size_t i = 0; i < plot.reference_lines.size(); ++i) {
+    const auto& [value, label] = plot.reference_lines[i];
+    script << (first ? "" : ", ") << value << " with lines dt " << 2 + i % 3 << " lw 2 lc rgb '"
+           << kReferenceColors[i % 3] << "' title " << Quote(label);
+    first = false;
+  }
+  script << "\n";
+  RunGnuplot(script.str(), png_path, dir);
+}
+
+void DrawHeatmap(const Heatmap& map, const std::string& png_path) {
+  Require(map.rows > 0 && map.cols > 0 &&
+              static_cast<std::int64_t>(map.values.size()) == map.rows * map.cols,
+          kOp, "heatmap values", map.values.size(), "must hold rows * cols entries");
+  TempDir dir;
+  const std::string file = dir.File("matrix.dat");
+  {
+    std::ofstream data(file);
+    data.precision(9);
+    for (std::int64_t r = 0; r < map.rows; ++r) {
+      for (std::int64_t c = 0; c < map.cols; ++c) {
+        data << map.values[static_cast<std::size_t>(r * map.cols + c)] << (c + 1 < map.cols ? ' ' : '\n');
+      }
+    }
+    if (!data) ThrowError(kOp, "data file", FormatValue(file), "cannot be written");
+  }
+  std::ostringstream script;
+  script << "set terminal pngcairo size 900,800 enhanced font 'DejaVu Sans,11'\n"
+         << "set output " << Quote(png_path) << "\n"
+         << "set title " << Quote(map.title) << " noenhanced\n"
+         << "set xlabel " << Quote(map.x_label) << " noenhanced\n"
+         << "set ylabel " << Quote(map.y_label) << " noenhanced\n"
+         << "set cblabel " << Quote(map.value_label) << " noenhanced\n"
+         << "set xrange [-0.5:" << map.cols - 0.5 << "]\n"
+         << "set yrange [" << map.rows - 0.5 << ":-0.5]\n"  // row 0 on top, as a matrix
+         << "set size ratio -1\nset tics out\n";
+  if (map.diverging) {
+    double extent = 0.0;
+    for (double v : map.values) extent = std::max(extent, std::abs(v));
+    if (extent == 0.0) extent = 1.0;
+    script << "set palette defined (-1 '#2166ac', 0 'white', 1 '#b2182b')\n"
+           << "set cbrange [" << -extent << ":" << extent << "]\n";
+  } else {
+    script << "set palette rgbformulae 7,5,15\n";
+  }
+  script << "plot " << Quote(file) << " matrix with image title " << Quote(map.value_label) << "\n";
+  RunGnuplot(script.str(), png_path, dir);
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,40 @@
+// A small gnuplot writer for the analysis pictures: data go to a temporary
+// file, the script is piped to `gnuplot` (pngcairo terminal). Every picture
+// has a title, labelled axes with units and a legend (a colour box for heat
+// maps). posenc::Error when gnuplot is missing or fails.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace posenc::cli {
+
+struct PlotSeries {
+  std::string title;  // legend entry
+  std::vector<double> x, y;
+  bool right_axis = false;                 // plotted against the y2 axis
+  std::string style = "lines lw 2";        // a gnuplot `with` clause
+};
+
+struct LinePlot {
+  std::string title, x_label, y_label, y2_label;
+  bool log_x = false, log_y = false, log_y2 = false;
+  std::string key_position = "top right";  // legend corner inside the axes
+  std::vector<PlotSeries> series;
+  // Horizontal reference lines: value and label (drawn dashed, in the legend).
+  std::vector<std::pair<double, std::string>> reference_lines;
+};
+
+struct Heatmap {
+  std::string title, x_label, y_label, value_label;
+  std::int64_t rows = 0, cols = 0;  // values [rows, cols] row-major; row = y
+  std::vector<double> values;
+  bool diverging = false;  // a blue-white-red palette centred on 0
+};
+
+// Both write `png_path` or throw posenc::Error naming the path.
+void DrawLinePlot(const LinePlot& plot, const std::string& png_path);
+void DrawHeatmap(const Heatmap& map, const std::string& png_path);
+
+}  // namespace posenc::cli
