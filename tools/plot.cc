@@ -63,6 +63,10 @@ void RunGnuplot(const std::string& script, const std::string& png_path, const Te
     ThrowError(kOp, "gnuplot", "missing",
                "not found on PATH; install it (Debian: gnuplot-nox, see scripts/install-deps)");
   }
+  const std::filesystem::path parent = std::filesystem::absolute(png_path).parent_path();
+  if (std::error_code ec; !std::filesystem::is_directory(parent, ec)) {
+    ThrowError(kOp, "--out", FormatValue(png_path), "its directory does not exist");
+  }
   const std::string log = dir.File("gnuplot.log");
   const std::string command = "gnuplot 2> " + Quote(log);
   FILE* pipe = popen(command.c_str(), "w");
@@ -77,17 +81,20 @@ void RunGnuplot(const std::string& script, const std::string& png_path, const Te
                "failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                    "): " + messages.str());
   }
+  // gnuplot drew into the temporary directory; the copy reports a bad --out.
+  const std::string drawn = dir.File("plot.png");
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(png_path, ec) || std::filesystem::file_size(png_path, ec) == 0) {
-    ThrowError(kOp, "--out", FormatValue(png_path),
-               "was not written by gnuplot: " + messages.str());
+  if (!std::filesystem::is_regular_file(drawn, ec) || std::filesystem::file_size(drawn, ec) == 0) {
+    ThrowError(kOp, "--out", FormatValue(png_path), "was not drawn by gnuplot: " + messages.str());
   }
+  std::filesystem::copy_file(drawn, png_path, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) ThrowError(kOp, "--out", FormatValue(png_path), "cannot be written: " + ec.message());
 }
 
-std::string Header(const std::string& title, const std::string& png_path) {
+std::string Header(const std::string& title, const std::string& drawn_path) {
   std::ostringstream s;
   s << "set terminal pngcairo size 1000,640 enhanced font 'DejaVu Sans,11'\n"
-    << "set output " << Quote(png_path) << "\n"
+    << "set output " << Quote(drawn_path) << "\n"
     << "set title " << Quote(title) << " noenhanced\n";
   return s.str();
 }
@@ -97,7 +104,7 @@ std::string Header(const std::string& title, const std::string& png_path) {
 void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
   TempDir dir;
   std::ostringstream script;
-  script << Header(plot.title, png_path);
+  script << Header(plot.title, dir.File("plot.png"));
   script << "set xlabel " << Quote(plot.x_label) << " noenhanced\n"
          << "set ylabel " << Quote(plot.y_label) << " noenhanced\n"
          << "set grid\nset autoscale xfix\nset key inside " << plot.key_position << " box opaque noenhanced\n";
@@ -159,7 +166,7 @@ void DrawHeatmap(const Heatmap& map, const std::string& png_path) {
   }
   std::ostringstream script;
   script << "set terminal pngcairo size 900,800 enhanced font 'DejaVu Sans,11'\n"
-         << "set output " << Quote(png_path) << "\n"
+         << "set output " << Quote(dir.File("plot.png")) << "\n"
          << "set title " << Quote(map.title) << " noenhanced\n"
          << "set xlabel " << Quote(map.x_label) << " noenhanced\n"
          << "set ylabel " << Quote(map.y_label) << " noenhanced\n"
