@@ -45,6 +45,8 @@ from . import encodings
 from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative references
 from .attention import AlibiAttention, ReRopeAttention, RopeAttention, ShawAttention, T5BiasAttention, attention
 from .gguf import GgufFile
+from . import tokenizer
+from .tokenizer import BpeTokenizer
 
 __version__ = "0.1.0"
 
@@ -62,6 +64,7 @@ __all__ = [
     "T5BiasAttention",
     "ShawAttention",
     "GgufFile",
+    "BpeTokenizer",
 ] + encodings.__all__
 
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "numpy_views.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/rope_frequencies.h"
@@ -35,46 +36,6 @@ using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecas
 
 // ---- arrays -----------------------------------------------------------------
 
-const py::dtype& BFloat16DType() {
-  PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::dtype> storage;
-  return storage
-      .call_once_and_store_result(
-          [] { return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16")); })
-      .get_stored();
-}
-
-DType DTypeOf(const py::array& a, const std::string& name) {
-  const py::dtype dt = a.dtype();
-  if (dt.equal(py::dtype::of<float>())) return DType::kF32;
-  if (dt.kind() == 'f' && dt.itemsize() == 2) return DType::kF16;
-  if (dt.itemsize() == 2 && dt.kind() == 'V' && dt.equal(BFloat16DType())) return DType::kBF16;
-  ThrowError(kOp, name + ".dtype", FormatValue(py::str(static_cast<const py::handle&>(dt)).cast<std::string>()),
-             "must be float32, float16 or bfloat16 (ml_dtypes.bfloat16)");
-}
-
-// A [batch, seq, heads, dim] view with element strides; only the last axis
-// must be contiguous (q, k and v may be slices of a fused QKV projection).
-TensorView View(const py::array& a, const std::string& name, const char* layout) {
-  Require(a.ndim() == 4, kOp, name + ".ndim", a.ndim(), std::string("must be 4 (") + layout + ")");
-  TensorView view;
-  view.dtype = DTypeOf(a, name);
-  const auto itemsize = static_cast<std::int64_t>(a.itemsize());
-  for (int axis = 0; axis < 4; ++axis) {
-    view.shape[axis] = a.shape(axis);
-    const auto bytes = static_cast<std::int64_t>(a.strides(axis));
-    Require(bytes % itemsize == 0, kOp, name + ".strides[" + std::to_string(axis) + "]", bytes,
-            "must be a multiple of the item size " + std::to_string(itemsize) + " bytes");
-    view.strides[axis] = bytes / itemsize;
-  }
-  if (view.shape[3] <= 1) view.strides[3] = 1;  // a single element is contiguous
-  // An empty array has no elements to address; NumPy may report any strides.
-  if (a.size() == 0) view.strides = TensorView::Contiguous(nullptr, view.dtype, view.shape).strides;
-  Require(view.strides[3] == 1, kOp, name + ".strides[3]", view.strides[3],
-          "the last axis must be contiguous (stride 1 element); pass np.ascontiguousarray(x)");
-  // Inputs are only read (through ConstTensorView).
-  view.data = const_cast<void*>(a.data());
-  return view;
-}
 
 std::vector<std::int64_t> ToVector(const Int64Array& a) { return {a.data(), a.data() + a.size()}; }
 std::vector<double> ToVector(const DoubleArray& a) { return {a.data(), a.data() + a.size()}; }
@@ -220,9 +181,9 @@ py::array AttentionArrays(const py::array& q, const py::array& k, const py::arra
   constexpr const char* kQ = "[batch, q_len, q_heads, head_dim]";
   constexpr const char* kKv = "[batch, kv_len, kv_heads, dim]";
   AttentionInputs in;
-  in.q = View(q, "q", kQ);
-  in.k = View(k, "k", kKv);
-  in.v = View(v, "v", kKv);
+  in.q = ArrayView(q, kOp, "q", kQ, false);
+  in.k = ArrayView(k, kOp, "k", kKv, false);
+  in.v = ArrayView(v, kOp, "v", kKv, false);
   const auto [batch, q_len, q_heads, head_dim] = in.q.shape;
   const std::int64_t kv_len = in.k.seq();
   // kv_lengths and the batch sizes are checked by ValidateAttention; the

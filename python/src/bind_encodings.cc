@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "numpy_views.h"
 #include "posenc/alibi.h"
 #include "posenc/deberta_relative.h"
 #include "posenc/error.h"
@@ -58,44 +59,6 @@ py::array_t<T> Shaped(const std::vector<T>& values, std::vector<py::ssize_t> sha
 
 // ---- embedding arrays ---------------------------------------------------------
 
-const py::dtype& BFloat16DType() {
-  PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::dtype> storage;
-  return storage
-      .call_once_and_store_result(
-          [] { return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16")); })
-      .get_stored();
-}
-
-DType DTypeOf(const py::array& a, std::string_view op, const std::string& name) {
-  const py::dtype dt = a.dtype();
-  if (dt.equal(py::dtype::of<float>())) return DType::kF32;
-  if (dt.kind() == 'f' && dt.itemsize() == 2) return DType::kF16;
-  if (dt.itemsize() == 2 && dt.kind() == 'V' && dt.equal(BFloat16DType())) return DType::kBF16;
-  ThrowError(op, name + ".dtype", FormatValue(py::str(static_cast<const py::handle&>(dt)).cast<std::string>()),
-             "must be float32, float16 or bfloat16 (ml_dtypes.bfloat16)");
-}
-
-// A [batch, seq, rows, dim] view with element strides (the wrapper passes
-// [batch, seq, dim] arrays as x[:, :, None, :]).
-TensorView View(const py::array& a, std::string_view op, const std::string& name, bool writeable) {
-  Require(a.ndim() == 4, op, name + ".ndim", a.ndim(), "must be 4 ([batch, seq, rows, dim])");
-  TensorView view;
-  view.dtype = DTypeOf(a, op, name);
-  const auto itemsize = static_cast<std::int64_t>(a.itemsize());
-  for (int axis = 0; axis < 4; ++axis) {
-    view.shape[axis] = a.shape(axis);
-    const auto bytes = static_cast<std::int64_t>(a.strides(axis));
-    Require(bytes % itemsize == 0, op, name + ".strides[" + std::to_string(axis) + "]", bytes,
-            "must be a multiple of the item size " + std::to_string(itemsize) + " bytes");
-    view.strides[axis] = bytes / itemsize;
-  }
-  if (view.shape[3] <= 1) view.strides[3] = 1;
-  Require(view.strides[3] == 1, op, name + ".strides[-1]", view.strides[3],
-          "the last axis (dim) must be contiguous; pass np.ascontiguousarray(x)");
-  if (writeable && !a.writeable()) ThrowError(op, name, "read-only", "must be writeable to hold the result");
-  view.data = const_cast<void*>(a.data());
-  return view;
-}
 
 TokenPositions MakePositions(std::int64_t offset, const std::optional<Int64Array>& offsets,
                              const std::optional<Int64Array>& position_ids) {
@@ -107,7 +70,7 @@ TokenPositions MakePositions(std::int64_t offset, const std::optional<Int64Array
 EmbeddingAddCall MakeCall(std::string_view op, const py::array& in, const py::array& out, std::int64_t offset,
                           const std::optional<Int64Array>& offsets, const std::optional<Int64Array>& position_ids,
                           double input_scale) {
-  return EmbeddingAddCall{View(in, op, "x", false), View(out, op, "out", true),
+  return EmbeddingAddCall{ArrayView(in, op, "x", "[batch, seq, rows, dim]", false), ArrayView(out, op, "out", "[batch, seq, rows, dim]", true),
                           MakePositions(offset, offsets, position_ids), input_scale};
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "numpy_views.h"
 #include "posenc/error.h"
 #include "posenc/parallel.h"
 #include "posenc/rope.h"
@@ -34,6 +35,7 @@ namespace posenc::python {
 namespace {
 
 constexpr const char* kOp = "rope";
+constexpr const char* kLayout = "[batch, seq, heads, head_dim]";
 
 std::string Repr(const py::handle& value) { return py::repr(value).cast<std::string>(); }
 
@@ -281,48 +283,6 @@ py::array_t<double> ToArray(const std::vector<double>& values) {
 
 // ---- arrays -----------------------------------------------------------------
 
-const py::dtype& BFloat16DType() {
-  PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::dtype> storage;
-  return storage
-      .call_once_and_store_result([] {
-        return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
-      })
-      .get_stored();
-}
-
-DType DTypeOf(const py::array& a, const std::string& name) {
-  const py::dtype dt = a.dtype();
-  if (dt.equal(py::dtype::of<float>())) return DType::kF32;
-  if (dt.kind() == 'f' && dt.itemsize() == 2) return DType::kF16;
-  if (dt.itemsize() == 2 && dt.kind() == 'V' && dt.equal(BFloat16DType())) return DType::kBF16;
-  ThrowError(kOp, name + ".dtype", FormatValue(py::str(static_cast<const py::handle&>(dt)).cast<std::string>()),
-             "must be float32, float16 or bfloat16 (ml_dtypes.bfloat16)");
-}
-
-// A [batch, seq, heads, head_dim] view of a NumPy array with element strides.
-TensorView View(const py::array& a, const std::string& name, bool writeable) {
-  Require(a.ndim() == 4, kOp, name + ".ndim", a.ndim(), "must be 4 ([batch, seq, heads, head_dim])");
-  TensorView view;
-  view.dtype = DTypeOf(a, name);
-  const auto itemsize = static_cast<std::int64_t>(a.itemsize());
-  for (int axis = 0; axis < 4; ++axis) {
-    view.shape[axis] = a.shape(axis);
-    const auto bytes = static_cast<std::int64_t>(a.strides(axis));
-    Require(bytes % itemsize == 0, kOp, name + ".strides[" + std::to_string(axis) + "]", bytes,
-            "must be a multiple of the item size " + std::to_string(itemsize) + " bytes");
-    view.strides[axis] = bytes / itemsize;
-  }
-  if (view.shape[3] <= 1) view.strides[3] = 1;  // a single element is contiguous
-  Require(view.strides[3] == 1, kOp, name + ".strides[3]", view.strides[3],
-          "the last axis (head_dim) must be contiguous (stride 1 element); "
-          "pass np.ascontiguousarray(x) or a view that keeps the last axis whole");
-  if (writeable && !a.writeable()) {
-    ThrowError(kOp, name, "read-only", "must be a writeable array to hold the result");
-  }
-  // Inputs are only read (through ConstTensorView); outputs were checked above.
-  view.data = const_cast<void*>(a.data());
-  return view;
-}
 
 RopeDirection ParseDirection(const std::string& name) {
   if (name == "forward") return RopeDirection::kForward;
@@ -358,8 +318,8 @@ void ApplyRopeArrays(const RopeSpec& spec, const std::vector<py::array>& inputs,
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string name = "operands[" + std::to_string(i) + "]";
-    const TensorView in = View(inputs[i], name, /*writeable=*/false);
-    const TensorView out = View(outputs[i], name, /*writeable=*/true);
+    const TensorView in = ArrayView(inputs[i], kOp, name, kLayout, /*writeable=*/false);
+    const TensorView out = ArrayView(outputs[i], kOp, name, kLayout, /*writeable=*/true);
     call.operands.push_back({in, out});
   }
   const ConstTensorView& first = call.operands.front().in;
