@@ -7,7 +7,8 @@
 //               Llama-3 scaling with --factor
 //   decay       RoFormer's upper bound on |<R_m q, R_n k>| against distance,
 //               with the measured mean for all-ones and random q, k
-//   heatmap     <p_m, p_n> of sinusoidal encodings or <R_m q, R_n k> of RoPE
+//   heatmap     <p_m, p_n> of sinusoidal encodings or <R_m q, R_n k> of RoPE;
+//               ALiBi's bias per head; T5's bucket of every (query, key)
 //   linear-map  max error of p_{k+D} = T(D) p_k (sinusoidal) and of RoPE's
 //               relative invariance in float64 and float32 (ApplyRope)
 #include <cerrno>
@@ -24,10 +25,12 @@
 
 #include "commands.h"
 #include "plot.h"
+#include "posenc/alibi.h"
 #include "posenc/analysis.h"
 #include "posenc/error.h"
 #include "posenc/rope_config.h"
 #include "posenc/rope_frequencies.h"
+#include "posenc/t5_bias.h"
 
 namespace posenc::cli {
 namespace {
@@ -243,19 +246,85 @@ struct HeatmapOptions {
   std::int64_t positions = 128;
   std::string vectors = "ones";
   std::uint64_t seed = 0;
+  std::int64_t heads = 8;          // alibi
+  double max_bias = 8.0;           // alibi
+  std::int64_t num_buckets = 32;   // t5
+  std::int64_t max_distance = 128; // t5
+  std::string direction = "bidirectional";  // t5
   bool json = false;
   std::string out;
 };
 
+// ALiBi: one [positions, positions] bias per head, drawn side by side on a
+// shared colour range.
+void RunAlibiHeatmap(const HeatmapOptions& o) {
+  constexpr const char* kOp = "analyze heatmap";
+  Require(o.positions > 0 && o.positions <= 4096, kOp, "--positions", o.positions, "must be in [1, 4096]");
+  Require(o.heads <= 64, kOp, "--heads", o.heads, "must be <= 64");
+  const AlibiSpec spec{.heads = o.heads, .max_bias = o.max_bias};
+  const std::vector<double> slopes = AlibiSlopes(spec);
+  const std::vector<double> bias = AlibiBias(spec, o.positions, o.positions, 0);
+  const auto n = static_cast<std::size_t>(o.positions * o.positions);
+  if (o.json) {
+    Json heads = Json::array();
+    for (std::int64_t h = 0; h < o.heads; ++h) {
+      Json matrix = Json::array();
+      for (std::int64_t r = 0; r < o.positions; ++r) {
+        auto begin = bias.begin() + static_cast<std::ptrdiff_t>(h * o.positions * o.positions + r * o.positions);
+        matrix.push_back(std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(o.positions)));
+      }
+      heads.push_back({{"head", h}, {"slope", slopes[static_cast<std::size_t>(h)]}, {"matrix", matrix}});
+    }
+    Json j;
+    j["kind"] = "alibi";
+    j["positions"] = o.positions;
+    j["heads"] = heads;
+    std::cout << j.dump() << "\n";
+  } else if (o.out.empty()) {
+    std::printf("ALiBi bias -slope * |m - n|, %lld heads, max_bias %g, positions 0..%lld\n",
+                static_cast<long long>(o.heads), o.max_bias, static_cast<long long>(o.positions - 1));
+    for (std::int64_t h = 0; h < o.heads; ++h) {
+      std::printf("head %lld: slope %.17g\n", static_cast<long long>(h), slopes[static_cast<std::size_t>(h)]);
+    }
+  }
+  if (!o.out.empty()) {
+    double lo = 0.0;
+    for (double v : bias) lo = std::min(lo, v);
+    std::vector<Heatmap> maps;
+    for (std::int64_t h = 0; h < o.heads; ++h) {
+      Heatmap map;
+      map.rows = map.cols = o.positions;
+      auto begin = bias.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(h) * n);
+      map.values.assign(begin, begin + static_cast<std::ptrdiff_t>(n));
+      map.title = "head " + std::to_string(h) + ", slope " + Short(slopes[static_cast<std::size_t>(h)]);
+      map.x_label = "key position n (tokens)";
+      map.y_label = "query position m (tokens)";
+      map.value_label = "bias added to the logit";
+      map.range_min = lo;
+      map.range_max = 0.0;
+      maps.push_back(std::move(map));
+    }
+    DrawHeatmapGrid(maps,
+                    "ALiBi bias -slope * |m - n| per head (" + std::to_string(o.heads) + " heads, max_bias " +
+                        Short(o.max_bias) + ")",
+                    4, o.out);
+    Wrote(o.out, o.json);
+  }
+}
+
 void RunHeatmap(const HeatmapOptions& o) {
   constexpr const char* kOp = "analyze heatmap";
   CheckOut(o.out, kOp);
-  Require(o.kind == "sinusoidal" || o.kind == "rope", kOp, "--kind", o.kind, "must be sinusoidal or rope");
+  Require(o.kind == "sinusoidal" || o.kind == "rope" || o.kind == "alibi" || o.kind == "t5", kOp, "--kind",
+          o.kind, "must be sinusoidal, rope, alibi or t5");
+  if (o.kind == "alibi") return RunAlibiHeatmap(o);
   Require(o.vectors == "ones" || o.vectors == "random", kOp, "--vectors", o.vectors,
           "must be ones or random");
   Heatmap map;
   map.rows = map.cols = o.positions;
-  if (o.kind == "sinusoidal") {
+  if (o.kind == "t5") {
+    // below
+  } else if (o.kind == "sinusoidal") {
     SinusoidalSpec spec{.dim = o.dim, .base = o.base};
     map.values = SinusoidalDotMatrix(spec, o.positions);
     map.title = "Sinusoidal <p_m, p_n>, dim " + std::to_string(o.dim) + ", base " + FormatValue(o.base);
@@ -279,11 +348,34 @@ void RunHeatmap(const HeatmapOptions& o) {
     map.value_label = "score <R_m q, R_n k>";
   }
   map.diverging = true;
+  if (o.kind == "t5") {
+    Require(o.direction == "bidirectional" || o.direction == "causal", kOp, "--direction", o.direction,
+            "must be bidirectional or causal");
+    Require(o.positions <= 8192, kOp, "--positions", o.positions, "must be <= 8192");
+    const T5BucketSpec spec{.num_buckets = o.num_buckets,
+                            .max_distance = o.max_distance,
+                            .direction = o.direction == "causal" ? T5Direction::kCausal : T5Direction::kBidirectional};
+    const std::vector<std::int32_t> buckets = T5BucketMatrix(spec, o.positions, o.positions, 0);
+    map.values.assign(buckets.begin(), buckets.end());
+    map.title = "T5 relative position buckets, " + o.direction + ", " + std::to_string(o.num_buckets) +
+                " buckets, max_distance " + std::to_string(o.max_distance);
+    map.x_label = "key position n (tokens)";
+    map.y_label = "query position m (tokens)";
+    map.value_label = "bucket index";
+    map.diverging = false;
+    map.range_min = 0.0;
+    map.range_max = static_cast<double>(o.num_buckets - 1);
+  }
   if (o.json) {
     Json matrix = Json::array();
     for (std::int64_t r = 0; r < map.rows; ++r) {
       auto begin = map.values.begin() + static_cast<std::ptrdiff_t>(r * map.cols);
-      matrix.push_back(std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(map.cols)));
+      std::vector<double> row(begin, begin + static_cast<std::ptrdiff_t>(map.cols));
+      if (o.kind == "t5") {  // bucket indices as integers
+        matrix.push_back(std::vector<std::int64_t>(row.begin(), row.end()));
+      } else {
+        matrix.push_back(row);
+      }
     }
     Json j;
     j["kind"] = o.kind;
@@ -403,13 +495,18 @@ void AddAnalyzeCommands(CLI::App& app) {
 
   auto heat = std::make_shared<HeatmapOptions>();
   CLI::App* h = analyze->add_subcommand("heatmap", "<p_m, p_n> (sinusoidal) or <R_m q, R_n k> (rope)");
-  h->add_option("--kind", heat->kind, "sinusoidal or rope")->required();
+  h->add_option("--kind", heat->kind, "sinusoidal, rope, alibi or t5")->required();
   heat->spec.Add(h);
   h->add_option("--dim", heat->dim, "sinusoidal dimension")->capture_default_str();
   h->add_option("--base", heat->base, "sinusoidal base")->capture_default_str();
   h->add_option("--positions", heat->positions, "positions 0 .. N-1")->capture_default_str();
   h->add_option("--vectors", heat->vectors, "rope q, k: ones or random")->capture_default_str();
   h->add_option("--seed", heat->seed, "random seed")->capture_default_str();
+  h->add_option("--heads", heat->heads, "alibi: head count")->capture_default_str();
+  h->add_option("--max-bias", heat->max_bias, "alibi: max_bias (8 in the paper)")->capture_default_str();
+  h->add_option("--num-buckets", heat->num_buckets, "t5: buckets")->capture_default_str();
+  h->add_option("--max-distance", heat->max_distance, "t5: max_distance")->capture_default_str();
+  h->add_option("--direction", heat->direction, "t5: bidirectional or causal")->capture_default_str();
   h->add_flag("--json", heat->json, "print JSON");
   h->add_option("--out", heat->out, "draw a PNG (gnuplot)");
   h->callback([heat] { RunHeatmap(*heat); });

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -148,12 +149,14 @@ void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
   RunGnuplot(script.str(), png_path, dir);
 }
 
-void DrawHeatmap(const Heatmap& map, const std::string& png_path) {
+namespace {
+
+// One heat map panel: its data file in `dir` and the commands that draw it.
+std::string HeatmapPanel(const Heatmap& map, const TempDir& dir, int index) {
   Require(map.rows > 0 && map.cols > 0 &&
               static_cast<std::int64_t>(map.values.size()) == map.rows * map.cols,
           kOp, "heatmap values", map.values.size(), "must hold rows * cols entries");
-  TempDir dir;
-  const std::string file = dir.File("matrix.dat");
+  const std::string file = dir.File("matrix" + std::to_string(index) + ".dat");
   {
     std::ofstream data(file);
     data.precision(9);
@@ -165,25 +168,62 @@ void DrawHeatmap(const Heatmap& map, const std::string& png_path) {
     if (!data) ThrowError(kOp, "data file", FormatValue(file), "cannot be written");
   }
   std::ostringstream script;
-  script << "set terminal pngcairo size 900,800 enhanced font 'DejaVu Sans,11'\n"
-         << "set output " << Quote(dir.File("plot.png")) << "\n"
-         << "set title " << Quote(map.title) << " noenhanced\n"
+  script << "set title " << Quote(map.title) << " noenhanced\n"
          << "set xlabel " << Quote(map.x_label) << " noenhanced\n"
          << "set ylabel " << Quote(map.y_label) << " noenhanced\n"
          << "set cblabel " << Quote(map.value_label) << " noenhanced\n"
          << "set xrange [-0.5:" << map.cols - 0.5 << "]\n"
          << "set yrange [" << map.rows - 0.5 << ":-0.5]\n"  // row 0 on top, as a matrix
-         << "set size ratio -1\nset tics out\n";
+         << "set size ratio -1\nset tics out\nunset key\n";
+  double lo = map.range_min, hi = map.range_max;
   if (map.diverging) {
-    double extent = 0.0;
-    for (double v : map.values) extent = std::max(extent, std::abs(v));
+    double extent = std::max(std::abs(lo), std::abs(hi));
+    if (lo == 0.0 && hi == 0.0) {
+      for (double v : map.values) extent = std::max(extent, std::abs(v));
+    }
     if (extent == 0.0) extent = 1.0;
     script << "set palette defined (-1 '#2166ac', 0 'white', 1 '#b2182b')\n"
            << "set cbrange [" << -extent << ":" << extent << "]\n";
   } else {
     script << "set palette rgbformulae 7,5,15\n";
+    if (lo != 0.0 || hi != 0.0) {
+      script << "set cbrange [" << lo << ":" << hi << "]\n";
+    } else {
+      script << "set autoscale cbfix\n";
+    }
   }
-  script << "plot " << Quote(file) << " matrix with image title " << Quote(map.value_label) << "\n";
+  script << "plot " << Quote(file) << " matrix with image\n";
+  return script.str();
+}
+
+}  // namespace
+
+void DrawHeatmap(const Heatmap& map, const std::string& png_path) {
+  TempDir dir;
+  std::ostringstream script;
+  script << "set terminal pngcairo size 900,800 enhanced font 'DejaVu Sans,11'\n"
+         << "set output " << Quote(dir.File("plot.png")) << "\n"
+         << HeatmapPanel(map, dir, 0);
+  RunGnuplot(script.str(), png_path, dir);
+}
+
+void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title, int columns,
+                     const std::string& png_path) {
+  Require(!maps.empty(), kOp, "heat maps", maps.size(), "must be > 0");
+  Require(maps.size() <= 64, kOp, "heat maps", maps.size(), "must be <= 64 on one page");
+  Require(columns > 0, kOp, "columns", columns, "must be > 0");
+  const int n = static_cast<int>(maps.size());
+  const int cols = std::min(columns, n);
+  const int rows = (n + cols - 1) / cols;
+  TempDir dir;
+  std::ostringstream script;
+  script << "set terminal pngcairo size " << 420 * cols << "," << 380 * rows + 40
+         << " enhanced font 'DejaVu Sans,9'\n"
+         << "set output " << Quote(dir.File("plot.png")) << "\n"
+         << "set multiplot layout " << rows << "," << cols << " title " << Quote(title)
+         << " noenhanced font 'DejaVu Sans,12'\n";
+  for (int i = 0; i < n; ++i) script << HeatmapPanel(maps[static_cast<std::size_t>(i)], dir, i);
+  script << "unset multiplot\n";
   RunGnuplot(script.str(), png_path, dir);
 }
 

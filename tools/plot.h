@@ -31,10 +31,15 @@ struct Heatmap {
   std::int64_t rows = 0, cols = 0;  // values [rows, cols] row-major; row = y
   std::vector<double> values;
   bool diverging = false;  // a blue-white-red palette centred on 0
+  // Colour range; both 0: from the values.
+  double range_min = 0.0, range_max = 0.0;
 };
 
 // Both write `png_path` or throw posenc::Error naming the path.
 void DrawLinePlot(const LinePlot& plot, const std::string& png_path);
 void DrawHeatmap(const Heatmap& map, const std::string& png_path);
+// Several heat maps on one page (gnuplot multiplot), `columns` per row.
+void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title, int columns,
+                     const std::string& png_path);
 
 }  // namespace posenc::cli
