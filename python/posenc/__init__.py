@@ -46,6 +46,7 @@ from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, 
 from .attention import AlibiAttention, ReRopeAttention, RopeAttention, ShawAttention, T5BiasAttention, attention
 from .gguf import GgufFile
 from . import tokenizer
+from . import analysis
 from .tokenizer import BpeTokenizer
 
 __version__ = "0.1.0"
@@ -65,6 +66,7 @@ __all__ = [
     "ShawAttention",
     "GgufFile",
     "BpeTokenizer",
+    "analysis",
 ] + encodings.__all__
 
 

@@ -27,4 +27,8 @@ void BindGguf(pybind11::module_& m);
 // posenc.tokenizer.BpeTokenizer: byte-level BPE from GGUF metadata (bind_tokenizer.cc).
 void BindTokenizer(pybind11::module_& m);
 
+// posenc.analysis: RoPE dims, decay, invariance, sinusoidal linear map and
+// dot matrices (bind_analysis.cc).
+void BindAnalysis(pybind11::module_& m);
+
 }  // namespace posenc::python

@@ -12,4 +12,5 @@ PYBIND11_MODULE(_posenc, m) {
   posenc::python::BindAttention(m);
   posenc::python::BindGguf(m);
   posenc::python::BindTokenizer(m);
+  posenc::python::BindAnalysis(m);
 }
