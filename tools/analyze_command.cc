@@ -184,9 +184,43 @@ void RunDims(const DimsOptions& o) {
 struct DecayOptions {
   SpecOptions spec;
   RopeDecayOptions decay{.max_distance = 1024, .step = 1, .samples = 32, .seed = 0};
+  bool compare = false;  // also the bound for other bases and scaling methods
   bool json = false;
   std::string out;
 };
+
+// The bound's curve for other bases and scaling methods with the same
+// rotary dimension: how the base and interpolation change the decay.
+struct DecayComparison {
+  std::string label;
+  std::vector<double> bound;  // per point of the main curve
+};
+
+std::vector<DecayComparison> CompareDecay(const RopeSpec& configured, const RopeDecay& decay) {
+  const double original = 4096;
+  const auto with = [&](double theta, RopeScaling scaling) {
+    RopeSpec spec = configured;
+    spec.theta = theta;
+    spec.scaling = std::move(scaling);
+    return spec;
+  };
+  const std::vector<std::pair<std::string, RopeSpec>> specs = {
+      {"theta 1e4", with(1e4, NoScaling{})},
+      {"theta 1e5", with(1e5, NoScaling{})},
+      {"theta 5e5", with(5e5, NoScaling{})},
+      {"theta 1e4, linear x4", with(1e4, LinearScaling{4})},
+      {"theta 1e4, NTK alpha 4", with(1e4, NtkAwareScaling{4})},
+      {"theta 1e4, YaRN x4 (L 4096)", with(1e4, YarnScaling{.factor = 4, .original_max_position = 4096})},
+  };
+  std::vector<DecayComparison> out;
+  for (const auto& [label, spec] : specs) {
+    const auto inv_freq = ComputeRopeFrequencies(spec).inv_freq;
+    DecayComparison c{label, {}};
+    for (const auto& p : decay.points) c.bound.push_back(RopeDecayBound(inv_freq, static_cast<double>(p.distance)));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
 
 void RunDecay(const DecayOptions& o) {
   constexpr const char* kOp = "analyze decay";
@@ -194,6 +228,8 @@ void RunDecay(const DecayOptions& o) {
   const RopeModelConfig config = LoadSpec(o.spec, kOp);
   const RopeDecay decay = ComputeRopeDecay(config.spec, o.decay);
   const std::string name = SpecName(o.spec, config.spec);
+  const std::vector<DecayComparison> comparisons =
+      o.compare ? CompareDecay(config.spec, decay) : std::vector<DecayComparison>{};
   if (o.json) {
     Json points = Json::array();
     for (const auto& p : decay.points) {
@@ -204,6 +240,11 @@ void RunDecay(const DecayOptions& o) {
     j["samples"] = o.decay.samples;
     j["seed"] = o.decay.seed;
     j["points"] = points;
+    if (o.compare) {
+      Json c = Json::array();
+      for (const auto& comparison : comparisons) c.push_back({{"label", comparison.label}, {"bound", comparison.bound}});
+      j["comparisons"] = c;
+    }
     std::cout << j.dump() << "\n";
   } else if (o.out.empty()) {
     std::printf("RoPE long-range decay of %s (rotary_dim %lld)\n", name.c_str(),
@@ -231,6 +272,10 @@ void RunDecay(const DecayOptions& o) {
       random.x.push_back(x), random.y.push_back(p.random);
     }
     plot.series = {bound, ones, random};
+    for (const auto& comparison : comparisons) {
+      PlotSeries extra{"bound, " + comparison.label + " (left axis)", bound.x, comparison.bound, false, "lines lw 1"};
+      plot.series.push_back(std::move(extra));
+    }
     DrawLinePlot(plot, o.out);
     Wrote(o.out, o.json);
   }
@@ -489,6 +534,8 @@ void AddAnalyzeCommands(CLI::App& app) {
   c->add_option("--step", decay->decay.step, "distance step")->capture_default_str();
   c->add_option("--samples", decay->decay.samples, "random q, k pairs per distance")->capture_default_str();
   c->add_option("--seed", decay->decay.seed, "random seed")->capture_default_str();
+  c->add_flag("--compare", decay->compare,
+              "also the bound for bases 1e4, 1e5, 5e5 and linear, NTK and YaRN scaling (same rotary dim)");
   c->add_flag("--json", decay->json, "print JSON");
   c->add_option("--out", decay->out, "draw a PNG (gnuplot)");
   c->callback([decay] { RunDecay(*decay); });
