@@ -4,13 +4,17 @@
 // JSON (--json) or a PNG drawn with gnuplot (--out FILE.png):
 //   dims        per RoPE pair: inv_freq, wavelength, rotations within the
 //               original length, for the spec and for plain/linear/NTK/YaRN/
-//               Llama-3 scaling with --factor
+//               Llama-3 (and LongRoPE, given its factors) scaling with --factor
 //   decay       RoFormer's upper bound on |<R_m q, R_n k>| against distance,
-//               with the measured mean for all-ones and random q, k
+//               with the measured mean for all-ones and random q, k;
+//               --compare adds other bases and scaling methods
 //   heatmap     <p_m, p_n> of sinusoidal encodings or <R_m q, R_n k> of RoPE;
-//               ALiBi's bias per head; T5's bucket of every (query, key)
-//   linear-map  max error of p_{k+D} = T(D) p_k (sinusoidal) and of RoPE's
-//               relative invariance in float64 and float32 (ApplyRope)
+//               ALiBi's bias per head; T5's bucket of every (query, key); the
+//               binary counter beside the sinusoidal table
+//   linear-map  max error of p_{k+D} = T(D) p_k (sinusoidal; T also solved
+//               back from the encodings) and of RoPE's relative invariance
+//               in float64 and float32 (ApplyRope)
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -19,9 +23,13 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include "commands.h"
 #include "plot.h"
@@ -30,6 +38,7 @@
 #include "posenc/error.h"
 #include "posenc/rope_config.h"
 #include "posenc/rope_frequencies.h"
+#include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
 
 namespace posenc::cli {
@@ -98,6 +107,19 @@ std::string Short(double value) {
   return text;
 }
 
+// Bases as people write them: 10000 -> "1e4", 500000 -> "5e5", 1.5 -> "1.5".
+std::string Compact(double value) {
+  for (int exponent = 4; exponent <= 12; ++exponent) {
+    const double scaled = value / std::pow(10.0, exponent);
+    if (scaled >= 1.0 && scaled < 10.0 && scaled == std::round(scaled)) {
+      return std::to_string(static_cast<int>(scaled)) + "e" + std::to_string(exponent);
+    }
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
 void Wrote(const std::string& path, bool json) { (json ? std::cerr : std::cout) << "wrote " << path << "\n"; }
 
 // ---- dims -----------------------------------------------------------------
@@ -106,9 +128,25 @@ struct DimsOptions {
   SpecOptions spec;
   std::int64_t length = 0;
   double factor = 8.0;
+  std::vector<double> longrope_factors;
   bool json = false;
   std::string out;
 };
+
+// The original (training) length L of a config: its scaling's, else
+// max_position_embeddings, else 4096.
+std::int64_t OriginalLength(const RopeModelConfig& config) {
+  std::int64_t length = OriginalContextLength(config.spec);
+  if (length == 0) length = config.max_position_embeddings;
+  return length == 0 ? 4096 : length;
+}
+
+// "linear x8", "longrope (long factors)", "plain".
+std::string MethodLabel(const RopeDimsMethod& m) {
+  if (m.method == "plain") return "plain";
+  if (m.method == "longrope") return "longrope (long factors, beyond L)";
+  return m.method + " x" + FormatValue(m.factor);
+}
 
 Json DimsJson(const std::vector<RopeDim>& dims) {
   Json list = Json::array();
@@ -122,13 +160,10 @@ Json DimsJson(const std::vector<RopeDim>& dims) {
 void RunDims(const DimsOptions& o) {
   constexpr const char* kOp = "analyze dims";
   CheckOut(o.out, kOp);
-  const RopeModelConfig config = LoadSpec(o.spec, kOp);
-  std::int64_t length = o.length;
-  if (length == 0) length = OriginalContextLength(config.spec);
-  if (length == 0) length = config.max_position_embeddings;
-  if (length == 0) length = 4096;
   Require(o.length >= 0, kOp, "--length", o.length, "must be > 0 (0: from the config, else 4096)");
-  const RopeDims dims = ComputeRopeDims(config.spec, length, o.factor);
+  const RopeModelConfig config = LoadSpec(o.spec, kOp);
+  const std::int64_t length = o.length > 0 ? o.length : OriginalLength(config);
+  const RopeDims dims = ComputeRopeDims(config.spec, length, o.factor, o.longrope_factors);
   const std::string name = SpecName(o.spec, config.spec);
 
   if (o.json) {
@@ -150,76 +185,144 @@ void RunDims(const DimsOptions& o) {
       std::printf("%5lld  %12.6e  %20.3f  %15.4f\n", static_cast<long long>(d.index), d.inv_freq,
                   d.wavelength, d.rotations);
     }
+    if (!dims.comparisons.empty()) {
+      // Rotations within L per method: >= 1 turns fully (seen in training,
+      // extrapolates), < 1 never completes a turn (must interpolate).
+      std::printf("\nrotations within L per method (< 1: the pair never completes a turn within L)\n pair");
+      for (const auto& m : dims.comparisons) std::printf("  %12s", m.method.c_str());
+      std::printf("\n");
+      for (std::size_t i = 0; i < dims.configured.dims.size(); ++i) {
+        std::printf("%5zu", i);
+        for (const auto& m : dims.comparisons) std::printf("  %12.4g", m.dims[i].rotations);
+        std::printf("\n");
+      }
+    }
   }
-  if (!o.out.empty()) {
+  if (o.out.empty()) return;
+  // (a) wavelength against L; (b) the same as rotations within L, against
+  // one full turn: pairs above the line were trained on every angle.
+  const bool longrope = std::holds_alternative<LongRopeScaling>(config.spec.scaling);
+  const std::string configured_label =
+      "configured (" + dims.configured.method + (longrope ? ", short factors, up to L)" : ")");
+  const auto panel = [&](const std::string& title, const std::string& y_label, double RopeDim::*field) {
     LinePlot plot;
-    plot.title = "RoPE wavelength per pair: " + name + " (L = " + std::to_string(length) +
-                 (o.factor > 0 ? ", comparisons with factor " + FormatValue(o.factor) : std::string()) + ")";
+    plot.title = title;
     plot.x_label = "pair index i (frequency theta_i, fastest first)";
-    plot.y_label = "wavelength 2pi/theta_i (tokens, log scale)";
+    plot.y_label = y_label;
     plot.log_y = true;
-    plot.key_position = "top left";
-    auto series = [](const RopeDimsMethod& m, const std::string& title, const std::string& style) {
-      PlotSeries s{title, {}, {}, false, style};
+    const auto series = [&](const RopeDimsMethod& m, const std::string& label, const std::string& style) {
+      PlotSeries s{label, {}, {}, false, style};
       for (const RopeDim& d : m.dims) {
         s.x.push_back(static_cast<double>(d.index));
-        s.y.push_back(d.wavelength);
+        s.y.push_back(d.*field);
       }
       return s;
     };
-    for (const auto& m : dims.comparisons) {
-      plot.series.push_back(series(m, m.method == "plain" ? "plain" : m.method + " x" + FormatValue(m.factor),
-                                   "lines lw 2"));
-    }
-    plot.series.push_back(series(dims.configured, "configured (" + dims.configured.method + ")",
-                                 "points pt 7 ps 0.8 lc rgb 'black'"));
-    plot.reference_lines.push_back({static_cast<double>(length), "original length L = " + std::to_string(length)});
-    DrawLinePlot(plot, o.out);
-    Wrote(o.out, o.json);
-  }
+    for (const auto& m : dims.comparisons) plot.series.push_back(series(m, MethodLabel(m), "lines lw 2"));
+    plot.series.push_back(series(dims.configured, configured_label, "points pt 7 ps 0.8 lc rgb 'black'"));
+    return plot;
+  };
+  LinePlot wavelength = panel("(a) wavelength 2pi/theta_i against the original length L",
+                              "wavelength (tokens per turn, log scale)", &RopeDim::wavelength);
+  wavelength.key_position = "inside top left";
+  wavelength.reference_lines.push_back({static_cast<double>(length), "original length L = " + std::to_string(length)});
+  LinePlot rotations = panel("(b) rotations within L = L / wavelength (dashed: one turn; colours as in (a))",
+                             "full turns within L tokens (log scale)", &RopeDim::rotations);
+  rotations.key_position = "off";
+  rotations.reference_lines.push_back({1.0, "one turn"});
+  DrawLinePlotGrid({wavelength, rotations},
+                   "RoPE pairs of " + name + ": which turn fully within L = " + std::to_string(length) +
+                       (dims.comparisons.empty() ? std::string()
+                                                 : " (comparisons with factor " + FormatValue(o.factor) + ")"),
+                   2, 820, 640, o.out);
+  Wrote(o.out, o.json);
 }
 
 // ---- decay ----------------------------------------------------------------
 
 struct DecayOptions {
   SpecOptions spec;
-  RopeDecayOptions decay{.max_distance = 1024, .step = 1, .samples = 32, .seed = 0};
-  bool compare = false;  // also the bound for other bases and scaling methods
+  RopeDecayOptions decay{.max_distance = 1024, .step = 1, .distances = {}, .samples = 32, .seed = 0};
+  bool compare = false;  // also other bases and scaling methods, on a log axis
+  double factor = 4.0;   // scaling factor of the compared methods
+  std::int64_t length = 0;  // their original length (0: from the config)
+  std::int64_t compare_max_distance = 65536;
+  std::int64_t compare_points = 400;
   bool json = false;
   std::string out;
 };
 
-// The bound's curve for other bases and scaling methods with the same
-// rotary dimension: how the base and interpolation change the decay.
+// One curve of the comparison: a spec with the configured rotary dimension
+// and another base or scaling method.
 struct DecayComparison {
   std::string label;
-  std::vector<double> bound;  // per point of the main curve
+  RopeDecay decay;
 };
 
-std::vector<DecayComparison> CompareDecay(const RopeSpec& configured, const RopeDecay& decay) {
-  const double original = 4096;
+// The configured spec, plain RoPE at bases 1e4, 1e5 and 1e6, and linear,
+// NTK, YaRN and Llama-3 scaling by `factor` of the configured base (and
+// LongRoPE's long factors for a LongRoPE config); tables equal to one
+// already listed are left out.
+std::vector<DecayComparison> CompareDecay(const RopeModelConfig& config, const std::string& name,
+                                          const DecayOptions& o) {
+  constexpr const char* kOp = "analyze decay";
+  Require(std::isfinite(o.factor) && o.factor >= 1.0, kOp, "--factor", o.factor, "must be a finite number >= 1");
+  Require(o.length >= 0, kOp, "--length", o.length, "must be > 0 (0: from the config, else 4096)");
+  const RopeSpec& configured = config.spec;
+  const std::int64_t length = o.length > 0 ? o.length : OriginalLength(config);
+  const double f = o.factor;
   const auto with = [&](double theta, RopeScaling scaling) {
     RopeSpec spec = configured;
     spec.theta = theta;
     spec.scaling = std::move(scaling);
     return spec;
   };
-  const std::vector<std::pair<std::string, RopeSpec>> specs = {
-      {"theta 1e4", with(1e4, NoScaling{})},
-      {"theta 1e5", with(1e5, NoScaling{})},
-      {"theta 5e5", with(5e5, NoScaling{})},
-      {"theta 1e4, linear x4", with(1e4, LinearScaling{4})},
-      {"theta 1e4, NTK alpha 4", with(1e4, NtkAwareScaling{4})},
-      {"theta 1e4, YaRN x4 (L 4096)", with(1e4, YarnScaling{.factor = 4, .original_max_position = 4096})},
+  YarnScaling yarn;
+  yarn.factor = f;
+  yarn.original_max_position = length;
+  Llama3Scaling llama3;
+  llama3.factor = f;
+  llama3.original_max_position = length;
+  const std::string x = " x" + FormatValue(f);
+  const std::string base = "theta " + Compact(configured.theta);
+  std::vector<std::pair<std::string, RopeSpec>> specs = {
+      {"configured: " + name + " (" +
+           (std::holds_alternative<NoScaling>(configured.scaling) ? std::string("theta ") + Compact(configured.theta)
+                                                                 : std::string(RopeScalingName(configured.scaling))) +
+           ")",
+       configured},
+      {"plain, theta 1e4", with(1e4, NoScaling{})},
+      {"plain, theta 1e5", with(1e5, NoScaling{})},
+      {"plain, theta 1e6", with(1e6, NoScaling{})},
+      {base + ", linear" + x, with(configured.theta, LinearScaling{f})},
+      {base + ", NTK alpha " + FormatValue(f), with(configured.theta, NtkAwareScaling{f})},
+      {base + ", YaRN" + x + " (L " + std::to_string(length) + ")", with(configured.theta, yarn)},
+      {base + ", Llama-3" + x + " (L " + std::to_string(length) + ")", with(configured.theta, llama3)},
   };
+  if (const auto* own = std::get_if<LongRopeScaling>(&configured.scaling)) {
+    LongRopeScaling long_set = *own;
+    long_set.short_factor = own->long_factor;  // the long set at every length
+    specs.push_back({base + ", LongRoPE long factors", with(configured.theta, long_set)});
+  }
+  RopeDecayOptions options = o.decay;
+  options.distances = LogSpacedDistances(o.compare_max_distance, o.compare_points);
   std::vector<DecayComparison> out;
+  std::vector<std::vector<double>> seen;
   for (const auto& [label, spec] : specs) {
-    const auto inv_freq = ComputeRopeFrequencies(spec).inv_freq;
-    DecayComparison c{label, {}};
-    for (const auto& p : decay.points) c.bound.push_back(RopeDecayBound(inv_freq, static_cast<double>(p.distance)));
-    out.push_back(std::move(c));
+    std::vector<double> inv_freq = ComputeRopeFrequencies(spec).inv_freq;
+    if (std::find(seen.begin(), seen.end(), inv_freq) != seen.end()) continue;
+    seen.push_back(std::move(inv_freq));
+    out.push_back({label, ComputeRopeDecay(spec, options)});
   }
   return out;
+}
+
+Json DecayPointsJson(const RopeDecay& decay) {
+  Json points = Json::array();
+  for (const auto& p : decay.points) {
+    points.push_back({{"distance", p.distance}, {"bound", p.bound}, {"ones", p.ones}, {"random", p.random}});
+  }
+  return points;
 }
 
 void RunDecay(const DecayOptions& o) {
@@ -229,20 +332,18 @@ void RunDecay(const DecayOptions& o) {
   const RopeDecay decay = ComputeRopeDecay(config.spec, o.decay);
   const std::string name = SpecName(o.spec, config.spec);
   const std::vector<DecayComparison> comparisons =
-      o.compare ? CompareDecay(config.spec, decay) : std::vector<DecayComparison>{};
+      o.compare ? CompareDecay(config, name, o) : std::vector<DecayComparison>{};
   if (o.json) {
-    Json points = Json::array();
-    for (const auto& p : decay.points) {
-      points.push_back({{"distance", p.distance}, {"bound", p.bound}, {"ones", p.ones}, {"random", p.random}});
-    }
     Json j;
     j["rotary_dim"] = decay.rotary_dim;
     j["samples"] = o.decay.samples;
     j["seed"] = o.decay.seed;
-    j["points"] = points;
+    j["points"] = DecayPointsJson(decay);
     if (o.compare) {
       Json c = Json::array();
-      for (const auto& comparison : comparisons) c.push_back({{"label", comparison.label}, {"bound", comparison.bound}});
+      for (const auto& comparison : comparisons) {
+        c.push_back({{"label", comparison.label}, {"points", DecayPointsJson(comparison.decay)}});
+      }
       j["comparisons"] = c;
     }
     std::cout << j.dump() << "\n";
@@ -254,31 +355,69 @@ void RunDecay(const DecayOptions& o) {
       std::printf("%9lld  %11.5f  %17.5f  %19.5f\n", static_cast<long long>(p.distance), p.bound, p.ones,
                   p.random);
     }
-  }
-  if (!o.out.empty()) {
-    LinePlot plot;
-    plot.title = "RoPE long-range decay: " + name;
-    plot.x_label = "relative distance n - m (tokens)";
-    plot.y_label = "RoFormer bound (1/(d/2)) sum_j |S_j|";
-    plot.y2_label = "mean |<R_n q, R_m k>| (score units)";
-    PlotSeries bound{"upper bound (left axis)", {}, {}, false, "lines lw 2 lc rgb '#1f77b4'"};
-    PlotSeries ones{"all-ones q, k (right axis)", {}, {}, true, "lines lw 1 lc rgb '#ff7f0e'"};
-    PlotSeries random{"random N(0,1) q, k, mean of " + std::to_string(o.decay.samples) + " (right axis)",
-                      {}, {}, true, "lines lw 1 lc rgb '#2ca02c'"};
-    for (const auto& p : decay.points) {
-      const double x = static_cast<double>(p.distance);
-      bound.x.push_back(x), bound.y.push_back(p.bound);
-      ones.x.push_back(x), ones.y.push_back(p.ones);
-      random.x.push_back(x), random.y.push_back(p.random);
-    }
-    plot.series = {bound, ones, random};
     for (const auto& comparison : comparisons) {
-      PlotSeries extra{"bound, " + comparison.label + " (left axis)", bound.x, comparison.bound, false, "lines lw 1"};
-      plot.series.push_back(std::move(extra));
+      std::printf("\n%s: bound / all-ones / random at distances", comparison.label.c_str());
+      const auto& points = comparison.decay.points;
+      for (std::size_t i = 0; i < points.size(); i += std::max<std::size_t>(1, points.size() / 8)) {
+        std::printf("  %lld: %.3g / %.3g / %.3g", static_cast<long long>(points[i].distance), points[i].bound,
+                    points[i].ones, points[i].random);
+      }
+      std::printf("\n");
     }
-    DrawLinePlot(plot, o.out);
-    Wrote(o.out, o.json);
   }
+  if (o.out.empty()) return;
+
+  LinePlot main;
+  main.title = o.compare ? "(a) " + name + ": bound and measured scores" : "RoPE long-range decay: " + name;
+  main.x_label = "relative distance n - m (tokens)";
+  main.y_label = "RoFormer bound (1/(d/2)) sum_j |S_j|";
+  main.y2_label = "mean |<R_n q, R_m k>| (score units)";
+  PlotSeries bound{"upper bound (left axis)", {}, {}, false, "lines lw 2 lc rgb '#1f77b4'"};
+  PlotSeries ones{"all-ones q, k (right axis)", {}, {}, true, "lines lw 1 lc rgb '#d62728'"};
+  PlotSeries random{"random N(0,1) q, k, mean of " + std::to_string(o.decay.samples) + " (right axis)",
+                    {}, {}, true, "lines lw 1 lc rgb '#2ca02c'"};
+  for (const auto& p : decay.points) {
+    const double x = static_cast<double>(p.distance);
+    bound.x.push_back(x), bound.y.push_back(p.bound);
+    ones.x.push_back(x), ones.y.push_back(p.ones);
+    random.x.push_back(x), random.y.push_back(p.random);
+  }
+  main.series = {bound, ones, random};
+  if (!o.compare) {
+    DrawLinePlot(main, o.out);
+    Wrote(o.out, o.json);
+    return;
+  }
+  // (b)-(d): one colour per spec, the same in every panel, log distance.
+  const auto panel = [&](const std::string& title, const std::string& y_label, double RopeDecayPoint::*field) {
+    LinePlot plot;
+    plot.title = title;
+    plot.x_label = "relative distance n - m (tokens, log scale)";
+    plot.y_label = y_label;
+    plot.log_x = true;
+    plot.key_position = "inside top right";
+    for (std::size_t i = 0; i < comparisons.size(); ++i) {
+      PlotSeries s{comparisons[i].label, {}, {}, false,
+                   "lines lw " + std::string(i == 0 ? "3" : "1.5") + " lt " + std::to_string(i + 1)};
+      for (const auto& p : comparisons[i].decay.points) {
+        s.x.push_back(static_cast<double>(p.distance));
+        s.y.push_back(p.*field);
+      }
+      plot.series.push_back(std::move(s));
+    }
+    return plot;
+  };
+  std::vector<LinePlot> panels = {
+      main,
+      panel("(b) RoFormer bound, bases and scaling methods", "(1/(d/2)) sum_j |S_j|", &RopeDecayPoint::bound),
+      panel("(c) measured, all-ones q, k", "mean |<R_n q, R_m k>| (score units)", &RopeDecayPoint::ones),
+      panel("(d) measured, random N(0,1) q, k (mean of " + std::to_string(o.decay.samples) + "; colours as in (b))",
+            "mean |<R_n q, R_m k>| (score units)", &RopeDecayPoint::random),
+  };
+  panels[3].key_position = "off";  // the colours of (b) and (c)
+  DrawLinePlotGrid(panels, "RoPE long-range decay: " + name + " (rotary_dim " + std::to_string(decay.rotary_dim) + ")",
+                   2, 820, 560, o.out);
+  Wrote(o.out, o.json);
 }
 
 // ---- heatmap --------------------------------------------------------------
@@ -357,12 +496,87 @@ void RunAlibiHeatmap(const HeatmapOptions& o) {
   }
 }
 
+// Seed 000's binary-counter view: the bits of each position beside its
+// sinusoidal encoding. Low bits and low dimensions alternate fast, high ones
+// slowly; the sinusoids are a smooth, continuous counter.
+void RunBinaryHeatmap(const HeatmapOptions& o) {
+  constexpr const char* kOp = "analyze heatmap";
+  Require(o.positions > 0 && o.positions <= 4096, kOp, "--positions", o.positions, "must be in [1, 4096]");
+  const SinusoidalSpec spec{.dim = o.dim, .base = o.base};
+  spec.Validate();
+  std::int64_t bits = 1;
+  while ((std::int64_t{1} << bits) < o.positions) ++bits;  // enough bits to count to positions - 1
+  const std::vector<double> digits = BinaryDigits(o.positions, bits);
+  const std::vector<double> table = SinusoidalTable(spec, 0, o.positions);
+  std::vector<double> bit_period, wavelength;
+  for (std::int64_t b = 0; b < bits; ++b) bit_period.push_back(std::ldexp(1.0, static_cast<int>(b + 1)));
+  for (double w : SinusoidalInvFreq(spec)) wavelength.push_back(2.0 * std::numbers::pi / w);
+  const auto rows = [&](const std::vector<double>& values, std::int64_t cols) {
+    Json matrix = Json::array();
+    for (std::int64_t r = 0; r < o.positions; ++r) {
+      auto begin = values.begin() + static_cast<std::ptrdiff_t>(r * cols);
+      matrix.push_back(std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(cols)));
+    }
+    return matrix;
+  };
+  if (o.json) {
+    Json j;
+    j["kind"] = "binary";
+    j["positions"] = o.positions;
+    j["bits"] = rows(digits, bits);
+    j["bit_period"] = bit_period;
+    j["dim"] = o.dim;
+    j["base"] = o.base;
+    j["table"] = rows(table, o.dim);
+    j["pair_wavelength"] = wavelength;
+    std::cout << j.dump() << "\n";
+  } else if (o.out.empty()) {
+    std::printf("binary counter vs sinusoidal encoding (dim %lld, base %g), positions 0..%lld\n",
+                static_cast<long long>(o.dim), o.base, static_cast<long long>(o.positions - 1));
+    std::printf("bit b: period 2^(b+1) tokens;  pair k: wavelength 2 pi / w_k tokens\n");
+    for (std::size_t i = 0; i < std::max(bit_period.size(), wavelength.size()); ++i) {
+      std::printf("%4zu  %12s  %14s\n", i, i < bit_period.size() ? Short(bit_period[i]).c_str() : "",
+                  i < wavelength.size() ? Short(wavelength[i]).c_str() : "");
+    }
+  }
+  if (o.out.empty()) return;
+  Heatmap counter;
+  counter.rows = o.positions;
+  counter.cols = bits;
+  counter.values = digits;
+  counter.title = "bits of k (bit b flips every 2^b tokens)";
+  counter.x_label = "bit b (0 = least significant)";
+  counter.y_label = "position k (tokens)";
+  counter.value_label = "bit value (0 or 1)";
+  counter.range_min = 0.0;
+  counter.range_max = 1.0;
+  counter.square_cells = false;
+  counter.palette = "defined (0 '#f7f7f7', 1 '#08306b')";
+  Heatmap sinusoid;
+  sinusoid.rows = o.positions;
+  sinusoid.cols = o.dim;
+  sinusoid.values = table;
+  sinusoid.title = "sinusoidal p_k, dim " + std::to_string(o.dim) + ", base " + Compact(o.base) +
+                   " (" + std::string(SinusoidalOrderName(spec.order)) + " sin, cos)";
+  sinusoid.x_label = "dimension i (pair i/2; wavelength grows with i)";
+  sinusoid.y_label = "";  // shared with the left panel, whose colour box sits where it would go
+  sinusoid.value_label = "encoding value";
+  sinusoid.diverging = true;
+  sinusoid.range_min = -1.0;
+  sinusoid.range_max = 1.0;
+  sinusoid.square_cells = false;
+  DrawHeatmapGrid({counter, sinusoid}, "Binary counter vs sinusoidal encoding: fast low digits, slow high digits", 2,
+                  o.out, 680, 760);
+  Wrote(o.out, o.json);
+}
+
 void RunHeatmap(const HeatmapOptions& o) {
   constexpr const char* kOp = "analyze heatmap";
   CheckOut(o.out, kOp);
-  Require(o.kind == "sinusoidal" || o.kind == "rope" || o.kind == "alibi" || o.kind == "t5", kOp, "--kind",
-          o.kind, "must be sinusoidal, rope, alibi or t5");
+  Require(o.kind == "sinusoidal" || o.kind == "rope" || o.kind == "alibi" || o.kind == "t5" || o.kind == "binary",
+          kOp, "--kind", o.kind, "must be sinusoidal, rope, alibi, t5 or binary");
   if (o.kind == "alibi") return RunAlibiHeatmap(o);
+  if (o.kind == "binary") return RunBinaryHeatmap(o);
   Require(o.vectors == "ones" || o.vectors == "random", kOp, "--vectors", o.vectors,
           "must be ones or random");
   Heatmap map;
@@ -467,9 +681,14 @@ void RunLinearMap(const LinearMapOptions& o) {
   const std::string name = SpecName(o.spec, config.spec);
   if (o.json) {
     Json j;
-    j["sinusoidal"] = {{"dim", o.dim},          {"base", o.base},
-                       {"positions", map.positions}, {"max_shift", map.max_shift},
-                       {"max_error", map.max_error}, {"error_by_shift", map.error_by_shift}};
+    j["sinusoidal"] = {{"dim", o.dim},
+                       {"base", o.base},
+                       {"positions", map.positions},
+                       {"max_shift", map.max_shift},
+                       {"max_error", map.max_error},
+                       {"error_by_shift", map.error_by_shift},
+                       {"max_solved_deviation", map.max_solved_deviation},
+                       {"solved_deviation_by_shift", map.solved_deviation_by_shift}};
     j["rope"] = {{"spec", name},
                  {"max_position", inv.max_position},
                  {"step", inv.step},
@@ -481,6 +700,9 @@ void RunLinearMap(const LinearMapOptions& o) {
     std::printf("sinusoidal p_{k+D} = T(D) p_k, dim %lld: max error %.3e over k < %lld, |D| <= %lld\n",
                 static_cast<long long>(o.dim), map.max_error, static_cast<long long>(map.positions),
                 static_cast<long long>(map.max_shift));
+    std::printf("  T(D) solved by least squares from k < %lld/2 and from k >= %lld/2: max |T_solved - T| %.3e\n",
+                static_cast<long long>(map.positions), static_cast<long long>(map.positions),
+                map.max_solved_deviation);
     std::printf("RoPE <R_m q, R_n k> = <R_{m-n} q, k>, %s, m, n <= %lld step %lld (|score| <= %.4g):\n",
                 name.c_str(), static_cast<long long>(inv.max_position), static_cast<long long>(inv.step),
                 inv.max_abs_score);
@@ -493,7 +715,7 @@ void RunLinearMap(const LinearMapOptions& o) {
     plot.x_label = "shift D (tokens)";
     plot.y_label = "max absolute error (log scale)";
     plot.log_y = true;
-    plot.key_position = "center right";
+    plot.key_position = "inside center right";
     PlotSeries s{"sinusoidal |T(D) p_k - p_{k+D}|, max over k < " + std::to_string(o.positions), {}, {}, false,
                  "linespoints pt 7 ps 0.5 lw 1"};
     // T(0) is the identity, error exactly 0: left out of the log axis.
@@ -502,6 +724,13 @@ void RunLinearMap(const LinearMapOptions& o) {
       s.y.push_back(map.error_by_shift[i]);
     }
     plot.series.push_back(s);
+    PlotSeries solved{"T(D) solved by least squares from either half of k, max |T_solved - T(D)|", {}, {}, false,
+                      "linespoints pt 5 ps 0.5 lw 1"};
+    for (std::size_t i = 0; i < map.solved_deviation_by_shift.size(); ++i) {
+      solved.x.push_back(static_cast<double>(static_cast<std::int64_t>(i) - map.max_shift));
+      solved.y.push_back(map.solved_deviation_by_shift[i]);
+    }
+    plot.series.push_back(solved);
     plot.reference_lines.push_back(
         {std::max(inv.max_error_f64, 1e-18), "RoPE <R_m q, R_n k> - <R_{m-n} q, k>, float64: " + Short(inv.max_error_f64)});
     plot.reference_lines.push_back(
@@ -521,8 +750,12 @@ void AddAnalyzeCommands(CLI::App& app) {
   CLI::App* d = analyze->add_subcommand("dims", "per RoPE pair: inv_freq, wavelength, rotations within L");
   dims->spec.Add(d);
   d->add_option("--length", dims->length, "original length L (0: from the config, else 4096)");
-  d->add_option("--factor", dims->factor, "comparison factor for linear/NTK/YaRN/Llama-3 (0: none)")
+  d->add_option("--factor", dims->factor, "comparison factor for linear/NTK/YaRN/Llama-3/LongRoPE (0: none)")
       ->capture_default_str();
+  d->add_option("--longrope-factors", dims->longrope_factors,
+                "LongRoPE per-pair factors to compare, comma-separated (default: the config's long_factor "
+                "when it is a LongRoPE config; else no LongRoPE comparison)")
+      ->delimiter(',');
   d->add_flag("--json", dims->json, "print JSON");
   d->add_option("--out", dims->out, "draw a PNG (gnuplot)");
   d->callback([dims] { RunDims(*dims); });
@@ -535,16 +768,26 @@ void AddAnalyzeCommands(CLI::App& app) {
   c->add_option("--samples", decay->decay.samples, "random q, k pairs per distance")->capture_default_str();
   c->add_option("--seed", decay->decay.seed, "random seed")->capture_default_str();
   c->add_flag("--compare", decay->compare,
-              "also the bound for bases 1e4, 1e5, 5e5 and linear, NTK and YaRN scaling (same rotary dim)");
+              "also bases 1e4, 1e5, 1e6 and linear, NTK, YaRN, Llama-3 (and LongRoPE) scaling of the "
+              "configured base, same rotary dim, at log-spaced distances: a 4-panel PNG");
+  c->add_option("--factor", decay->factor, "--compare: scaling factor")->capture_default_str();
+  c->add_option("--length", decay->length, "--compare: original length L for YaRN/Llama-3 (0: from the config)");
+  c->add_option("--compare-max-distance", decay->compare_max_distance, "--compare: largest distance")
+      ->capture_default_str();
+  c->add_option("--compare-points", decay->compare_points, "--compare: log-spaced distances")
+      ->capture_default_str();
   c->add_flag("--json", decay->json, "print JSON");
   c->add_option("--out", decay->out, "draw a PNG (gnuplot)");
   c->callback([decay] { RunDecay(*decay); });
 
   auto heat = std::make_shared<HeatmapOptions>();
   CLI::App* h = analyze->add_subcommand("heatmap", "<p_m, p_n> (sinusoidal) or <R_m q, R_n k> (rope)");
-  h->add_option("--kind", heat->kind, "sinusoidal, rope, alibi or t5")->required();
+  h->add_option("--kind", heat->kind,
+                "sinusoidal (<p_m, p_n>), rope (<R_m q, R_n k>), alibi (bias per head), t5 (buckets), "
+                "binary (bits of k beside sinusoidal p_k)")
+      ->required();
   heat->spec.Add(h);
-  h->add_option("--dim", heat->dim, "sinusoidal dimension")->capture_default_str();
+  h->add_option("--dim", heat->dim, "sinusoidal, binary: encoding dimension")->capture_default_str();
   h->add_option("--base", heat->base, "sinusoidal base")->capture_default_str();
   h->add_option("--positions", heat->positions, "positions 0 .. N-1")->capture_default_str();
   h->add_option("--vectors", heat->vectors, "rope q, k: ones or random")->capture_default_str();

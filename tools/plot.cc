@@ -92,24 +92,40 @@ void RunGnuplot(const std::string& script, const std::string& png_path, const Te
   if (ec) ThrowError(kOp, "--out", FormatValue(png_path), "cannot be written: " + ec.message());
 }
 
-std::string Header(const std::string& title, const std::string& drawn_path) {
+// Line colours in order: distinct on white and for the common colour
+// blindnesses (no yellow, which gnuplot's default cycle has).
+std::string Palette() {
+  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                  "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
   std::ostringstream s;
-  s << "set terminal pngcairo size 1000,640 enhanced font 'DejaVu Sans,11'\n"
-    << "set output " << Quote(drawn_path) << "\n"
-    << "set title " << Quote(title) << " noenhanced\n";
+  for (int i = 0; i < 10; ++i) s << "set linetype " << i + 1 << " lc rgb '" << kColors[i] << "'\n";
+  s << "set linetype cycle 10\n";
   return s.str();
 }
 
-}  // namespace
+std::string Terminal(int width, int height, int font_size, const std::string& drawn_path) {
+  std::ostringstream s;
+  s << "set terminal pngcairo size " << width << "," << height << " enhanced font 'DejaVu Sans,"
+    << font_size << "'\n"
+    << "set output " << Quote(drawn_path) << "\n"
+    << Palette();
+  return s.str();
+}
 
-void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
-  TempDir dir;
+// The commands (and data files in `dir`) that draw one line plot; `index`
+// keeps the data files of several panels apart.
+std::string LinePlotPanel(const LinePlot& plot, const TempDir& dir, int index) {
   std::ostringstream script;
-  script << Header(plot.title, dir.File("plot.png"));
-  script << "set xlabel " << Quote(plot.x_label) << " noenhanced\n"
+  script << "set title " << Quote(plot.title) << " noenhanced\n"
+         << "set xlabel " << Quote(plot.x_label) << " noenhanced\n"
          << "set ylabel " << Quote(plot.y_label) << " noenhanced\n"
-         << "set grid\nset autoscale xfix\nset key inside " << plot.key_position << " box opaque noenhanced\n";
-  if (plot.log_x) script << "set logscale x\n";
+         << "set grid\nset autoscale xfix\n";
+  if (plot.key_position == "off") {
+    script << "unset key\n";
+  } else {
+    script << "set key " << plot.key_position << " box opaque noenhanced\n";
+  }
+  if (plot.log_x) script << "set logscale x\nset format x '10^{%L}'\n";
   if (plot.log_y) script << "set logscale y\nset format y '10^{%L}'\n";
   bool any_y2 = false;
   for (const auto& s : plot.series) any_y2 = any_y2 || s.right_axis;
@@ -121,7 +137,7 @@ void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
   bool first = true;
   for (std::size_t i = 0; i < plot.series.size(); ++i) {
     const PlotSeries& s = plot.series[i];
-    const std::string file = dir.File("series" + std::to_string(i) + ".dat");
+    const std::string file = dir.File("panel" + std::to_string(index) + "_series" + std::to_string(i) + ".dat");
     std::ofstream data(file);
     data.precision(17);
     for (std::size_t j = 0; j < s.x.size() && j < s.y.size(); ++j) {
@@ -129,6 +145,7 @@ void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
       if ((plot.log_y && !s.right_axis) || (plot.log_y2 && s.right_axis)) {
         if (!(s.y[j] > 0.0)) continue;
       }
+      if (plot.log_x && !(s.x[j] > 0.0)) continue;
       data << s.x[j] << ' ' << s.y[j] << '\n';
     }
     data.close();
@@ -146,6 +163,37 @@ void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
     first = false;
   }
   script << "\n";
+  return script.str();
+}
+
+}  // namespace
+
+void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
+  TempDir dir;
+  RunGnuplot(Terminal(1000, 640, 11, dir.File("plot.png")) + LinePlotPanel(plot, dir, 0), png_path, dir);
+}
+
+void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& title, int columns,
+                      int panel_width, int panel_height, const std::string& png_path) {
+  Require(!plots.empty() && plots.size() <= 16, kOp, "line plots", plots.size(), "must be in [1, 16]");
+  Require(columns > 0, kOp, "columns", columns, "must be > 0");
+  Require(panel_width >= 200 && panel_height >= 150, kOp, "panel size",
+          std::to_string(panel_width) + "x" + std::to_string(panel_height), "must be at least 200x150");
+  const int n = static_cast<int>(plots.size());
+  const int cols = std::min(columns, n);
+  const int rows = (n + cols - 1) / cols;
+  TempDir dir;
+  std::ostringstream script;
+  script << Terminal(panel_width * cols, panel_height * rows + 40, 11, dir.File("plot.png"))
+         << "set multiplot layout " << rows << "," << cols << " title " << Quote(title)
+         << " noenhanced font 'DejaVu Sans,14'\n";
+  for (int i = 0; i < n; ++i) {
+    // Each panel starts from gnuplot's defaults (log axes, y2 ...), keeping
+    // the terminal, the output and the palette.
+    if (i > 0) script << "reset\n";
+    script << LinePlotPanel(plots[static_cast<std::size_t>(i)], dir, i);
+  }
+  script << "unset multiplot\n";
   RunGnuplot(script.str(), png_path, dir);
 }
 
@@ -174,7 +222,7 @@ std::string HeatmapPanel(const Heatmap& map, const TempDir& dir, int index) {
          << "set cblabel " << Quote(map.value_label) << " noenhanced\n"
          << "set xrange [-0.5:" << map.cols - 0.5 << "]\n"
          << "set yrange [" << map.rows - 0.5 << ":-0.5]\n"  // row 0 on top, as a matrix
-         << "set size ratio -1\nset tics out\nunset key\n";
+         << (map.square_cells ? "set size ratio -1\n" : "") << "set tics out\nunset key\n";
   double lo = map.range_min, hi = map.range_max;
   if (map.diverging) {
     double extent = std::max(std::abs(lo), std::abs(hi));
@@ -185,7 +233,7 @@ std::string HeatmapPanel(const Heatmap& map, const TempDir& dir, int index) {
     script << "set palette defined (-1 '#2166ac', 0 'white', 1 '#b2182b')\n"
            << "set cbrange [" << -extent << ":" << extent << "]\n";
   } else {
-    script << "set palette rgbformulae 7,5,15\n";
+    script << "set palette " << (map.palette.empty() ? std::string("rgbformulae 7,5,15") : map.palette) << "\n";
     if (lo != 0.0 || hi != 0.0) {
       script << "set cbrange [" << lo << ":" << hi << "]\n";
     } else {
@@ -201,14 +249,12 @@ std::string HeatmapPanel(const Heatmap& map, const TempDir& dir, int index) {
 void DrawHeatmap(const Heatmap& map, const std::string& png_path) {
   TempDir dir;
   std::ostringstream script;
-  script << "set terminal pngcairo size 900,800 enhanced font 'DejaVu Sans,11'\n"
-         << "set output " << Quote(dir.File("plot.png")) << "\n"
-         << HeatmapPanel(map, dir, 0);
+  script << Terminal(900, 800, 11, dir.File("plot.png")) << HeatmapPanel(map, dir, 0);
   RunGnuplot(script.str(), png_path, dir);
 }
 
 void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title, int columns,
-                     const std::string& png_path) {
+                     const std::string& png_path, int panel_width, int panel_height) {
   Require(!maps.empty(), kOp, "heat maps", maps.size(), "must be > 0");
   Require(maps.size() <= 64, kOp, "heat maps", maps.size(), "must be <= 64 on one page");
   Require(columns > 0, kOp, "columns", columns, "must be > 0");
@@ -217,9 +263,7 @@ void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title,
   const int rows = (n + cols - 1) / cols;
   TempDir dir;
   std::ostringstream script;
-  script << "set terminal pngcairo size " << 420 * cols << "," << 380 * rows + 40
-         << " enhanced font 'DejaVu Sans,9'\n"
-         << "set output " << Quote(dir.File("plot.png")) << "\n"
+  script << Terminal(panel_width * cols, panel_height * rows + 40, 9, dir.File("plot.png"))
          << "set multiplot layout " << rows << "," << cols << " title " << Quote(title)
          << " noenhanced font 'DejaVu Sans,12'\n";
   for (int i = 0; i < n; ++i) script << HeatmapPanel(maps[static_cast<std::size_t>(i)], dir, i);

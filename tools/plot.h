@@ -20,7 +20,9 @@ struct PlotSeries {
 struct LinePlot {
   std::string title, x_label, y_label, y2_label;
   bool log_x = false, log_y = false, log_y2 = false;
-  std::string key_position = "top right";  // legend corner inside the axes
+  // gnuplot `set key` placement: "inside top right", "outside right" ...;
+  // "off" draws no legend (a panel that shares another panel's colours).
+  std::string key_position = "inside top right";
   std::vector<PlotSeries> series;
   // Horizontal reference lines: value and label (drawn dashed, in the legend).
   std::vector<std::pair<double, std::string>> reference_lines;
@@ -33,13 +35,19 @@ struct Heatmap {
   bool diverging = false;  // a blue-white-red palette centred on 0
   // Colour range; both 0: from the values.
   double range_min = 0.0, range_max = 0.0;
+  bool square_cells = true;  // false: the panel's shape, whatever rows/cols
+  std::string palette;       // gnuplot `set palette` arguments when not diverging; empty: a default
 };
 
 // Both write `png_path` or throw posenc::Error naming the path.
 void DrawLinePlot(const LinePlot& plot, const std::string& png_path);
+// Several line plots on one page (gnuplot multiplot), `columns` per row,
+// each panel panel_width x panel_height pixels.
+void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& title, int columns,
+                      int panel_width, int panel_height, const std::string& png_path);
 void DrawHeatmap(const Heatmap& map, const std::string& png_path);
 // Several heat maps on one page (gnuplot multiplot), `columns` per row.
 void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title, int columns,
-                     const std::string& png_path);
+                     const std::string& png_path, int panel_width = 420, int panel_height = 380);
 
 }  // namespace posenc::cli

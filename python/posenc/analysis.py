@@ -17,24 +17,43 @@ import numpy as np
 from . import _posenc
 from .rope import RopeSpec
 
-__all__ = ["rope_dims", "rope_decay", "rope_invariance", "rope_score_matrix", "sinusoidal_dot_matrix",
-           "sinusoidal_linear_map", "sinusoidal_shift_matrix"]
+__all__ = ["binary_digits", "log_spaced_distances", "rope_dims", "rope_decay", "rope_invariance",
+           "rope_score_matrix", "sinusoidal_dot_matrix", "sinusoidal_linear_map", "sinusoidal_shift_matrix",
+           "sinusoidal_solve_shift_matrix"]
 
 
-def rope_dims(spec: RopeSpec, original_length: int, comparison_factor: float = 0.0) -> dict:
+def rope_dims(spec: RopeSpec, original_length: int, comparison_factor: float = 0.0,
+              longrope_factors=None) -> dict:
     """Per pair: inverse frequency, wavelength 2π/θ (tokens) and rotations within
     ``original_length``, for ``spec`` and (if ``comparison_factor`` > 0) for
-    plain, linear, NTK, YaRN and Llama-3 built from its base with that factor.
-    Which dimensions turn fully within the training length extrapolate; the
-    others interpolate."""
-    return _posenc.rope_dims(spec._spec, int(original_length), float(comparison_factor))
+    plain, linear, NTK, YaRN and Llama-3 built from its base with that factor,
+    and LongRoPE beyond ``original_length`` with ``longrope_factors`` (one per
+    pair) or, for a LongRoPE spec, its own long factors. Which dimensions turn
+    fully within the training length extrapolate; the others interpolate."""
+    factors = [] if longrope_factors is None else [float(f) for f in longrope_factors]
+    return _posenc.rope_dims(spec._spec, int(original_length), float(comparison_factor), factors)
 
 
-def rope_decay(spec: RopeSpec, max_distance: int = 256, step: int = 1, samples: int = 32, seed: int = 0) -> dict:
+def rope_decay(spec: RopeSpec, max_distance: int = 256, step: int = 1, samples: int = 32, seed: int = 0,
+               distances=None) -> dict:
     """RoFormer's long-range decay: against relative distance, the upper bound
     (1/(d/2)) Σ_j |S_j| and the measured mean |<R_m q, R_n k>| for all-ones
-    and for random N(0, 1) q, k. Keys: distance, bound, ones, random."""
-    return _posenc.rope_decay(spec._spec, int(max_distance), int(step), int(samples), int(seed))
+    and for random N(0, 1) q, k. Keys: distance, bound, ones, random.
+    ``distances`` (e.g. :func:`log_spaced_distances`) replaces the grid
+    0, step, ..., max_distance."""
+    listed = [] if distances is None else [int(d) for d in distances]
+    return _posenc.rope_decay(spec._spec, int(max_distance), int(step), int(samples), int(seed), listed)
+
+
+def log_spaced_distances(max_distance: int, count: int) -> np.ndarray:
+    """About ``count`` whole distances from 1 to ``max_distance``, evenly spaced on a log scale."""
+    return np.asarray(_posenc.log_spaced_distances(int(max_distance), int(count)), dtype=np.int64)
+
+
+def binary_digits(positions: int, bits: int) -> np.ndarray:
+    """[positions, bits]: bit b of each position k (bit 0, the fastest, first): the
+    counter that sinusoidal frequencies smooth out (seed 000's picture)."""
+    return _posenc.binary_digits(int(positions), int(bits))
 
 
 def rope_invariance(spec: RopeSpec, max_position: int = 4096, step: int = 64, seed: int = 0) -> dict:
@@ -58,6 +77,15 @@ def sinusoidal_shift_matrix(dim: int, delta: float, base: float = 10000.0) -> np
     return _posenc.sinusoidal_shift_matrix(int(dim), float(base), float(delta))
 
 
+def sinusoidal_solve_shift_matrix(dim: int, delta: float, first: int = 0, count: int = 256,
+                                  base: float = 10000.0) -> np.ndarray:
+    """T(Δ) found from the encodings alone: per pair, the least-squares 2×2 block
+    mapping p_k to p_{k+Δ} for k = first .. first+count-1."""
+    return _posenc.sinusoidal_solve_shift_matrix(int(dim), float(base), float(delta), int(first), int(count))
+
+
 def sinusoidal_linear_map(dim: int, positions: int = 512, max_shift: int = 64, base: float = 10000.0) -> dict:
-    """How exactly p_{k+Δ} = T(Δ) p_k holds: max error per Δ and overall."""
+    """How exactly p_{k+Δ} = T(Δ) p_k holds: max error per Δ and overall, and how
+    far T solved back from either half of the positions is from T(Δ)
+    (``max_solved_deviation``: T depends on Δ only)."""
     return _posenc.sinusoidal_linear_map(int(dim), float(base), int(positions), int(max_shift))

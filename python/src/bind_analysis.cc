@@ -4,6 +4,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "bindings.h"
 #include "posenc/analysis.h"
 
@@ -45,8 +50,9 @@ SinusoidalSpec Sinusoidal(std::int64_t dim, double base) {
 void BindAnalysis(py::module_& m) {
   m.def(
       "rope_dims",
-      [](const RopeSpec& spec, std::int64_t original_length, double comparison_factor) {
-        const RopeDims dims = ComputeRopeDims(spec, original_length, comparison_factor);
+      [](const RopeSpec& spec, std::int64_t original_length, double comparison_factor,
+         const std::vector<double>& longrope_factors) {
+        const RopeDims dims = ComputeRopeDims(spec, original_length, comparison_factor, longrope_factors);
         py::dict out;
         out["original_length"] = dims.original_length;
         out["configured"] = DimsOf(dims.configured);
@@ -55,11 +61,17 @@ void BindAnalysis(py::module_& m) {
         out["comparisons"] = comparisons;
         return out;
       },
-      py::arg("spec"), py::arg("original_length"), py::arg("comparison_factor") = 0.0);
+      py::arg("spec"), py::arg("original_length"), py::arg("comparison_factor") = 0.0,
+      py::arg("longrope_factors") = std::vector<double>{});
   m.def(
       "rope_decay",
-      [](const RopeSpec& spec, std::int64_t max_distance, std::int64_t step, std::int64_t samples, std::uint64_t seed) {
-        const RopeDecay decay = ComputeRopeDecay(spec, {max_distance, step, samples, seed});
+      [](const RopeSpec& spec, std::int64_t max_distance, std::int64_t step, std::int64_t samples, std::uint64_t seed,
+         const std::vector<std::int64_t>& distances) {
+        const RopeDecay decay = ComputeRopeDecay(spec, {.max_distance = max_distance,
+                                                        .step = step,
+                                                        .distances = distances,
+                                                        .samples = samples,
+                                                        .seed = seed});
         std::vector<double> distance, bound, ones, random;
         for (const auto& p : decay.points) {
           distance.push_back(static_cast<double>(p.distance));
@@ -74,7 +86,9 @@ void BindAnalysis(py::module_& m) {
         }
         return out;
       },
-      py::arg("spec"), py::arg("max_distance"), py::arg("step"), py::arg("samples"), py::arg("seed"));
+      py::arg("spec"), py::arg("max_distance"), py::arg("step"), py::arg("samples"), py::arg("seed"),
+      py::arg("distances") = std::vector<std::int64_t>{});
+  m.def("log_spaced_distances", &LogSpacedDistances, py::arg("max_distance"), py::arg("count"));
   m.def(
       "sinusoidal_linear_map",
       [](std::int64_t dim, double base, std::int64_t positions, std::int64_t max_shift) {
@@ -83,6 +97,9 @@ void BindAnalysis(py::module_& m) {
         out["max_error"] = map.max_error;
         out["error_by_shift"] =
             py::array_t<double>(static_cast<py::ssize_t>(map.error_by_shift.size()), map.error_by_shift.data());
+        out["max_solved_deviation"] = map.max_solved_deviation;
+        out["solved_deviation_by_shift"] = py::array_t<double>(
+            static_cast<py::ssize_t>(map.solved_deviation_by_shift.size()), map.solved_deviation_by_shift.data());
         return out;
       },
       py::arg("dim"), py::arg("base"), py::arg("positions"), py::arg("max_shift"));
@@ -92,6 +109,16 @@ void BindAnalysis(py::module_& m) {
         return Matrix(SinusoidalShiftMatrix(Sinusoidal(dim, base), delta), dim, dim);
       },
       py::arg("dim"), py::arg("base"), py::arg("delta"));
+  m.def(
+      "sinusoidal_solve_shift_matrix",
+      [](std::int64_t dim, double base, double delta, std::int64_t first, std::int64_t count) {
+        return Matrix(SolveSinusoidalShiftMatrix(Sinusoidal(dim, base), delta, first, count), dim, dim);
+      },
+      py::arg("dim"), py::arg("base"), py::arg("delta"), py::arg("first"), py::arg("count"));
+  m.def(
+      "binary_digits",
+      [](std::int64_t positions, std::int64_t bits) { return Matrix(BinaryDigits(positions, bits), positions, bits); },
+      py::arg("positions"), py::arg("bits"));
   m.def(
       "rope_invariance",
       [](const RopeSpec& spec, std::int64_t max_position, std::int64_t step, std::uint64_t seed) {

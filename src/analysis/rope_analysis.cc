@@ -85,12 +85,20 @@ std::vector<double> RotateHeadF64(const RopeSpec& spec, const std::vector<double
 }
 
 RopeDims ComputeRopeDims(const RopeSpec& spec, std::int64_t original_length,
-                         double comparison_factor) {
+                         double comparison_factor, const std::vector<double>& longrope_factors) {
   constexpr const char* kOp = "rope_dims";
   spec.Validate();
   Require(original_length > 0, kOp, "original_length", original_length, "must be > 0");
   Require(comparison_factor == 0.0 || (std::isfinite(comparison_factor) && comparison_factor >= 1.0),
           kOp, "comparison_factor", comparison_factor, "must be 0 (none) or a finite number >= 1");
+  if (!longrope_factors.empty()) {
+    Require(static_cast<std::int64_t>(longrope_factors.size()) == spec.Pairs(), kOp,
+            "longrope_factors.size()", longrope_factors.size(),
+            "must equal rotary_dim / 2 = " + std::to_string(spec.Pairs()));
+    for (double f : longrope_factors) {
+      Require(std::isfinite(f) && f > 0.0, kOp, "longrope_factors", f, "must be finite and > 0");
+    }
+  }
   RopeDims out;
   out.original_length = original_length;
   out.configured = DimsFor(spec, std::string(RopeScalingName(spec.scaling)), 1.0, original_length);
@@ -115,6 +123,21 @@ RopeDims ComputeRopeDims(const RopeSpec& spec, std::int64_t original_length,
   llama3.factor = f;
   llama3.original_max_position = original_length;
   out.comparisons.push_back(DimsFor(with(llama3), "llama3", f, original_length));
+  // LongRoPE: searched per-pair factors, the long set (beyond the original
+  // length). Only when some are known.
+  std::vector<double> factors = longrope_factors;
+  if (factors.empty()) {
+    if (const auto* own = std::get_if<LongRopeScaling>(&spec.scaling)) factors = own->long_factor;
+  }
+  if (!factors.empty()) {
+    LongRopeScaling longrope;
+    longrope.short_factor = factors;
+    longrope.long_factor = factors;
+    longrope.original_max_position = original_length;
+    longrope.factor = f;
+    RopeDimsMethod m = DimsFor(with(longrope), "longrope", f, original_length);
+    out.comparisons.push_back(std::move(m));
+  }
   return out;
 }
 
@@ -130,13 +153,41 @@ double RopeDecayBound(const std::vector<double>& inv_freq, double distance) {
   return total / static_cast<double>(inv_freq.size());
 }
 
+std::vector<std::int64_t> LogSpacedDistances(std::int64_t max_distance, std::int64_t count) {
+  constexpr const char* kOp = "rope_decay";
+  Require(max_distance >= 1 && max_distance <= (std::int64_t{1} << 24), kOp, "max_distance",
+          max_distance, "must be in [1, 16777216] on a log scale");
+  Require(count >= 2 && count <= (std::int64_t{1} << 20), kOp, "count", count, "must be in [2, 1048576]");
+  std::vector<std::int64_t> out;
+  const double top = std::log(static_cast<double>(max_distance));
+  for (std::int64_t i = 0; i < count; ++i) {
+    const double x = std::exp(top * static_cast<double>(i) / static_cast<double>(count - 1));
+    const auto d = std::clamp<std::int64_t>(std::llround(x), 1, max_distance);
+    if (out.empty() || d > out.back()) out.push_back(d);
+  }
+  if (out.back() != max_distance) out.push_back(max_distance);
+  return out;
+}
+
 RopeDecay ComputeRopeDecay(const RopeSpec& spec, const RopeDecayOptions& options) {
   constexpr const char* kOp = "rope_decay";
   spec.Validate();
-  Require(options.max_distance >= 0, kOp, "max_distance", options.max_distance, "must be >= 0");
-  Require(options.max_distance <= (std::int64_t{1} << 24), kOp, "max_distance",
-          options.max_distance, "must be <= 16777216");
-  Require(options.step > 0, kOp, "step", options.step, "must be > 0");
+  std::vector<std::int64_t> distances = options.distances;
+  if (distances.empty()) {
+    Require(options.max_distance >= 0, kOp, "max_distance", options.max_distance, "must be >= 0");
+    Require(options.max_distance <= (std::int64_t{1} << 24), kOp, "max_distance",
+            options.max_distance, "must be <= 16777216");
+    Require(options.step > 0, kOp, "step", options.step, "must be > 0");
+    for (std::int64_t delta = 0; delta <= options.max_distance; delta += options.step) {
+      distances.push_back(delta);
+    }
+  }
+  Require(distances.size() <= (std::size_t{1} << 20), kOp, "distances.size()", distances.size(),
+          "must be <= 1048576");
+  for (std::int64_t delta : distances) {
+    Require(delta >= 0 && delta <= (std::int64_t{1} << 24), kOp, "distance", delta,
+            "must be in [0, 16777216]");
+  }
   Require(options.samples > 0, kOp, "samples", options.samples, "must be > 0");
   Require(options.samples <= 100000, kOp, "samples", options.samples, "must be <= 100000");
   const std::vector<double> inv_freq = ComputeRopeFrequencies(spec).inv_freq;
@@ -154,7 +205,7 @@ RopeDecay ComputeRopeDecay(const RopeSpec& spec, const RopeDecayOptions& options
 
   RopeDecay out;
   out.rotary_dim = spec.RotaryDim();
-  for (std::int64_t delta = 0; delta <= options.max_distance; delta += options.step) {
+  for (std::int64_t delta : distances) {
     RopeDecayPoint point;
     point.distance = delta;
     point.bound = RopeDecayBound(inv_freq, static_cast<double>(delta));

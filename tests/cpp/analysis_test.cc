@@ -3,6 +3,8 @@
 #include <cmath>
 #include <complex>
 #include <numbers>
+#include <variant>
+#include <vector>
 
 #include "posenc/analysis.h"
 #include "posenc/rope_frequencies.h"
@@ -45,6 +47,55 @@ TEST(RopeDims, ClosedFormsLlama31) {
       EXPECT_GE(method.dims[i].wavelength, method.dims[i - 1].wavelength) << method.method;
     }
   }
+}
+
+// Phi-3-mini-128k's shape (head_dim 96, 48 pairs, L = 4096) with made-up
+// rising factors: the comparison divides plain frequencies by them.
+RopeSpec LongRopeSpec() {
+  LongRopeScaling s;
+  for (int i = 0; i < 48; ++i) {
+    s.short_factor.push_back(1.0 + 0.02 * i);
+    s.long_factor.push_back(1.0 + 1.3 * i);
+  }
+  s.original_max_position = 4096;
+  s.factor = 32.0;
+  return RopeSpec{.theta = 10000.0, .head_dim = 96, .scaling = s};
+}
+
+TEST(RopeDims, LongRopeComparisonUsesLongFactors) {
+  const RopeSpec spec = LongRopeSpec();
+  const auto& own = std::get<LongRopeScaling>(spec.scaling);
+  const RopeDims dims = ComputeRopeDims(spec, 4096, 32.0);
+  EXPECT_EQ(dims.configured.method, "longrope");
+  ASSERT_EQ(dims.comparisons.size(), 6u);
+  const RopeDimsMethod& plain = dims.comparisons[0];
+  const RopeDimsMethod& longrope = dims.comparisons[5];
+  EXPECT_EQ(longrope.method, "longrope");
+  EXPECT_EQ(longrope.factor, 32.0);
+  for (std::size_t i = 0; i < 48; ++i) {
+    // At the original length the configured table uses the short factors ...
+    EXPECT_NEAR(dims.configured.dims[i].inv_freq * own.short_factor[i], plain.dims[i].inv_freq, 1e-15);
+    // ... the comparison the long ones (beyond it).
+    EXPECT_NEAR(longrope.dims[i].inv_freq * own.long_factor[i], plain.dims[i].inv_freq, 1e-15);
+    EXPECT_DOUBLE_EQ(longrope.dims[i].wavelength, 2.0 * std::numbers::pi / longrope.dims[i].inv_freq);
+    EXPECT_DOUBLE_EQ(longrope.dims[i].rotations, 4096.0 / longrope.dims[i].wavelength);
+  }
+  // Factors given explicitly win over the spec's, and work for any spec.
+  std::vector<double> twos(64, 2.0);
+  const RopeDims given = ComputeRopeDims(Llama2Spec(), 4096, 4.0, twos);
+  ASSERT_EQ(given.comparisons.size(), 6u);
+  EXPECT_NEAR(given.comparisons[5].dims[10].inv_freq * 2.0, given.comparisons[0].dims[10].inv_freq, 1e-15);
+  // No factors known: no LongRoPE table (there is nothing to compare).
+  EXPECT_EQ(ComputeRopeDims(Llama2Spec(), 4096, 4.0).comparisons.size(), 5u);
+}
+
+TEST(RopeDims, RejectsBadLongRopeFactors) {
+  ExpectError([] { ComputeRopeDims(Llama2Spec(), 4096, 4.0, std::vector<double>(63, 1.0)); },
+              {"[rope_dims] longrope_factors.size() = 63", "rotary_dim / 2 = 64"});
+  std::vector<double> factors(64, 1.0);
+  factors[7] = -1.0;
+  ExpectError([&] { ComputeRopeDims(Llama2Spec(), 4096, 4.0, factors); },
+              {"longrope_factors = -1", "> 0"});
 }
 
 TEST(RopeDims, NoComparisonsWithoutFactor) {
@@ -96,6 +147,32 @@ TEST(RopeDecay, BruteForceAgainstFormula) {
   EXPECT_LT(decay.points.back().bound, 0.5 * decay.points.front().bound);
 }
 
+TEST(RopeDecay, ExplicitAndLogSpacedDistances) {
+  const std::vector<std::int64_t> log = LogSpacedDistances(65536, 200);
+  ASSERT_GT(log.size(), 100u);
+  EXPECT_EQ(log.front(), 1);
+  EXPECT_EQ(log.back(), 65536);
+  for (std::size_t i = 1; i < log.size(); ++i) EXPECT_GT(log[i], log[i - 1]);
+  // Ratios even on a log scale where rounding no longer matters.
+  const double ratio = std::exp(std::log(65536.0) / 199.0);
+  EXPECT_NEAR(static_cast<double>(log[log.size() - 1]) / static_cast<double>(log[log.size() - 2]), ratio, 1e-3);
+  EXPECT_EQ(LogSpacedDistances(1, 5), std::vector<std::int64_t>{1});
+
+  // The same points as the grid, whichever way they are asked for.
+  const RopeDecay grid = ComputeRopeDecay(Llama2Spec(), {.max_distance = 300, .step = 100, .samples = 3});
+  const RopeDecay listed = ComputeRopeDecay(Llama2Spec(), {.distances = {0, 100, 200, 300}, .samples = 3});
+  ASSERT_EQ(listed.points.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(listed.points[i].distance, grid.points[i].distance);
+    EXPECT_EQ(listed.points[i].bound, grid.points[i].bound);
+    EXPECT_EQ(listed.points[i].ones, grid.points[i].ones);
+    EXPECT_EQ(listed.points[i].random, grid.points[i].random);
+  }
+  ExpectError([] { ComputeRopeDecay(Llama2Spec(), {.distances = {3, -1}}); }, {"[rope_decay] distance = -1"});
+  ExpectError([] { LogSpacedDistances(0, 10); }, {"max_distance = 0"});
+  ExpectError([] { LogSpacedDistances(100, 1); }, {"count = 1"});
+}
+
 TEST(RopeDecay, RejectsBadInput) {
   ExpectError([] { ComputeRopeDecay(Llama2Spec(), {.max_distance = -1}); },
               {"[rope_decay] max_distance = -1"});
@@ -140,9 +217,36 @@ TEST(SinusoidalLinearMap, ShiftMatrixIsBlockRotation) {
   }
 }
 
+TEST(SinusoidalLinearMap, SolvedMapIsTheConstructedOneAnywhere) {
+  // Least squares from the encodings alone finds the block rotation, the same
+  // from any window of positions (T depends on Delta only), for whole and
+  // fractional shifts, both orders, an odd dim.
+  for (SinusoidalOrder order : {SinusoidalOrder::kInterleaved, SinusoidalOrder::kConcat}) {
+    for (std::int64_t dim : {16, 64, 9}) {
+      const SinusoidalSpec spec{.dim = dim, .order = order};
+      for (double delta : {-37.0, 1.0, 2.5, 100.0}) {
+        const std::vector<double> t = SinusoidalShiftMatrix(spec, delta);
+        for (std::int64_t first : {0, 1000, -500}) {
+          const std::vector<double> solved = SolveSinusoidalShiftMatrix(spec, delta, first, 256);
+          ASSERT_EQ(solved.size(), t.size());
+          for (std::size_t i = 0; i < t.size(); ++i) {
+            ASSERT_NEAR(solved[i], t[i], 1e-9) << "dim " << dim << " delta " << delta << " first " << first;
+          }
+        }
+      }
+    }
+  }
+  const SinusoidalLinearMap map = ComputeSinusoidalLinearMap(SinusoidalSpec{.dim = 128}, 512, 64);
+  ASSERT_EQ(map.solved_deviation_by_shift.size(), 129u);
+  EXPECT_LT(map.max_solved_deviation, 1e-9);
+}
+
 TEST(SinusoidalLinearMap, RejectsBadInput) {
   ExpectError([] { ComputeSinusoidalLinearMap(SinusoidalSpec{.dim = 8}, 0, 4); },
               {"[sinusoidal_linear_map] positions = 0"});
+  ExpectError([] { ComputeSinusoidalLinearMap(SinusoidalSpec{.dim = 8}, 3, 4); }, {"positions = 3", ">= 4"});
+  ExpectError([] { SolveSinusoidalShiftMatrix(SinusoidalSpec{.dim = 8}, 1.0, 0, 1); },
+              {"[sinusoidal_shift] count = 1"});
   ExpectError([] { ComputeSinusoidalLinearMap(SinusoidalSpec{.dim = 8}, 8, -1); }, {"max_shift = -1"});
   ExpectError([] { SinusoidalShiftMatrix(SinusoidalSpec{.dim = 8}, NAN); }, {"delta = nan"});
 }
@@ -170,6 +274,26 @@ TEST(RopeInvariance, RejectsBadInput) {
   ExpectError([] { ComputeRopeInvariance(Llama2Spec(), -1, 1); }, {"max_position = -1"});
   ExpectError([] { ComputeRopeInvariance(Llama2Spec(), 16, 0); }, {"step = 0"});
   ExpectError([] { ComputeRopeInvariance(Llama2Spec(), 100000, 1); }, {"at most 513"});
+}
+
+TEST(BinaryCounter, DigitsSpellThePosition) {
+  const std::vector<double> bits = BinaryDigits(64, 6);
+  ASSERT_EQ(bits.size(), 64u * 6u);
+  for (std::int64_t k = 0; k < 64; ++k) {
+    double value = 0.0;
+    for (std::int64_t b = 0; b < 6; ++b) value += bits[static_cast<std::size_t>(k * 6 + b)] * std::ldexp(1.0, static_cast<int>(b));
+    EXPECT_EQ(value, static_cast<double>(k));
+  }
+  // Bit b has period 2^(b+1): it flips every 2^b tokens.
+  for (std::int64_t b = 0; b < 6; ++b) {
+    for (std::int64_t k = 0; k + (std::int64_t{1} << b) < 64; ++k) {
+      const double now = bits[static_cast<std::size_t>(k * 6 + b)];
+      const double later = bits[static_cast<std::size_t>((k + (std::int64_t{1} << b)) * 6 + b)];
+      EXPECT_EQ(now + later, 1.0);
+    }
+  }
+  ExpectError([] { BinaryDigits(0, 4); }, {"[binary_digits] positions = 0"});
+  ExpectError([] { BinaryDigits(8, 63); }, {"bits = 63"});
 }
 
 TEST(ScoreMatrices, SinusoidalDotsBruteForce) {
