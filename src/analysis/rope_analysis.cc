@@ -236,7 +236,11 @@ RopeInvariance ComputeRopeInvariance(const RopeSpec& spec, std::int64_t max_posi
   Require(step > 0, kOp, "step", step, "must be > 0");
   Require(max_position / step <= 512, kOp, "step", step,
           "must leave at most 513 grid positions (max_position / step <= 512)");
-  const RopeFrequencies freqs = ComputeRopeFrequencies(spec);
+  // The rotation alone, as in the float64 check: the kernel would scale each
+  // rotated vector by the attention factor (YaRN, LongRoPE), the scores
+  // <R_m q, R_n k> by its square but <R_{m-n} q, k> (k unrotated) only once.
+  RopeFrequencies freqs = ComputeRopeFrequencies(spec);
+  freqs.attention_factor = 1.0;
   std::mt19937_64 rng(seed);
   const std::vector<double> q = Normal(rng, spec.head_dim);
   const std::vector<double> k = Normal(rng, spec.head_dim);

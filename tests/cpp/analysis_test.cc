@@ -268,6 +268,16 @@ TEST(RopeInvariance, Llama2AndQwen2Yarn) {
   yarn.scaling = s;
   const RopeInvariance inv = ComputeRopeInvariance(yarn, 65536, 2048);
   EXPECT_LT(inv.max_error_f64, 1e-10 * inv.max_abs_score);
+  // The attention factor (1.139 here) scales both sides alike: left out.
+  EXPECT_LT(inv.max_error_f32, 1e-4 * inv.max_abs_score);
+}
+
+TEST(RopeInvariance, LongRopeAtLongPositions) {
+  // Phi-3-style LongRoPE (attention factor 1.19) to 131072 tokens: the
+  // float32 kernel forms angles in double, so the invariance holds there too.
+  const RopeInvariance inv = ComputeRopeInvariance(LongRopeSpec(), 131072, 512);
+  EXPECT_LT(inv.max_error_f64, 1e-10 * inv.max_abs_score);
+  EXPECT_LT(inv.max_error_f32, 1e-4 * inv.max_abs_score);
 }
 
 TEST(RopeInvariance, RejectsBadInput) {
@@ -309,6 +319,18 @@ TEST(ScoreMatrices, SinusoidalDotsBruteForce) {
     }
   }
   ExpectError([] { SinusoidalDotMatrix(SinusoidalSpec{.dim = 8}, 0); }, {"positions = 0"});
+}
+
+TEST(ScoreMatrices, RopeScoresOfOnesAreTwiceSinusoidalDots) {
+  // All-ones q, k: each pair scores 2 cos((m - n) theta_i), and sinusoidal
+  // <p_m, p_n> sums cos((m - n) w_i) with the same frequencies.
+  for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
+    const RopeSpec spec{.theta = 10000.0, .head_dim = 32, .layout = layout};
+    const std::vector<double> ones(32, 1.0);
+    const std::vector<double> rope = RopeScoreMatrix(spec, ones, ones, 40);
+    const std::vector<double> dots = SinusoidalDotMatrix(SinusoidalSpec{.dim = 32}, 40);
+    for (std::size_t i = 0; i < rope.size(); ++i) EXPECT_NEAR(rope[i], 2.0 * dots[i], 1e-12);
+  }
 }
 
 TEST(ScoreMatrices, RopeScoresDependOnDifference) {
