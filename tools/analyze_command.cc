@@ -781,7 +781,8 @@ void AddAnalyzeCommands(CLI::App& app) {
   c->callback([decay] { RunDecay(*decay); });
 
   auto heat = std::make_shared<HeatmapOptions>();
-  CLI::App* h = analyze->add_subcommand("heatmap", "<p_m, p_n> (sinusoidal) or <R_m q, R_n k> (rope)");
+  CLI::App* h = analyze->add_subcommand(
+      "heatmap", "<p_m, p_n> (sinusoidal), <R_m q, R_n k> (rope), ALiBi bias per head, T5 buckets, binary counter");
   h->add_option("--kind", heat->kind,
                 "sinusoidal (<p_m, p_n>), rope (<R_m q, R_n k>), alibi (bias per head), t5 (buckets), "
                 "binary (bits of k beside sinusoidal p_k)")
