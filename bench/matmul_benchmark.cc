@@ -1,0 +1,230 @@
+// Matmul throughput (Google Benchmark) on the model's linear-layer shapes,
+// for posenc's kernel and OpenBLAS (the peer, when CMake found it).
+//
+// y [m, n] = x [m, k] W [n, k]^T with m = 2048 tokens and (n, k) from a
+// 576-wide model: (960, 576) qkv, (3072, 576) and (576, 1536) MLP,
+// (576, 576) attention output, (49152, 576) tied-embedding logits.
+// Implementations, each at 1 and 2 threads:
+//   posenc            MatMul on weights packed once (not timed)
+//   openblas          cblas_sgemm(RowMajor, NoTrans, Trans) with OpenBLAS's
+//                     own threads (openblas_set_num_threads)
+//   openblas_blocks   single-threaded cblas_sgemm calls on fixed blocks of
+//                     128 rows inside posenc's ParallelFor: the result does
+//                     not depend on the thread count, as posenc's
+// Before timing, every implementation's output is checked against
+// posenc::reference::MatMul on 24 rows (the first, middle and last 8).
+// Counters: GFLOP/s (2 m n k per call, 1e9 flop/s), peak_ratio (that over
+// peak_GFLOP/s, the best fp32 FMA peak measured with the same thread count
+// at start-up and after each case so far),
+// max_error (largest |y - reference| / sum |x||w| over the checked rows).
+//
+//   matmul_benchmark [Google Benchmark flags]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "machine_limits.h"
+#include "posenc/matmul.h"
+#include "posenc/parallel.h"
+
+#ifdef POSENC_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace posenc::bench {
+namespace {
+
+constexpr std::int64_t kTokens = 2048;
+constexpr std::int64_t kBlasBlockRows = 128;
+
+// Best fp32 FMA peak seen so far, by thread count: measured in main and again
+// after every case, so that a neighbour busy on a core during one
+// measurement does not inflate the ratios.
+std::map<int, double> peak_gflops;
+
+double UpdatePeak(int reps) {
+  const FmaPeak peak = MeasureFmaPeak(reps);
+  double& best = peak_gflops[peak.threads];
+  best = std::max(best, peak.gflops);
+  return best;
+}
+
+enum class Impl { kPosenc, kOpenBlas, kOpenBlasBlocks };
+
+const char* ImplName(Impl impl) {
+  switch (impl) {
+    case Impl::kPosenc: return "posenc";
+    case Impl::kOpenBlas: return "openblas";
+    case Impl::kOpenBlasBlocks: return "openblas_blocks";
+  }
+  return "";
+}
+
+struct Shape {
+  std::int64_t n, k;
+};
+
+// Inputs and outputs of one shape, made once and shared by every case of it.
+struct Workload {
+  std::int64_t m, n, k;
+  std::vector<float> x, w, y;
+  PackedWeights packed;
+
+  Workload(std::int64_t m, std::int64_t n, std::int64_t k)
+      : m(m), n(n), k(k), x(Random(m * k, 1)), w(Random(n * k, 2)),
+        y(static_cast<std::size_t>(m * n)), packed(PackedWeights::Pack(w, n, k)) {}
+
+  static std::vector<float> Random(std::int64_t count, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> v(static_cast<std::size_t>(count));
+    for (float& f : v) f = dist(rng);
+    return v;
+  }
+
+  void Run(Impl impl) {
+    switch (impl) {
+      case Impl::kPosenc:
+        MatMul(x, m, packed, y);
+        return;
+#ifdef POSENC_HAVE_OPENBLAS
+      case Impl::kOpenBlas:
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                    static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), w.data(), static_cast<int>(k),
+                    0.0f, y.data(), static_cast<int>(n));
+        return;
+      case Impl::kOpenBlasBlocks: {
+        const std::int64_t blocks = (m + kBlasBlockRows - 1) / kBlasBlockRows;
+        ParallelFor(blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+          const std::int64_t row = begin * kBlasBlockRows;
+          const std::int64_t rows = std::min(m, end * kBlasBlockRows) - row;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(n),
+                      static_cast<int>(k), 1.0f, x.data() + row * k, static_cast<int>(k), w.data(),
+                      static_cast<int>(k), 0.0f, y.data() + row * n, static_cast<int>(n));
+        });
+        return;
+      }
+#else
+      default:
+        return;
+#endif
+    }
+  }
+
+  // Largest |y - reference| / sum |x||w| over 24 rows (start, middle, end).
+  double CheckError() const {
+    double worst = 0;
+    for (const std::int64_t row : {std::int64_t{0}, m / 2, m - 8}) {
+      std::vector<float> expected(static_cast<std::size_t>(8 * n));
+      reference::MatMul(std::span(x).subspan(static_cast<std::size_t>(row * k), static_cast<std::size_t>(8 * k)),
+                        8, w, n, k, expected);
+      for (std::int64_t i = 0; i < 8; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          double magnitude = 0;
+          for (std::int64_t kk = 0; kk < k; ++kk) {
+            magnitude += std::abs(static_cast<double>(x[(row + i) * k + kk]) * w[j * k + kk]);
+          }
+          const double error = std::abs(static_cast<double>(y[(row + i) * n + j]) - expected[i * n + j]);
+          worst = std::max(worst, error / magnitude);
+        }
+      }
+    }
+    return worst;
+  }
+};
+
+Workload& Prepare(Shape shape) {
+  static std::unique_ptr<Workload> last;
+  if (!last || last->n != shape.n || last->k != shape.k) {
+    last.reset();  // free the previous shape first
+    last = std::make_unique<Workload>(kTokens, shape.n, shape.k);
+  }
+  return *last;
+}
+
+void SetThreads(Impl impl, int threads) {
+  SetNumThreads(threads);
+#ifdef POSENC_HAVE_OPENBLAS
+  openblas_set_num_threads(impl == Impl::kOpenBlas ? threads : 1);
+#else
+  (void)impl;
+#endif
+}
+
+void BM_MatMul(benchmark::State& state, Impl impl, Shape shape) {
+  const int threads = static_cast<int>(state.range(0));
+  SetThreads(impl, threads);
+  Workload& work = Prepare(shape);
+  std::fill(work.y.begin(), work.y.end(), std::nanf(""));
+  work.Run(impl);
+  const double error = work.CheckError();
+  // A float32 FMA chain of k terms errs by at most ~k * 6e-8 of sum |x||w|.
+  const double tolerance = 1e-7 * static_cast<double>(shape.k);
+  if (!(error <= tolerance)) {
+    state.SkipWithError(("max error " + std::to_string(error) + " above " + std::to_string(tolerance)).c_str());
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    work.Run(impl);
+    benchmark::ClobberMemory();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double flops = 2.0 * static_cast<double>(kTokens * shape.n * shape.k) * static_cast<double>(state.iterations());
+  const double peak = UpdatePeak(3);
+  state.counters["GFLOP/s"] = flops / seconds / 1e9;
+  state.counters["peak_ratio"] = flops / seconds / 1e9 / peak;
+  state.counters["peak_GFLOP/s"] = peak;
+  state.counters["max_error"] = error;
+}
+
+void RegisterAll() {
+  std::vector<Impl> impls{Impl::kPosenc};
+#ifdef POSENC_HAVE_OPENBLAS
+  impls.push_back(Impl::kOpenBlas);
+  impls.push_back(Impl::kOpenBlasBlocks);
+#endif
+  for (const Shape shape : {Shape{960, 576}, Shape{3072, 576}, Shape{576, 1536}, Shape{576, 576},
+                            Shape{49152, 576}}) {
+    for (const Impl impl : impls) {
+      const std::string name = std::string("matmul/") + ImplName(impl) + "/m=" + std::to_string(kTokens) +
+                               "/n=" + std::to_string(shape.n) + "/k=" + std::to_string(shape.k);
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, impl, shape)
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace posenc::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+  for (const int threads : {1, 2}) {
+    posenc::SetNumThreads(threads);
+    const double peak = posenc::bench::UpdatePeak(20);
+    benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(threads) + "t", std::to_string(peak));
+  }
+  benchmark::AddCustomContext("fma_target", posenc::bench::MeasureFmaPeak(1).target);
+#ifdef POSENC_HAVE_OPENBLAS
+  benchmark::AddCustomContext("openblas", openblas_get_config());
+#endif
+
+  posenc::bench::RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
