@@ -203,6 +203,7 @@ void AddBenchCommands(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Measure kernels against this machine's limits");
   bench->require_subcommand(1);
   AddBenchAttentionCommand(*bench);
+  AddBenchModelCommand(*bench);
 
   auto options = std::make_shared<BenchRopeOptions>();
   CLI::App* rope = bench->add_subcommand(

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   posenc::cli::AddSinusoidalCommands(app);
   posenc::cli::AddTableCommands(app);
   posenc::cli::AddAnalyzeCommands(app);
+  posenc::cli::AddPplCommand(app);
+  posenc::cli::AddStudyCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

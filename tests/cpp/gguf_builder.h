@@ -38,6 +38,15 @@ class GgufBuilder {
     ++kv_count_;
     return *this;
   }
+  GgufBuilder& StringArray(const std::string& key, const std::vector<std::string>& items) {
+    String(meta_, key);
+    Put(meta_, std::uint32_t{9});
+    Put(meta_, std::uint32_t{8});
+    Put(meta_, static_cast<std::uint64_t>(items.size()));
+    for (const std::string& item : items) String(meta_, item);
+    ++kv_count_;
+    return *this;
+  }
   GgufBuilder& Tensor(const std::string& name, std::vector<std::uint64_t> shape, std::uint32_t type,
                       const std::vector<unsigned char>& data) {
     String(infos_, name);

@@ -1,0 +1,99 @@
+// Training-free context extension (seed 004): each method is a way to run a
+// RoPE model past its training length L_train, expressed as the attention
+// options of every layer (a frequency table, a ReRoPE distance map, a mask,
+// log-n query scaling).
+//
+// Parameters not given default from L_train and the target length L (the
+// longest sequence the model will see), with s = max(1, L / L_train):
+//   none          the model as trained (direct extrapolation past L_train)
+//   linear        position interpolation, factor = s
+//   ntk           NTK-aware base change, alpha = s (the lowest frequency is
+//                 interpolated by exactly s)
+//   dynamic-ntk   Hugging Face's dynamic NTK at length L, factor = 2 (the
+//                 value of its documentation; alpha = 2 L / L_train - 1)
+//   yarn          YaRN, factor = s, beta_fast 32, beta_slow 1,
+//                 attention factor 0.1 ln s + 1
+//   rerope        ReRoPE, window = L_train / 2 (Su's w = 256 for a model
+//                 trained on 512 tokens)
+//   leaky-rerope  Leaky ReRoPE, window = L_train / 2, k such that the longest
+//                 distance L - 1 reads as L_train - 1 (k = 1, plain RoPE,
+//                 when L <= L_train)
+//   window        sliding-window truncation, window = L_train keys
+//   lambda        the Λ mask: sinks = 4 first tokens + window = L_train keys;
+//                 the sinks' distances read as L_train - 1 (LM-Infinite's
+//                 distance cap, as a ReRoPE map)
+// and `logn` adds log-n query scaling with L_train to any of them.
+//
+// Text form (CLI, Python): NAME[:key=value,...][,logn], e.g. "yarn",
+// "yarn:factor=4", "leaky-rerope:window=512,k=16", "lambda:sinks=8,logn",
+// "ntk:logn". Keys: factor (linear, ntk, dynamic-ntk, yarn), window
+// (rerope, leaky-rerope, window, lambda), k (leaky-rerope), sinks (lambda).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "posenc/attention.h"
+#include "posenc/rope_spec.h"
+
+namespace posenc {
+
+enum class ExtensionMethod {
+  kNone,
+  kLinear,
+  kNtk,
+  kDynamicNtk,
+  kYarn,
+  kReRope,
+  kLeakyReRope,
+  kWindow,
+  kLambda,
+};
+
+std::string_view ExtensionMethodName(ExtensionMethod method);  // "leaky-rerope"
+// Throws posenc::Error listing the known names.
+ExtensionMethod ParseExtensionMethod(std::string_view name);
+// Every method, in the order of the table above.
+const std::vector<ExtensionMethod>& AllExtensionMethods();
+
+struct ContextExtension {
+  ExtensionMethod method = ExtensionMethod::kNone;
+  std::optional<double> factor;
+  std::optional<std::int64_t> window;
+  std::optional<double> k;
+  std::optional<std::int64_t> sinks;
+  bool logn = false;
+  // Throws posenc::Error for a parameter the method does not take or a value
+  // out of range (factor <= 0, window < 1, k < 1, sinks < 0).
+  void Validate() const;
+};
+
+// Parses the text form; throws posenc::Error naming the bad part.
+ContextExtension ParseContextExtension(std::string_view text);
+// The text form, listing only the parameters that are set.
+std::string FormatContextExtension(const ContextExtension& extension);
+
+// The method with every default filled in, and the attention that runs it.
+struct ExtensionPlan {
+  ContextExtension resolved;  // every parameter of the method set
+  AttentionOptions attention;
+};
+
+// model_rope: the model's RoPE spec (its own scaling must be none);
+// train_length: L_train; target_length: L. Throws posenc::Error naming the
+// parameter (e.g. window >= L_train for rerope, a model spec that already
+// scales).
+ExtensionPlan PlanContextExtension(const ContextExtension& extension, const RopeSpec& model_rope,
+                                   std::int64_t train_length, std::int64_t target_length);
+
+// Whether the plan computes what the model's own RoPE computes on sequences
+// of at most `length` tokens: the same frequencies and attention factor, no
+// distance below `length` remapped, no key masked, no log-n scale (which is 1
+// up to the training length). Within the training length most methods are
+// the model itself, and a study need not run them again.
+bool SameAsModelRope(const ExtensionPlan& plan, const RopeSpec& model_rope, std::int64_t length);
+
+}  // namespace posenc

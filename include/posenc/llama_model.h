@@ -1,0 +1,113 @@
+// A Llama-family decoder run from a GGUF file in float32: the real model on
+// which posenc measures the context-extension methods. The positional part
+// of every layer's attention is the AttentionOptions the caller passes, so
+// each method of seed 004 runs through the same engine and the same kernel.
+//
+// One layer, x [n, d] with one token a row (d = embedding_length):
+//   a = rms_norm(x) * attn_norm
+//   q = a Wq^T [n, heads, head_dim]   k = a Wk^T, v = a Wv^T [n, kv_heads, head_dim]
+//   x = x + Attention(q, k, v; positions 0..n-1, causal) Wo^T
+//   f = rms_norm(x) * ffn_norm
+//   x = x + (silu(f Wgate^T) * (f Wup^T)) Wdown^T          [n, ffn] -> [n, d]
+// then logits = (rms_norm(x) * output_norm) Wout^T [n, vocab], with Wout the
+// token embeddings when the file has no output.weight (tied, as SmolLM2).
+//
+// Weights are dequantized to float32 once at load (any type GgufFile can
+// dequantize) and packed for the matmul kernel. GGUF llama-family Q/K
+// weights come permuted by llama.cpp's converter, so RoPE is interleaved
+// (RopeFromGguf says so).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "posenc/attention.h"
+#include "posenc/gguf.h"
+#include "posenc/rope_spec.h"
+
+namespace posenc {
+
+struct LlamaHyperparams {
+  std::string architecture;  // general.architecture: "llama"
+  std::int64_t vocab_size = 0;
+  std::int64_t embedding_length = 0;     // d
+  std::int64_t feed_forward_length = 0;  // ffn
+  std::int64_t block_count = 0;
+  std::int64_t head_count = 0;
+  std::int64_t head_count_kv = 0;
+  std::int64_t head_dim = 0;
+  double rms_norm_eps = 1e-5;
+  std::int64_t context_length = 0;  // the training length ({arch}.context_length)
+  RopeSpec rope;                    // from RopeFromGguf
+  bool tied_output = false;         // no output.weight: logits use token_embd
+};
+
+// Reads the hyperparameters from `{arch}.*` metadata; throws posenc::Error
+// naming the key for a missing or inconsistent value, or an architecture
+// other than the llama family ("llama").
+LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& metadata);
+
+// Receives logits in blocks of rows, so that [n, vocab] is never held whole:
+// rows [row_begin, row_begin + rows) as rows * vocab floats.
+using LogitsSink = std::function<void(std::int64_t row_begin, std::int64_t rows, std::span<const float> logits)>;
+// Called after each layer (progress bars): layers done, layers in all.
+using LayerProgress = std::function<void(std::int64_t done, std::int64_t total)>;
+
+class LlamaModel {
+ public:
+  // Opens, checks (every tensor present with its expected shape) and
+  // dequantizes; throws posenc::Error naming the tensor or key.
+  static LlamaModel Load(const std::string& path);
+  static LlamaModel FromGguf(const GgufFile& file);
+
+  LlamaModel(LlamaModel&&) noexcept;
+  LlamaModel& operator=(LlamaModel&&) noexcept;
+  ~LlamaModel();
+
+  const LlamaHyperparams& hparams() const;
+
+  // The model's own attention: RoPE with its spec, causal.
+  AttentionOptions DefaultAttention() const;
+
+  // One forward pass over tokens at positions 0..n-1 (batched prefill);
+  // logits go to `sink` in blocks of rows, in order. Throws posenc::Error for
+  // an empty sequence, a token id outside the vocabulary, or attention
+  // options the kernel rejects. Multithreaded; bitwise identical results for
+  // any thread count.
+  void Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention, const LogitsSink& sink,
+               const LayerProgress& progress = {}) const;
+
+  // [n, vocab] logits (small n: tests and oracles).
+  std::vector<float> Logits(std::span<const std::int32_t> tokens, const AttentionOptions& attention) const;
+
+  // -log p(tokens[i + 1] | tokens[0..i]) for i in [0, n - 1): n - 1 values
+  // (natural log, from float32 logits, accumulated in double).
+  std::vector<double> NextTokenNll(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+                                   const LayerProgress& progress = {}) const;
+
+  // Floating-point operations (a multiply-add counts 2) of one Forward of n
+  // tokens: the linear layers and the logits, plus q.k and p.v over the
+  // causal triangle (n(n+1)/2 pairs per head and layer). Masks that skip keys
+  // are not subtracted.
+  double ForwardFlops(std::int64_t n) const;
+
+  struct Weights;  // opaque: src/model/llama_weights.h
+
+ private:
+  explicit LlamaModel(std::unique_ptr<Weights> weights);
+  std::unique_ptr<Weights> weights_;
+};
+
+namespace reference {
+// The same model as written: float64 everywhere, weights dequantized from
+// the file, reference::Attention. Returns [n, vocab] logits. For tiny models
+// (tests): it holds every activation of every layer.
+std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
+                                const AttentionOptions& attention);
+}  // namespace reference
+
+}  // namespace posenc

@@ -1,0 +1,49 @@
+// Perplexity of a model over a token stream, in windows of `context` tokens.
+//
+// Windows start every `stride` tokens (stride = context: non-overlapping,
+// the default). Each window is one forward pass from position 0; it scores
+// the tokens that no earlier window scored (all but its first token for the
+// first window and for non-overlapping windows; the last `stride` tokens of
+// a sliding window). Only whole windows are evaluated.
+//   ppl = exp(mean over scored tokens of -ln p(token | the window before it))
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "posenc/context_extension.h"
+#include "posenc/llama_model.h"
+
+namespace posenc {
+
+struct PerplexityOptions {
+  std::int64_t context = 512;
+  std::int64_t stride = 0;  // 0: context
+  ContextExtension extension;
+  // How many windows at most (0: every whole window of the text).
+  std::int64_t max_windows = 0;
+};
+
+struct PerplexityResult {
+  double ppl = 0;
+  double mean_nll = 0;           // natural log
+  std::int64_t scored = 0;       // tokens scored
+  std::int64_t processed = 0;    // tokens run through the model
+  std::int64_t windows = 0;
+  double seconds = 0;
+  double tokens_per_s = 0;       // processed / seconds
+  ContextExtension method;       // with every default filled in
+};
+
+// Called as the work advances (after each layer of each window): tokens
+// processed so far (a window counts in proportion to its layers done), and
+// tokens to process in all.
+using PerplexityProgress = std::function<void(std::int64_t done, std::int64_t total)>;
+
+// Throws posenc::Error for context < 2, stride outside [1, context], or a
+// text shorter than one window (naming the token count).
+PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
+                                    const PerplexityOptions& options, const PerplexityProgress& progress = {});
+
+}  // namespace posenc

@@ -1,0 +1,259 @@
+// Context-extension methods as attention options (the defaults are stated in
+// include/posenc/context_extension.h).
+#include "posenc/context_extension.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "posenc/error.h"
+#include "posenc/rope_frequencies.h"
+
+namespace posenc {
+namespace {
+
+constexpr const char* kOp = "context extension";
+
+struct MethodName {
+  ExtensionMethod method;
+  std::string_view name;
+};
+constexpr MethodName kNames[] = {
+    {ExtensionMethod::kNone, "none"},         {ExtensionMethod::kLinear, "linear"},
+    {ExtensionMethod::kNtk, "ntk"},           {ExtensionMethod::kDynamicNtk, "dynamic-ntk"},
+    {ExtensionMethod::kYarn, "yarn"},         {ExtensionMethod::kReRope, "rerope"},
+    {ExtensionMethod::kLeakyReRope, "leaky-rerope"}, {ExtensionMethod::kWindow, "window"},
+    {ExtensionMethod::kLambda, "lambda"},
+};
+
+bool TakesFactor(ExtensionMethod m) {
+  return m == ExtensionMethod::kLinear || m == ExtensionMethod::kNtk || m == ExtensionMethod::kDynamicNtk ||
+         m == ExtensionMethod::kYarn;
+}
+bool TakesWindow(ExtensionMethod m) {
+  return m == ExtensionMethod::kReRope || m == ExtensionMethod::kLeakyReRope || m == ExtensionMethod::kWindow ||
+         m == ExtensionMethod::kLambda;
+}
+
+double ParseNumber(std::string_view key, std::string_view text) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  Require(error == std::errc() && end == text.data() + text.size(), kOp, std::string(key), std::string(text),
+          "must be a number");
+  return value;
+}
+
+std::int64_t ParseCount(std::string_view key, std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  Require(error == std::errc() && end == text.data() + text.size(), kOp, std::string(key), std::string(text),
+          "must be a whole number");
+  return value;
+}
+
+void SetParameter(ContextExtension& ext, std::string_view item) {
+  if (item == "logn") {
+    ext.logn = true;
+    return;
+  }
+  const auto eq = item.find('=');
+  Require(eq != std::string_view::npos, kOp, "parameter", std::string(item),
+          "must be key=value (keys: factor, window, k, sinks) or logn");
+  const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+  if (key == "factor") {
+    ext.factor = ParseNumber(key, value);
+  } else if (key == "window") {
+    ext.window = ParseCount(key, value);
+  } else if (key == "k") {
+    ext.k = ParseNumber(key, value);
+  } else if (key == "sinks") {
+    ext.sinks = ParseCount(key, value);
+  } else {
+    ThrowError(kOp, "parameter", FormatValue(std::string(key)), "is not one of factor, window, k, sinks, logn");
+  }
+}
+
+std::string FormatNumber(double value) { return FormatValue(value); }
+
+}  // namespace
+
+std::string_view ExtensionMethodName(ExtensionMethod method) {
+  for (const auto& entry : kNames) {
+    if (entry.method == method) return entry.name;
+  }
+  ThrowError(kOp, "method", std::to_string(static_cast<int>(method)), "is not an ExtensionMethod");
+}
+
+ExtensionMethod ParseExtensionMethod(std::string_view name) {
+  std::string known;
+  for (const auto& entry : kNames) {
+    if (entry.name == name) return entry.method;
+    known += (known.empty() ? "" : ", ") + std::string(entry.name);
+  }
+  ThrowError(kOp, "method", FormatValue(std::string(name)), "must be one of " + known);
+}
+
+const std::vector<ExtensionMethod>& AllExtensionMethods() {
+  static const std::vector<ExtensionMethod> all = [] {
+    std::vector<ExtensionMethod> methods;
+    for (const auto& entry : kNames) methods.push_back(entry.method);
+    return methods;
+  }();
+  return all;
+}
+
+void ContextExtension::Validate() const {
+  const std::string name(ExtensionMethodName(method));
+  if (factor) {
+    Require(TakesFactor(method), kOp, "factor", *factor, "is a parameter of linear, ntk, dynamic-ntk and yarn, not " + name);
+    Require(std::isfinite(*factor) && *factor > 0, kOp, "factor", *factor, "must be > 0");
+  }
+  if (window) {
+    Require(TakesWindow(method), kOp, "window", *window,
+            "is a parameter of rerope, leaky-rerope, window and lambda, not " + name);
+    Require(*window >= 1, kOp, "window", *window, "must be >= 1");
+    Require(method != ExtensionMethod::kLambda || *window >= 2, kOp, "window", *window,
+            "must be >= 2 for lambda (the sinks read as distance window - 1)");
+  }
+  if (k) {
+    Require(method == ExtensionMethod::kLeakyReRope, kOp, "k", *k, "is a parameter of leaky-rerope, not " + name);
+    Require(std::isfinite(*k) && *k >= 1, kOp, "k", *k, "must be >= 1 (1: plain RoPE, larger: slower growth)");
+  }
+  if (sinks) {
+    Require(method == ExtensionMethod::kLambda, kOp, "sinks", *sinks, "is a parameter of lambda, not " + name);
+    Require(*sinks >= 0, kOp, "sinks", *sinks, "must be >= 0");
+  }
+}
+
+ContextExtension ParseContextExtension(std::string_view text) {
+  ContextExtension ext;
+  std::string_view rest;
+  const auto split = text.find_first_of(":+,");
+  ext.method = ParseExtensionMethod(text.substr(0, split));
+  if (split != std::string_view::npos) rest = text.substr(split + 1);
+  while (!rest.empty()) {
+    const auto comma = rest.find_first_of(",+");
+    SetParameter(ext, rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    Require(comma == std::string_view::npos || !rest.empty(), kOp, "method", std::string(text),
+            "must not end with a separator");
+  }
+  ext.Validate();
+  return ext;
+}
+
+std::string FormatContextExtension(const ContextExtension& ext) {
+  std::string params;
+  const auto add = [&](const std::string& item) { params += (params.empty() ? "" : ",") + item; };
+  if (ext.factor) add("factor=" + FormatNumber(*ext.factor));
+  if (ext.window) add("window=" + std::to_string(*ext.window));
+  if (ext.k) add("k=" + FormatNumber(*ext.k));
+  if (ext.sinks) add("sinks=" + std::to_string(*ext.sinks));
+  if (ext.logn) add("logn");
+  const std::string name(ExtensionMethodName(ext.method));
+  return params.empty() ? name : name + ":" + params;
+}
+
+ExtensionPlan PlanContextExtension(const ContextExtension& extension, const RopeSpec& model_rope,
+                                   std::int64_t train_length, std::int64_t target_length) {
+  extension.Validate();
+  model_rope.Validate();
+  Require(train_length >= 2, kOp, "train_length", train_length, "must be >= 2");
+  Require(target_length >= 1, kOp, "target_length", target_length, "must be >= 1");
+  const bool model_scales = !std::holds_alternative<NoScaling>(model_rope.scaling);
+  Require(extension.method == ExtensionMethod::kNone || !model_scales, kOp, "model rope scaling",
+          std::string(RopeScalingName(model_rope.scaling)),
+          "must be none for an extension method (the model already scales its RoPE)");
+
+  ExtensionPlan plan;
+  ContextExtension& r = plan.resolved;
+  r = extension;
+  const double s = std::max(1.0, static_cast<double>(target_length) / static_cast<double>(train_length));
+  RopeSpec spec = model_rope;
+  std::optional<ReRopeEncoding> rerope;
+  switch (extension.method) {
+    case ExtensionMethod::kNone:
+    case ExtensionMethod::kWindow:
+      break;
+    case ExtensionMethod::kLinear:
+      r.factor = extension.factor.value_or(s);
+      spec.scaling = LinearScaling{*r.factor};
+      break;
+    case ExtensionMethod::kNtk:
+      r.factor = extension.factor.value_or(s);
+      spec.scaling = NtkAwareScaling{*r.factor};
+      break;
+    case ExtensionMethod::kDynamicNtk:
+      r.factor = extension.factor.value_or(2.0);
+      spec.scaling = DynamicNtkScaling{*r.factor, train_length};
+      break;
+    case ExtensionMethod::kYarn: {
+      r.factor = extension.factor.value_or(s);
+      YarnScaling yarn;
+      yarn.factor = *r.factor;
+      yarn.original_max_position = train_length;
+      spec.scaling = yarn;
+      break;
+    }
+    case ExtensionMethod::kReRope:
+    case ExtensionMethod::kLeakyReRope: {
+      r.window = extension.window.value_or(train_length / 2);
+      Require(*r.window < train_length, kOp, "window", *r.window,
+              "must be < the training length " + std::to_string(train_length) + " (distances inside it stay exact)");
+      rerope = ReRopeEncoding{spec, {}, *r.window, std::nullopt};
+      if (extension.method == ExtensionMethod::kLeakyReRope) {
+        // k maps the longest distance L - 1 to L_train - 1.
+        const double fit = static_cast<double>(target_length - 1 - *r.window) /
+                           static_cast<double>(train_length - 1 - *r.window);
+        r.k = extension.k.value_or(std::max(1.0, fit));
+        if (*r.k > 1) {
+          rerope->leak = *r.k;
+        } else {
+          rerope.reset();  // k = 1: distances grow as trained, plain RoPE
+        }
+      }
+      break;
+    }
+    case ExtensionMethod::kLambda:
+      r.sinks = extension.sinks.value_or(4);
+      r.window = extension.window.value_or(train_length);
+      // LM-Infinite's distance cap: keys outside the window (the sinks) read
+      // as distance window - 1, the largest one inside it.
+      rerope = ReRopeEncoding{spec, {}, *r.window - 1, std::nullopt};
+      break;
+  }
+  if (extension.method == ExtensionMethod::kWindow) r.window = extension.window.value_or(train_length);
+
+  const RopeFrequencies frequencies = ComputeRopeFrequencies(spec, target_length);
+  if (rerope) {
+    rerope->frequencies = frequencies;
+    plan.attention.encoding = *rerope;
+  } else {
+    plan.attention.encoding = RopeEncoding{spec, frequencies};
+  }
+  if (r.window && extension.method != ExtensionMethod::kReRope && extension.method != ExtensionMethod::kLeakyReRope) {
+    plan.attention.mask.window = *r.window;
+  }
+  if (r.sinks) plan.attention.mask.sinks = *r.sinks;
+  if (r.logn) plan.attention.logn_train_length = train_length;
+  return plan;
+}
+
+bool SameAsModelRope(const ExtensionPlan& plan, const RopeSpec& model_rope, std::int64_t length) {
+  const AttentionOptions& a = plan.attention;
+  if (a.mask.window != 0 && a.mask.window < length) return false;
+  if (a.logn_train_length != 0 && length > a.logn_train_length) return false;
+  const RopeFrequencies plain = ComputeRopeFrequencies(model_rope, length);
+  const auto same_table = [&](const RopeFrequencies& f) {
+    return f.inv_freq == plain.inv_freq && f.attention_factor == plain.attention_factor;
+  };
+  if (const auto* rope = std::get_if<RopeEncoding>(&a.encoding)) return same_table(rope->frequencies);
+  if (const auto* rerope = std::get_if<ReRopeEncoding>(&a.encoding)) {
+    // Distances d >= window read differently; the longest is length - 1.
+    return rerope->window >= length - 1 && same_table(rerope->frequencies);
+  }
+  return false;
+}
+
+}  // namespace posenc

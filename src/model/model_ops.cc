@@ -1,0 +1,73 @@
+#include "model/model_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "posenc/parallel.h"
+
+namespace posenc::model {
+namespace {
+// Rows per parallel chunk for row-wise work of ~d..vocab floats per row.
+constexpr std::int64_t kRowsPerChunk = 16;
+}  // namespace
+
+void GatherRows(std::span<const float> table, std::int64_t d, std::span<const std::int32_t> tokens,
+                std::span<float> out) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  ParallelFor(n, kRowsPerChunk, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      std::copy_n(table.data() + tokens[i] * d, d, out.data() + i * d);
+    }
+  });
+}
+
+void RmsNorm(std::span<const float> x, std::span<const float> weight, double eps, std::span<float> out) {
+  const auto d = static_cast<std::int64_t>(weight.size());
+  const auto n = static_cast<std::int64_t>(x.size()) / d;
+  ParallelFor(n, kRowsPerChunk, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float* row = x.data() + i * d;
+      double sum_sq = 0;
+      for (std::int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(row[j]) * row[j];
+      const auto scale = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
+      float* dst = out.data() + i * d;
+      for (std::int64_t j = 0; j < d; ++j) dst[j] = row[j] * scale * weight[j];
+    }
+  });
+}
+
+void AddInPlace(std::span<float> x, std::span<const float> y) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  ParallelFor(n, std::int64_t{1} << 14, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) x[i] += y[i];
+  });
+}
+
+void SwiGlu(std::span<const float> gate_up, std::int64_t ffn, std::span<float> out) {
+  const auto n = static_cast<std::int64_t>(out.size()) / ffn;
+  ParallelFor(n, kRowsPerChunk, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float* gate = gate_up.data() + i * 2 * ffn;
+      const float* up = gate + ffn;
+      float* dst = out.data() + i * ffn;
+      for (std::int64_t j = 0; j < ffn; ++j) dst[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
+    }
+  });
+}
+
+void NegativeLogLikelihood(std::span<const float> logits, std::int64_t vocab, std::span<const std::int32_t> targets,
+                           std::span<double> nll) {
+  const auto rows = static_cast<std::int64_t>(targets.size());
+  ParallelFor(rows, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      if (targets[r] < 0) continue;
+      const float* row = logits.data() + r * vocab;
+      const float max = *std::max_element(row, row + vocab);
+      double sum = 0;
+      for (std::int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
+      nll[r] = std::log(sum) - (static_cast<double>(row[targets[r]]) - max);
+    }
+  });
+}
+
+}  // namespace posenc::model

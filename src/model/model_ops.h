@@ -1,0 +1,32 @@
+// The element-wise and row-wise steps of the Llama forward (everything but
+// the matrix products and attention), float32, parallel over rows. Each row
+// is computed by one thread in a fixed order: results do not depend on the
+// thread count.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace posenc::model {
+
+// out[i, :] = table[tokens[i], :]; table [vocab, d], out [n, d].
+void GatherRows(std::span<const float> table, std::int64_t d, std::span<const std::int32_t> tokens,
+                std::span<float> out);
+
+// out[i, j] = x[i, j] / sqrt(mean_j x[i, j]^2 + eps) * weight[j]; x, out [n, d]
+// (the mean of squares accumulated in double).
+void RmsNorm(std::span<const float> x, std::span<const float> weight, double eps, std::span<float> out);
+
+// x[i, j] += y[i, j].
+void AddInPlace(std::span<float> x, std::span<const float> y);
+
+// gate_up [n, 2 ffn] holds gate | up per row; out[i, j] = silu(gate) * up,
+// out [n, ffn], silu(g) = g / (1 + exp(-g)).
+void SwiGlu(std::span<const float> gate_up, std::int64_t ffn, std::span<float> out);
+
+// For each row r of logits [rows, vocab] with a target: -log softmax(row)[target]
+// (max-subtracted, exp in float, sums in double). targets[r] < 0: no target.
+void NegativeLogLikelihood(std::span<const float> logits, std::int64_t vocab, std::span<const std::int32_t> targets,
+                           std::span<double> nll);
+
+}  // namespace posenc::model

@@ -1,0 +1,59 @@
+// Windowed perplexity (the windowing is described in include/posenc/perplexity.h).
+#include "posenc/perplexity.h"
+
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+constexpr const char* kOp = "perplexity";
+}  // namespace
+
+PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
+                                    const PerplexityOptions& options, const PerplexityProgress& progress) {
+  const std::int64_t ctx = options.context;
+  const std::int64_t stride = options.stride == 0 ? ctx : options.stride;
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  Require(ctx >= 2, kOp, "context", ctx, "must be >= 2 (a window predicts its tokens after the first)");
+  Require(stride >= 1 && stride <= ctx, kOp, "stride", stride, "must be in [1, context = " + std::to_string(ctx) + "]");
+  Require(options.max_windows >= 0, kOp, "max_windows", options.max_windows, "must be >= 0 (0: all)");
+  Require(n >= ctx, kOp, "tokens", n, "the text must have at least one window of context = " + std::to_string(ctx) +
+                                          " tokens");
+  std::int64_t windows = (n - ctx) / stride + 1;
+  if (options.max_windows > 0) windows = std::min(windows, options.max_windows);
+
+  const LlamaHyperparams& hp = model.hparams();
+  const ExtensionPlan plan = PlanContextExtension(options.extension, hp.rope, hp.context_length, ctx);
+
+  const auto start = std::chrono::steady_clock::now();
+  double nll_sum = 0;
+  std::int64_t scored = 0;
+  for (std::int64_t w = 0; w < windows; ++w) {
+    const std::span<const std::int32_t> window = tokens.subspan(w * stride, ctx);
+    const std::vector<double> nll = model.NextTokenNll(window, plan.attention, [&](std::int64_t done, std::int64_t total) {
+      if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
+    });
+    // nll[i] scores window token i + 1. A sliding window scores only its
+    // last `stride` tokens (the earlier ones were scored before).
+    const std::int64_t first = (w == 0 || stride == ctx) ? 0 : ctx - stride - 1;
+    for (std::int64_t i = first; i < ctx - 1; ++i) nll_sum += nll[i];
+    scored += ctx - 1 - first;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  PerplexityResult result;
+  result.mean_nll = nll_sum / static_cast<double>(scored);
+  result.ppl = std::exp(result.mean_nll);
+  result.scored = scored;
+  result.processed = windows * ctx;
+  result.windows = windows;
+  result.seconds = seconds;
+  result.tokens_per_s = seconds > 0 ? static_cast<double>(result.processed) / seconds : 0;
+  result.method = plan.resolved;
+  return result;
+}
+
+}  // namespace posenc

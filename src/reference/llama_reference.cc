@@ -1,0 +1,91 @@
+// The Llama forward as written, in float64 (attention through the float64
+// reference, which takes its q, k, v in float32).
+#include <cmath>
+#include <string>
+
+#include "model/llama_weights.h"
+#include "posenc/error.h"
+#include "posenc/llama_model.h"
+
+namespace posenc::reference {
+namespace {
+
+using Matrix = std::vector<double>;  // row-major
+
+// y [n, rows] = x [n, cols] W^T with W [rows, cols] (ggml order {cols, rows}).
+Matrix Linear(const Matrix& x, const std::vector<float>& w, std::int64_t rows, std::int64_t cols) {
+  const auto n = static_cast<std::int64_t>(x.size()) / cols;
+  Matrix y(n * rows, 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (std::int64_t c = 0; c < cols; ++c) sum += x[i * cols + c] * w[r * cols + c];
+      y[i * rows + r] = sum;
+    }
+  }
+  return y;
+}
+
+Matrix RmsNorm(const Matrix& x, const std::vector<float>& weight, double eps) {
+  const auto d = static_cast<std::int64_t>(weight.size());
+  Matrix y(x.size());
+  for (std::size_t i = 0; i < x.size() / d; ++i) {
+    double mean_sq = 0;
+    for (std::int64_t j = 0; j < d; ++j) mean_sq += x[i * d + j] * x[i * d + j] / static_cast<double>(d);
+    for (std::int64_t j = 0; j < d; ++j) y[i * d + j] = x[i * d + j] / std::sqrt(mean_sq + eps) * weight[j];
+  }
+  return y;
+}
+
+}  // namespace
+
+std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
+                                const AttentionOptions& attention) {
+  LlamaHyperparams hp = ReadLlamaHyperparams(file.metadata());
+  if (hp.vocab_size == 0) hp.vocab_size = file.Tensor("token_embd.weight").Rows();
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length, hd = hp.head_dim;
+  const std::int64_t q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd;
+  Require(n >= 1, "llama", "tokens.size()", n, "must be >= 1");
+
+  const std::vector<float> embd = ReadLlamaTensor(file, "token_embd.weight", {d, hp.vocab_size});
+  Matrix x(n * d);
+  for (std::int64_t i = 0; i < n; ++i) {
+    Require(tokens[i] >= 0 && tokens[i] < hp.vocab_size, "llama", "tokens[" + std::to_string(i) + "]", tokens[i],
+            "must be a token id in [0, vocab_size)");
+    for (std::int64_t j = 0; j < d; ++j) x[i * d + j] = embd[tokens[i] * d + j];
+  }
+
+  for (std::int64_t l = 0; l < hp.block_count; ++l) {
+    const auto tensor = [&](const char* name, std::vector<std::int64_t> shape) {
+      return ReadLlamaTensor(file, "blk." + std::to_string(l) + "." + name, shape);
+    };
+    const Matrix a = RmsNorm(x, tensor("attn_norm.weight", {d}), hp.rms_norm_eps);
+    const Matrix q = Linear(a, tensor("attn_q.weight", {d, q_dim}), q_dim, d);
+    const Matrix k = Linear(a, tensor("attn_k.weight", {d, kv_dim}), kv_dim, d);
+    const Matrix v = Linear(a, tensor("attn_v.weight", {d, kv_dim}), kv_dim, d);
+    std::vector<float> q32(q.begin(), q.end()), k32(k.begin(), k.end()), v32(v.begin(), v.end());
+    std::vector<float> out32(n * q_dim);
+    AttentionInputs in;
+    in.q = ConstTensorView::Contiguous(q32.data(), DType::kF32, {1, n, hp.head_count, hd});
+    in.k = ConstTensorView::Contiguous(k32.data(), DType::kF32, {1, n, hp.head_count_kv, hd});
+    in.v = ConstTensorView::Contiguous(v32.data(), DType::kF32, {1, n, hp.head_count_kv, hd});
+    in.out = TensorView::Contiguous(out32.data(), DType::kF32, {1, n, hp.head_count, hd});
+    reference::Attention(in, attention);
+    const Matrix o = Linear(Matrix(out32.begin(), out32.end()), tensor("attn_output.weight", {q_dim, d}), d, q_dim);
+    for (std::int64_t i = 0; i < n * d; ++i) x[i] += o[i];
+
+    const Matrix f = RmsNorm(x, tensor("ffn_norm.weight", {d}), hp.rms_norm_eps);
+    const Matrix gate = Linear(f, tensor("ffn_gate.weight", {d, ffn}), ffn, d);
+    Matrix up = Linear(f, tensor("ffn_up.weight", {d, ffn}), ffn, d);
+    for (std::int64_t i = 0; i < n * ffn; ++i) up[i] *= gate[i] / (1 + std::exp(-gate[i]));
+    const Matrix down = Linear(up, tensor("ffn_down.weight", {ffn, d}), d, ffn);
+    for (std::int64_t i = 0; i < n * d; ++i) x[i] += down[i];
+  }
+
+  const Matrix out = RmsNorm(x, ReadLlamaTensor(file, "output_norm.weight", {d}), hp.rms_norm_eps);
+  const bool tied = file.FindTensor("output.weight") == nullptr;
+  return Linear(out, tied ? embd : ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size, d);
+}
+
+}  // namespace posenc::reference

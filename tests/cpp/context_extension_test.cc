@@ -1,0 +1,129 @@
+// Context-extension methods: the text form, the defaults taken from the
+// training and target lengths, the attention options they become, errors.
+#include "posenc/context_extension.h"
+
+#include <cmath>
+
+#include "test_util.h"
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+
+RopeSpec SmolLmRope() {
+  RopeSpec spec;
+  spec.theta = 100000;
+  spec.head_dim = 64;
+  spec.layout = RopeLayout::kInterleaved;
+  return spec;
+}
+
+ExtensionPlan Plan(const char* text, std::int64_t target) {
+  return PlanContextExtension(ParseContextExtension(text), SmolLmRope(), 8192, target);
+}
+
+TEST(ContextExtension, ParsesAndFormatsTheTextForm) {
+  for (const char* text : {"none", "linear", "linear:factor=4", "ntk:factor=2.5,logn", "dynamic-ntk", "yarn:logn",
+                           "rerope:window=512", "leaky-rerope:window=512,k=16", "window:window=100",
+                           "lambda:window=4096,sinks=8", "lambda:logn"}) {
+    EXPECT_EQ(FormatContextExtension(ParseContextExtension(text)), text);
+  }
+  EXPECT_EQ(FormatContextExtension(ParseContextExtension("ntk+logn")), "ntk:logn");
+  EXPECT_EQ(ParseContextExtension("leaky-rerope:k=16").k, 16.0);
+  EXPECT_EQ(AllExtensionMethods().size(), 9u);
+  for (const ExtensionMethod method : AllExtensionMethods()) {
+    EXPECT_EQ(ParseExtensionMethod(ExtensionMethodName(method)), method);
+  }
+}
+
+TEST(ContextExtension, RejectsBadTextWithTheRule) {
+  ExpectError([] { ParseContextExtension("ntk-by-parts"); }, {"method = \"ntk-by-parts\"", "must be one of none"});
+  ExpectError([] { ParseContextExtension("linear:factor=0"); }, {"factor = 0", "> 0"});
+  ExpectError([] { ParseContextExtension("linear:factor=-2"); }, {"factor = -2", "> 0"});
+  ExpectError([] { ParseContextExtension("yarn:factor=abc"); }, {"factor = \"abc\"", "number"});
+  ExpectError([] { ParseContextExtension("rerope:factor=2"); }, {"factor = 2", "not rerope"});
+  ExpectError([] { ParseContextExtension("linear:window=8"); }, {"window = 8", "not linear"});
+  ExpectError([] { ParseContextExtension("leaky-rerope:k=0.5"); }, {"k = 0.5", ">= 1"});
+  ExpectError([] { ParseContextExtension("window:window=0"); }, {"window = 0", ">= 1"});
+  ExpectError([] { ParseContextExtension("lambda:sinks=-1"); }, {"sinks = -1", ">= 0"});
+  ExpectError([] { ParseContextExtension("lambda:window=1"); }, {"window = 1", ">= 2"});
+  ExpectError([] { ParseContextExtension("yarn:beta=3"); }, {"\"beta\"", "factor, window, k, sinks"});
+  ExpectError([] { ParseContextExtension("yarn:factor"); }, {"key=value"});
+  ExpectError([] { ParseContextExtension("yarn:logn,"); }, {"separator"});
+}
+
+TEST(ContextExtension, DefaultsFollowTrainingAndTargetLengths) {
+  // s = 16384 / 8192 = 2.
+  const auto linear = Plan("linear", 16384);
+  EXPECT_EQ(linear.resolved.factor, 2.0);
+  const auto& rope = std::get<RopeEncoding>(linear.attention.encoding);
+  EXPECT_DOUBLE_EQ(rope.frequencies.inv_freq[0], 0.5);  // theta^0 / 2
+  EXPECT_EQ(Plan("linear", 4096).resolved.factor, 1.0);  // never compresses below the training length
+  EXPECT_EQ(Plan("ntk", 12288).resolved.factor, 1.5);
+  EXPECT_EQ(Plan("yarn", 12288).resolved.factor, 1.5);
+  EXPECT_NEAR(std::get<RopeEncoding>(Plan("yarn", 12288).attention.encoding).frequencies.attention_factor,
+              0.1 * std::log(1.5) + 1, 1e-12);
+  EXPECT_EQ(Plan("dynamic-ntk", 12288).resolved.factor, 2.0);
+
+  const auto rerope = Plan("rerope", 16384);
+  EXPECT_EQ(rerope.resolved.window, 4096);
+  EXPECT_EQ(std::get<ReRopeEncoding>(rerope.attention.encoding).window, 4096);
+  EXPECT_FALSE(std::get<ReRopeEncoding>(rerope.attention.encoding).leak.has_value());
+  EXPECT_EQ(rerope.attention.mask.window, 0);
+
+  // Leaky: the longest distance 16383 reads as 4096 + (16383 - 4096) / k = 8191.
+  const auto leaky = Plan("leaky-rerope", 16384);
+  const double k = *std::get<ReRopeEncoding>(leaky.attention.encoding).leak;
+  EXPECT_DOUBLE_EQ(*leaky.resolved.k, k);
+  EXPECT_NEAR(4096 + (16383 - 4096) / k, 8191, 1e-9);
+  // Within the training length Leaky ReRoPE is plain RoPE (k = 1).
+  const auto short_leaky = Plan("leaky-rerope", 8192);
+  EXPECT_EQ(short_leaky.resolved.k, 1.0);
+  EXPECT_TRUE(std::holds_alternative<RopeEncoding>(short_leaky.attention.encoding));
+
+  const auto window = Plan("window", 16384);
+  EXPECT_EQ(window.attention.mask.window, 8192);
+  EXPECT_TRUE(std::holds_alternative<RopeEncoding>(window.attention.encoding));
+
+  const auto lambda = Plan("lambda", 16384);
+  EXPECT_EQ(lambda.attention.mask.window, 8192);
+  EXPECT_EQ(lambda.attention.mask.sinks, 4);
+  EXPECT_EQ(std::get<ReRopeEncoding>(lambda.attention.encoding).window, 8191);
+
+  EXPECT_EQ(Plan("ntk:logn", 16384).attention.logn_train_length, 8192);
+  EXPECT_EQ(Plan("ntk", 16384).attention.logn_train_length, 0);
+  EXPECT_EQ(FormatContextExtension(Plan("leaky-rerope:window=512,k=16", 16384).resolved),
+            "leaky-rerope:window=512,k=16");
+}
+
+TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
+  const auto same = [](const char* text, std::int64_t length) {
+    return SameAsModelRope(Plan(text, length), SmolLmRope(), length);
+  };
+  for (const char* text : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "leaky-rerope", "window", "lambda",
+                           "ntk:logn"}) {
+    EXPECT_TRUE(same(text, 8192)) << text;
+    EXPECT_TRUE(same(text, 100)) << text;
+    EXPECT_FALSE(same(text, 8193) && std::string(text) != "none") << text;
+  }
+  EXPECT_TRUE(same("none", 100000));
+  EXPECT_TRUE(same("rerope", 4097));   // distances up to 4096 = window read as themselves
+  EXPECT_FALSE(same("rerope", 4098));
+  EXPECT_FALSE(same("linear:factor=2", 100));
+  EXPECT_FALSE(same("window:window=50", 100));
+}
+
+TEST(ContextExtension, RejectsPlansThatCannotWork) {
+  ExpectError([] { Plan("rerope:window=8192", 16384); }, {"window = 8192", "< the training length 8192"});
+  RopeSpec scaled = SmolLmRope();
+  scaled.scaling = LinearScaling{2};
+  ExpectError([&] { PlanContextExtension(ParseContextExtension("yarn"), scaled, 8192, 16384); },
+              {"model rope scaling", "must be none"});
+  EXPECT_NO_THROW(PlanContextExtension(ParseContextExtension("none"), scaled, 8192, 16384));
+  ExpectError([] { PlanContextExtension({}, SmolLmRope(), 1, 10); }, {"train_length = 1"});
+  ExpectError([] { PlanContextExtension({}, SmolLmRope(), 8192, 0); }, {"target_length = 0"});
+}
+
+}  // namespace
+}  // namespace posenc

@@ -1,0 +1,214 @@
+// The Llama engine on a tiny random-weight GGUF written by the test: the fast
+// forward (packed matmul, SIMD attention, threads) against the float64
+// reference forward, for the model's own RoPE and every context-extension
+// method; thread-count invariance; loading errors.
+#include "posenc/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "posenc/context_extension.h"
+#include "posenc/parallel.h"
+#include "test_util.h"
+#include "tiny_llama.h"
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+using testing::TinyLlamaGguf;
+using testing::TinyLlamaOptions;
+
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(NumThreads()) { SetNumThreads(n); }
+  ~ThreadCount() { SetNumThreads(saved_); }
+
+ private:
+  int saved_;
+};
+
+struct TinyModel {
+  std::vector<unsigned char> bytes;
+  GgufFile file;
+  LlamaModel model;
+  explicit TinyModel(const TinyLlamaOptions& options = {})
+      : bytes(TinyLlamaGguf(options)),
+        file(GgufFile::Parse(std::as_bytes(std::span(bytes)))),
+        model(LlamaModel::FromGguf(file)) {}
+};
+
+std::vector<std::int32_t> RandomTokens(std::int64_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::int32_t> tokens(n);
+  for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % testing::kTinyVocab);
+  return tokens;
+}
+
+// max |fast - reference| / max |reference|.
+double RelativeError(const std::vector<float>& fast, const std::vector<double>& ref) {
+  double max_diff = 0, max_ref = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(fast[i] - ref[i]));
+    max_ref = std::max(max_ref, std::abs(ref[i]));
+  }
+  return max_diff / max_ref;
+}
+
+TEST(LlamaModel, ReadsHyperparameters) {
+  const TinyModel tiny;
+  const LlamaHyperparams& hp = tiny.model.hparams();
+  EXPECT_EQ(hp.architecture, "llama");
+  EXPECT_EQ(hp.vocab_size, 256);
+  EXPECT_EQ(hp.embedding_length, 32);
+  EXPECT_EQ(hp.block_count, 2);
+  EXPECT_EQ(hp.head_count, 4);
+  EXPECT_EQ(hp.head_count_kv, 2);
+  EXPECT_EQ(hp.head_dim, 8);
+  EXPECT_EQ(hp.context_length, 32);
+  EXPECT_TRUE(hp.tied_output);
+  EXPECT_EQ(hp.rope.layout, RopeLayout::kInterleaved);  // llama.cpp's permuted Q/K
+  EXPECT_DOUBLE_EQ(hp.rope.theta, 10000);
+}
+
+TEST(LlamaModel, MatchesFloat64ReferenceOnEveryTarget) {
+  for (const bool tied : {true, false}) {
+    TinyLlamaOptions options;
+    options.tied = tied;
+    const TinyModel tiny(options);
+    const auto tokens = RandomTokens(37, 7);
+    const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, tiny.model.DefaultAttention());
+    testing::ForEachTarget([&] {
+      const std::vector<float> fast = tiny.model.Logits(tokens, tiny.model.DefaultAttention());
+      ASSERT_EQ(fast.size(), ref.size());
+      EXPECT_LT(RelativeError(fast, ref), 2e-5) << "tied " << tied;
+    });
+  }
+}
+
+TEST(LlamaModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
+  const TinyModel tiny;
+  const auto tokens = RandomTokens(70, 3);  // beyond the training length 32
+  const LlamaHyperparams& hp = tiny.model.hparams();
+  for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
+                             "rerope:window=5", "window", "window:window=9", "lambda", "lambda:sinks=2,window=9",
+                             "ntk:logn", "yarn,logn"}) {
+    SCOPED_TRACE(method);
+    const ExtensionPlan plan =
+        PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70);
+    const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, plan.attention);
+    EXPECT_LT(RelativeError(tiny.model.Logits(tokens, plan.attention), ref), 2e-5);
+  }
+}
+
+TEST(LlamaModel, ExtensionMethodsChangeTheOutputOnlyWhereTheyShould) {
+  const TinyModel tiny;
+  const auto tokens = RandomTokens(70, 4);
+  const LlamaHyperparams& hp = tiny.model.hparams();
+  const auto logits = [&](const char* method) {
+    return tiny.model.Logits(tokens, PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length,
+                                                          static_cast<std::int64_t>(tokens.size()))
+                                         .attention);
+  };
+  const std::vector<float> none = logits("none");
+  EXPECT_EQ(none, tiny.model.Logits(tokens, tiny.model.DefaultAttention()));
+  // ReRoPE with window w and the sliding window of W keys agree with plain
+  // RoPE on rows whose every distance is inside (first w / W tokens), and
+  // only there (the next row moves by far more than rounding).
+  const std::int64_t vocab = hp.vocab_size;
+  const auto row_diff = [&](const std::vector<float>& other, std::int64_t row) {
+    double diff = 0;
+    for (std::int64_t j = row * vocab; j < (row + 1) * vocab; ++j) diff = std::max(diff, std::abs(double{none[j]} - other[j]));
+    return diff;
+  };
+  const auto same_rows = [&](const std::vector<float>& other) {
+    std::int64_t rows = 0;
+    while (rows < 70 && row_diff(other, rows) < 1e-4) ++rows;
+    if (rows < 70) EXPECT_GT(row_diff(other, rows), 1e-3) << "row " << rows;
+    return rows;
+  };
+  EXPECT_EQ(same_rows(logits("rerope")), 17);  // window 16: distances 0..16 -> row 16 has distance 16 = window
+  EXPECT_EQ(same_rows(logits("window:window=9")), 9);
+  EXPECT_EQ(same_rows(logits("linear")), 1);  // row 0 sees only itself (distance 0)
+}
+
+TEST(LlamaModel, NextTokenNllIsTheLogSoftmaxOfTheLogits) {
+  const TinyModel tiny;
+  const auto tokens = RandomTokens(150, 9);  // > 64 rows: two logit blocks
+  const auto attention = tiny.model.DefaultAttention();
+  const std::vector<float> logits = tiny.model.Logits(tokens, attention);
+  const std::vector<double> nll = tiny.model.NextTokenNll(tokens, attention);
+  ASSERT_EQ(nll.size(), tokens.size() - 1);
+  for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {
+    const float* row = logits.data() + i * 256;
+    double sum = 0;
+    for (int j = 0; j < 256; ++j) sum += std::exp(static_cast<double>(row[j]));
+    EXPECT_NEAR(nll[i], std::log(sum) - row[tokens[i + 1]], 1e-5) << i;
+  }
+}
+
+TEST(LlamaModel, BitwiseIdenticalForAnyThreadCount) {
+  const TinyModel tiny;
+  const auto tokens = RandomTokens(97, 11);
+  const auto attention = tiny.model.DefaultAttention();
+  std::vector<float> one;
+  {
+    ThreadCount threads(1);
+    one = tiny.model.Logits(tokens, attention);
+  }
+  for (const int n : {2, 3}) {
+    ThreadCount threads(n);
+    EXPECT_EQ(tiny.model.Logits(tokens, attention), one) << n << " threads";
+  }
+}
+
+TEST(LlamaModel, ForwardFlopsCountsLinearLayersAttentionAndLogits) {
+  const TinyModel tiny;
+  // d 32, q 32, kv 16 + 16, ffn 48, 2 blocks, 4 heads x 8, vocab 256; n = 3.
+  const double linear = 32 * (32 + 32) + 32 * 32 + 3 * 32 * 48;
+  const double attention = 4.0 * 6 * 4 * 8;  // 6 causal pairs
+  EXPECT_DOUBLE_EQ(tiny.model.ForwardFlops(3), 2 * (2 * 3 * linear + attention) + 2 * 3 * 32 * 256);
+}
+
+TEST(LlamaModel, RejectsBadTokens) {
+  const TinyModel tiny;
+  const auto attention = tiny.model.DefaultAttention();
+  ExpectError([&] { tiny.model.Logits({}, attention); }, {"tokens.size()", ">= 1"});
+  const std::vector<std::int32_t> big{1, 256};
+  ExpectError([&] { tiny.model.Logits(big, attention); }, {"tokens[1] = 256", "vocab_size = 256"});
+  const std::vector<std::int32_t> negative{-1};
+  ExpectError([&] { tiny.model.Logits(negative, attention); }, {"tokens[0] = -1"});
+}
+
+// A GGUF with one change, for the loading errors.
+void ExpectLoadError(const std::vector<unsigned char>& bytes, std::initializer_list<const char*> fragments) {
+  ExpectError([&] { LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes)))); }, fragments);
+}
+
+TEST(LlamaModel, RejectsOtherArchitecturesAndBrokenFiles) {
+  TinyLlamaOptions gpt2;
+  gpt2.architecture = "gpt2";
+  ExpectLoadError(TinyLlamaGguf(gpt2), {"general.architecture", "\"gpt2\"", "llama family"});
+
+  // The tensor data of the first tensor cut off: the GGUF reader's error.
+  std::vector<unsigned char> truncated = TinyLlamaGguf();
+  truncated.resize(truncated.size() - 100);
+  ExpectError([&] { GgufFile::Parse(std::as_bytes(std::span(truncated))); }, {"gguf"});
+
+  // A missing tensor: rename blk.1.ffn_up.weight.
+  std::vector<unsigned char> renamed = TinyLlamaGguf();
+  const std::string from = "blk.1.ffn_up.weight";
+  auto it = std::search(renamed.begin(), renamed.end(), from.begin(), from.end());
+  ASSERT_NE(it, renamed.end());
+  *(it + 6) = 'X';  // blk.1.fXn_up.weight
+  ExpectLoadError(renamed, {"blk.1.ffn_up.weight", "missing"});
+}
+
+TEST(LlamaModel, RejectsInconsistentHyperparameters) {
+  TinyLlamaOptions odd;
+  odd.kv_heads = 3;  // does not divide 4 heads
+  ExpectLoadError(TinyLlamaGguf(odd), {"attention.head_count_kv = 3", "must divide"});
+}
+
+}  // namespace
+}  // namespace posenc

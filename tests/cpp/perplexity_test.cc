@@ -1,0 +1,109 @@
+// Windowed perplexity on the tiny model: which tokens each window scores,
+// the value against NextTokenNll of each window, progress, errors.
+#include "posenc/perplexity.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "test_util.h"
+#include "tiny_llama.h"
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+
+struct Fixture {
+  std::vector<unsigned char> bytes = testing::TinyLlamaGguf();
+  LlamaModel model = LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
+  std::vector<std::int32_t> tokens;
+  Fixture() {
+    std::mt19937 rng(5);
+    for (int i = 0; i < 100; ++i) tokens.push_back(static_cast<std::int32_t>(rng() % 256));
+  }
+  std::vector<double> Nll(std::int64_t begin, std::int64_t length, const char* method = "none") const {
+    const auto& hp = model.hparams();
+    const auto plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, length);
+    return model.NextTokenNll(std::span(tokens).subspan(begin, length), plan.attention);
+  }
+};
+
+TEST(Perplexity, NonOverlappingWindowsScoreAllButTheirFirstToken) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 30;  // 100 tokens: 3 whole windows, the last 10 tokens unused
+  const PerplexityResult r = EvaluatePerplexity(f.model, f.tokens, options);
+  EXPECT_EQ(r.windows, 3);
+  EXPECT_EQ(r.scored, 3 * 29);
+  EXPECT_EQ(r.processed, 90);
+  double sum = 0;
+  for (int w = 0; w < 3; ++w) {
+    const auto nll = f.Nll(30 * w, 30);
+    sum = std::accumulate(nll.begin(), nll.end(), sum);
+  }
+  EXPECT_NEAR(r.mean_nll, sum / 87, 1e-12);
+  EXPECT_NEAR(r.ppl, std::exp(sum / 87), 1e-9 * r.ppl);
+  EXPECT_EQ(FormatContextExtension(r.method), "none");
+  EXPECT_GT(r.tokens_per_s, 0);
+}
+
+TEST(Perplexity, SlidingWindowsScoreEachTokenOnce) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 40;
+  options.stride = 15;  // windows at 0, 15, 30, 45, 60
+  const PerplexityResult r = EvaluatePerplexity(f.model, f.tokens, options);
+  EXPECT_EQ(r.windows, 5);
+  EXPECT_EQ(r.scored, 39 + 4 * 15);  // tokens 1..99, each once
+  double sum = 0;
+  for (int w = 0; w < 5; ++w) {
+    const auto nll = f.Nll(15 * w, 40);
+    sum = std::accumulate(nll.begin() + (w == 0 ? 0 : 40 - 15 - 1), nll.end(), sum);
+  }
+  EXPECT_NEAR(r.mean_nll, sum / r.scored, 1e-12);
+}
+
+TEST(Perplexity, MethodIsPlannedForTheWindowLength) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 64;  // twice the tiny model's training length 32
+  options.extension = ParseContextExtension("linear");
+  options.max_windows = 1;
+  const PerplexityResult r = EvaluatePerplexity(f.model, f.tokens, options);
+  EXPECT_EQ(FormatContextExtension(r.method), "linear:factor=2");
+  const auto nll = f.Nll(0, 64, "linear");
+  EXPECT_NEAR(r.mean_nll, std::accumulate(nll.begin(), nll.end(), 0.0) / 63, 1e-12);
+}
+
+TEST(Perplexity, ReportsProgressUpToTheTotal) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 50;
+  std::vector<std::int64_t> done;
+  EvaluatePerplexity(f.model, f.tokens, options, [&](std::int64_t d, std::int64_t total) {
+    EXPECT_EQ(total, 100);
+    done.push_back(d);
+  });
+  ASSERT_EQ(done.size(), 4u);  // 2 windows x 2 layers
+  EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+  EXPECT_EQ(done.back(), 100);
+}
+
+TEST(Perplexity, RejectsBadOptions) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 1;
+  ExpectError([&] { EvaluatePerplexity(f.model, f.tokens, options); }, {"context = 1", ">= 2"});
+  options.context = 10;
+  options.stride = 11;
+  ExpectError([&] { EvaluatePerplexity(f.model, f.tokens, options); }, {"stride = 11", "[1, context = 10]"});
+  options.stride = 0;
+  options.context = 101;
+  ExpectError([&] { EvaluatePerplexity(f.model, f.tokens, options); }, {"tokens = 100", "context = 101"});
+  options.context = 10;
+  options.max_windows = -1;
+  ExpectError([&] { EvaluatePerplexity(f.model, f.tokens, options); }, {"max_windows = -1"});
+}
+
+}  // namespace
+}  // namespace posenc

@@ -1,0 +1,105 @@
+// A tiny Llama GGUF with random weights, made by the tests themselves: the
+// engine's golden end-to-end model (no download needed). Its tokenizer is
+// byte-level BPE over the 256 byte tokens (no merges), so any text encodes.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf_builder.h"
+
+namespace posenc::testing {
+
+struct TinyLlamaOptions {
+  std::int64_t d = 32;
+  std::int64_t blocks = 2;
+  std::int64_t heads = 4;
+  std::int64_t kv_heads = 2;
+  std::int64_t head_dim = 8;
+  std::int64_t ffn = 48;
+  std::int64_t context = 32;  // the "training length"
+  double theta = 10000;
+  bool tied = true;
+  std::uint32_t seed = 1;
+  std::string architecture = "llama";
+};
+
+constexpr std::int64_t kTinyVocab = 256;
+
+// GPT-2's byte-to-character alphabet, each as UTF-8.
+inline std::vector<std::string> ByteAlphabet() {
+  std::vector<std::string> tokens(256);
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const int cp = printable ? b : next++;
+    std::string utf8;
+    if (cp < 0x80) {
+      utf8 += static_cast<char>(cp);
+    } else {
+      utf8 += static_cast<char>(0xC0 | (cp >> 6));
+      utf8 += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    tokens[b] = utf8;
+  }
+  return tokens;
+}
+
+inline std::vector<unsigned char> TinyLlamaGguf(const TinyLlamaOptions& o = {}) {
+  constexpr std::uint32_t kU32 = 4, kF32 = 6, kF32Tensor = 0;
+  std::mt19937 rng(o.seed);
+  // Uniform values of standard deviation `scale`.
+  const auto values = [&](std::int64_t count, double scale, double mean = 0) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<unsigned char> bytes(count * 4);
+    for (std::int64_t i = 0; i < count; ++i) {
+      const auto v = static_cast<float>(mean + scale * std::sqrt(3.0) * dist(rng));
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+    return bytes;
+  };
+  const auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const std::int64_t q_dim = o.heads * o.head_dim, kv_dim = o.kv_heads * o.head_dim;
+  const std::string p = o.architecture + ".";
+
+  GgufBuilder b;
+  b.Text("general.architecture", o.architecture)
+      .Scalar(p + "context_length", kU32, static_cast<std::uint32_t>(o.context))
+      .Scalar(p + "embedding_length", kU32, static_cast<std::uint32_t>(o.d))
+      .Scalar(p + "block_count", kU32, static_cast<std::uint32_t>(o.blocks))
+      .Scalar(p + "feed_forward_length", kU32, static_cast<std::uint32_t>(o.ffn))
+      .Scalar(p + "attention.head_count", kU32, static_cast<std::uint32_t>(o.heads))
+      .Scalar(p + "attention.head_count_kv", kU32, static_cast<std::uint32_t>(o.kv_heads))
+      .Scalar(p + "attention.key_length", kU32, static_cast<std::uint32_t>(o.head_dim))
+      .Scalar(p + "rope.dimension_count", kU32, static_cast<std::uint32_t>(o.head_dim))
+      .Scalar(p + "rope.freq_base", kF32, static_cast<float>(o.theta))
+      .Scalar(p + "attention.layer_norm_rms_epsilon", kF32, 1e-5f)
+      .Text("tokenizer.ggml.model", "gpt2")
+      .Text("tokenizer.ggml.pre", "gpt2");
+  b.StringArray("tokenizer.ggml.tokens", ByteAlphabet()).StringArray("tokenizer.ggml.merges", {});
+
+  b.Tensor("token_embd.weight", {u64(o.d), u64(kTinyVocab)}, kF32Tensor, values(kTinyVocab * o.d, 1.0));
+  b.Tensor("output_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
+  if (!o.tied) b.Tensor("output.weight", {u64(o.d), u64(kTinyVocab)}, kF32Tensor, values(kTinyVocab * o.d, 0.3));
+  const double in_scale = 1.0 / std::sqrt(static_cast<double>(o.d));
+  for (std::int64_t l = 0; l < o.blocks; ++l) {
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    b.Tensor(blk + "attn_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
+    b.Tensor(blk + "attn_q.weight", {u64(o.d), u64(q_dim)}, kF32Tensor, values(q_dim * o.d, 2 * in_scale));
+    b.Tensor(blk + "attn_k.weight", {u64(o.d), u64(kv_dim)}, kF32Tensor, values(kv_dim * o.d, 2 * in_scale));
+    b.Tensor(blk + "attn_v.weight", {u64(o.d), u64(kv_dim)}, kF32Tensor, values(kv_dim * o.d, in_scale));
+    b.Tensor(blk + "attn_output.weight", {u64(q_dim), u64(o.d)}, kF32Tensor, values(o.d * q_dim, in_scale));
+    b.Tensor(blk + "ffn_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
+    b.Tensor(blk + "ffn_gate.weight", {u64(o.d), u64(o.ffn)}, kF32Tensor, values(o.ffn * o.d, in_scale));
+    b.Tensor(blk + "ffn_up.weight", {u64(o.d), u64(o.ffn)}, kF32Tensor, values(o.ffn * o.d, in_scale));
+    b.Tensor(blk + "ffn_down.weight", {u64(o.ffn), u64(o.d)}, kF32Tensor,
+             values(o.d * o.ffn, 1.0 / std::sqrt(static_cast<double>(o.ffn))));
+  }
+  return b.Bytes();
+}
+
+}  // namespace posenc::testing

@@ -1,0 +1,30 @@
+// What `posenc ppl`, `posenc study` and `posenc bench model` load: the model
+// and its tokenizer from one GGUF file, and a text tokenized by it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "posenc/llama_model.h"
+#include "posenc/tokenizer.h"
+
+namespace posenc::cli {
+
+// The default model, as scripts/fetch-model puts it.
+inline constexpr const char* kDefaultModelPath = "build/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+struct LoadedModel {
+  LlamaModel model;
+  BpeTokenizer tokenizer;
+  double load_seconds = 0;
+};
+
+// Throws posenc::Error naming the path when the file is missing or bad.
+LoadedModel LoadModel(const std::string& path);
+
+// The tokens of a UTF-8 text file, as they are (no BOS: the default model's
+// GGUF sets add_bos_token false). Throws posenc::Error naming the path.
+std::vector<std::int32_t> TokenizeFile(const BpeTokenizer& tokenizer, const std::string& path);
+
+}  // namespace posenc::cli

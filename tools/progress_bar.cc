@@ -1,0 +1,44 @@
+#include "progress_bar.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace posenc::cli {
+
+ProgressBar::ProgressBar(std::string label, std::int64_t total, std::string unit)
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      total_(std::max<std::int64_t>(total, 1)),
+      terminal_(isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
+
+void ProgressBar::Update(std::int64_t done) {
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_draw_).count();
+  if (since < (terminal_ ? 0.2 : 10.0)) return;
+  last_draw_ = now;
+  Draw(done, false);
+}
+
+void ProgressBar::Finish() { Draw(total_, true); }
+
+void ProgressBar::Draw(std::int64_t done, bool final) {
+  constexpr int kWidth = 30;
+  const double fraction = std::clamp(static_cast<double>(done) / static_cast<double>(total_), 0.0, 1.0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
+  const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
+  const int filled = static_cast<int>(fraction * kWidth);
+  std::string bar(filled, '#');
+  bar.resize(kWidth, '.');
+  std::fprintf(stderr, "%s%s [%s] %3.0f%% %lld/%lld %s, %.0f %s/s, %.0f s%s", terminal_ ? "\r" : "", label_.c_str(),
+               bar.c_str(), 100 * fraction, static_cast<long long>(done), static_cast<long long>(total_),
+               unit_.c_str(), rate, unit_.c_str(), final ? seconds : eta, final ? "" : " left");
+  std::fprintf(stderr, terminal_ && !final ? "\033[K" : "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace posenc::cli
