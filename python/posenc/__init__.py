@@ -13,6 +13,9 @@ package gives it a NumPy interface.
   :class:`T5BiasAttention`) and masks (causal, sliding window, sinks).
 * :class:`GgufFile` reads GGUF metadata and dequantizes its tensors.
 * :mod:`posenc.reference` has the plain float64 reference kernels.
+* :class:`LlamaModel` runs a Llama-family GGUF model (logits, next-token
+  losses) under a context-extension method; :func:`perplexity` evaluates it
+  in windows.
 * :func:`permute_qk_weights` converts Q/K projection rows between the
   interleaved and half-split pair layouts.
 
@@ -48,6 +51,7 @@ from .gguf import GgufFile
 from . import tokenizer
 from . import analysis
 from .tokenizer import BpeTokenizer
+from .model import LlamaModel, perplexity
 
 __version__ = "0.1.0"
 
@@ -67,6 +71,8 @@ __all__ = [
     "GgufFile",
     "BpeTokenizer",
     "analysis",
+    "LlamaModel",
+    "perplexity",
 ] + encodings.__all__
 
 

@@ -31,4 +31,9 @@ void BindTokenizer(pybind11::module_& m);
 // dot matrices (bind_analysis.cc).
 void BindAnalysis(pybind11::module_& m);
 
+// posenc.LlamaModel and posenc.perplexity: the Llama-family model from GGUF,
+// its logits and next-token losses under a context-extension method, and
+// windowed perplexity (bind_model.cc).
+void BindModel(pybind11::module_& m);
+
 }  // namespace posenc::python

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_posenc, m) {
   posenc::python::BindGguf(m);
   posenc::python::BindTokenizer(m);
   posenc::python::BindAnalysis(m);
+  posenc::python::BindModel(m);
 }

@@ -1,0 +1,234 @@
+"""A Llama-family model from a GGUF file, and perplexity under a
+context-extension method.
+
+:class:`LlamaModel` runs a llama-architecture GGUF (SmolLM2, TinyLlama,
+Llama 2/3, ...) in float32 with the C++ engine: weights dequantized once at
+load, SIMD matmuls and posenc's attention kernel, multithreaded, GIL
+released. Its RoPE is whatever the chosen context-extension ``method`` makes
+of the model's own (the text form of ``posenc/context_extension.h``)::
+
+    none  linear[:factor=F]  ntk[:factor=A]  dynamic-ntk[:factor=F]  yarn[:factor=F]
+    rerope[:window=W]  leaky-rerope[:window=W,k=K]  window[:window=W]
+    lambda[:sinks=S,window=W]          and ",logn" (or ":logn") on any of them
+
+Parameters not given default from the model's training length
+(``hparams["context_length"]``) and the target length (the longest sequence
+the method must serve; :meth:`LlamaModel.logits` uses the sequence's own
+length unless told), e.g. ``"yarn"`` at twice the training length is YaRN
+with factor 2.
+
+:func:`perplexity` evaluates ``exp(mean NLL)`` over a token stream in
+windows of ``context`` tokens, each one forward pass from position 0.
+
+Example::
+
+    >>> import posenc
+    >>> model = posenc.LlamaModel("SmolLM2-135M-Instruct.Q4_1.gguf")        # doctest: +SKIP
+    >>> tok = posenc.BpeTokenizer.from_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")  # doctest: +SKIP
+    >>> ids = tok.encode(open("/usr/share/common-licenses/GPL-3").read())   # doctest: +SKIP
+    >>> posenc.perplexity(model, ids, context=512, max_windows=2)["ppl"]    # doctest: +SKIP
+    21.0606...
+    >>> posenc.perplexity(model, ids, context=16384, method="yarn")        # doctest: +SKIP
+
+Errors are ValueError naming the parameter, e.g.
+``[context-extension] factor = 0: must be > 0``.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from typing import Any, Dict, Optional, Union
+
+import numpy as np
+
+from . import _posenc
+from .rope import RopeSpec
+
+__all__ = ["LlamaModel", "perplexity"]
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+
+
+def _tokens(tokens: Any, op: str = "model") -> np.ndarray:
+    """Any integer array-like (list, tuple, NumPy array of any integer type,
+    torch tensor) as a C-contiguous 1-D int32 array. Values outside int32 are
+    rejected here (a cast would wrap them); ids outside the vocabulary are
+    rejected by the model."""
+    if hasattr(tokens, "detach") and hasattr(tokens, "numpy"):  # a torch tensor
+        tokens = tokens.detach().cpu().numpy()
+    try:
+        array = np.asarray(tokens)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"[{op}] tokens = {type(tokens).__name__}: must be a sequence of integer token ids ({e})") from None
+    if array.ndim != 1:
+        raise ValueError(f"[{op}] tokens.ndim = {array.ndim}: must be 1 (a sequence of token ids)")
+    if array.size == 0:
+        raise ValueError(f"[{op}] tokens = []: must hold at least one token id")
+    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
+        raise ValueError(f"[{op}] tokens.dtype = {array.dtype}: must be an integer type (token ids)")
+    low, high = int(array.min()), int(array.max())
+    if low < 0:
+        i = int(np.argmin(array))
+        raise ValueError(f"[{op}] tokens[{i}] = {low}: must be >= 0 (a token id)")
+    if high > _INT32_MAX:
+        i = int(np.argmax(array))
+        raise ValueError(f"[{op}] tokens[{i}] = {high}: must be < 2^31 (a token id)")
+    return np.ascontiguousarray(array, dtype=np.int32)
+
+
+def _method(method: Any, op: str) -> str:
+    if not isinstance(method, str):
+        raise ValueError(f"[{op}] method = {method!r}: must be a string such as \"none\", \"yarn\" or \"ntk:logn\"")
+    return method
+
+
+def _optional_index(name: str, value: Any, op: str) -> Optional[int]:
+    if value is None:
+        return None
+    return _index(name, value, op)
+
+
+def _index(name: str, value: Any, op: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"[{op}] {name} = {value!r}: must be an integer")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"[{op}] {name} = {value!r}: must be an integer") from None
+
+
+class LlamaModel:
+    """A Llama-family decoder loaded from a GGUF file (float32 inference).
+
+    Args:
+        path: a llama-architecture GGUF file (str or os.PathLike). Any tensor
+            type posenc dequantizes (F32, F16, BF16, Q4_0..Q8_0, Q4_K..Q6_K)
+            is dequantized to float32 once, here.
+
+    Attributes:
+        path: the path as given (a str).
+        hparams: dict of the hyperparameters read from the file:
+            ``architecture``, ``vocab_size``, ``embedding_length`` (d),
+            ``feed_forward_length``, ``block_count``, ``head_count``,
+            ``head_count_kv``, ``head_dim``, ``rms_norm_eps``,
+            ``context_length`` (the training length), ``rope`` (a
+            :class:`posenc.RopeSpec`; interleaved layout, as llama.cpp's
+            converter permutes Q/K) and ``tied_output`` (no output.weight:
+            logits use the token embeddings).
+
+    Raises:
+        ValueError: the file is missing, not a valid GGUF, not a llama model,
+            or lacks a tensor or key (the message names it).
+
+    Example::
+
+        >>> m = posenc.LlamaModel("SmolLM2-135M-Instruct.Q4_1.gguf")    # doctest: +SKIP
+        >>> m.hparams["context_length"], m.hparams["rope"].theta        # doctest: +SKIP
+        (8192, 100000.0)
+        >>> m.logits([1, 504, 3458]).shape                               # doctest: +SKIP
+        (3, 49152)
+    """
+
+    __slots__ = ("path", "_model", "_hparams")
+
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
+        path = os.fspath(path)
+        if not isinstance(path, str):
+            path = os.fsdecode(path)
+        self.path: str = path
+        self._model = _posenc.LlamaModel(path)
+        hparams = self._model.hparams()
+        hparams["rope"] = RopeSpec._wrap(hparams["rope"], hparams["context_length"])
+        self._hparams: Dict[str, Any] = hparams
+
+    @property
+    def hparams(self) -> Dict[str, Any]:
+        """The hyperparameters (a copy: changing it changes nothing)."""
+        return dict(self._hparams)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._hparams["vocab_size"]
+
+    @property
+    def context_length(self) -> int:
+        """The training length (``{arch}.context_length``)."""
+        return self._hparams["context_length"]
+
+    def logits(self, tokens: Any, method: str = "none", target_length: Optional[int] = None) -> np.ndarray:
+        """Logits of one forward pass over ``tokens`` at positions 0..n-1.
+
+        Args:
+            tokens: n token ids (any integer array-like), 0 <= id < vocab_size.
+            method: context-extension method, text form (module docstring).
+            target_length: the length the method is planned for (its default
+                factor, window, ...); default ``len(tokens)``.
+
+        Returns:
+            float32 array ``[n, vocab_size]``.
+        """
+        ids = _tokens(tokens)
+        return self._model.logits(ids, _method(method, "model"), _optional_index("target_length", target_length, "model"))
+
+    def next_token_nll(self, tokens: Any, method: str = "none", target_length: Optional[int] = None) -> np.ndarray:
+        """``-ln p(tokens[i+1] | tokens[:i+1])`` for i in 0..n-2, from one
+        forward pass (float32 logits, log-softmax accumulated in float64).
+
+        Args: as :meth:`logits`.
+
+        Returns:
+            float64 array ``[n - 1]`` (empty for one token).
+        """
+        ids = _tokens(tokens)
+        return self._model.next_token_nll(ids, _method(method, "model"),
+                                          _optional_index("target_length", target_length, "model"))
+
+    def forward_flops(self, n: int) -> float:
+        """Floating-point operations of one forward pass over ``n`` tokens
+        (a multiply-add counts 2): the linear layers and the logits, plus
+        q.k and p.v over the causal triangle."""
+        return float(self._model.forward_flops(_index("n", n, "model")))
+
+    def __repr__(self) -> str:
+        h = self._hparams
+        return (f"LlamaModel({self.path!r}, vocab={h['vocab_size']}, d={h['embedding_length']}, "
+                f"blocks={h['block_count']}, heads={h['head_count']}/{h['head_count_kv']}, "
+                f"context_length={h['context_length']})")
+
+
+def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optional[int] = None,
+               method: str = "none", max_windows: int = 0) -> Dict[str, Any]:
+    """Perplexity of ``model`` over a token stream, in windows of ``context`` tokens.
+
+    Windows start every ``stride`` tokens (default ``context``:
+    non-overlapping); each is one forward pass from position 0 and scores the
+    tokens no earlier window scored (all but its first for non-overlapping
+    windows; the last ``stride`` of a sliding window). Only whole windows
+    count. ``ppl = exp(mean over scored tokens of -ln p(token | window before it))``.
+
+    Args:
+        model: a :class:`LlamaModel`.
+        tokens: the text's token ids (any integer array-like), at least
+            ``context`` of them.
+        context: window length in tokens, >= 2; the method's target length.
+        stride: tokens between window starts, 1..context (None: context).
+        method: context-extension method, text form (module docstring).
+        max_windows: evaluate at most this many windows (0: all).
+
+    Returns:
+        dict with ``ppl``, ``mean_nll`` (natural log), ``scored`` (tokens
+        scored), ``processed`` (tokens run through the model), ``windows``,
+        ``seconds``, ``tokens_per_s`` (processed / seconds) and ``method``
+        (the text form with every default filled in, e.g.
+        ``"yarn:factor=2"`` for ``"yarn"`` at twice the training length).
+    """
+    if not isinstance(model, LlamaModel):
+        raise ValueError(f"[perplexity] model = {type(model).__name__}: must be a posenc.LlamaModel")
+    ids = _tokens(tokens, "perplexity")
+    stride_value = 0 if stride is None else _index("stride", stride, "perplexity")
+    if stride is not None and stride_value < 1:
+        raise ValueError(f"[perplexity] stride = {stride_value}: must be >= 1 (None: context)")
+    return _posenc.perplexity(model._model, ids, _index("context", context, "perplexity"), stride_value,
+                              _method(method, "perplexity"), _index("max_windows", max_windows, "perplexity"))
