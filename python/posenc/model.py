@@ -185,6 +185,14 @@ class LlamaModel:
         return self._model.next_token_nll(ids, _method(method, "model"),
                                           _optional_index("target_length", target_length, "model"))
 
+    def resolve_method(self, method: str, target_length: int) -> str:
+        """The text form of ``method`` with every default filled in for this
+        model at ``target_length`` tokens, e.g. ``"yarn"`` -> ``"yarn:factor=2"``
+        at twice the training length (what :meth:`logits` runs)."""
+        return _posenc.plan_context_extension(_method(method, "model"), self._hparams["rope"]._spec,
+                                              self._hparams["context_length"],
+                                              _index("target_length", target_length, "model"))
+
     def forward_flops(self, n: int) -> float:
         """Floating-point operations of one forward pass over ``n`` tokens
         (a multiply-add counts 2): the linear layers and the logits, plus

@@ -154,6 +154,7 @@ void BindModel(py::module_& m) {
   m.def(
       "plan_context_extension",
       [](const std::string& method, const RopeSpec& rope, std::int64_t train_length, std::int64_t target_length) {
+        Require(target_length >= 1, kOp, "target_length", target_length, "must be >= 1 (tokens)");
         return FormatContextExtension(
             PlanContextExtension(ParseContextExtension(method), rope, train_length, target_length).resolved);
       },

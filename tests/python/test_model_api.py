@@ -205,6 +205,11 @@ def test_resolved_method_text(model):
     assert "window=32" in r["method"] and "k=" in r["method"]
     assert posenc.perplexity(model, ids, context=CONTEXT, method="none")["method"] == "none"
     assert "logn" in posenc.perplexity(model, ids, context=CONTEXT, method="ntk:logn")["method"]
+    assert model.resolve_method("yarn", 2 * CONTEXT) == "yarn:factor=2"
+    assert model.resolve_method("leaky-rerope", 4 * CONTEXT) == r["method"] == posenc.perplexity(
+        model, ids, context=4 * CONTEXT, method="leaky-rerope")["method"]
+    with pytest.raises(ValueError, match=r"target_length"):
+        model.resolve_method("yarn", 0)
 
 
 # ---- perplexity ---------------------------------------------------------------------------
