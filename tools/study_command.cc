@@ -36,7 +36,7 @@ constexpr const char* kOp = "study";
 struct StudyOptions {
   std::string model = kDefaultModelPath;
   std::string text = "build/texts/debian-handbook.txt";
-  std::vector<std::int64_t> lengths{2048, 8192, 12288};
+  std::vector<std::int64_t> lengths{2048, 8192, 10240};
   std::vector<std::string> methods;  // empty: every method
   std::int64_t windows = 1;
   std::string out = "build/study";
