@@ -199,6 +199,12 @@ void Run(const StudyOptions& o) {
     }
     plot.series.push_back(series);
   }
+  // The training length as a dashed vertical line across the values' range.
+  const auto [lowest, highest] = std::minmax_element(cells.begin(), cells.end(),
+                                                     [](const Cell& a, const Cell& b) { return a.ppl < b.ppl; });
+  const auto train = static_cast<double>(hp.context_length);
+  plot.series.push_back(PlotSeries{"training length", {train, train}, {lowest->ppl * 0.9, highest->ppl * 1.1}, false,
+                                   "lines dt 2 lw 1 lc rgb 'black'"});
   DrawLinePlot(plot, o.out + "/study.png");
 
   std::ifstream table(o.out + "/study.md");
