@@ -95,10 +95,9 @@ RopeScaling ParseHfScaling(const json& config, const json& s, const std::string&
     return NtkAwareScaling{RequiredNumber(s, path, "alpha", "rope_type \"ntk\" needs alpha")};
   }
   if (type == "dynamic") {
-    // Hugging Face's dynamic NTK counts from max_position_embeddings.
-    Require(max_positions > 0, kHf, "max_position_embeddings", Verbatim{"missing"},
-            "dynamic NTK needs the original context length");
-    return DynamicNtkScaling{need_factor(), max_positions};
+    // Hugging Face's dynamic NTK counts from max_position_embeddings;
+    // posenc's own form (RopeScalingToJson) names the length in the scaling.
+    return DynamicNtkScaling{need_factor(), original_or_max("dynamic NTK")};
   }
   if (type == "yarn") {
     YarnScaling y;
@@ -155,9 +154,10 @@ RopeScaling ParseHfScaling(const json& config, const json& s, const std::string&
              "unknown; must be one of default, linear, ntk, dynamic, yarn, llama3, longrope, factors");
 }
 
-json ScalingToHf(const RopeScaling& scaling) {
+// Keys in the order written (rope_type first).
+nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
   return std::visit(
-      [](const auto& s) -> json {
+      [](const auto& s) -> nlohmann::ordered_json {
         using S = std::decay_t<decltype(s)>;
         if constexpr (std::is_same_v<S, NoScaling>) {
           return nullptr;
@@ -166,23 +166,24 @@ json ScalingToHf(const RopeScaling& scaling) {
         } else if constexpr (std::is_same_v<S, NtkAwareScaling>) {
           return {{"rope_type", "ntk"}, {"alpha", s.alpha}};
         } else if constexpr (std::is_same_v<S, DynamicNtkScaling>) {
-          return {{"rope_type", "dynamic"}, {"factor", s.factor}};
+          return {{"rope_type", "dynamic"}, {"factor", s.factor},
+                  {"original_max_position_embeddings", s.original_max_position}};
         } else if constexpr (std::is_same_v<S, YarnScaling>) {
-          json j = {{"rope_type", "yarn"}, {"factor", s.factor},
+          nlohmann::ordered_json j = {{"rope_type", "yarn"}, {"factor", s.factor},
                     {"original_max_position_embeddings", s.original_max_position},
                     {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"truncate", s.truncate}};
           if (s.mscale) j["mscale"] = *s.mscale;
           if (s.mscale_all_dim) j["mscale_all_dim"] = *s.mscale_all_dim;
           if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
-          if (s.ext_factor != 1.0) j["ext_factor"] = s.ext_factor;
-          if (s.attn_factor != 1.0) j["attn_factor"] = s.attn_factor;
+          j["ext_factor"] = s.ext_factor;
+          j["attn_factor"] = s.attn_factor;
           return j;
         } else if constexpr (std::is_same_v<S, Llama3Scaling>) {
           return {{"rope_type", "llama3"}, {"factor", s.factor},
                   {"low_freq_factor", s.low_freq_factor}, {"high_freq_factor", s.high_freq_factor},
                   {"original_max_position_embeddings", s.original_max_position}};
         } else if constexpr (std::is_same_v<S, LongRopeScaling>) {
-          json j = {{"rope_type", "longrope"}, {"short_factor", s.short_factor},
+          nlohmann::ordered_json j = {{"rope_type", "longrope"}, {"short_factor", s.short_factor},
                     {"long_factor", s.long_factor}, {"factor", s.factor},
                     {"original_max_position_embeddings", s.original_max_position}};
           if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
@@ -324,9 +325,11 @@ std::string RopeToHfConfig(const RopeModelConfig& config) {
   if (const auto* d = std::get_if<DynamicNtkScaling>(&spec.scaling)) {
     j["max_position_embeddings"] = d->original_max_position;
   }
-  j["rope_scaling"] = ScalingToHf(spec.scaling);
+  j["rope_scaling"] = json(ScalingToHf(spec.scaling));
   return j.dump(2);
 }
+
+std::string RopeScalingToJson(const RopeScaling& scaling) { return ScalingToHf(scaling).dump(); }
 
 RopeModelConfig RopeFromGguf(const GgufMetadata& meta) {
   const auto arch = GgufString(meta, "general.architecture");

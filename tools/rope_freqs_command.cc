@@ -50,55 +50,13 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// The scaling method's parameters, in declaration order.
-Json ScalingParameters(const RopeScaling& scaling) {
-  Json j = {{"method", RopeScalingName(scaling)}};
-  std::visit(
-      [&j](const auto& s) {
-        using S = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<S, LinearScaling>) {
-          j["factor"] = s.factor;
-        } else if constexpr (std::is_same_v<S, NtkAwareScaling>) {
-          j["alpha"] = s.alpha;
-        } else if constexpr (std::is_same_v<S, DynamicNtkScaling>) {
-          j["factor"] = s.factor;
-          j["original_max_position"] = s.original_max_position;
-        } else if constexpr (std::is_same_v<S, YarnScaling>) {
-          j["factor"] = s.factor;
-          j["original_max_position"] = s.original_max_position;
-          j["beta_fast"] = s.beta_fast;
-          j["beta_slow"] = s.beta_slow;
-          if (s.mscale) j["mscale"] = *s.mscale;
-          if (s.mscale_all_dim) j["mscale_all_dim"] = *s.mscale_all_dim;
-          if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
-          j["truncate"] = s.truncate;
-          j["ext_factor"] = s.ext_factor;
-          j["attn_factor"] = s.attn_factor;
-        } else if constexpr (std::is_same_v<S, Llama3Scaling>) {
-          j["factor"] = s.factor;
-          j["low_freq_factor"] = s.low_freq_factor;
-          j["high_freq_factor"] = s.high_freq_factor;
-          j["original_max_position"] = s.original_max_position;
-        } else if constexpr (std::is_same_v<S, LongRopeScaling>) {
-          j["factor"] = s.factor;
-          j["original_max_position"] = s.original_max_position;
-          if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
-          j["short_factor"] = s.short_factor;
-          j["long_factor"] = s.long_factor;
-        } else if constexpr (std::is_same_v<S, FrequencyFactorScaling>) {
-          j["factors"] = s.factors;
-        }
-      },
-      scaling);
-  return j;
-}
-
 // "factor 8, low_freq_factor 1, ..." (lists shown by their length).
 std::string DescribeScaling(const Json& params) {
-  std::string text = params["method"].get<std::string>();
+  if (params.is_null()) return "none";
+  std::string text = params["rope_type"].get<std::string>();
   std::string sep = ": ";
   for (const auto& [key, value] : params.items()) {
-    if (key == "method") continue;
+    if (key == "rope_type") continue;
     text += sep + key + " ";
     if (value.is_array()) {
       text += "[" + std::to_string(value.size()) + " values]";
@@ -141,7 +99,7 @@ void RunRopeFreqs(const FreqsOptions& options, std::ostream& out) {
     wavelength[k] = 2.0 * std::numbers::pi / freqs.inv_freq[k];
     rotations[k] = static_cast<double>(original) / wavelength[k];
   }
-  const Json scaling = ScalingParameters(spec.scaling);
+  const Json scaling = Json::parse(RopeScalingToJson(spec.scaling));  // Hugging Face's rope_scaling form
 
   if (options.json) {
     Json j;

@@ -30,6 +30,13 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json);
 // A config.json fragment that RopeFromHfConfig reads back to the same spec.
 std::string RopeToHfConfig(const RopeModelConfig& config);
 
+// The one serialized form of a scaling: a Hugging Face rope_scaling object
+// ({"rope_type": "yarn", "factor": 4.0, ...}) with every field posenc keeps,
+// or null for none. RopeFromHfConfig reads it back as rope_scaling;
+// `posenc rope freqs --json` prints it and Python's RopeSpec.scaling is it as
+// a dict.
+std::string RopeScalingToJson(const RopeScaling& scaling);
+
 // Reads general.architecture and `{arch}.rope.freq_base`,
 // `{arch}.rope.dimension_count`, `{arch}.rope.scaling.*`,
 // `{arch}.attention.key_length` / embedding_length / head_count and

@@ -205,50 +205,10 @@ RopeScaling ScalingFromDict(const py::dict& dict) {
   return scaling;
 }
 
-// The inverse of ScalingFromDict: RopeSpec(scaling=spec.scaling) is the same spec.
+// The inverse of ScalingFromDict: RopeSpec(scaling=spec.scaling) is the same
+// spec. The library's one serialized form (RopeScalingToJson), as a dict.
 py::object ScalingToDict(const RopeScaling& scaling) {
-  return std::visit(
-      [](const auto& s) -> py::object {
-        using S = std::decay_t<decltype(s)>;
-        py::dict d;
-        d["rope_type"] = std::string(RopeScalingName(RopeScaling(s)));
-        if constexpr (std::is_same_v<S, NoScaling>) {
-          return py::none();
-        } else if constexpr (std::is_same_v<S, LinearScaling>) {
-          d["factor"] = s.factor;
-        } else if constexpr (std::is_same_v<S, NtkAwareScaling>) {
-          d["alpha"] = s.alpha;
-        } else if constexpr (std::is_same_v<S, DynamicNtkScaling>) {
-          d["factor"] = s.factor;
-          d["original_max_position_embeddings"] = s.original_max_position;
-        } else if constexpr (std::is_same_v<S, YarnScaling>) {
-          d["factor"] = s.factor;
-          d["original_max_position_embeddings"] = s.original_max_position;
-          d["beta_fast"] = s.beta_fast;
-          d["beta_slow"] = s.beta_slow;
-          if (s.mscale) d["mscale"] = *s.mscale;
-          if (s.mscale_all_dim) d["mscale_all_dim"] = *s.mscale_all_dim;
-          if (s.attention_factor) d["attention_factor"] = *s.attention_factor;
-          d["truncate"] = s.truncate;
-          d["ext_factor"] = s.ext_factor;
-          d["attn_factor"] = s.attn_factor;
-        } else if constexpr (std::is_same_v<S, Llama3Scaling>) {
-          d["factor"] = s.factor;
-          d["low_freq_factor"] = s.low_freq_factor;
-          d["high_freq_factor"] = s.high_freq_factor;
-          d["original_max_position_embeddings"] = s.original_max_position;
-        } else if constexpr (std::is_same_v<S, LongRopeScaling>) {
-          d["short_factor"] = s.short_factor;
-          d["long_factor"] = s.long_factor;
-          d["original_max_position_embeddings"] = s.original_max_position;
-          d["factor"] = s.factor;
-          if (s.attention_factor) d["attention_factor"] = *s.attention_factor;
-        } else {
-          d["factors"] = s.factors;
-        }
-        return d;
-      },
-      scaling);
+  return py::module_::import("json").attr("loads")(RopeScalingToJson(scaling));
 }
 
 RopeSpec MakeSpec(double theta, std::int64_t head_dim, std::optional<std::int64_t> rotary_dim,

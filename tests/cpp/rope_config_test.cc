@@ -117,6 +117,24 @@ TEST(HfConfig, ErrorsNameTheField) {
               {"max_position_embeddings = missing"});
 }
 
+TEST(HfConfig, ScalingJsonIsReadBackAsRopeScaling) {
+  EXPECT_EQ(RopeScalingToJson(NoScaling{}), "null");
+  YarnScaling yarn;
+  yarn.factor = 4;
+  yarn.original_max_position = 32768;
+  yarn.mscale = 0.707;
+  const std::vector<RopeScaling> scalings{NoScaling{}, LinearScaling{2}, NtkAwareScaling{3},
+                                          DynamicNtkScaling{2, 4096}, yarn,
+                                          Llama3Scaling{}, FrequencyFactorScaling{std::vector<double>(32, 2.0)}};
+  for (const RopeScaling& scaling : scalings) {
+    const std::string json = RopeScalingToJson(scaling);
+    EXPECT_EQ(json.rfind(scaling.index() == 0 ? "null" : "{\"rope_type\":", 0), 0u) << json;
+    // No max_position_embeddings: every length the method needs is in the object.
+    const auto back = RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": )" + json + "}").spec.scaling;
+    EXPECT_EQ(RopeScalingToJson(back), json);
+  }
+}
+
 TEST(HfConfig, PrintsBackToTheSameSpec) {
   for (const char* name : {"llama-3.1-8b.json", "qwen2-7b-yarn.json", "llama-2-7b.json"}) {
     const auto config = RopeFromHfConfig(ReadExample(name));
