@@ -47,6 +47,7 @@ Example (Llama-3-8B-shaped GQA with RoPE, one decode step after 9 tokens)::
 
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import Any, Optional, Sequence, Union
 
@@ -421,31 +422,18 @@ def attention(
                  sink_logits, softcap, q_offset, q_positions, k_offset, k_positions, kv_lengths)
 
 
-def _reference_attention(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    *,
-    encoding: Encoding = None,
-    causal: bool = True,
-    window: int = 0,
-    sinks: int = 0,
-    softmax_scale: Optional[float] = None,
-    logn_train_length: int = 0,
-    sink_logits: Optional[Sequence[float]] = None,
-    softcap: float = 0.0,
-    q_offset: Union[None, int, Sequence[int]] = None,
-    q_positions: Optional[Any] = None,
-    k_offset: Union[None, int, Sequence[int]] = None,
-    k_positions: Optional[Any] = None,
-    kv_lengths: Optional[Sequence[int]] = None,
-) -> np.ndarray:
+def _reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, **options: Any) -> np.ndarray:
     """:func:`posenc.attention` on the float64 reference: every score row
     materialized, each encoding by its own definition (ReRoPE as two score
     matrices selected by ``p - j < window``), one rounding to the output
     dtype at the end. Single-threaded and slow; same arguments and rules."""
-    return _call(True, q, k, v, encoding, causal, window, sinks, softmax_scale, logn_train_length,
-                 sink_logits, softcap, q_offset, q_positions, k_offset, k_positions, kv_lengths)
+    bound = _ATTENTION_SIGNATURE.bind(q, k, v, **options)  # the same keywords and defaults
+    bound.apply_defaults()
+    return _call(True, *bound.arguments.values())
+
+
+_ATTENTION_SIGNATURE = inspect.signature(attention)
+_reference_attention.__signature__ = _ATTENTION_SIGNATURE  # type: ignore[attr-defined]
 
 
 _reference_attention.__name__ = "attention"

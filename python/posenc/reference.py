@@ -15,28 +15,28 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+import inspect
+from typing import Any
 
 import numpy as np
 
 from .attention import _reference_attention as attention
 from .rope import RopeSpec, _apply
+from .rope import apply_rope as fast_apply_rope
 
 __all__ = ["apply_rope", "attention"]
 
 
-def apply_rope(
-    spec: RopeSpec,
-    *tensors: np.ndarray,
-    offset: int = 0,
-    offsets: Optional[Sequence[int]] = None,
-    position_ids: Optional[Any] = None,
-    direction: str = "forward",
-    inplace: bool = False,
-    frequencies: Optional[Tuple[np.ndarray, float]] = None,
-):
+def apply_rope(spec: RopeSpec, *tensors: np.ndarray, **options: Any):
     """:func:`posenc.apply_rope` on the scalar float64 reference kernel
     (single-threaded, slow). Same arguments, same results to within one
     rounding of the output dtype."""
-    return _apply(spec, tensors, offset, offsets, position_ids, direction, inplace, frequencies,
-                  reference=True)
+    bound = _APPLY_ROPE_SIGNATURE.bind(spec, *tensors, **options)  # the same keywords and defaults
+    bound.apply_defaults()
+    a = bound.arguments
+    return _apply(a["spec"], a["tensors"], a["offset"], a["offsets"], a["position_ids"], a["direction"],
+                  a["inplace"], a["frequencies"], reference=True)
+
+
+_APPLY_ROPE_SIGNATURE = inspect.signature(fast_apply_rope)
+apply_rope.__signature__ = _APPLY_ROPE_SIGNATURE  # type: ignore[attr-defined]
