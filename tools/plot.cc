@@ -112,6 +112,19 @@ std::string Terminal(int width, int height, int font_size, const std::string& dr
   return s.str();
 }
 
+// The start of a page of `panels` panels in a grid of at most `columns`
+// columns, each panel_width x panel_height pixels, under `title`.
+std::string Multiplot(int panels, int columns, int panel_width, int panel_height, int font_size,
+                      const std::string& title, const std::string& drawn_path) {
+  const int cols = std::min(columns, panels);
+  const int rows = (panels + cols - 1) / cols;
+  std::ostringstream s;
+  s << Terminal(panel_width * cols, panel_height * rows + 40, font_size, drawn_path) << "set multiplot layout "
+    << rows << "," << cols << " title " << Quote(title) << " noenhanced font 'DejaVu Sans," << font_size + 3
+    << "'\n";
+  return s.str();
+}
+
 // The commands (and data files in `dir`) that draw one line plot; `index`
 // keeps the data files of several panels apart.
 std::string LinePlotPanel(const LinePlot& plot, const TempDir& dir, int index) {
@@ -180,13 +193,9 @@ void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& tit
   Require(panel_width >= 200 && panel_height >= 150, kOp, "panel size",
           std::to_string(panel_width) + "x" + std::to_string(panel_height), "must be at least 200x150");
   const int n = static_cast<int>(plots.size());
-  const int cols = std::min(columns, n);
-  const int rows = (n + cols - 1) / cols;
   TempDir dir;
   std::ostringstream script;
-  script << Terminal(panel_width * cols, panel_height * rows + 40, 11, dir.File("plot.png"))
-         << "set multiplot layout " << rows << "," << cols << " title " << Quote(title)
-         << " noenhanced font 'DejaVu Sans,14'\n";
+  script << Multiplot(n, columns, panel_width, panel_height, 11, title, dir.File("plot.png"));
   for (int i = 0; i < n; ++i) {
     // Each panel starts from gnuplot's defaults (log axes, y2 ...), keeping
     // the terminal, the output and the palette.
@@ -259,13 +268,9 @@ void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title,
   Require(maps.size() <= 64, kOp, "heat maps", maps.size(), "must be <= 64 on one page");
   Require(columns > 0, kOp, "columns", columns, "must be > 0");
   const int n = static_cast<int>(maps.size());
-  const int cols = std::min(columns, n);
-  const int rows = (n + cols - 1) / cols;
   TempDir dir;
   std::ostringstream script;
-  script << Terminal(panel_width * cols, panel_height * rows + 40, 9, dir.File("plot.png"))
-         << "set multiplot layout " << rows << "," << cols << " title " << Quote(title)
-         << " noenhanced font 'DejaVu Sans,12'\n";
+  script << Multiplot(n, columns, panel_width, panel_height, 9, title, dir.File("plot.png"));
   for (int i = 0; i < n; ++i) script << HeatmapPanel(maps[static_cast<std::size_t>(i)], dir, i);
   script << "unset multiplot\n";
   RunGnuplot(script.str(), png_path, dir);

@@ -39,14 +39,9 @@ void Run(const PplOptions& o) {
 
   const LoadedModel loaded = LoadModel(o.model);
   const std::vector<std::int32_t> tokens = TokenizeFile(loaded.tokenizer, o.text);
-  ProgressBar bar("ppl " + o.method + " ctx " + std::to_string(o.ctx), 1, "tok");
-  bool started = false;
-  const PerplexityResult r =
-      EvaluatePerplexity(loaded.model, tokens, options, [&](std::int64_t done, std::int64_t total) {
-        if (!started) bar = ProgressBar("ppl " + o.method + " ctx " + std::to_string(o.ctx), total, "tok");
-        started = true;
-        bar.Update(done);
-      });
+  ProgressBar bar("ppl " + o.method + " ctx " + std::to_string(o.ctx), "tok");
+  const PerplexityResult r = EvaluatePerplexity(
+      loaded.model, tokens, options, [&](std::int64_t done, std::int64_t total) { bar.Update(done, total); });
   bar.Finish();
 
   const std::string method = FormatContextExtension(r.method);

@@ -7,15 +7,15 @@
 
 namespace posenc::cli {
 
-ProgressBar::ProgressBar(std::string label, std::int64_t total, std::string unit)
+ProgressBar::ProgressBar(std::string label, std::string unit)
     : label_(std::move(label)),
       unit_(std::move(unit)),
-      total_(std::max<std::int64_t>(total, 1)),
       terminal_(isatty(STDERR_FILENO) != 0),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
-void ProgressBar::Update(std::int64_t done) {
+void ProgressBar::Update(std::int64_t done, std::int64_t total) {
+  total_ = std::max<std::int64_t>(total, 1);
   const auto now = std::chrono::steady_clock::now();
   const double since = std::chrono::duration<double>(now - last_draw_).count();
   if (since < (terminal_ ? 0.2 : 10.0)) return;

@@ -11,16 +11,17 @@ namespace posenc::cli {
 class ProgressBar {
  public:
   // `unit` names what is counted ("tok").
-  ProgressBar(std::string label, std::int64_t total, std::string unit);
-  void Update(std::int64_t done);
-  // Ends the line (the bar at its last state).
+  ProgressBar(std::string label, std::string unit);
+  // `done` of `total` (the total may be known only once the work starts).
+  void Update(std::int64_t done, std::int64_t total);
+  // Ends the line, the work complete.
   void Finish();
 
  private:
   void Draw(std::int64_t done, bool final);
 
   std::string label_, unit_;
-  std::int64_t total_;
+  std::int64_t total_ = 1;
   bool terminal_;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };

@@ -145,9 +145,10 @@ void Run(const StudyOptions& o) {
       options.context = length;
       options.extension = extensions[m];
       options.max_windows = o.windows;
-      ProgressBar bar("  L " + std::to_string(length) + " " + cell.resolved, length * o.windows, "tok");
-      const PerplexityResult r = EvaluatePerplexity(loaded.model, tokens, options,
-                                                    [&](std::int64_t done, std::int64_t) { bar.Update(done); });
+      ProgressBar bar("  L " + std::to_string(length) + " " + cell.resolved, "tok");
+      const PerplexityResult r =
+          EvaluatePerplexity(loaded.model, tokens, options,
+                             [&](std::int64_t done, std::int64_t total) { bar.Update(done, total); });
       bar.Finish();
       cell.ppl = r.ppl;
       cell.seconds = r.seconds;

@@ -65,7 +65,6 @@ void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOp
   in.k = ConstTensorView{qkv.data() + q_dim, DType::kF32, {1, n, hp.head_count_kv, hd}, qkv_strides};
   in.v = ConstTensorView{qkv.data() + q_dim + kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd}, qkv_strides};
   in.out = TensorView::Contiguous(attn.data(), DType::kF32, {1, n, hp.head_count, hd});
-  ValidateAttention(in, attention);
 
   for (const LlamaLayerWeights& layer : w.layers) {
     model::RmsNorm(x, layer.attn_norm, hp.rms_norm_eps, normed);

@@ -36,23 +36,28 @@ std::vector<float> ReadLlamaTensor(const GgufFile& file, const std::string& name
   return file.Dequantize(*info);
 }
 
-std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file) {
+LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file) {
   LlamaHyperparams hp = ReadLlamaHyperparams(file.metadata());
-  const GgufTensorInfo& embd = file.Tensor("token_embd.weight");
-  if (hp.vocab_size == 0) hp.vocab_size = embd.Rows();
-  const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length;
-  const std::int64_t q_dim = hp.head_count * hp.head_dim, kv_dim = hp.head_count_kv * hp.head_dim;
-
+  if (hp.vocab_size == 0) hp.vocab_size = file.Tensor("token_embd.weight").Rows();
   if (const GgufTensorInfo* freqs = file.FindTensor("rope_freqs.weight")) {
-    // llama.cpp carries Llama-3 scaling as per-pair frequency divisors.
     const std::vector<float> factors = ReadLlamaTensor(file, freqs->name, {hp.rope.Pairs()});
     hp.rope.scaling = FrequencyFactorScaling{std::vector<double>(factors.begin(), factors.end())};
   }
+  return hp;
+}
+
+std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file) {
+  LlamaHyperparams hp = LlamaHyperparamsOf(file);
+  const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length;
+  const std::int64_t q_dim = hp.head_count * hp.head_dim, kv_dim = hp.head_count_kv * hp.head_dim;
+
   std::vector<float> token_embd = ReadLlamaTensor(file, "token_embd.weight", {d, hp.vocab_size});
   std::vector<float> output_norm = ReadLlamaTensor(file, "output_norm.weight", {d});
   hp.tied_output = file.FindTensor("output.weight") == nullptr;
-  PackedWeights output = PackedWeights::Pack(
-      hp.tied_output ? token_embd : ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size, d);
+  PackedWeights output = hp.tied_output
+                             ? PackedWeights::Pack(token_embd, hp.vocab_size, d)  // no copy of the table
+                             : PackedWeights::Pack(ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}),
+                                                   hp.vocab_size, d);
 
   std::vector<LlamaLayerWeights> layers;
   layers.reserve(hp.block_count);

@@ -33,6 +33,11 @@ struct LlamaModel::Weights {
 // naming the tensor.
 std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file);
 
+// The hyperparameters with what only the tensors tell: the vocabulary size
+// when the metadata has none (token_embd's rows) and llama.cpp's rope_freqs
+// tensor (Llama-3 scaling as per-pair frequency divisors).
+LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file);
+
 // A tensor as float32 in ggml order after checking its shape ({cols, rows}
 // for a matrix, {len} for a vector). Shared with the reference model.
 std::vector<float> ReadLlamaTensor(const GgufFile& file, const std::string& name,

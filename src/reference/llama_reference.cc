@@ -41,8 +41,7 @@ Matrix RmsNorm(const Matrix& x, const std::vector<float>& weight, double eps) {
 
 std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
                                 const AttentionOptions& attention) {
-  LlamaHyperparams hp = ReadLlamaHyperparams(file.metadata());
-  if (hp.vocab_size == 0) hp.vocab_size = file.Tensor("token_embd.weight").Rows();
+  const LlamaHyperparams hp = LlamaHyperparamsOf(file);
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length, hd = hp.head_dim;
   const std::int64_t q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd;

@@ -162,12 +162,27 @@ TEST(LlamaModel, BitwiseIdenticalForAnyThreadCount) {
   }
 }
 
-TEST(LlamaModel, ForwardFlopsCountsLinearLayersAttentionAndLogits) {
-  const TinyModel tiny;
-  // d 32, q 32, kv 16 + 16, ffn 48, 2 blocks, 4 heads x 8, vocab 256; n = 3.
-  const double linear = 32 * (32 + 32) + 32 * 32 + 3 * 32 * 48;
-  const double attention = 4.0 * 6 * 4 * 8;  // 6 causal pairs
-  EXPECT_DOUBLE_EQ(tiny.model.ForwardFlops(3), 2 * (2 * 3 * linear + attention) + 2 * 3 * 32 * 256);
+TEST(LlamaModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
+  // Counted from the file, not from the hyperparameters: every matrix is one
+  // multiply-add per element per token (token_embd is a lookup, but the
+  // tied output multiplies by it once more); attention adds q.k and p.v,
+  // 2 x head_dim multiply-adds per causal (query, key) pair, head and layer.
+  for (const bool tied : {true, false}) {
+    TinyLlamaOptions options;
+    options.tied = tied;
+    const TinyModel tiny(options);
+    double matrix_elements = 0;
+    for (const GgufTensorInfo& t : tiny.file.tensors()) {
+      if (t.shape.size() == 2 && t.name != "token_embd.weight") matrix_elements += static_cast<double>(t.Elements());
+    }
+    if (tied) matrix_elements += static_cast<double>(tiny.file.Tensor("token_embd.weight").Elements());
+    const double per_pair = 2.0 * 2 * options.heads * options.head_dim * options.blocks;
+    for (const std::int64_t n : {1, 3, 50}) {
+      const double pairs = n * (n + 1) / 2.0;
+      EXPECT_DOUBLE_EQ(tiny.model.ForwardFlops(n), 2 * matrix_elements * static_cast<double>(n) + per_pair * pairs)
+          << "tied " << tied << ", n " << n;
+    }
+  }
 }
 
 TEST(LlamaModel, RejectsBadTokens) {
