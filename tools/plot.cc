@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "output_files.h"
 #include "posenc/error.h"
 
 namespace posenc::cli {
@@ -59,7 +60,7 @@ bool GnuplotOnPath() {
 }
 
 // Pipes `script` to gnuplot; throws with gnuplot's own message on failure.
-void RunGnuplot(const std::string& script, const std::string& png_path, const TempDir& dir) {
+void RunGnuplot(const std::string& script, const std::string& png_path, const TempDir& dir, OutputFiles* together) {
   if (!GnuplotOnPath()) {
     ThrowError(kOp, "gnuplot", "missing",
                "not found on PATH; install it (Debian: gnuplot-nox, see scripts/install-deps)");
@@ -82,14 +83,29 @@ void RunGnuplot(const std::string& script, const std::string& png_path, const Te
                "failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                    "): " + messages.str());
   }
-  // gnuplot drew into the temporary directory; the copy reports a bad --out.
+  // gnuplot drew into the temporary directory; the PNG replaces `png_path`
+  // whole or not at all (a full disk keeps the old picture).
   const std::string drawn = dir.File("plot.png");
   std::error_code ec;
   if (!std::filesystem::is_regular_file(drawn, ec) || std::filesystem::file_size(drawn, ec) == 0) {
     ThrowError(kOp, "--out", FormatValue(png_path), "was not drawn by gnuplot: " + messages.str());
   }
-  std::filesystem::copy_file(drawn, png_path, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) ThrowError(kOp, "--out", FormatValue(png_path), "cannot be written: " + ec.message());
+  // gnuplot exits 0 even when it could not write the whole PNG (a full
+  // disk); a complete PNG ends with its IEND chunk.
+  std::ifstream png(drawn, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(png)), {});
+  static constexpr char kIend[] = "\0\0\0\0IEND\xAE\x42\x60\x82";
+  if (bytes.size() < 12 || bytes.compare(bytes.size() - 12, 12, kIend, 12) != 0) {
+    ThrowError(kOp, "--out", FormatValue(png_path),
+               "was not drawn whole by gnuplot: the PNG is cut short (no IEND chunk; is the disk full?)");
+  }
+  if (together != nullptr) {
+    together->Write(png_path, bytes);
+    return;
+  }
+  OutputFiles output(kOp);
+  output.Write(png_path, bytes);
+  output.Commit();
 }
 
 // Line colours in order: distinct on white and for the common colour
@@ -181,13 +197,13 @@ std::string LinePlotPanel(const LinePlot& plot, const TempDir& dir, int index) {
 
 }  // namespace
 
-void DrawLinePlot(const LinePlot& plot, const std::string& png_path) {
+void DrawLinePlot(const LinePlot& plot, const std::string& png_path, OutputFiles* together) {
   TempDir dir;
-  RunGnuplot(Terminal(1000, 640, 11, dir.File("plot.png")) + LinePlotPanel(plot, dir, 0), png_path, dir);
+  RunGnuplot(Terminal(1000, 640, 11, dir.File("plot.png")) + LinePlotPanel(plot, dir, 0), png_path, dir, together);
 }
 
 void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& title, int columns,
-                      int panel_width, int panel_height, const std::string& png_path) {
+                      int panel_width, int panel_height, const std::string& png_path, OutputFiles* together) {
   Require(!plots.empty() && plots.size() <= 16, kOp, "line plots", plots.size(), "must be in [1, 16]");
   Require(columns > 0, kOp, "columns", columns, "must be > 0");
   Require(panel_width >= 200 && panel_height >= 150, kOp, "panel size",
@@ -203,7 +219,7 @@ void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& tit
     script << LinePlotPanel(plots[static_cast<std::size_t>(i)], dir, i);
   }
   script << "unset multiplot\n";
-  RunGnuplot(script.str(), png_path, dir);
+  RunGnuplot(script.str(), png_path, dir, together);
 }
 
 namespace {
@@ -255,15 +271,15 @@ std::string HeatmapPanel(const Heatmap& map, const TempDir& dir, int index) {
 
 }  // namespace
 
-void DrawHeatmap(const Heatmap& map, const std::string& png_path) {
+void DrawHeatmap(const Heatmap& map, const std::string& png_path, OutputFiles* together) {
   TempDir dir;
   std::ostringstream script;
   script << Terminal(900, 800, 11, dir.File("plot.png")) << HeatmapPanel(map, dir, 0);
-  RunGnuplot(script.str(), png_path, dir);
+  RunGnuplot(script.str(), png_path, dir, together);
 }
 
 void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title, int columns,
-                     const std::string& png_path, int panel_width, int panel_height) {
+                     const std::string& png_path, int panel_width, int panel_height, OutputFiles* together) {
   Require(!maps.empty(), kOp, "heat maps", maps.size(), "must be > 0");
   Require(maps.size() <= 64, kOp, "heat maps", maps.size(), "must be <= 64 on one page");
   Require(columns > 0, kOp, "columns", columns, "must be > 0");
@@ -273,7 +289,7 @@ void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title,
   script << Multiplot(n, columns, panel_width, panel_height, 9, title, dir.File("plot.png"));
   for (int i = 0; i < n; ++i) script << HeatmapPanel(maps[static_cast<std::size_t>(i)], dir, i);
   script << "unset multiplot\n";
-  RunGnuplot(script.str(), png_path, dir);
+  RunGnuplot(script.str(), png_path, dir, together);
 }
 
 }  // namespace posenc::cli

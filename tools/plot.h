@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "output_files.h"
+
 namespace posenc::cli {
 
 struct PlotSeries {
@@ -39,15 +41,20 @@ struct Heatmap {
   std::string palette;       // gnuplot `set palette` arguments when not diverging; empty: a default
 };
 
-// Both write `png_path` or throw posenc::Error naming the path.
-void DrawLinePlot(const LinePlot& plot, const std::string& png_path);
+// Each writes `png_path` or throws posenc::Error naming the path. With
+// `together`, the PNG joins that set of outputs (replaced when the caller
+// commits it, with its other files); without, it replaces `png_path` at once.
+// Either way an existing file is replaced whole or not at all.
+void DrawLinePlot(const LinePlot& plot, const std::string& png_path, OutputFiles* together = nullptr);
 // Several line plots on one page (gnuplot multiplot), `columns` per row,
 // each panel panel_width x panel_height pixels.
 void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& title, int columns,
-                      int panel_width, int panel_height, const std::string& png_path);
-void DrawHeatmap(const Heatmap& map, const std::string& png_path);
+                      int panel_width, int panel_height, const std::string& png_path,
+                      OutputFiles* together = nullptr);
+void DrawHeatmap(const Heatmap& map, const std::string& png_path, OutputFiles* together = nullptr);
 // Several heat maps on one page (gnuplot multiplot), `columns` per row.
 void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title, int columns,
-                     const std::string& png_path, int panel_width = 420, int panel_height = 380);
+                     const std::string& png_path, int panel_width = 420, int panel_height = 380,
+                     OutputFiles* together = nullptr);
 
 }  // namespace posenc::cli

@@ -16,9 +16,10 @@ ProgressBar::ProgressBar(std::string label, std::string unit)
 
 void ProgressBar::Update(std::int64_t done, std::int64_t total) {
   total_ = std::max<std::int64_t>(total, 1);
+  if (!terminal_) return;
   const auto now = std::chrono::steady_clock::now();
   const double since = std::chrono::duration<double>(now - last_draw_).count();
-  if (since < (terminal_ ? 0.2 : 10.0)) return;
+  if (since < 0.2) return;
   last_draw_ = now;
   Draw(done, false);
 }
@@ -30,14 +31,19 @@ void ProgressBar::Draw(std::int64_t done, bool final) {
   const double fraction = std::clamp(static_cast<double>(done) / static_cast<double>(total_), 0.0, 1.0);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
+  if (!terminal_) {  // a log: the step's one line
+    std::fprintf(stderr, "%s: %lld %s, %.0f %s/s, %.1f s\n", label_.c_str(), static_cast<long long>(done),
+                 unit_.c_str(), rate, unit_.c_str(), seconds);
+    std::fflush(stderr);
+    return;
+  }
   const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
   const int filled = static_cast<int>(fraction * kWidth);
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
-  std::fprintf(stderr, "%s%s [%s] %3.0f%% %lld/%lld %s, %.0f %s/s, %.0f s%s", terminal_ ? "\r" : "", label_.c_str(),
-               bar.c_str(), 100 * fraction, static_cast<long long>(done), static_cast<long long>(total_),
-               unit_.c_str(), rate, unit_.c_str(), final ? seconds : eta, final ? "" : " left");
-  std::fprintf(stderr, terminal_ && !final ? "\033[K" : "\n");
+  std::fprintf(stderr, "\r%s [%s] %3.0f%% %lld/%lld %s, %.0f %s/s, %.0f s%s%s", label_.c_str(), bar.c_str(),
+               100 * fraction, static_cast<long long>(done), static_cast<long long>(total_), unit_.c_str(), rate,
+               unit_.c_str(), final ? seconds : eta, final ? "" : " left", final ? "\n" : "\033[K");
   std::fflush(stderr);
 }
 

@@ -1,5 +1,6 @@
 // A progress bar on stderr for long model runs: redrawn in place on a
-// terminal, one line every ten seconds otherwise (CI logs stay short).
+// terminal; when stderr is a file or a pipe (a log), nothing until the step
+// ends and then one line with its count, rate and time.
 #pragma once
 
 #include <chrono>

@@ -73,6 +73,11 @@ struct ContextExtension {
 
 // Parses the text form; throws posenc::Error naming the bad part.
 ContextExtension ParseContextExtension(std::string_view text);
+// A list of methods separated by ';' ("none;yarn:factor=2,logn;lambda"): ','
+// already separates a method's parameters. Spaces around items are ignored.
+// Throws posenc::Error for an empty item or a method listed twice (same text
+// form once parsed).
+std::vector<ContextExtension> ParseContextExtensionList(std::string_view text);
 // The text form, listing only the parameters that are set.
 std::string FormatContextExtension(const ContextExtension& extension);
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "posenc/context_extension.h"
 #include "posenc/llama_model.h"
@@ -34,6 +35,11 @@ struct PerplexityResult {
   double seconds = 0;
   double tokens_per_s = 0;       // processed / seconds
   ContextExtension method;       // with every default filled in
+  // [context - 1]: entry i is the mean over the evaluated windows of
+  // -ln p(token i + 1 | tokens 0..i of the window), every window position
+  // whatever the stride: the loss against position in the window, which
+  // shows where a method breaks past the training length.
+  std::vector<double> position_nll;
 };
 
 // Called as the work advances (after each layer of each window): tokens
@@ -41,8 +47,10 @@ struct PerplexityResult {
 // tokens to process in all.
 using PerplexityProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 
-// Throws posenc::Error for context < 2, stride outside [1, context], or a
-// text shorter than one window (naming the token count).
+// Throws posenc::Error for context < 2, stride outside [1, context], a text
+// shorter than one window (naming the token count), or a log-probability that
+// is not finite (NaN or infinite weights or activations: naming the window
+// and the token).
 PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
                                     const PerplexityOptions& options, const PerplexityProgress& progress = {});
 

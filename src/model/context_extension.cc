@@ -143,6 +143,27 @@ ContextExtension ParseContextExtension(std::string_view text) {
   return ext;
 }
 
+std::vector<ContextExtension> ParseContextExtensionList(std::string_view text) {
+  std::vector<ContextExtension> list;
+  std::vector<std::string> forms;
+  std::string_view rest = text;
+  for (;;) {
+    const auto semicolon = rest.find(';');
+    std::string_view item = rest.substr(0, semicolon);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    Require(!item.empty(), kOp, "methods", std::string(text),
+            "must be method texts separated by ';', none of them empty");
+    list.push_back(ParseContextExtension(item));
+    const std::string form = FormatContextExtension(list.back());
+    Require(std::find(forms.begin(), forms.end(), form) == forms.end(), kOp, "methods", std::string(text),
+            "lists " + form + " twice");
+    forms.push_back(form);
+    if (semicolon == std::string_view::npos) return list;
+    rest = rest.substr(semicolon + 1);
+  }
+}
+
 std::string FormatContextExtension(const ContextExtension& ext) {
   std::string params;
   const auto add = [&](const std::string& item) { params += (params.empty() ? "" : ",") + item; };

@@ -31,11 +31,21 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   const auto start = std::chrono::steady_clock::now();
   double nll_sum = 0;
   std::int64_t scored = 0;
+  std::vector<double> position_sum(static_cast<std::size_t>(ctx - 1), 0.0);
   for (std::int64_t w = 0; w < windows; ++w) {
     const std::span<const std::int32_t> window = tokens.subspan(w * stride, ctx);
     const std::vector<double> nll = model.NextTokenNll(window, plan.attention, [&](std::int64_t done, std::int64_t total) {
       if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
     });
+    for (std::int64_t i = 0; i < ctx - 1; ++i) {
+      // A NaN would otherwise turn the whole result into "ppl nan" (or JSON
+      // null) that looks like a number was measured.
+      Require(std::isfinite(nll[i]), kOp, "nll", nll[i],
+              "must be finite: the model's log-probability of token " + std::to_string(w * stride + i + 1) +
+                  " (window " + std::to_string(w) + ", position " + std::to_string(i + 1) +
+                  ") is not; the weights or activations hold NaN or infinity");
+      position_sum[static_cast<std::size_t>(i)] += nll[i];
+    }
     // nll[i] scores window token i + 1. A sliding window scores only its
     // last `stride` tokens (the earlier ones were scored before).
     const std::int64_t first = (w == 0 || stride == ctx) ? 0 : ctx - stride - 1;
@@ -53,6 +63,8 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   result.seconds = seconds;
   result.tokens_per_s = seconds > 0 ? static_cast<double>(result.processed) / seconds : 0;
   result.method = plan.resolved;
+  for (double& sum : position_sum) sum /= static_cast<double>(windows);
+  result.position_nll = std::move(position_sum);
   return result;
 }
 

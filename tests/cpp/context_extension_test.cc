@@ -53,6 +53,18 @@ TEST(ContextExtension, RejectsBadTextWithTheRule) {
   ExpectError([] { ParseContextExtension("yarn:logn,"); }, {"separator"});
 }
 
+TEST(ContextExtension, ParsesAListSeparatedBySemicolons) {
+  const auto list = ParseContextExtensionList("none; yarn:factor=2,logn ;rerope:window=512");
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(FormatContextExtension(list[0]), "none");
+  EXPECT_EQ(FormatContextExtension(list[1]), "yarn:factor=2,logn");
+  EXPECT_EQ(FormatContextExtension(list[2]), "rerope:window=512");
+  ExpectError([] { ParseContextExtensionList("none;;yarn"); }, {"methods = \"none;;yarn\"", "none of them empty"});
+  ExpectError([] { ParseContextExtensionList("none;"); }, {"none of them empty"});
+  ExpectError([] { ParseContextExtensionList("none;ntk+logn;ntk:logn"); }, {"lists ntk:logn twice"});
+  ExpectError([] { ParseContextExtensionList("none;yarn2"); }, {"method = \"yarn2\""});
+}
+
 TEST(ContextExtension, DefaultsFollowTrainingAndTargetLengths) {
   // s = 16384 / 8192 = 2.
   const auto linear = Plan("linear", 16384);

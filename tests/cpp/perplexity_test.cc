@@ -89,6 +89,34 @@ TEST(Perplexity, ReportsProgressUpToTheTotal) {
   EXPECT_EQ(done.back(), 100);
 }
 
+TEST(Perplexity, PositionLossIsTheMeanOverWindowsAtEachPosition) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 30;
+  options.stride = 20;  // windows at 0, 20, 40, 60: every position of each, whatever the stride
+  const PerplexityResult r = EvaluatePerplexity(f.model, f.tokens, options);
+  ASSERT_EQ(r.windows, 4);
+  ASSERT_EQ(r.position_nll.size(), 29u);
+  std::vector<double> expected(29, 0.0);
+  for (int w = 0; w < 4; ++w) {
+    const auto nll = f.Nll(20 * w, 30);
+    for (int i = 0; i < 29; ++i) expected[i] += nll[i] / 4;
+  }
+  for (int i = 0; i < 29; ++i) EXPECT_NEAR(r.position_nll[i], expected[i], 1e-12) << i;
+}
+
+TEST(Perplexity, NonFiniteLossIsAnErrorNotAPerplexity) {
+  testing::TinyLlamaOptions broken;
+  broken.nan_in_output_norm = true;
+  const auto bytes = testing::TinyLlamaGguf(broken);
+  const LlamaModel model = LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 20;
+  ExpectError([&] { EvaluatePerplexity(model, f.tokens, options); },
+              {"[perplexity] nll = nan", "token 1 (window 0, position 1)", "NaN or infinity"});
+}
+
 TEST(Perplexity, RejectsBadOptions) {
   const Fixture f;
   PerplexityOptions options;

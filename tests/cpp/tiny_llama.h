@@ -26,6 +26,7 @@ struct TinyLlamaOptions {
   bool tied = true;
   std::uint32_t seed = 1;
   std::string architecture = "llama";
+  bool nan_in_output_norm = false;  // one NaN weight: what a broken file looks like
 };
 
 constexpr std::int64_t kTinyVocab = 256;
@@ -83,7 +84,12 @@ inline std::vector<unsigned char> TinyLlamaGguf(const TinyLlamaOptions& o = {}) 
   b.StringArray("tokenizer.ggml.tokens", ByteAlphabet()).StringArray("tokenizer.ggml.merges", {});
 
   b.Tensor("token_embd.weight", {u64(o.d), u64(kTinyVocab)}, kF32Tensor, values(kTinyVocab * o.d, 1.0));
-  b.Tensor("output_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
+  std::vector<unsigned char> output_norm = values(o.d, 0.1, 1.0);
+  if (o.nan_in_output_norm) {
+    const float nan = std::nanf("");
+    std::memcpy(output_norm.data() + 4 * (o.d / 2), &nan, 4);
+  }
+  b.Tensor("output_norm.weight", {u64(o.d)}, kF32Tensor, output_norm);
   if (!o.tied) b.Tensor("output.weight", {u64(o.d), u64(kTinyVocab)}, kF32Tensor, values(kTinyVocab * o.d, 0.3));
   const double in_scale = 1.0 / std::sqrt(static_cast<double>(o.d));
   for (std::int64_t l = 0; l < o.blocks; ++l) {
