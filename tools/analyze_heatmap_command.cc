@@ -106,7 +106,7 @@ void RunAlibiHeatmap(const HeatmapOptions& o) {
   }
 }
 
-// Seed 000's binary-counter view: the bits of each position beside its
+// The binary-counter view of sinusoidal encodings (kexue.fm/archives/8231): the bits of each position beside its
 // sinusoidal encoding. Low bits and low dimensions alternate fast, high ones
 // slowly; the sinusoids are a smooth, continuous counter.
 void RunBinaryHeatmap(const HeatmapOptions& o) {

@@ -140,7 +140,7 @@ struct RopeInvariance {
 RopeInvariance ComputeRopeInvariance(const RopeSpec& spec, std::int64_t max_position,
                                      std::int64_t step, std::uint64_t seed = 0);
 
-// ---- The binary-counter view (seed 000) -----------------------------------
+// ---- The binary-counter view (kexue.fm/archives/8231) ---------------------
 
 // Bit b of each position k < positions, [positions, bits] row-major, bit 0
 // (the least significant, which flips every token) first: the integer

@@ -1,7 +1,7 @@
 // Attention with positional encodings as composable policies.
 //
 // One flash-style CPU kernel (tiles, online softmax, never an n x n matrix)
-// takes every positional scheme of seed 004 as a policy: NoPE, RoPE (any
+// takes every positional scheme as a policy: NoPE, RoPE (any
 // frequency table), ReRoPE and Leaky ReRoPE, ALiBi, T5 bucket bias, Shaw's
 // relative keys and values; masks
 // (causal, sliding window, the Λ shape of sinks + window) skip whole tiles;

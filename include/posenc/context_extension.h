@@ -1,4 +1,5 @@
-// Training-free context extension (seed 004): each method is a way to run a
+// Training-free context extension (reviewed in Su Jianlin's "Transformer升级之路：16",
+// kexue.fm/archives/9948): each method is a way to run a
 // RoPE model past its training length L_train, expressed as the attention
 // options of every layer (a frequency table, a ReRoPE distance map, a mask,
 // log-n query scaling).

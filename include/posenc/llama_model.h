@@ -1,7 +1,7 @@
 // A Llama-family decoder run from a GGUF file in float32: the real model on
 // which posenc measures the context-extension methods. The positional part
 // of every layer's attention is the AttentionOptions the caller passes, so
-// each method of seed 004 runs through the same engine and the same kernel.
+// each context-extension method runs through the same engine and the same kernel.
 //
 // One layer, x [n, d] with one token a row (d = embedding_length):
 //   a = rms_norm(x) * attn_norm

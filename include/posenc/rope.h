@@ -53,7 +53,7 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const R
 void ApplyRope(const RopeSpec& spec, const RopeCall& call);
 
 namespace reference {
-// The seed formula, one element pair at a time, in double precision:
+// RoFormer's formula, one element pair at a time, in double precision:
 //   x'_i = x_i cos(p w_k) - x_j sin(p w_k),  x'_j = x_i sin(p w_k) + x_j cos(p w_k)
 // scaled by the attention factor and rounded once to the output dtype.
 void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call);

@@ -1,4 +1,6 @@
-"""The seeds' properties of positional encodings, computed in C++ (float64).
+"""Properties of positional encodings derived in Su Jianlin's "Transformer升级之路" posts
+(kexue.fm/archives/8231 for sinusoidal, 8265 for RoPE) and the RoFormer paper,
+computed in C++ (float64).
 
 Each function returns NumPy arrays (or a dict of them); the command line
 ``posenc analyze ...`` draws the same numbers.
@@ -52,7 +54,7 @@ def log_spaced_distances(max_distance: int, count: int) -> np.ndarray:
 
 def binary_digits(positions: int, bits: int) -> np.ndarray:
     """[positions, bits]: bit b of each position k (bit 0, the fastest, first): the
-    counter that sinusoidal frequencies smooth out (seed 000's picture)."""
+    counter that sinusoidal frequencies smooth out (kexue.fm/archives/8231)."""
     return _posenc.binary_digits(int(positions), int(bits))
 
 
@@ -68,7 +70,7 @@ def rope_score_matrix(spec: RopeSpec, q, k, positions: int) -> np.ndarray:
 
 
 def sinusoidal_dot_matrix(dim: int, positions: int, base: float = 10000.0) -> np.ndarray:
-    """[positions, positions]: <p_m, p_n> of the sinusoidal encodings (seed 000's picture)."""
+    """[positions, positions]: <p_m, p_n> of the sinusoidal encodings (kexue.fm/archives/8231)."""
     return _posenc.sinusoidal_dot_matrix(int(dim), float(base), int(positions))
 
 

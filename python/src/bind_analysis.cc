@@ -1,4 +1,4 @@
-// posenc.analysis: the seeds' properties computed in C++ (analysis.h) and
+// posenc.analysis: the encodings' properties computed in C++ (analysis.h) and
 // returned as NumPy arrays and dicts.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

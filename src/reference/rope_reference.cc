@@ -1,4 +1,4 @@
-// The plain RoPE: the seed formula, one pair at a time, in double precision.
+// The plain RoPE: RoFormer's formula (Su et al. 2021), one pair at a time, in double precision.
 // Readable on purpose; the fast kernel in rope-inl.h is tested against it.
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,4 @@
-// The properties seed 001/004 derive for RoPE, checked numerically against
+// The properties the RoFormer paper and Su Jianlin's posts derive for RoPE, checked numerically against
 // float64 re-derivations (std::cos/std::sin of the exact angle), not against
 // posenc's own formula.
 #include <cmath>
