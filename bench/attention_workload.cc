@@ -67,6 +67,7 @@ void AttentionWorkload::RunNaive(const AttentionOptions& rope_options) {
 }
 
 double AttentionWorkload::CheckAgainstReference(const AttentionOptions& options, std::int64_t tokens) {
+  tokens = std::min(tokens, shape_.tokens);  // the buffers hold shape_.tokens
   AttentionInputs inputs = Inputs(tokens);
   std::vector<float> expected(static_cast<std::size_t>(tokens * shape_.q_heads * shape_.head_dim));
   AttentionInputs reference_inputs = inputs;

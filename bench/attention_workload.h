@@ -36,7 +36,8 @@ class AttentionWorkload {
   double Flops(const AttentionOptions& options) const;
   void Run(const AttentionOptions& options);
   void RunNaive(const AttentionOptions& rope_options);
-  // Max |fast - float64 reference| over the first `tokens` tokens.
+  // Max |fast - float64 reference| over the first `tokens` tokens (at most
+  // the workload's length).
   double CheckAgainstReference(const AttentionOptions& options, std::int64_t tokens = 256);
 
  private:

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 
 namespace posenc::bench {
 namespace {
@@ -58,8 +59,13 @@ RopeWorkload::RopeWorkload(const RopeSpec& spec, const RopeShape& shape, DType d
   const std::array<std::int64_t, 4> k_shape{1, shape.tokens, shape.kv_heads, spec.head_dim};
   q_bytes_ = static_cast<std::size_t>(shape.tokens * shape.q_heads * spec.head_dim) * DTypeSize(dtype);
   k_bytes_ = static_cast<std::size_t>(shape.tokens * shape.kv_heads * spec.head_dim) * DTypeSize(dtype);
+  // q, k, and the naive peer's copy of both.
+  RequireFitsInMemory("bench rope", "tokens", shape.tokens, "q and k (and the peer's copy)",
+                      2.0 * static_cast<double>(q_bytes_ + k_bytes_), 1);
   q_ = hwy::AllocateAligned<std::uint8_t>(q_bytes_);
   k_ = hwy::AllocateAligned<std::uint8_t>(k_bytes_);
+  Require(q_ != nullptr && k_ != nullptr, "bench rope", "tokens", shape.tokens,
+          "q and k (" + std::to_string(q_bytes_ + k_bytes_) + " bytes) cannot be allocated");
   views_ = {TensorView::Contiguous(q_.get(), dtype, q_shape),
             TensorView::Contiguous(k_.get(), dtype, k_shape)};
   call_.operands = {RopeOperand::InPlace(views_[0]), RopeOperand::InPlace(views_[1])};

@@ -6,8 +6,6 @@
 #include <bit>
 #include <cctype>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <string>
@@ -16,6 +14,7 @@
 
 #include "posenc/dtype.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/learned_table.h"
 
 namespace posenc {
@@ -183,10 +182,12 @@ class NpyHeaderParser {
   std::size_t pos_ = 0;
 };
 
-std::vector<std::uint8_t> ReadFile(const std::string& path, const char* op) {
-  std::ifstream file(path, std::ios::binary);
-  Require(file.good(), op, "path", path, "cannot be opened for reading");
-  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+std::string ReadFile(const std::string& path, const char* op) {
+  return ReadRegularFile(op, "path", path, PhysicalMemoryBytes(), "the table is read into memory whole");
+}
+
+std::span<const std::uint8_t> Bytes(const std::string& contents) {
+  return {reinterpret_cast<const std::uint8_t*>(contents.data()), contents.size()};
 }
 
 // Rethrows a parse error with the file named at the end.
@@ -346,12 +347,12 @@ LearnedTable LearnedTable::FromSafetensors(std::span<const std::uint8_t> bytes, 
 
 LearnedTable LearnedTable::LoadNpy(const std::string& path) {
   const auto bytes = ReadFile(path, "npy");
-  return WithPath(path, [&] { return FromNpy(bytes); });
+  return WithPath(path, [&] { return FromNpy(Bytes(bytes)); });
 }
 
 LearnedTable LearnedTable::LoadSafetensors(const std::string& path, std::string_view tensor) {
   const auto bytes = ReadFile(path, "safetensors");
-  return WithPath(path, [&] { return FromSafetensors(bytes, tensor); });
+  return WithPath(path, [&] { return FromSafetensors(Bytes(bytes), tensor); });
 }
 
 LearnedTable LearnedTable::Load(const std::string& path, std::string_view tensor) {

@@ -5,6 +5,8 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -17,17 +19,23 @@ namespace {
 // Slice t of n items is [t*n/T, (t+1)*n/T): a pure function of (n, T).
 class Pool {
  public:
+  // Starts threads - 1 workers (the caller is the first). When the system
+  // refuses one (process or memory limits), the ones started are stopped and
+  // the failure is an error naming the count: waiting on a worker that never
+  // started would hang the first ParallelFor.
   explicit Pool(int threads) : size_(threads) {
-    for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { Work(t); });
-  }
-  ~Pool() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
+    for (int t = 1; t < threads; ++t) {
+      try {
+        workers_.emplace_back([this, t] { Work(t); });
+      } catch (const std::system_error& e) {
+        Stop();
+        ThrowError("threads", "n", std::to_string(threads),
+                   "the system refused to start worker thread " + std::to_string(t + 1) + " (" + e.what() +
+                       "); lower the thread count or raise the process limit");
+      }
     }
-    wake_.notify_all();
-    for (auto& worker : workers_) worker.join();
   }
+  ~Pool() { Stop(); }
   int size() const { return size_; }
 
   void Run(int slices, const std::function<void(int)>& slice) {
@@ -61,6 +69,16 @@ class Pool {
     }
   }
 
+  void Stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& worker : workers_) worker.join();
+    workers_.clear();
+  }
+
   int size_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
@@ -92,6 +110,8 @@ int NumThreads() {
 
 void SetNumThreads(int n) {
   Require(n >= 1, "threads", "n", n, "must be at least 1");
+  Require(n <= kMaxThreads, "threads", "n", n,
+          "must be at most " + std::to_string(kMaxThreads) + " (far more than any machine's cores)");
   std::lock_guard lock(pool_mutex);
   if (!pool || pool->size() != n) {
     pool.reset();

@@ -1,10 +1,52 @@
 // Positions and the argument checks shared by both RoPE implementations.
+#include <cstddef>
 #include <string>
+#include <utility>
 
 #include "posenc/error.h"
 #include "posenc/rope.h"
 
 namespace posenc {
+namespace {
+
+// [first byte, last byte + 1) a view touches (strides are non-negative).
+std::pair<const std::byte*, const std::byte*> ByteRange(const ConstTensorView& view) {
+  const auto* begin = static_cast<const std::byte*>(view.data);
+  std::int64_t last = 0;
+  for (std::size_t d = 0; d < 4; ++d) {
+    if (view.shape[d] == 0) return {begin, begin};
+    last += (view.shape[d] - 1) * view.strides[d];
+  }
+  return {begin, begin + (last + 1) * static_cast<std::int64_t>(DTypeSize(view.dtype))};
+}
+
+// Each element is rotated once: an out-of-place output may not overlap its
+// input, and no operand may write where another reads or writes. Slices of
+// one fused qkv tensor interleave in memory without sharing elements, so
+// across operands the rule is on start addresses (the same tensor passed
+// twice), not on byte ranges.
+void RequireNoAliasing(const RopeCall& call) {
+  for (std::size_t i = 0; i < call.operands.size(); ++i) {
+    const RopeOperand& op = call.operands[i];
+    const std::string name = "operands[" + std::to_string(i) + "]";
+    if (op.out.data != op.in.data) {
+      const auto [in_begin, in_end] = ByteRange(op.in);
+      const auto [out_begin, out_end] = ByteRange(ConstTensorView(op.out));
+      Require(out_end <= in_begin || in_end <= out_begin, "rope", name + ".out", Verbatim{"overlaps its input"},
+              "an output is either the input itself (in place) or separate memory");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      const RopeOperand& other = call.operands[j];
+      const bool shared = op.out.data == other.out.data || op.out.data == other.in.data ||
+                          op.in.data == other.out.data;
+      Require(!shared || op.in.shape[0] * op.in.shape[1] * op.in.shape[2] * op.in.shape[3] == 0, "rope", name,
+              Verbatim{"the same memory as operands[" + std::to_string(j) + "]"},
+              "each tensor is rotated once: pass it as one operand");
+    }
+  }
+}
+
+}  // namespace
 
 void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call) {
   spec.Validate();
@@ -37,6 +79,7 @@ void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, 
     Require(op.out.data != op.in.data || op.out.strides == op.in.strides, "rope",
             name + ".out.strides", Verbatim{"differ"}, "an in-place output must have the input's strides");
   }
+  RequireNoAliasing(call);
   call.positions.Validate("rope", first.batch(), first.seq());
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 
 namespace posenc {
 namespace {
@@ -243,6 +244,16 @@ RopeLayout GgufLayout(const std::string& arch) {
 }
 
 }  // namespace
+
+RopeModelConfig RopeFromHfConfigFile(const std::string& path) {
+  const std::string text = ReadRegularFile("hf_config", "path", path, kMaxHfConfigBytes,
+                                           "a Hugging Face config.json is a few kilobytes");
+  try {
+    return RopeFromHfConfig(text);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());  // say which file is wrong
+  }
+}
 
 RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
   json config;

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "embedding_add_kernel.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/parallel.h"
 
 namespace posenc {
@@ -37,6 +39,8 @@ SinusoidalSpacing ParseSinusoidalSpacing(std::string_view name) {
 
 void SinusoidalSpec::Validate() const {
   Require(dim > 0, kOp, "dim", dim, "must be > 0");
+  Require(dim <= kMaxSinusoidalDim, kOp, "dim", dim,
+          "must be <= " + std::to_string(kMaxSinusoidalDim) + " (model widths are at most tens of thousands)");
   Require(std::isfinite(base) && base > 1.0, kOp, "base", base, "must be a finite number > 1");
   Require(order == SinusoidalOrder::kInterleaved || order == SinusoidalOrder::kConcat, kOp, "order",
           static_cast<int>(order), "must be kInterleaved or kConcat");
@@ -72,6 +76,8 @@ std::vector<double> SinusoidalTable(const SinusoidalSpec& spec, std::span<const 
             "must be finite");
   }
   const auto dim = static_cast<std::size_t>(spec.dim);
+  RequireFitsInMemory(kOp, "positions", static_cast<std::int64_t>(positions.size()), "the float64 table",
+                      static_cast<double>(positions.size()) * static_cast<double>(dim), sizeof(double));
   std::vector<double> table(positions.size() * dim, 0.0);  // odd dim: the last stays 0
   for (std::size_t i = 0; i < positions.size(); ++i) {
     double* row = table.data() + i * dim;
@@ -85,7 +91,12 @@ std::vector<double> SinusoidalTable(const SinusoidalSpec& spec, std::span<const 
 }
 
 std::vector<double> SinusoidalTable(const SinusoidalSpec& spec, std::int64_t start, std::int64_t count) {
+  spec.Validate();
   Require(count >= 0, kOp, "count", count, "must not be negative");
+  Require(start < 0 || count <= std::numeric_limits<std::int64_t>::max() - start, kOp, "start", start,
+          "start + count (count = " + std::to_string(count) + ") must fit in a signed 64-bit integer");
+  RequireFitsInMemory(kOp, "count", count, "the float64 table",
+                      static_cast<double>(count) * static_cast<double>(spec.dim), sizeof(double));
   std::vector<double> positions(static_cast<std::size_t>(count));
   for (std::int64_t i = 0; i < count; ++i) positions[static_cast<std::size_t>(i)] = static_cast<double>(start + i);
   return SinusoidalTable(spec, positions);

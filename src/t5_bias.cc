@@ -6,6 +6,8 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "posenc/input_file.h"
+#include "posenc/token_positions.h"
 
 namespace posenc {
 namespace {
@@ -38,15 +40,18 @@ std::int64_t T5RelativeBucket(const T5BucketSpec& spec, std::int64_t relative_po
   spec.Validate();
   const std::int64_t per_side = spec.BucketsPerSide();
   std::int64_t bucket = 0;
-  std::int64_t distance = 0;
+  // |relative_position| in unsigned arithmetic: -(-2^63) does not fit int64.
+  const std::uint64_t magnitude = relative_position < 0 ? 0 - static_cast<std::uint64_t>(relative_position)
+                                                        : static_cast<std::uint64_t>(relative_position);
+  std::uint64_t distance = 0;
   if (spec.direction == T5Direction::kBidirectional) {
     if (relative_position > 0) bucket += per_side;
-    distance = relative_position < 0 ? -relative_position : relative_position;
+    distance = magnitude;
   } else {
-    distance = relative_position < 0 ? -relative_position : 0;  // the future is bucket 0
+    distance = relative_position < 0 ? magnitude : 0;  // the future is bucket 0
   }
   const std::int64_t max_exact = spec.MaxExact();
-  if (distance < max_exact) return bucket + distance;
+  if (distance < static_cast<std::uint64_t>(max_exact)) return bucket + static_cast<std::int64_t>(distance);
   // float32 throughout, as log(d / max_exact) / log(max_distance / max_exact)
   // * (per_side - max_exact) is computed in the reference implementations;
   // the scale's logarithm is taken in double and rounded once (a Python float).
@@ -66,6 +71,10 @@ std::vector<std::int32_t> T5BucketMatrix(const T5BucketSpec& spec, std::int64_t 
   Require(q_len >= 0, kOp, "q_len", q_len, "must not be negative");
   Require(k_len >= 0, kOp, "k_len", k_len, "must not be negative");
   Require(query_offset >= 0, kOp, "query_offset", query_offset, "must not be negative");
+  Require(query_offset <= kMaxPosition - q_len, kOp, "query_offset", query_offset,
+          "query_offset + q_len must be <= 2^53 (positions exact in float64)");
+  RequireFitsInMemory(kOp, "q_len", q_len, "the [q_len, k_len] bucket matrix",
+                      static_cast<double>(q_len) * static_cast<double>(k_len), sizeof(std::int32_t));
   std::vector<std::int32_t> buckets(static_cast<std::size_t>(q_len * k_len));
   for (std::int64_t i = 0; i < q_len; ++i) {
     for (std::int64_t j = 0; j < k_len; ++j) {

@@ -26,22 +26,28 @@ TokenPositions TokenPositions::Ids(std::vector<std::int64_t> ids) {
 }
 
 void TokenPositions::Validate(std::string_view op, std::int64_t batch, std::int64_t seq) const {
+  // The last token of a row sits at first + seq - 1.
+  const std::int64_t last_first = kMaxPosition - std::max<std::int64_t>(seq - 1, 0);
+  const auto check = [&](std::int64_t first, const std::string& name, std::int64_t last) {
+    Require(first >= 0, op, name, first, "must not be negative");
+    Require(first <= last, op, name, first,
+            "must be <= " + std::to_string(last) + " so that every position up to it + seq - 1 is <= 2^53 " +
+                "(exact in float64)");
+  };
   if (!ids_.empty()) {
     Require(static_cast<std::int64_t>(ids_.size()) == batch * seq, op, "position_ids.size()",
             ids_.size(), "must equal batch * seq = " + std::to_string(batch * seq));
     for (std::size_t i = 0; i < ids_.size(); ++i) {
-      Require(ids_[i] >= 0, op, "position_ids[" + std::to_string(i) + "]", ids_[i],
-              "must not be negative");
+      check(ids_[i], "position_ids[" + std::to_string(i) + "]", kMaxPosition);
     }
   } else if (!offsets_.empty()) {
     Require(static_cast<std::int64_t>(offsets_.size()) == batch, op, "offsets.size()",
             offsets_.size(), "must equal batch = " + std::to_string(batch) + " (one per sequence)");
     for (std::size_t b = 0; b < offsets_.size(); ++b) {
-      Require(offsets_[b] >= 0, op, "offsets[" + std::to_string(b) + "]", offsets_[b],
-              "must not be negative");
+      check(offsets_[b], "offsets[" + std::to_string(b) + "]", last_first);
     }
   } else {
-    Require(start_ >= 0, op, "offset", start_, "must not be negative");
+    check(start_, "offset", last_first);
   }
 }
 

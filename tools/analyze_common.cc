@@ -31,20 +31,7 @@ namespace posenc::cli::analyze {
 
 
 
-std::string ReadConfig(const std::string& path, const char* op) {
-  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
-    ThrowError(op, "--hf-config", FormatValue(path), "is a directory, not a config.json file");
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    ThrowError(op, "--hf-config", FormatValue(path), std::string("cannot be read: ") + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-RopeModelConfig LoadSpec(const SpecOptions& options, const char* op) {
+RopeModelConfig LoadSpec(const SpecOptions& options) {
   if (options.hf_config.empty()) {
     RopeModelConfig config;
     config.spec.theta = options.theta;
@@ -52,13 +39,7 @@ RopeModelConfig LoadSpec(const SpecOptions& options, const char* op) {
     config.spec.Validate();
     return config;
   }
-  try {
-    return RopeFromHfConfig(ReadConfig(options.hf_config, op));
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find(options.hf_config) != std::string::npos) throw;
-    throw Error(options.hf_config + ": " + what);  // say which file is wrong
-  }
+  return RopeFromHfConfigFile(options.hf_config);
 }
 
 std::string SpecName(const SpecOptions& options, const RopeSpec& spec) {

@@ -27,7 +27,7 @@ struct SpecOptions {
 };
 
 // The spec from --hf-config or --theta/--head-dim; errors name the file.
-RopeModelConfig LoadSpec(const SpecOptions& options, const char* op);
+RopeModelConfig LoadSpec(const SpecOptions& options);
 // A short name for titles: the config's file stem, or "theta T, d D".
 std::string SpecName(const SpecOptions& options, const RopeSpec& spec);
 // The original length L: the scaling's, else max_position_embeddings, else 4096.

@@ -120,7 +120,7 @@ Json DecayPointsJson(const RopeDecay& decay) {
 void RunDecay(const DecayOptions& o) {
   constexpr const char* kOp = "analyze decay";
   CheckOut(o.out, kOp);
-  const RopeModelConfig config = LoadSpec(o.spec, kOp);
+  const RopeModelConfig config = LoadSpec(o.spec);
   const RopeDecay decay = ComputeRopeDecay(config.spec, o.decay);
   const std::string name = SpecName(o.spec, config.spec);
   const std::vector<DecayComparison> comparisons =

@@ -62,7 +62,7 @@ void RunDims(const DimsOptions& o) {
   constexpr const char* kOp = "analyze dims";
   CheckOut(o.out, kOp);
   Require(o.length >= 0, kOp, "--length", o.length, "must be > 0 (0: from the config, else 4096)");
-  const RopeModelConfig config = LoadSpec(o.spec, kOp);
+  const RopeModelConfig config = LoadSpec(o.spec);
   const std::int64_t length = o.length > 0 ? o.length : OriginalLength(config);
   const RopeDims dims = ComputeRopeDims(config.spec, length, o.factor, o.longrope_factors);
   const std::string name = SpecName(o.spec, config.spec);

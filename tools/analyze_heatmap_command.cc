@@ -201,7 +201,7 @@ void RunHeatmap(const HeatmapOptions& o) {
     map.y_label = "position m (tokens)";
     map.value_label = "dot product <p_m, p_n>";
   } else {
-    const RopeModelConfig config = LoadSpec(o.spec, kOp);
+    const RopeModelConfig config = LoadSpec(o.spec);
     const auto d = static_cast<std::size_t>(config.spec.head_dim);
     std::vector<double> q(d, 1.0), k(d, 1.0);
     if (o.vectors == "random") {

@@ -50,7 +50,7 @@ void RunLinearMap(const LinearMapOptions& o) {
   CheckOut(o.out, kOp);
   const SinusoidalSpec sin_spec{.dim = o.dim, .base = o.base};
   const SinusoidalLinearMap map = ComputeSinusoidalLinearMap(sin_spec, o.positions, o.max_shift);
-  const RopeModelConfig config = LoadSpec(o.spec, kOp);
+  const RopeModelConfig config = LoadSpec(o.spec);
   const RopeInvariance inv = ComputeRopeInvariance(config.spec, o.max_position, o.step, o.seed);
   const std::string name = SpecName(o.spec, config.spec);
   if (o.json) {

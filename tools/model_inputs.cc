@@ -1,13 +1,14 @@
 #include "model_inputs.h"
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include "posenc/error.h"
 #include "posenc/gguf.h"
+#include "posenc/input_file.h"
 
 namespace posenc::cli {
+
+constexpr std::uint64_t kMaxTextBytes = std::uint64_t{1} << 30;
 
 LoadedModel LoadModel(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
@@ -18,11 +19,8 @@ LoadedModel LoadModel(const std::string& path) {
 }
 
 std::vector<std::int32_t> TokenizeFile(const BpeTokenizer& tokenizer, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  Require(in.good(), "text", "path", path, "cannot be opened");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return tokenizer.Encode(text.str());
+  return tokenizer.Encode(ReadRegularFile("text", "path", path, kMaxTextBytes,
+                                         "the text is read and tokenized in memory"));
 }
 
 }  // namespace posenc::cli

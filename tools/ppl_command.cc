@@ -82,7 +82,8 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
   ppl->add_option("--text", o->text, "UTF-8 text file")->required();
   ppl->add_option("--ctx", o->ctx, "Tokens per window")->required();
-  ppl->add_option("--stride", o->stride, "Tokens between window starts (default: ctx, non-overlapping)");
+  ppl->add_option("--stride", o->stride, "Tokens between window starts, 1..ctx (default: ctx, non-overlapping)")
+      ->check(CLI::PositiveNumber);
   ppl->add_option("--method", o->method,
                   "none | linear | ntk | dynamic-ntk | yarn | rerope | leaky-rerope | window | lambda, with "
                   "optional :factor=F,window=W,k=K,sinks=S and ,logn (defaults from the training length and ctx)")

@@ -4,12 +4,8 @@
 // inverse frequency, wavelength in tokens, how many turns it completes within
 // the original (training) context, and for YaRN the ramp weight that mixes
 // extrapolated and interpolated frequencies.
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -34,22 +30,6 @@ struct FreqsOptions {
   bool json = false;
 };
 
-std::string ReadFile(const std::string& path) {
-  constexpr const char* kOp = "rope freqs";
-  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
-    ThrowError(kOp, "--hf-config", FormatValue(path), "is a directory, not a config.json file");
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    ThrowError(kOp, "--hf-config", FormatValue(path),
-               std::string("cannot be read: ") + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) ThrowError(kOp, "--hf-config", FormatValue(path), "read failed");
-  return text.str();
-}
-
 // "factor 8, low_freq_factor 1, ..." (lists shown by their length).
 std::string DescribeScaling(const Json& params) {
   if (params.is_null()) return "none";
@@ -73,13 +53,7 @@ std::string DescribeScaling(const Json& params) {
 }
 
 void RunRopeFreqs(const FreqsOptions& options, std::ostream& out) {
-  const std::string text = ReadFile(options.hf_config);
-  RopeModelConfig config;
-  try {
-    config = RopeFromHfConfig(text);
-  } catch (const Error& e) {
-    throw Error(options.hf_config + ": " + e.what());  // say which file is wrong
-  }
+  const RopeModelConfig config = RopeFromHfConfigFile(options.hf_config);
   const RopeSpec& spec = config.spec;
   const RopeFrequencies freqs = ComputeRopeFrequencies(spec, options.seq_len);
   const std::vector<double> yarn_weights = YarnExtrapolationWeights(spec);

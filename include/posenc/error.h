@@ -22,6 +22,13 @@ struct Verbatim {
   std::string text;
 };
 
+// `text` with control bytes (NUL included) and DEL written as \xNN. Names and
+// strings read from files reach messages this way, so that a NUL cannot cut
+// a message short and no raw control byte reaches a terminal.
+std::string EscapeControlBytes(std::string_view text);
+// The same in double quotes: how messages print string values.
+std::string QuoteForMessage(std::string_view text);
+
 // Formats any streamable value the way messages print it (floating point in
 // the shortest form that round-trips, strings quoted, Verbatim as is).
 template <class T>
@@ -34,7 +41,7 @@ std::string FormatValue(const T& value) {
     const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
     return std::string(buffer, result.ptr);
   } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
-    out << '"' << std::string_view(value) << '"';
+    return QuoteForMessage(value);
   } else {
     out << value;
   }

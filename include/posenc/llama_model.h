@@ -95,6 +95,12 @@ class LlamaModel {
   // are not subtracted.
   double ForwardFlops(std::int64_t n) const;
 
+  // Throws unless the activations of a Forward of n tokens (float32: the
+  // residual stream, q/k/v, attention output, gate/up, [64, vocab] logits)
+  // fit in this machine's memory: a context too long for the machine is an
+  // error before anything is allocated, not a bad_alloc halfway through.
+  void RequireActivationsFit(std::int64_t n) const;
+
   struct Weights;  // opaque: src/model/llama_weights.h
 
  private:

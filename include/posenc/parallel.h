@@ -10,7 +10,14 @@ namespace posenc {
 
 // Number of worker threads used by posenc kernels (default: hardware threads).
 int NumThreads();
-// Sets it; 1 runs everything on the calling thread. Throws for n < 1.
+// The most threads SetNumThreads accepts: far above any core count, low
+// enough that a typo (--threads 40000) is refused before the system is asked
+// for that many stacks.
+inline constexpr int kMaxThreads = 1024;
+
+// Sets it; 1 runs everything on the calling thread. Throws posenc::Error for
+// n outside [1, kMaxThreads], and when the system refuses to start a worker
+// (the previous pool is gone then; the next call starts the default one).
 void SetNumThreads(int n);
 
 // Calls body(begin, end) over disjoint ranges covering [0, n), in parallel.

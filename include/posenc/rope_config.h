@@ -26,6 +26,10 @@ struct RopeModelConfig {
 // GPT-J and DeepSeek-V2/V3 (model_type "gptj", "deepseek_v2", "deepseek_v3")
 // and half-split otherwise, as their reference code applies it.
 RopeModelConfig RopeFromHfConfig(std::string_view config_json);
+// The same from a config.json file (a regular file of at most
+// kMaxHfConfigBytes); errors name the file.
+inline constexpr std::uint64_t kMaxHfConfigBytes = 16 << 20;
+RopeModelConfig RopeFromHfConfigFile(const std::string& path);
 
 // A config.json fragment that RopeFromHfConfig reads back to the same spec.
 std::string RopeToHfConfig(const RopeModelConfig& config);

@@ -106,6 +106,11 @@ using RopeScaling = std::variant<NoScaling, LinearScaling, NtkAwareScaling, Dyna
 // "none", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "factors".
 std::string_view RopeScalingName(const RopeScaling& scaling);
 
+// The largest head_dim a RopeSpec accepts. Real heads are 64..576 wide; a
+// larger value is a mistake (a typo, a hidden size passed as head_dim) that
+// would otherwise allocate frequency tables and analyses of that width.
+inline constexpr std::int64_t kMaxHeadDim = 65536;
+
 struct RopeSpec {
   double theta = 10000.0;
   std::int64_t head_dim = 0;

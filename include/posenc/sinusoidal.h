@@ -42,6 +42,10 @@ SinusoidalOrder ParseSinusoidalOrder(std::string_view name);
 std::string_view SinusoidalSpacingName(SinusoidalSpacing spacing);  // "paper" / "endpoints"
 SinusoidalSpacing ParseSinusoidalSpacing(std::string_view name);
 
+// The largest dim a SinusoidalSpec accepts: model widths are at most tens of
+// thousands; a larger value is a mistake that would allocate tables that wide.
+inline constexpr std::int64_t kMaxSinusoidalDim = 1 << 20;
+
 struct SinusoidalSpec {
   std::int64_t dim = 0;
   double base = 10000.0;

@@ -17,6 +17,11 @@
 
 namespace posenc {
 
+// The largest position any posenc call accepts: 2^53, the last integer a
+// float64 holds exactly (angles p * theta_i are formed in double). It also
+// keeps position arithmetic (offset + s, query - key) far from int64 overflow.
+inline constexpr std::int64_t kMaxPosition = std::int64_t{1} << 53;
+
 class TokenPositions {
  public:
   static TokenPositions Offset(std::int64_t start);
@@ -24,7 +29,7 @@ class TokenPositions {
   static TokenPositions Ids(std::vector<std::int64_t> ids);
 
   // Throws posenc::Error "[op] ..." unless the positions fit [batch, seq] and
-  // none is negative.
+  // every one is in [0, kMaxPosition].
   void Validate(std::string_view op, std::int64_t batch, std::int64_t seq) const;
   std::int64_t At(std::int64_t b, std::int64_t s, std::int64_t seq) const {
     if (!ids_.empty()) return ids_[static_cast<std::size_t>(b * seq + s)];

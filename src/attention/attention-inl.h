@@ -177,6 +177,9 @@ struct Tile {
   bool all_valid = false, any_valid = false;
   std::int64_t pmin = 0, pmax = 0;
   float running_max[kTileRows], running_sum[kTileRows];
+  // A visible score was NaN (NaN in q, k, a bias slope or weight): the row's
+  // output is NaN. Max() and the "nothing visible" path would drop it.
+  bool saw_nan[kTileRows];
   float factor[kTileRows];  // the scale folded into each row's q
   AlignedFloats q1, q2, out;  // [6][head_dim] x2, [6][value_cols]
   AlignedFloats value_buckets;  // Shaw value term: [6][2K+1] softmax mass per relative row
@@ -232,6 +235,7 @@ inline void LoadTile(const detail::AttentionPlan& plan, const PackedKv& packed, 
   t.all_valid = row0 + kTileRows <= rows_total;
   std::fill_n(t.running_max, kTileRows, kNegInf);
   std::fill_n(t.running_sum, kTileRows, 0.0f);
+  std::fill_n(t.saw_nan, kTileRows, false);
   std::fill_n(t.out.get(), kTileRows * packed.value_cols, 0.0f);
   std::fill_n(t.value_buckets.get(), kTileRows * std::max<std::int64_t>(plan.shaw_rows, 1), 0.0f);
 }
@@ -328,7 +332,13 @@ struct BlockRunner {
     for (std::int64_t r = 0; r < kTileRows; ++r) {
       float* row = s + r * block;
       auto max_vec = neg_inf;
-      for (std::int64_t j = 0; j < width; j += n) max_vec = hn::Max(max_vec, hn::Load(df, row + j));
+      auto nan = hn::IsNaN(neg_inf);  // all false
+      for (std::int64_t j = 0; j < width; j += n) {
+        const auto score = hn::Load(df, row + j);
+        max_vec = hn::Max(max_vec, score);
+        nan = hn::Or(nan, hn::IsNaN(score));
+      }
+      if (!hn::AllFalse(df, nan)) t.saw_nan[r] = true;
       const float new_max = std::max(t.running_max[r], hn::GetLane(hn::MaxOfLanes(df, max_vec)));
       if (new_max == kNegInf) {
         std::fill_n(row, width, 0.0f);
@@ -465,7 +475,9 @@ inline void StoreTile(const detail::AttentionPlan& plan, const PackedKv& packed,
       }
     }
     float factor = t.running_sum[r] > 0 ? 1.0f / t.running_sum[r] : 0.0f;
-    if (!plan.sink_logits.empty()) {
+    if (t.saw_nan[r]) {
+      factor = std::numeric_limits<float>::quiet_NaN();
+    } else if (!plan.sink_logits.empty()) {
       const float sink = plan.sink_logits[t.head[r]];
       const float top = std::max(t.running_max[r], sink);
       const float kept = t.running_max[r] == kNegInf ? 0.0f : std::exp(t.running_max[r] - top);

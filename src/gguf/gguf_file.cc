@@ -10,6 +10,7 @@
 #include <set>
 
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/gguf.h"
 
 namespace posenc {
@@ -218,16 +219,10 @@ GgufFile GgufFile::Parse(std::span<const std::byte> bytes) {
 }
 
 GgufFile GgufFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ThrowError(kOp, "path", FormatValue(path), std::string("cannot be opened: ") + std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    ThrowError(kOp, "path", FormatValue(path), "is not a regular file");
-  }
-  const auto size = static_cast<std::size_t>(info.st_size);
-  void* address = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  const OpenedFile opened = OpenRegularFile(kOp, "path", path);
+  const auto size = static_cast<std::size_t>(opened.size);
+  void* address = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, opened.fd, 0);
+  ::close(opened.fd);
   if (address == MAP_FAILED) ThrowError(kOp, "path", FormatValue(path), std::string("cannot be mapped: ") + std::strerror(errno));
   std::shared_ptr<const void> mapping(address, [size](const void* p) {
     if (p) ::munmap(const_cast<void*>(p), size);

@@ -107,7 +107,8 @@ void ContextExtension::Validate() const {
   const std::string name(ExtensionMethodName(method));
   if (factor) {
     Require(TakesFactor(method), kOp, "factor", *factor, "is a parameter of linear, ntk, dynamic-ntk and yarn, not " + name);
-    Require(std::isfinite(*factor) && *factor > 0, kOp, "factor", *factor, "must be > 0");
+    Require(std::isfinite(*factor) && *factor >= 1, kOp, "factor", *factor,
+            "must be a finite number >= 1 (the ratio of the target length to the trained one)");
   }
   if (window) {
     Require(TakesWindow(method), kOp, "window", *window,
@@ -132,9 +133,15 @@ ContextExtension ParseContextExtension(std::string_view text) {
   const auto split = text.find_first_of(":+,");
   ext.method = ParseExtensionMethod(text.substr(0, split));
   if (split != std::string_view::npos) rest = text.substr(split + 1);
+  std::vector<std::string_view> keys;  // each given once: "factor=2,factor=3" is a mistake, not "3"
   while (!rest.empty()) {
     const auto comma = rest.find_first_of(",+");
-    SetParameter(ext, rest.substr(0, comma));
+    const std::string_view item = rest.substr(0, comma);
+    const std::string_view key = item.substr(0, item.find('='));
+    Require(std::find(keys.begin(), keys.end(), key) == keys.end(), kOp, "method", std::string(text),
+            "gives " + std::string(key) + " twice");
+    keys.push_back(key);
+    SetParameter(ext, item);
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     Require(comma == std::string_view::npos || !rest.empty(), kOp, "method", std::string(text),
             "must not end with a separator");

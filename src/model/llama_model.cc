@@ -8,6 +8,7 @@
 #include "model/llama_weights.h"
 #include "model/model_ops.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/rope_frequencies.h"
 
 namespace posenc {
@@ -44,12 +45,26 @@ AttentionOptions LlamaModel::DefaultAttention() const {
   return options;
 }
 
+void LlamaModel::RequireActivationsFit(std::int64_t n) const {
+  const LlamaHyperparams& hp = hparams();
+  const std::int64_t q_dim = hp.head_count * hp.head_dim, kv_dim = hp.head_count_kv * hp.head_dim;
+  // Per token: x, normed, proj (3 d), qkv, attn, gate_up, hidden (as Forward
+  // allocates them), and the attention kernel's float32 copies of q, k, v.
+  const double per_token = 3.0 * static_cast<double>(hp.embedding_length) + 2.0 * static_cast<double>(q_dim + kv_dim) +
+                           static_cast<double>(q_dim) + 3.0 * static_cast<double>(hp.feed_forward_length) +
+                           static_cast<double>(q_dim + 2 * kv_dim);
+  RequireFitsInMemory(kOp, "tokens", n, "the activations of one forward pass",
+                      static_cast<double>(n) * per_token + static_cast<double>(kLogitRows * hp.vocab_size),
+                      sizeof(float));
+}
+
 void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                          const LogitsSink& sink, const LayerProgress& progress) const {
   const Weights& w = *weights_;
   const LlamaHyperparams& hp = w.hp;
   CheckTokens(tokens, hp.vocab_size);
   const auto n = static_cast<std::int64_t>(tokens.size());
+  RequireActivationsFit(n);
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length, hd = hp.head_dim;
   const std::int64_t q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd, qkv_dim = q_dim + 2 * kv_dim;
 
@@ -118,6 +133,7 @@ std::vector<double> LlamaModel::NextTokenNll(std::span<const std::int32_t> token
 }
 
 double LlamaModel::ForwardFlops(std::int64_t n) const {
+  Require(n >= 0, kOp, "tokens", n, "must be >= 0 (the number of tokens in the forward pass)");
   const LlamaHyperparams& hp = hparams();
   const double d = hp.embedding_length, hd = hp.head_dim, ffn = hp.feed_forward_length;
   const double q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd;

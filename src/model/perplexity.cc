@@ -19,6 +19,7 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   const auto n = static_cast<std::int64_t>(tokens.size());
   Require(ctx >= 2, kOp, "context", ctx, "must be >= 2 (a window predicts its tokens after the first)");
   Require(stride >= 1 && stride <= ctx, kOp, "stride", stride, "must be in [1, context = " + std::to_string(ctx) + "]");
+  model.RequireActivationsFit(ctx);
   Require(options.max_windows >= 0, kOp, "max_windows", options.max_windows, "must be >= 0 (0: all)");
   Require(n >= ctx, kOp, "tokens", n, "the text must have at least one window of context = " + std::to_string(ctx) +
                                           " tokens");

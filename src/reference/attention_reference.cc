@@ -115,6 +115,7 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
         const double q_scale = scale * detail::LognFactor(options.logn_train_length, p);
         // The materialized row of scores; -inf where masked.
         std::vector<double> scores(static_cast<std::size_t>(keys), -std::numeric_limits<double>::infinity());
+        bool saw_nan = false;  // a visible NaN score makes the row NaN
         double max_score = options.sink_logits.empty() ? -std::numeric_limits<double>::infinity()
                                                        : options.sink_logits[h];
         for (std::int64_t t = 0; t < keys; ++t) {
@@ -126,6 +127,7 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
           if (cap > 0) s = cap * std::tanh(s / cap);
           scores[t] = s;
           max_score = std::max(max_score, s);
+          saw_nan = saw_nan || std::isnan(s);
         }
         std::vector<double> out(static_cast<std::size_t>(v_dim), 0.0);
         double denominator = options.sink_logits.empty() ? 0.0 : std::exp(options.sink_logits[h] - max_score);
@@ -144,7 +146,9 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
         }
         const std::int64_t offset = in.out.Offset(b, i, h);
         for (std::int64_t d = 0; d < v_dim; ++d) {
-          WriteElement(in.out, offset + d, denominator > 0 ? out[d] / denominator : 0.0);
+          WriteElement(in.out, offset + d,
+                       saw_nan ? std::numeric_limits<double>::quiet_NaN()
+                               : denominator > 0 ? out[d] / denominator : 0.0);
         }
       }
     }

@@ -99,10 +99,19 @@ RelativeAttentionResult Attend(const RelativeAttentionInputs& in, const LogitFn&
     for (std::int64_t h = 0; h < s.heads; ++h) {
       for (std::int64_t i = 0; i < s.q_len; ++i) {
         double row_max = -std::numeric_limits<double>::infinity();
+        bool saw_nan = false;
         for (std::int64_t j = 0; j < s.k_len; ++j) {
           const double x = logit(b, h, i, j);
           result.scores[at.Score(b, h, i, j)] = x;
-          if (allowed(b, i, j)) row_max = std::max(row_max, x);
+          if (allowed(b, i, j)) {
+            row_max = std::max(row_max, x);
+            saw_nan = saw_nan || std::isnan(x);
+          }
+        }
+        double* out = result.output.data() + ((b * s.heads + h) * s.q_len + i) * value_dim;
+        if (saw_nan) {  // a visible NaN logit makes the row NaN, as softmax would
+          std::fill_n(out, value_dim, std::numeric_limits<double>::quiet_NaN());
+          continue;
         }
         if (row_max == -std::numeric_limits<double>::infinity()) continue;  // nothing to attend to
         double total = 0;
@@ -112,7 +121,6 @@ RelativeAttentionResult Attend(const RelativeAttentionInputs& in, const LogitFn&
           result.probs[at.Score(b, h, i, j)] = e;
           total += e;
         }
-        double* out = result.output.data() + ((b * s.heads + h) * s.q_len + i) * value_dim;
         for (std::int64_t j = 0; j < s.k_len; ++j) {
           double& p = result.probs[at.Score(b, h, i, j)];
           if (p == 0) continue;

@@ -5,6 +5,7 @@
 #include "posenc/attention.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "posenc/parallel.h"
@@ -232,6 +233,67 @@ TEST(Attention, SameBytesForAnyThreadCount) {
   SetNumThreads(2);
   EXPECT_EQ(results[0], results[1]);
   EXPECT_EQ(results[0], results[2]);
+}
+
+// NaN in the inputs of a visible score (q, an ALiBi slope, a T5 weight) makes
+// that row NaN, in the kernel on every target and in the reference; rows that
+// never see the NaN stay finite.
+TEST(Attention, NanPropagatesToTheRowsThatSeeIt) {
+  const Shape shape{1, 9, 9, 2, 1, 32};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> t5_weights(32 * 2, 0.25);
+  t5_weights[1 * 2 + 0] = nan;  // bucket 1 (distance 1), head 0
+  std::vector<std::pair<std::string, PositionEncoding>> cases = {
+      {"nan in q", NoPositionEncoding{}},
+      {"nan slope", AlibiEncoding{{nan, 0.5}, AlibiForm::kDistance}},
+      {"nan t5 weight", T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64,
+                                                    .direction = T5Direction::kCausal}, t5_weights}},
+  };
+  for (const auto& [name, encoding] : cases) {
+    SCOPED_TRACE(name);
+    Tensors t(shape, DType::kF32, 3);
+    if (name == "nan in q") t.q.Set((4 * 2 + 0) * 32 + 5, nan);  // token 4, head 0
+    // Rows (token, head 0) that see a NaN score: token 4 for q; every row for
+    // the slope; tokens >= 1 for the distance-1 weight.
+    const auto expect_nan = [&](std::int64_t token, std::int64_t head) {
+      if (head != 0) return false;
+      return name == "nan in q" ? token == 4 : name == "nan slope" ? true : token >= 1;
+    };
+    const auto check = [&](Buffer& out) {
+      for (std::int64_t token = 0; token < 9; ++token) {
+        for (std::int64_t head = 0; head < 2; ++head) {
+          const double value = out.Get((token * 2 + head) * 32 + 7);
+          EXPECT_EQ(std::isnan(value), expect_nan(token, head)) << "token " << token << " head " << head;
+        }
+      }
+    };
+    Buffer expected(DType::kF32, 9 * 2 * 32);
+    reference::Attention(t.Inputs(expected), {.encoding = encoding});
+    check(expected);
+    ForEachTarget([&] {
+      Buffer out(DType::kF32, 9 * 2 * 32);
+      Attention(t.Inputs(out), {.encoding = encoding});
+      check(out);
+    });
+  }
+}
+
+// Positions past 2^53 are refused: q_offset = 2^63 - 1 overflowed to
+// negative positions and gave zeros.
+TEST(Attention, PositionsPastTwoToTheFiftyThirdAreErrors) {
+  const Shape shape{1, 4, 4, 2, 1, 32};
+  Tensors t(shape, DType::kF32, 1);
+  Buffer out(DType::kF32, 4 * 2 * 32);
+  auto inputs = t.Inputs(out);
+  inputs.q_positions = TokenPositions::Offset(std::numeric_limits<std::int64_t>::max());
+  ExpectError([&] { Attention(inputs, {}); }, {"[attention] offset = 9223372036854775807", "2^53"});
+  inputs.q_positions = TokenPositions::Offset(kMaxPosition - 3);
+  EXPECT_NO_THROW(Attention(inputs, {}));
+  inputs.q_positions = TokenPositions::Offset(kMaxPosition - 2);
+  ExpectError([&] { Attention(inputs, {}); }, {"offset = 9007199254740990", "<= 9007199254740989"});
+  inputs = t.Inputs(out);
+  inputs.k_positions = TokenPositions::Ids({0, 1, 2, kMaxPosition + 1});
+  ExpectError([&] { Attention(inputs, {}); }, {"position_ids[3] = 9007199254740993"});
 }
 
 TEST(Attention, BadArgumentsAreErrors) {

@@ -39,8 +39,8 @@ TEST(ContextExtension, ParsesAndFormatsTheTextForm) {
 
 TEST(ContextExtension, RejectsBadTextWithTheRule) {
   ExpectError([] { ParseContextExtension("ntk-by-parts"); }, {"method = \"ntk-by-parts\"", "must be one of none"});
-  ExpectError([] { ParseContextExtension("linear:factor=0"); }, {"factor = 0", "> 0"});
-  ExpectError([] { ParseContextExtension("linear:factor=-2"); }, {"factor = -2", "> 0"});
+  ExpectError([] { ParseContextExtension("linear:factor=0"); }, {"factor = 0", ">= 1"});
+  ExpectError([] { ParseContextExtension("linear:factor=-2"); }, {"factor = -2", ">= 1"});
   ExpectError([] { ParseContextExtension("yarn:factor=abc"); }, {"factor = \"abc\"", "number"});
   ExpectError([] { ParseContextExtension("rerope:factor=2"); }, {"factor = 2", "not rerope"});
   ExpectError([] { ParseContextExtension("linear:window=8"); }, {"window = 8", "not linear"});
@@ -48,6 +48,11 @@ TEST(ContextExtension, RejectsBadTextWithTheRule) {
   ExpectError([] { ParseContextExtension("window:window=0"); }, {"window = 0", ">= 1"});
   ExpectError([] { ParseContextExtension("lambda:sinks=-1"); }, {"sinks = -1", ">= 0"});
   ExpectError([] { ParseContextExtension("lambda:window=1"); }, {"window = 1", ">= 2"});
+  // A factor below 1 shrinks the context; a key given twice is a mistake.
+  ExpectError([] { ParseContextExtension("yarn:factor=1e-300"); }, {"factor = 1e-300", ">= 1"});
+  ExpectError([] { ParseContextExtension("linear:factor=0.5"); }, {"factor = 0.5", ">= 1"});
+  ExpectError([] { ParseContextExtension("yarn:factor=2,factor=3"); }, {"yarn:factor=2,factor=3", "factor twice"});
+  ExpectError([] { ParseContextExtension("ntk:logn+logn"); }, {"logn twice"});
   ExpectError([] { ParseContextExtension("yarn:beta=3"); }, {"\"beta\"", "factor, window, k, sinks"});
   ExpectError([] { ParseContextExtension("yarn:factor"); }, {"key=value"});
   ExpectError([] { ParseContextExtension("yarn:logn,"); }, {"separator"});

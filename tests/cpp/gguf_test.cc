@@ -137,6 +137,20 @@ TEST(Gguf, CorruptFieldsAreNamed) {
               {"general.alignment = 3", "power of two"});
 }
 
+// Names from the file reach messages escaped: a NUL does not cut the message
+// short, and no control byte reaches the terminal raw.
+TEST(Gguf, NamesInMessagesAreEscaped) {
+  const std::string key("a\0b\x1b[31m", 8);
+  try {
+    ParseBytes(GgufBuilder().Scalar(key, 7, std::uint8_t{2}).Bytes());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_THAT(what, ::testing::HasSubstr("a\\x00b\\x1b[31m = 2: a bool must be 0 or 1"));
+    EXPECT_EQ(what.find('\x1b'), std::string::npos);
+  }
+}
+
 TEST(Gguf, OpenNamesThePath) {
   ExpectError([] { GgufFile::Open("/nonexistent/model.gguf"); }, {"/nonexistent/model.gguf", "cannot be opened"});
 }

@@ -3,6 +3,7 @@
 // reference forward, for the model's own RoPE and every context-extension
 // method; thread-count invariance; loading errors.
 #include "posenc/llama_model.h"
+#include "posenc/perplexity.h"
 
 #include <algorithm>
 #include <cmath>
@@ -193,6 +194,18 @@ TEST(LlamaModel, RejectsBadTokens) {
   ExpectError([&] { tiny.model.Logits(big, attention); }, {"tokens[1] = 256", "vocab_size = 256"});
   const std::vector<std::int32_t> negative{-1};
   ExpectError([&] { tiny.model.Logits(negative, attention); }, {"tokens[0] = -1"});
+}
+
+// A context too long for this machine is an error that names the size,
+// before anything is allocated (it was a bare std::bad_alloc after 5 GB).
+TEST(LlamaModel, ContextsTooLongForMemoryAreRefusedUpFront) {
+  const TinyModel tiny;
+  EXPECT_NO_THROW(tiny.model.RequireActivationsFit(100000));
+  ExpectError([&] { tiny.model.RequireActivationsFit(std::int64_t{1} << 50); },
+              {"[llama] tokens = 1125899906842624", "activations of one forward pass needs", "more than this machine's"});
+  const std::vector<std::int32_t> tokens(64, 1);
+  ExpectError([&] { EvaluatePerplexity(tiny.model, tokens, {.context = std::int64_t{1} << 50}); },
+              {"tokens = 1125899906842624", "memory"});
 }
 
 // A GGUF with one change, for the loading errors.

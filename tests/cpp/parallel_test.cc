@@ -36,5 +36,13 @@ TEST(ParallelFor, ThreadCountMustBePositive) {
   testing::ExpectError([] { SetNumThreads(0); }, {"[threads] n = 0", "at least 1"});
 }
 
+TEST(ParallelFor, ThreadCountAboveTheLimitIsRefusedAndThePoolStillWorks) {
+  testing::ExpectError([] { SetNumThreads(kMaxThreads + 1); }, {"[threads] n = 1025", "at most 1024"});
+  SetNumThreads(2);
+  std::atomic<int> total{0};
+  ParallelFor(10, 1, [&](std::int64_t begin, std::int64_t end) { total += static_cast<int>(end - begin); });
+  EXPECT_EQ(total, 10);
+}
+
 }  // namespace
 }  // namespace posenc

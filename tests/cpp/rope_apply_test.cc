@@ -1,6 +1,7 @@
 // The fast RoPE kernel against the plain reference, on every compiled SIMD
 // target, over a grid of shapes, layouts, positions, dtypes and directions.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -210,7 +211,32 @@ TEST(RopeApply, BadCallsAreErrorsAndWriteNothing) {
   Buffer half(DType::kF16, 2 * 3 * 1 * 8);
   ExpectError([&] { ApplyRope(spec, RopeCall{{{q_view, half.View({2, 3, 1, 8})}}}); },
               {"out.dtype = \"f16\""});
+  // Aliasing: the same tensor as q and k would be rotated twice; an output
+  // that overlaps its input without being it would read rotated values.
+  ExpectError([&] { ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view), RopeOperand::InPlace(q_view)}}); },
+              {"operands[1] = the same memory as operands[0]", "rotated once"});
+  Buffer other(DType::kF32, 2 * 3 * 1 * 8);
+  ExpectError([&] {
+    ApplyRope(spec, RopeCall{{RopeOperand::InPlace(other.View({2, 3, 1, 8})), {q_view, other.View({2, 3, 1, 8})}}});
+  }, {"operands[1] = the same memory as operands[0]"});
+  Buffer wider(DType::kF32, 2 * 3 * 1 * 8 + 1);
+  const auto shifted = TensorView::Contiguous(reinterpret_cast<float*>(wider.bytes.data()) + 1, DType::kF32, {2, 3, 1, 8});
+  ExpectError([&] { ApplyRope(spec, RopeCall{{{wider.View({2, 3, 1, 8}), shifted}}}); },
+              {"operands[0].out = overlaps its input"});
   EXPECT_EQ(q.bytes, q_before.bytes);
+}
+
+// Slices of one fused qkv tensor interleave in memory without sharing an
+// element: rotating its q and k slices in one call is allowed.
+TEST(RopeApply, SlicesOfOneFusedTensorAreNotAliases) {
+  const RopeSpec spec{.head_dim = 8};
+  Buffer qkv(DType::kF32, 3 * (2 + 1 + 1) * 8);  // [seq 3, q 2 heads | k 1 | v 1, 8]
+  qkv.FillUniform(2);
+  auto* base = reinterpret_cast<float*>(qkv.bytes.data());
+  const std::array<std::int64_t, 4> strides{3 * 32, 32, 8, 1};
+  const TensorView q{base, DType::kF32, {1, 3, 2, 8}, strides};
+  const TensorView k{base + 16, DType::kF32, {1, 3, 1, 8}, strides};
+  EXPECT_NO_THROW(ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q), RopeOperand::InPlace(k)}}));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // plain reference on every compiled SIMD target over a grid.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <string>
 
@@ -26,6 +27,15 @@ TEST(SinusoidalSpec, RejectsBadFields) {
   ExpectError([] { ParseSinusoidalOrder("sin-cos"); }, {"order = \"sin-cos\"", "interleaved"});
   EXPECT_EQ(ParseSinusoidalOrder("concat"), SinusoidalOrder::kConcat);
   EXPECT_EQ(ParseSinusoidalSpacing("endpoints"), SinusoidalSpacing::kEndpoints);
+}
+
+// Sizes are checked before anything is allocated.
+TEST(SinusoidalTable, RefusesSizesBeforeAllocating) {
+  ExpectError([] { SinusoidalTable({.dim = std::int64_t{1} << 31}, 0, 4); }, {"dim = 2147483648", "<= 1048576"});
+  ExpectError([] { SinusoidalTable({.dim = 1 << 20}, 0, std::int64_t{1} << 30); },
+              {"count = 1073741824", "needs 8388608.0 GiB", "more than this machine's"});
+  ExpectError([] { SinusoidalTable({.dim = 4}, std::numeric_limits<std::int64_t>::max() - 1, 4); },
+              {"start = 9223372036854775806", "must fit in a signed 64-bit integer"});
 }
 
 // The paper: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...).

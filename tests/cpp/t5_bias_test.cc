@@ -1,6 +1,7 @@
 // T5 relative position buckets: known values for t5-small's settings, the
 // causal form, decode offsets, and the rules on num_buckets/max_distance.
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "posenc/t5_bias.h"
@@ -100,6 +101,27 @@ TEST(T5Spec, RejectsBadFields) {
   EXPECT_NO_THROW(T5RelativeBucket({.num_buckets = 31, .max_distance = 16, .direction = T5Direction::kCausal}, -3));
   ExpectError([] { T5Bias({}, std::vector<double>(10), 2, 1, 1, 0); }, {"weights.size() = 10", "num_buckets * heads = 64"});
   ExpectError([] { T5BucketMatrix({}, 2, 2, -1); }, {"query_offset = -1"});
+}
+
+TEST(T5Buckets, ExtremeDistancesClipInsteadOfOverflowing) {
+  // -(-2^63) does not fit int64; such distances are far past max_distance.
+  const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
+  const std::int64_t highest = std::numeric_limits<std::int64_t>::max();
+  const T5BucketSpec causal{.num_buckets = 32, .max_distance = 128, .direction = T5Direction::kCausal};
+  const T5BucketSpec both{.num_buckets = 32, .max_distance = 128};
+  EXPECT_EQ(T5RelativeBucket(causal, lowest), 31);
+  EXPECT_EQ(T5RelativeBucket(causal, lowest + 1), 31);
+  EXPECT_EQ(T5RelativeBucket(causal, highest), 0);
+  EXPECT_EQ(T5RelativeBucket(both, lowest), 15);
+  EXPECT_EQ(T5RelativeBucket(both, highest), 31);
+}
+
+TEST(T5Buckets, QueryOffsetPastTheLargestPositionIsAnError) {
+  const T5BucketSpec spec{.num_buckets = 32, .max_distance = 128, .direction = T5Direction::kCausal};
+  ExpectError([&] { T5BucketMatrix(spec, 4, 4, std::numeric_limits<std::int64_t>::max()); },
+              {"query_offset = 9223372036854775807", "2^53"});
+  ExpectError([&] { T5BucketMatrix(spec, std::int64_t{1} << 40, std::int64_t{1} << 40, 0); },
+              {"q_len = 1099511627776", "needs", "more than this machine's"});
 }
 
 }  // namespace

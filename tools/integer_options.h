@@ -1,0 +1,14 @@
+// CLI11 reads integer options with strtoll, which clamps a value past the
+// int64 range to INT64_MAX without saying so (--query-offset
+// 99999999999999999999 became 9223372036854775807 and then overflowed).
+// RejectIntegersOutsideInt64 adds a check to every integer option of `app`
+// and its subcommands, so such a value is a usage error naming the option.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace posenc::cli {
+
+void RejectIntegersOutsideInt64(CLI::App& app);
+
+}  // namespace posenc::cli
