@@ -66,9 +66,7 @@ std::vector<double> AlibiBias(const AlibiSpec& spec, std::int64_t q_len, std::in
     for (std::int64_t i = 0; i < q_len; ++i) {
       const std::int64_t qpos = query_offset + i;
       for (std::int64_t j = 0; j < k_len; ++j) {
-        bias[at++] = spec.form == AlibiForm::kDistance
-                         ? -slopes[h] * static_cast<double>(std::abs(qpos - j))
-                         : slopes[h] * static_cast<double>(j);
+        bias[at++] = AlibiBiasAt(spec.form, slopes[h], qpos, j);
       }
     }
   }
@@ -84,7 +82,7 @@ std::vector<double> AlibiKeyBiasFromMask(const AlibiSpec& spec, std::span<const 
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < spec.heads; ++h) {
       for (std::int64_t j = 0; j < k_len; ++j) {
-        bias[at++] = slopes[h] * static_cast<double>(positions[b * k_len + j]);
+        bias[at++] = AlibiBiasAt(AlibiForm::kKeyPosition, slopes[h], 0, positions[b * k_len + j]);
       }
     }
   }

@@ -40,6 +40,15 @@ struct AlibiSpec {
   void Validate() const;
 };
 
+// The bias of a query at position p and a key at position j: the formula
+// every scalar path uses (AlibiBias, the float64 reference attention). The
+// SIMD kernel adds the key-position form as slope * (j - p), the same
+// softmax without float32 losing a large j.
+inline double AlibiBiasAt(AlibiForm form, double slope, std::int64_t p, std::int64_t j) {
+  return form == AlibiForm::kDistance ? -slope * static_cast<double>(p > j ? p - j : j - p)
+                                      : slope * static_cast<double>(j);
+}
+
 // One slope per head, in head order, float64.
 std::vector<double> AlibiSlopes(const AlibiSpec& spec);
 // The slopes of heads [head_begin, head_begin + head_count) of the global

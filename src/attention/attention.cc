@@ -1,12 +1,14 @@
-// Prepares an attention call (attention_plan.h) and runs the tiled kernel.
+// Prepares an attention call (attention_plan.h) and runs the tiled kernel:
+// dense float32 copies, positions, the encoding lowered by its own rules
+// (encodings/), the scale folded into q.
 #include <algorithm>
 #include <cstring>
 
 #include "attention/attention_plan.h"
 #include "attention/attention_rules.h"
+#include "attention/encodings/encoding_lowering.h"
 #include "posenc/error.h"
 #include "posenc/parallel.h"
-#include "posenc/rope.h"
 
 namespace posenc {
 namespace {
@@ -52,96 +54,12 @@ struct RecycledBuffers {
   }
 };
 
-TensorView DenseView(std::vector<float>& data, std::array<std::int64_t, 4> shape) {
-  return TensorView::Contiguous(data.data(), DType::kF32, shape);
-}
-
-void RotateInPlace(const RopeSpec& spec, const RopeFrequencies& frequencies, std::vector<float>& data,
-                   std::array<std::int64_t, 4> shape, const TokenPositions& positions) {
-  ApplyRope(spec, frequencies, RopeCall{{RopeOperand::InPlace(DenseView(data, shape))}, positions});
-}
-
 std::vector<std::int64_t> AllPositions(const TokenPositions& positions, std::int64_t batch, std::int64_t seq) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(batch * seq));
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t s = 0; s < seq; ++s) out[b * seq + s] = positions.At(b, s, seq);
   }
   return out;
-}
-
-// q and k through the positional encoding: rotated copies for RoPE; for
-// ReRoPE also the far-part copies (q at the window / leaky position, k
-// unrotated / at j/k).
-void EncodeQk(const AttentionInputs& in, const PositionEncoding& encoding, detail::AttentionPlan& plan) {
-  const std::array<std::int64_t, 4> q_shape = in.q.shape, k_shape = in.k.shape;
-  // The attention factor is folded into the softmax scale (squared), so the
-  // rotations themselves use a unit factor.
-  const auto unit = [](RopeFrequencies f) {
-    f.attention_factor = 1.0;
-    return f;
-  };
-  if (const auto* rope = std::get_if<RopeEncoding>(&encoding)) {
-    RotateInPlace(rope->spec, unit(rope->frequencies), plan.q1, q_shape, in.q_positions);
-    RotateInPlace(rope->spec, unit(rope->frequencies), plan.k1, k_shape, in.k_positions);
-  } else if (const auto* rerope = std::get_if<ReRopeEncoding>(&encoding)) {
-    plan.q2 = plan.q1;
-    plan.k2 = plan.k1;
-    RotateInPlace(rerope->spec, unit(rerope->frequencies), plan.q1, q_shape, in.q_positions);
-    RotateInPlace(rerope->spec, unit(rerope->frequencies), plan.k1, k_shape, in.k_positions);
-    const double w = static_cast<double>(rerope->window);
-    // Every query token at one position (the window, or 1 for a constant shift).
-    const auto all_at = [&](std::int64_t position) {
-      return TokenPositions::Ids(std::vector<std::int64_t>(static_cast<std::size_t>(q_shape[0] * q_shape[1]), position));
-    };
-    if (!rerope->leak) {
-      RotateInPlace(rerope->spec, unit(rerope->frequencies), plan.q2, q_shape, all_at(rerope->window));
-    } else {
-      // Leaky: q at p/k + w(1 - 1/k) = rotation by p with frequencies/k, then
-      // a constant rotation by w(1 - 1/k) (angles in one plane add); k at j/k.
-      const double leak = *rerope->leak;
-      RopeFrequencies slow = unit(rerope->frequencies), shift = unit(rerope->frequencies);
-      for (double& f : slow.inv_freq) f /= leak;
-      for (double& f : shift.inv_freq) f *= w * (1 - 1 / leak);
-      RotateInPlace(rerope->spec, slow, plan.q2, q_shape, in.q_positions);
-      RotateInPlace(rerope->spec, shift, plan.q2, q_shape, all_at(1));
-      RotateInPlace(rerope->spec, slow, plan.k2, k_shape, in.k_positions);
-    }
-  }
-}
-
-// Shaw's terms as tables: q . a^K per query row and k . a^K per key, for
-// every relative row; the kernel gathers from them by clipped distance.
-void PrepareShaw(const ShawEncoding& shaw, detail::AttentionPlan& plan) {
-  const std::int64_t rows = shaw.spec.Rows(), dim = plan.head_dim;
-  plan.shaw = shaw.spec;
-  plan.shaw_rows = rows;
-  const auto dot = [&](const float* x, std::int64_t r) {
-    double sum = 0;
-    for (std::int64_t d = 0; d < dim; ++d) sum += x[d] * shaw.rel_k[r * dim + d];
-    return static_cast<float>(sum);
-  };
-  if (shaw.spec.key_term) {
-    const std::int64_t q_rows = plan.batch * plan.q_len * plan.q_heads;
-    plan.shaw_qr.resize(static_cast<std::size_t>(q_rows * rows));
-    ParallelFor(q_rows, 16, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        for (std::int64_t r = 0; r < rows; ++r) plan.shaw_qr[i * rows + r] = dot(plan.q1.data() + i * dim, r);
-      }
-    });
-  }
-  if (shaw.spec.query_term) {
-    plan.shaw_kr.resize(static_cast<std::size_t>(plan.batch * plan.kv_heads * rows * plan.kv_len));
-    ParallelFor(plan.batch * plan.kv_heads, 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t bh = begin; bh < end; ++bh) {
-        const std::int64_t b = bh / plan.kv_heads, h = bh % plan.kv_heads;
-        for (std::int64_t j = 0; j < plan.kv_len; ++j) {
-          const float* k = plan.k1.data() + ((b * plan.kv_len + j) * plan.kv_heads + h) * dim;
-          for (std::int64_t r = 0; r < rows; ++r) plan.shaw_kr[(bh * rows + r) * plan.kv_len + j] = dot(k, r);
-        }
-      }
-    });
-  }
-  if (shaw.spec.value_term) plan.shaw_rel_v.assign(shaw.rel_v.begin(), shaw.rel_v.end());
 }
 
 }  // namespace
@@ -167,8 +85,6 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
   ToDenseF32(in.q, plan.q1);
   ToDenseF32(in.k, plan.k1);
   ToDenseF32(in.v, plan.v);
-  EncodeQk(in, options.encoding, plan);
-  if (const auto* rerope = std::get_if<ReRopeEncoding>(&options.encoding)) plan.rerope_window = rerope->window;
   plan.q_positions = AllPositions(in.q_positions, batch, q_len);
   plan.k_positions = AllPositions(in.k_positions, batch, plan.kv_len);
   for (std::int64_t b = 0; b < batch && plan.keys_consecutive; ++b) {
@@ -181,13 +97,15 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
   }
   plan.kv_valid = in.kv_lengths.empty() ? std::vector<std::int64_t>(batch, plan.kv_len) : in.kv_lengths;
 
-  // Fold the softmax scale, the attention factor squared and log-n into q.
+  // The softmax scale, the attention factor squared and log-n, per query
+  // token; folded into q once the encoding is lowered.
   const double scale = detail::SoftmaxScale(options, head_dim) * detail::AttentionFactorSquared(options.encoding);
   plan.q_factor.resize(static_cast<std::size_t>(batch * q_len));
   for (std::int64_t token = 0; token < batch * q_len; ++token) {
     plan.q_factor[token] =
         static_cast<float>(scale * detail::LognFactor(options.logn_train_length, plan.q_positions[token]));
   }
+  std::visit([&](const auto& encoding) { detail::LowerEncoding(encoding, in, plan); }, options.encoding);
   for (std::vector<float>* q : {&plan.q1, &plan.q2}) {
     if (q->empty()) continue;
     ParallelFor(batch * q_len, 16, [&](std::int64_t begin, std::int64_t end) {
@@ -196,27 +114,6 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
         for (std::int64_t i = 0; i < q_heads * head_dim; ++i) row[i] *= plan.q_factor[token];
       }
     });
-  }
-  if (const auto* shaw = std::get_if<ShawEncoding>(&options.encoding)) PrepareShaw(*shaw, plan);
-
-  if (const auto* alibi = std::get_if<AlibiEncoding>(&options.encoding)) {
-    plan.bias = alibi->form == AlibiForm::kDistance ? detail::BiasKind::kAlibiDistance
-                                                    : detail::BiasKind::kAlibiKeyPosition;
-    plan.slopes.assign(alibi->slopes.begin(), alibi->slopes.end());
-  } else if (const auto* t5 = std::get_if<T5BiasEncoding>(&options.encoding)) {
-    // Bias by relative position over the span the call can produce.
-    const auto [q_min, q_max] = std::minmax_element(plan.q_positions.begin(), plan.q_positions.end());
-    const auto [k_min, k_max] = std::minmax_element(plan.k_positions.begin(), plan.k_positions.end());
-    plan.bias = detail::BiasKind::kRelativeTable;
-    plan.relative_min = plan.kv_len ? *k_min - *q_max : 0;
-    plan.relative_span = (plan.kv_len ? *k_max - *q_min - plan.relative_min + 1 : 1) + plan.kRelativePadding;
-    plan.relative_table.resize(static_cast<std::size_t>(q_heads * plan.relative_span));
-    for (std::int64_t r = 0; r < plan.relative_span; ++r) {
-      const std::int64_t bucket = T5RelativeBucket(t5->buckets, plan.relative_min + r);
-      for (std::int64_t h = 0; h < q_heads; ++h) {
-        plan.relative_table[h * plan.relative_span + r] = static_cast<float>(t5->weights[bucket * q_heads + h]);
-      }
-    }
   }
   plan.softcap = static_cast<float>(options.softcap);
   plan.sink_logits.assign(options.sink_logits.begin(), options.sink_logits.end());

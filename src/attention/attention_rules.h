@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "attention/encodings/encoding_lowering.h"
 #include "posenc/attention.h"
 
 namespace posenc::detail {
@@ -29,13 +30,8 @@ inline double LognFactor(std::int64_t train_length, std::int64_t p) {
 // The score multiplier of RoPE-family encodings: q and k are each scaled by
 // the attention factor, so logits by its square.
 inline double AttentionFactorSquared(const PositionEncoding& encoding) {
-  if (const auto* rope = std::get_if<RopeEncoding>(&encoding)) {
-    return rope->frequencies.attention_factor * rope->frequencies.attention_factor;
-  }
-  if (const auto* rerope = std::get_if<ReRopeEncoding>(&encoding)) {
-    return rerope->frequencies.attention_factor * rerope->frequencies.attention_factor;
-  }
-  return 1.0;
+  const double factor = std::visit([](const auto& e) { return AttentionFactor(e); }, encoding);
+  return factor * factor;
 }
 
 inline double SoftmaxScale(const AttentionOptions& options, std::int64_t head_dim) {

@@ -2,54 +2,13 @@
 #include <string>
 
 #include "attention/attention_rules.h"
+#include "attention/encodings/encoding_lowering.h"
 #include "posenc/error.h"
 
 namespace posenc {
 namespace {
 
 constexpr const char* kOp = "attention";
-
-void ValidateEncoding(const PositionEncoding& encoding, std::int64_t head_dim, std::int64_t v_dim,
-                      std::int64_t q_heads, const AttentionMask& mask) {
-  if (const auto* rope = std::get_if<RopeEncoding>(&encoding)) {
-    rope->spec.Validate();
-    Require(rope->spec.head_dim == head_dim, kOp, "rope.head_dim", rope->spec.head_dim,
-            "must equal the q/k head_dim = " + std::to_string(head_dim));
-    Require(static_cast<std::int64_t>(rope->frequencies.inv_freq.size()) == rope->spec.Pairs(), kOp,
-            "rope.inv_freq.size()", rope->frequencies.inv_freq.size(), "must equal rotary_dim / 2");
-  } else if (const auto* rerope = std::get_if<ReRopeEncoding>(&encoding)) {
-    rerope->spec.Validate();
-    Require(rerope->spec.head_dim == head_dim, kOp, "rerope.head_dim", rerope->spec.head_dim,
-            "must equal the q/k head_dim = " + std::to_string(head_dim));
-    Require(static_cast<std::int64_t>(rerope->frequencies.inv_freq.size()) == rerope->spec.Pairs(), kOp,
-            "rerope.inv_freq.size()", rerope->frequencies.inv_freq.size(), "must equal rotary_dim / 2");
-    Require(rerope->window > 0, kOp, "rerope.window", rerope->window, "must be > 0");
-    if (rerope->leak) {
-      Require(std::isfinite(*rerope->leak) && *rerope->leak > 1, kOp, "rerope.leak", *rerope->leak,
-              "must be > 1 (the growth 1/k beyond the window; k = 1 is plain RoPE)");
-    }
-    Require(mask.causal, kOp, "mask.causal", Verbatim{"false"}, "ReRoPE is defined for causal attention");
-  } else if (const auto* alibi = std::get_if<AlibiEncoding>(&encoding)) {
-    Require(static_cast<std::int64_t>(alibi->slopes.size()) == q_heads, kOp, "alibi.slopes.size()",
-            alibi->slopes.size(), "must equal q_heads = " + std::to_string(q_heads));
-  } else if (const auto* shaw = std::get_if<ShawEncoding>(&encoding)) {
-    shaw->spec.Validate();
-    const std::int64_t rows = shaw->spec.Rows();
-    if (shaw->spec.key_term || shaw->spec.query_term) {
-      Require(static_cast<std::int64_t>(shaw->rel_k.size()) == rows * head_dim, kOp, "shaw.rel_k.size()",
-              shaw->rel_k.size(), "must equal (2K+1) * head_dim = " + std::to_string(rows * head_dim));
-    }
-    if (shaw->spec.value_term) {
-      Require(static_cast<std::int64_t>(shaw->rel_v.size()) == rows * v_dim, kOp, "shaw.rel_v.size()",
-              shaw->rel_v.size(), "must equal (2K+1) * v_dim = " + std::to_string(rows * v_dim));
-    }
-  } else if (const auto* t5 = std::get_if<T5BiasEncoding>(&encoding)) {
-    t5->buckets.Validate();
-    Require(static_cast<std::int64_t>(t5->weights.size()) == t5->buckets.num_buckets * q_heads, kOp,
-            "t5.weights.size()", t5->weights.size(),
-            "must equal num_buckets * q_heads = " + std::to_string(t5->buckets.num_buckets * q_heads));
-  }
-}
 
 }  // namespace
 
@@ -112,7 +71,9 @@ void ValidateAttention(const AttentionInputs& in, const AttentionOptions& option
     }
   }
   options.mask.Validate();
-  ValidateEncoding(options.encoding, head_dim, in.v.head_dim(), q_heads, options.mask);
+  const detail::EncodingCall call{.head_dim = head_dim, .v_dim = in.v.head_dim(), .q_heads = q_heads,
+                                  .mask = options.mask};
+  std::visit([&](const auto& encoding) { detail::ValidateEncoding(encoding, call); }, options.encoding);
   Require(options.logn_train_length >= 0, kOp, "logn_train_length", options.logn_train_length,
           "must be >= 0 (0: off)");
   Require(options.logn_train_length != 1, kOp, "logn_train_length", 1, "must not be 1 (log base)");

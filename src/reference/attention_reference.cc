@@ -86,17 +86,19 @@ struct ScoreOf {
   }
 };
 
-double Bias(const PositionEncoding& encoding, std::int64_t head, std::int64_t q_heads, std::int64_t p, std::int64_t j) {
-  if (const auto* alibi = std::get_if<AlibiEncoding>(&encoding)) {
-    const double slope = alibi->slopes[head];
-    return alibi->form == AlibiForm::kDistance ? -slope * static_cast<double>(p > j ? p - j : j - p)
-                                               : slope * static_cast<double>(j);
+// The additive bias for head h, query at p, key at j.
+struct BiasOf {
+  std::int64_t head, q_heads, p, j;
+
+  double operator()(const NoPositionEncoding&) const { return 0.0; }
+  double operator()(const RopeEncoding&) const { return 0.0; }
+  double operator()(const ReRopeEncoding&) const { return 0.0; }
+  double operator()(const ShawEncoding&) const { return 0.0; }
+  double operator()(const AlibiEncoding& e) const { return AlibiBiasAt(e.form, e.slopes[head], p, j); }
+  double operator()(const T5BiasEncoding& e) const {
+    return e.weights[T5RelativeBucket(e.buckets, j - p) * q_heads + head];
   }
-  if (const auto* t5 = std::get_if<T5BiasEncoding>(&encoding)) {
-    return t5->weights[T5RelativeBucket(t5->buckets, j - p) * q_heads + head];
-  }
-  return 0.0;
-}
+};
 
 }  // namespace
 
@@ -123,7 +125,7 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
           if (!detail::KeyVisible(options.mask, p, j)) continue;
           const auto k = ReadHead(in.k, b, t, h / group);
           double s = q_scale * std::visit(ScoreOf{q, k, p, j}, options.encoding) +
-                     Bias(options.encoding, h, q_heads, p, j);
+                     std::visit(BiasOf{h, q_heads, p, j}, options.encoding);
           if (cap > 0) s = cap * std::tanh(s / cap);
           scores[t] = s;
           max_score = std::max(max_score, s);
