@@ -4,7 +4,7 @@
 // (half-split, Llama-3.1 frequencies), both in one ApplyRope call. Before any
 // timing the fast result is compared with posenc::reference::ApplyRope; then
 // every figure is printed beside this machine's copy bandwidth measured in the
-// same run with the same threads, and beside a naive peer (bench/naive_rope.h).
+// same run with the same threads, and beside a naive peer (measure/naive_rope.h).
 //
 // Bytes are what the tensors need: each element read once and written once,
 // 2 * (q + k bytes) per call, for the naive peer too (its temporaries are its
