@@ -198,29 +198,6 @@ nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
 
 // ---- GGUF metadata ---------------------------------------------------------
 
-std::optional<double> GgufNumber(const GgufMetadata& meta, const std::string& key) {
-  const auto it = meta.find(key);
-  if (it == meta.end()) return std::nullopt;
-  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
-  if (const auto* d = std::get_if<double>(&it->second)) return *d;
-  ThrowError(kGguf, key, "non-numeric", "must be a number");
-}
-
-std::optional<std::string> GgufString(const GgufMetadata& meta, const std::string& key) {
-  const auto it = meta.find(key);
-  if (it == meta.end()) return std::nullopt;
-  const auto* s = std::get_if<std::string>(&it->second);
-  if (!s) ThrowError(kGguf, key, "non-string", "must be a string");
-  return *s;
-}
-
-std::int64_t GgufLength(const GgufMetadata& meta, const std::string& key) {
-  const auto value = GgufNumber(meta, key);
-  if (!value) ThrowError(kGguf, key, "missing", "needed for this RoPE scaling type");
-  Require(*value > 0 && *value == std::floor(*value), kGguf, key, *value, "must be a whole number > 0");
-  return static_cast<std::int64_t>(*value);
-}
-
 // llama.cpp's rope type per architecture: "normal" rotates interleaved pairs
 // (its converter permutes llama-family Q/K weights to match); "neox" half-split.
 RopeLayout GgufLayout(const std::string& arch) {
@@ -343,36 +320,36 @@ std::string RopeToHfConfig(const RopeModelConfig& config) {
 std::string RopeScalingToJson(const RopeScaling& scaling) { return ScalingToHf(scaling).dump(); }
 
 RopeModelConfig RopeFromGguf(const GgufMetadata& meta) {
-  const auto arch = GgufString(meta, "general.architecture");
+  const auto arch = GgufString(meta, "general.architecture", kGguf);
   if (!arch) ThrowError(kGguf, "general.architecture", "missing", "every GGUF model names its architecture");
   const std::string p = *arch + ".";
   RopeModelConfig out;
   RopeSpec& spec = out.spec;
   spec.layout = GgufLayout(*arch);
-  spec.theta = GgufNumber(meta, p + "rope.freq_base").value_or(10000.0);
-  if (GgufNumber(meta, p + "attention.key_length")) {
-    spec.head_dim = GgufLength(meta, p + "attention.key_length");
+  spec.theta = GgufNumber(meta, p + "rope.freq_base", kGguf).value_or(10000.0);
+  if (GgufNumber(meta, p + "attention.key_length", kGguf)) {
+    spec.head_dim = RequireGgufCount(meta, p + "attention.key_length", kGguf, "needed for this RoPE configuration");
   } else {
-    spec.head_dim = GgufLength(meta, p + "embedding_length") / GgufLength(meta, p + "attention.head_count");
+    spec.head_dim = RequireGgufCount(meta, p + "embedding_length", kGguf, "needed for this RoPE configuration") / RequireGgufCount(meta, p + "attention.head_count", kGguf, "needed for this RoPE configuration");
   }
-  if (GgufNumber(meta, p + "rope.dimension_count")) {
-    spec.rotary_dim = GgufLength(meta, p + "rope.dimension_count");
+  if (GgufNumber(meta, p + "rope.dimension_count", kGguf)) {
+    spec.rotary_dim = RequireGgufCount(meta, p + "rope.dimension_count", kGguf, "needed for this RoPE configuration");
     if (spec.rotary_dim == spec.head_dim) spec.rotary_dim = 0;
   }
-  if (GgufNumber(meta, p + "context_length")) {
-    out.max_position_embeddings = GgufLength(meta, p + "context_length");
+  if (GgufNumber(meta, p + "context_length", kGguf)) {
+    out.max_position_embeddings = RequireGgufCount(meta, p + "context_length", kGguf, "needed for this RoPE configuration");
   }
 
-  std::string type = GgufString(meta, p + "rope.scaling.type").value_or("none");
-  auto factor = GgufNumber(meta, p + "rope.scaling.factor");
-  if (const auto linear = GgufNumber(meta, p + "rope.scale_linear"); linear && type == "none") {
+  std::string type = GgufString(meta, p + "rope.scaling.type", kGguf).value_or("none");
+  auto factor = GgufNumber(meta, p + "rope.scaling.factor", kGguf);
+  if (const auto linear = GgufNumber(meta, p + "rope.scale_linear", kGguf); linear && type == "none") {
     type = "linear";  // older files
     factor = linear;
   }
   const auto original = [&] {
-    return GgufNumber(meta, p + "rope.scaling.original_context_length")
-               ? GgufLength(meta, p + "rope.scaling.original_context_length")
-               : GgufLength(meta, p + "context_length");
+    return GgufNumber(meta, p + "rope.scaling.original_context_length", kGguf)
+               ? RequireGgufCount(meta, p + "rope.scaling.original_context_length", kGguf, "needed for this RoPE configuration")
+               : RequireGgufCount(meta, p + "context_length", kGguf, "needed for this RoPE configuration");
   };
   const auto need_factor = [&] {
     if (!factor) ThrowError(kGguf, p + "rope.scaling.factor", "missing", "needed for scaling type " + type);
@@ -386,12 +363,12 @@ RopeModelConfig RopeFromGguf(const GgufMetadata& meta) {
     YarnScaling y;
     y.factor = need_factor();
     y.original_max_position = original();
-    y.beta_fast = GgufNumber(meta, p + "rope.scaling.yarn_beta_fast").value_or(32.0);
-    y.beta_slow = GgufNumber(meta, p + "rope.scaling.yarn_beta_slow").value_or(1.0);
-    y.ext_factor = GgufNumber(meta, p + "rope.scaling.yarn_ext_factor").value_or(1.0);
-    y.attn_factor = GgufNumber(meta, p + "rope.scaling.attn_factor").value_or(1.0);
+    y.beta_fast = GgufNumber(meta, p + "rope.scaling.yarn_beta_fast", kGguf).value_or(32.0);
+    y.beta_slow = GgufNumber(meta, p + "rope.scaling.yarn_beta_slow", kGguf).value_or(1.0);
+    y.ext_factor = GgufNumber(meta, p + "rope.scaling.yarn_ext_factor", kGguf).value_or(1.0);
+    y.attn_factor = GgufNumber(meta, p + "rope.scaling.attn_factor", kGguf).value_or(1.0);
     // DeepSeek-V2: yarn_log_multiplier = 0.1 * mscale_all_dim.
-    if (const auto log_mul = GgufNumber(meta, p + "rope.scaling.yarn_log_multiplier")) {
+    if (const auto log_mul = GgufNumber(meta, p + "rope.scaling.yarn_log_multiplier", kGguf)) {
       y.mscale = y.mscale_all_dim = *log_mul / 0.1;
     }
     spec.scaling = y;

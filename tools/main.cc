@@ -39,6 +39,7 @@ bool StandardOutputWritten() {
 int main(int argc, char** argv) {
   CLI::App app{"posenc: positional encodings for transformers — compute, apply, measure"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "posenc " POSENC_VERSION);
   posenc::cli::AddRopeCommands(app);
   posenc::cli::AddBenchCommands(app);
   posenc::cli::AddBiasCommands(app);

@@ -75,23 +75,6 @@ std::array<char32_t, 256> ByteAlphabet() {
   return table;
 }
 
-template <class T>
-const T* Get(const GgufMetadata& metadata, std::string_view key, const char* type_name) {
-  const auto it = metadata.find(key);
-  if (it == metadata.end()) return nullptr;
-  const T* value = std::get_if<T>(&it->second);
-  Require(value != nullptr, kOp, key, Verbatim{"a value of another type"},
-          std::string("must be ") + type_name);
-  return value;
-}
-
-template <class T>
-const T& Required(const GgufMetadata& metadata, std::string_view key, const char* type_name) {
-  const T* value = Get<T>(metadata, key, type_name);
-  if (value == nullptr) ThrowError(kOp, key, "missing", "a BPE tokenizer needs it");
-  return *value;
-}
-
 PreTokenizer ParsePreTokenizer(const std::string& name) {
   if (name == "gpt2" || name == "default") return PreTokenizer::kGpt2;
   if (name == "smollm") return PreTokenizer::kSmolLm;
@@ -272,15 +255,15 @@ BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
 BpeTokenizer::~BpeTokenizer() = default;
 
 BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
-  const auto& model = Required<std::string>(metadata, "tokenizer.ggml.model", "a string");
+  const auto& model = RequireGgufValue<std::string>(metadata, "tokenizer.ggml.model", kOp, "a BPE tokenizer needs it");
   Require(model == "gpt2", kOp, "tokenizer.ggml.model", model,
           "posenc's BpeTokenizer reads byte-level BPE vocabularies (\"gpt2\") only");
-  const std::string* pre_name = Get<std::string>(metadata, "tokenizer.ggml.pre", "a string");
+  const std::string* pre_name = GgufFind<std::string>(metadata, "tokenizer.ggml.pre", kOp);
   // llama.cpp treats a missing pre-tokenizer as GPT-2's.
   auto impl = std::make_unique<Impl>(pre_name ? ParsePreTokenizer(*pre_name) : PreTokenizer::kGpt2);
 
   impl->tokens =
-      Required<std::vector<std::string>>(metadata, "tokenizer.ggml.tokens", "a list of strings");
+      RequireGgufValue<std::vector<std::string>>(metadata, "tokenizer.ggml.tokens", kOp, "a BPE tokenizer needs it");
   const std::size_t vocab = impl->tokens.size();
   Require(vocab > 0 && vocab <= static_cast<std::size_t>(INT32_MAX), kOp,
           "tokenizer.ggml.tokens", Verbatim{std::to_string(vocab) + " tokens"},
@@ -294,7 +277,7 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
 
   impl->special.assign(vocab, false);
   if (const auto* types =
-          Get<std::vector<std::int64_t>>(metadata, "tokenizer.ggml.token_type", "a list of ints")) {
+          GgufFind<std::vector<std::int64_t>>(metadata, "tokenizer.ggml.token_type", kOp)) {
     Require(types->size() == vocab, kOp, "tokenizer.ggml.token_type",
             Verbatim{std::to_string(types->size()) + " entries"},
             "must have one entry per token (" + std::to_string(vocab) + ")");
@@ -363,7 +346,7 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
   }
 
   const auto& merges =
-      Required<std::vector<std::string>>(metadata, "tokenizer.ggml.merges", "a list of strings");
+      RequireGgufValue<std::vector<std::string>>(metadata, "tokenizer.ggml.merges", kOp, "a BPE tokenizer needs it");
   impl->merges.reserve(merges.size());
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
     const std::string& merge = merges[rank];
@@ -386,7 +369,7 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
   }
 
   const auto optional_id = [&](const char* key) -> std::optional<std::int32_t> {
-    const auto* id = Get<std::int64_t>(metadata, key, "an integer");
+    const auto* id = GgufFind<std::int64_t>(metadata, key, kOp);
     if (id == nullptr) return std::nullopt;
     Require(*id >= 0 && static_cast<std::size_t>(*id) < vocab, kOp, key, *id,
             "must be a token id below the vocabulary size " + std::to_string(vocab));

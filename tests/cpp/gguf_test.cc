@@ -151,6 +151,22 @@ TEST(Gguf, NamesInMessagesAreEscaped) {
   }
 }
 
+// The typed reads every metadata reader shares.
+TEST(GgufMetadata, TypedReadsNameTheKeyAndTheRule) {
+  const GgufMetadata meta{{"n", std::int64_t{8}}, {"half", 2.5}, {"name", std::string("x")},
+                          {"list", std::vector<std::string>{"a"}}};
+  EXPECT_EQ(GgufCount(meta, "n", "t"), 8);
+  EXPECT_EQ(GgufCount(meta, "absent", "t"), std::nullopt);
+  EXPECT_EQ(GgufNumber(meta, "half", "t"), 2.5);
+  EXPECT_EQ(GgufString(meta, "name", "t"), "x");
+  EXPECT_EQ(GgufFind<std::vector<std::string>>(meta, "list", "t")->size(), 1u);
+  ExpectError([&] { GgufCount(meta, "half", "t"); }, {"[t] half = 2.5: must be a whole number >= 1"});
+  ExpectError([&] { GgufNumber(meta, "name", "t"); }, {"[t] name = non-numeric: must be a number"});
+  ExpectError([&] { GgufString(meta, "n", "t"); }, {"[t] n = a value of another type: must be a string"});
+  ExpectError([&] { RequireGgufCount(meta, "absent", "llama", "a llama GGUF must have it"); },
+              {"[llama] absent = missing: a llama GGUF must have it"});
+}
+
 TEST(Gguf, OpenNamesThePath) {
   ExpectError([] { GgufFile::Open("/nonexistent/model.gguf"); }, {"/nonexistent/model.gguf", "cannot be opened"});
 }
