@@ -281,7 +281,7 @@ void RotateTokens(const detail::RopeKernelPlan& plan, int64_t begin, int64_t end
   auto tables = hwy::AllocateAligned<float>(2 * padded);
   float* cos_table = tables.get();
   float* sin_table = cos_table + padded;
-  const double* w = plan.inv_freq_padded.data();
+  const double* w = plan.inv_freq.data();
   for (size_t i = 0; i < padded; ++i) {
     double f = 0.0;
     if (i < entries) {

@@ -33,13 +33,11 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const R
   const std::int64_t tokens = first.batch() * first.seq();
   if (tokens == 0) return;
 
-  // Widest vector anywhere is 64 doubles (SVE 4096-bit); pad to that.
-  constexpr std::size_t kPad = 64;
   detail::RopeKernelPlan plan{
       .layout = spec.layout,
       .rotary_dim = spec.RotaryDim(),
       .pairs = spec.Pairs(),
-      .inv_freq_padded = std::vector<double>((frequencies.inv_freq.size() + kPad - 1) / kPad * kPad, 0.0),
+      .inv_freq = frequencies.inv_freq,
       .sine_sign = call.direction == RopeDirection::kForward ? 1.0f : -1.0f,
       .scale = static_cast<float>(call.direction == RopeDirection::kInverse
                                       ? 1.0 / frequencies.attention_factor
@@ -47,7 +45,6 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const R
       .call = &call,
       .seq = first.seq(),
   };
-  std::copy(frequencies.inv_freq.begin(), frequencies.inv_freq.end(), plan.inv_freq_padded.begin());
   ParallelFor(tokens, 4, [&](std::int64_t begin, std::int64_t end) {
     detail::RopeTokenRange(plan, begin, end);
   });

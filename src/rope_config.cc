@@ -78,7 +78,7 @@ std::string ScalingType(const json& scaling, const std::string& path) {
 }
 
 RopeScaling ParseHfScaling(const json& config, const json& s, const std::string& path,
-                           std::int64_t max_positions, std::int64_t head_dim_rotary) {
+                           std::int64_t max_positions) {
   const std::string type = ScalingType(s, path);
   const auto need_factor = [&] {
     return RequiredNumber(s, path, "factor", "rope_type \"" + type + "\" needs a scaling factor");
@@ -145,7 +145,6 @@ RopeScaling ParseHfScaling(const json& config, const json& s, const std::string&
       l.original_max_position = original_or_max("longrope");
       l.factor = OptionalNumber(s, path, "factor").value_or(1.0);
     }
-    (void)head_dim_rotary;
     return l;
   }
   if (type == "factors") {
@@ -288,8 +287,7 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
   if (!max_positions) max_positions = OptionalNumber(config, "", "n_positions");
   out.max_position_embeddings = max_positions ? ToLength(*max_positions, "max_position_embeddings") : 0;
   if (scaling) {
-    spec.scaling = ParseHfScaling(config, *scaling, scaling_path, out.max_position_embeddings,
-                                  spec.RotaryDim());
+    spec.scaling = ParseHfScaling(config, *scaling, scaling_path, out.max_position_embeddings);
   }
   spec.Validate();
   return out;

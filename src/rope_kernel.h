@@ -12,9 +12,9 @@ struct RopeKernelPlan {
   RopeLayout layout;
   std::int64_t rotary_dim;
   std::int64_t pairs;
-  // inv_freq padded with zeros to a multiple of the widest vector, so the
-  // table loop has no tail.
-  std::vector<double> inv_freq_padded;
+  // One inverse frequency per pair; the per-target code lays them out in
+  // its own vector-padded table order.
+  std::vector<double> inv_freq;
   float sine_sign;  // -1 rotates backwards (R^T)
   float scale;      // multiplies the rotated values (attention factor)
   const RopeCall* call;

@@ -4,9 +4,11 @@
 // explicit position id per token (packed sequences, left padding, speculative
 // decoding). Several tensors (q and k with different head counts for GQA) are
 // rotated in one pass sharing the cos/sin of each token. Angles p * inv_freq
-// are formed and reduced modulo 2*pi in double precision, so results stay
-// accurate at positions of 10^6 and beyond; f16/bf16 tensors are computed in
-// float32 and rounded once.
+// are formed in double and reduced there to a quarter turn (p w = n pi/2 + r,
+// |r| <= pi/4); sin r and cos r come from float32 polynomials and n mod 4
+// picks the quadrant, so results stay accurate at positions of 10^6 and
+// beyond (src/rope-inl.h); f16/bf16 tensors are computed in float32 and
+// rounded once.
 #pragma once
 
 #include <cstdint>

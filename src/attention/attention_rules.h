@@ -1,5 +1,7 @@
-// Internal: the rules both attention implementations share, written once:
-// which keys a query sees, the log-n factor, soft-capping and the biases.
+// Internal: the rules both attention implementations (the kernel and the
+// float64 reference) share, written once: which keys a query sees, the log-n
+// factor, the RoPE attention factor's square and the softmax scale. Each
+// encoding's own rules are in encodings/.
 #pragma once
 
 #include <algorithm>
