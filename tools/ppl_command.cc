@@ -85,8 +85,7 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_option("--stride", o->stride, "Tokens between window starts, 1..ctx (default: ctx, non-overlapping)")
       ->check(CLI::PositiveNumber);
   ppl->add_option("--method", o->method,
-                  "none | linear | ntk | dynamic-ntk | yarn | rerope | leaky-rerope | window | lambda, with "
-                  "optional :factor=F,window=W,k=K,sinks=S and ,logn (defaults from the training length and ctx)")
+                  ExtensionMethodsSynopsis() + " (defaults from the training length and ctx)")
       ->capture_default_str();
   ppl->add_option("--max-windows", o->max_windows, "Evaluate at most this many windows (0: all)");
   ppl->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);

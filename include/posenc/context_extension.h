@@ -54,11 +54,29 @@ enum class ExtensionMethod {
   kLambda,
 };
 
+// The parameters of the text form (NAME:factor=F,window=W,k=K,sinks=S).
+enum class ExtensionParameter { kFactor, kWindow, kK, kSinks };
+std::string_view ExtensionParameterName(ExtensionParameter parameter);  // "factor"
+
+// The one table of methods: their names, the parameters each takes and a
+// line on what each changes. Parsing, validation messages, the CLI's help
+// and the Python docstrings are all made from it.
+struct ExtensionMethodInfo {
+  ExtensionMethod method;
+  std::string_view name;                           // "leaky-rerope"
+  std::vector<ExtensionParameter> parameters;      // what NAME:key=value may set
+  std::string_view summary;                        // what changes, one line
+};
+const std::vector<ExtensionMethodInfo>& ExtensionMethodTable();
+
 std::string_view ExtensionMethodName(ExtensionMethod method);  // "leaky-rerope"
 // Throws posenc::Error listing the known names.
 ExtensionMethod ParseExtensionMethod(std::string_view name);
-// Every method, in the order of the table above.
+// Every method, in the order of the table.
 const std::vector<ExtensionMethod>& AllExtensionMethods();
+// "none | linear | ... | lambda, with optional :factor=F,window=W,k=K,sinks=S
+// and ,logn": the text form in one line, for help texts.
+std::string ExtensionMethodsSynopsis();
 
 struct ContextExtension {
   ExtensionMethod method = ExtensionMethod::kNone;
@@ -68,7 +86,7 @@ struct ContextExtension {
   std::optional<std::int64_t> sinks;
   bool logn = false;
   // Throws posenc::Error for a parameter the method does not take or a value
-  // out of range (factor <= 0, window < 1, k < 1, sinks < 0).
+  // out of range (factor < 1, window < 1, k < 1, sinks < 0).
   void Validate() const;
 };
 

@@ -15,25 +15,56 @@ namespace {
 
 constexpr const char* kOp = "context extension";
 
-struct MethodName {
-  ExtensionMethod method;
-  std::string_view name;
-};
-constexpr MethodName kNames[] = {
-    {ExtensionMethod::kNone, "none"},         {ExtensionMethod::kLinear, "linear"},
-    {ExtensionMethod::kNtk, "ntk"},           {ExtensionMethod::kDynamicNtk, "dynamic-ntk"},
-    {ExtensionMethod::kYarn, "yarn"},         {ExtensionMethod::kReRope, "rerope"},
-    {ExtensionMethod::kLeakyReRope, "leaky-rerope"}, {ExtensionMethod::kWindow, "window"},
-    {ExtensionMethod::kLambda, "lambda"},
+// The methods and what each takes (the defaults are in PlanContextExtension).
+const std::vector<ExtensionMethodInfo> kMethods = {
+    {ExtensionMethod::kNone, "none", {}, "direct extrapolation: the model's own RoPE at every position"},
+    {ExtensionMethod::kLinear, "linear", {ExtensionParameter::kFactor},
+     "position interpolation: inv_freq / factor"},
+    {ExtensionMethod::kNtk, "ntk", {ExtensionParameter::kFactor},
+     "NTK-aware base: theta * factor^(d/(d-2))"},
+    {ExtensionMethod::kDynamicNtk, "dynamic-ntk", {ExtensionParameter::kFactor},
+     "NTK base recomputed from the current length (Hugging Face's dynamic)"},
+    {ExtensionMethod::kYarn, "yarn", {ExtensionParameter::kFactor},
+     "YaRN: interpolate slow pairs, keep fast ones, attention factor 0.1 ln(factor) + 1"},
+    {ExtensionMethod::kReRope, "rerope", {ExtensionParameter::kWindow},
+     "ReRoPE: distances past the window read as the window"},
+    {ExtensionMethod::kLeakyReRope, "leaky-rerope", {ExtensionParameter::kWindow, ExtensionParameter::kK},
+     "Leaky ReRoPE: distances past the window grow by 1/k"},
+    {ExtensionMethod::kWindow, "window", {ExtensionParameter::kWindow},
+     "sliding window: each query sees the last `window` keys"},
+    {ExtensionMethod::kLambda, "lambda", {ExtensionParameter::kWindow, ExtensionParameter::kSinks},
+     "the Λ mask: the first `sinks` keys and the last `window` keys, sinks at distance window - 1"},
 };
 
-bool TakesFactor(ExtensionMethod m) {
-  return m == ExtensionMethod::kLinear || m == ExtensionMethod::kNtk || m == ExtensionMethod::kDynamicNtk ||
-         m == ExtensionMethod::kYarn;
+const ExtensionMethodInfo& InfoOf(ExtensionMethod method) {
+  for (const auto& info : kMethods) {
+    if (info.method == method) return info;
+  }
+  ThrowError(kOp, "method", std::to_string(static_cast<int>(method)), "is not a known method");
 }
-bool TakesWindow(ExtensionMethod m) {
-  return m == ExtensionMethod::kReRope || m == ExtensionMethod::kLeakyReRope || m == ExtensionMethod::kWindow ||
-         m == ExtensionMethod::kLambda;
+
+bool Takes(ExtensionMethod method, ExtensionParameter parameter) {
+  const auto& parameters = InfoOf(method).parameters;
+  return std::find(parameters.begin(), parameters.end(), parameter) != parameters.end();
+}
+
+// "linear, ntk, dynamic-ntk and yarn": the methods that take `parameter`.
+std::string MethodsTaking(ExtensionParameter parameter) {
+  std::vector<std::string_view> names;
+  for (const auto& info : kMethods) {
+    if (Takes(info.method, parameter)) names.push_back(info.name);
+  }
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + std::string(names[i]);
+  }
+  return text;
+}
+
+// Throws unless `method` takes `parameter`.
+void RequireTakes(ExtensionMethod method, ExtensionParameter parameter, const std::string& value) {
+  Require(Takes(method, parameter), kOp, ExtensionParameterName(parameter), Verbatim{value},
+          "is a parameter of " + MethodsTaking(parameter) + ", not " + std::string(ExtensionMethodName(method)));
 }
 
 double ParseNumber(std::string_view key, std::string_view text) {
@@ -78,18 +109,25 @@ std::string FormatNumber(double value) { return FormatValue(value); }
 
 }  // namespace
 
-std::string_view ExtensionMethodName(ExtensionMethod method) {
-  for (const auto& entry : kNames) {
-    if (entry.method == method) return entry.name;
+std::string_view ExtensionParameterName(ExtensionParameter parameter) {
+  switch (parameter) {
+    case ExtensionParameter::kFactor: return "factor";
+    case ExtensionParameter::kWindow: return "window";
+    case ExtensionParameter::kK: return "k";
+    case ExtensionParameter::kSinks: return "sinks";
   }
-  ThrowError(kOp, "method", std::to_string(static_cast<int>(method)), "is not an ExtensionMethod");
+  return "?";
 }
+
+const std::vector<ExtensionMethodInfo>& ExtensionMethodTable() { return kMethods; }
+
+std::string_view ExtensionMethodName(ExtensionMethod method) { return InfoOf(method).name; }
 
 ExtensionMethod ParseExtensionMethod(std::string_view name) {
   std::string known;
-  for (const auto& entry : kNames) {
-    if (entry.name == name) return entry.method;
-    known += (known.empty() ? "" : ", ") + std::string(entry.name);
+  for (const auto& info : kMethods) {
+    if (info.name == name) return info.method;
+    known += (known.empty() ? "" : ", ") + std::string(info.name);
   }
   ThrowError(kOp, "method", FormatValue(std::string(name)), "must be one of " + known);
 }
@@ -97,32 +135,36 @@ ExtensionMethod ParseExtensionMethod(std::string_view name) {
 const std::vector<ExtensionMethod>& AllExtensionMethods() {
   static const std::vector<ExtensionMethod> all = [] {
     std::vector<ExtensionMethod> methods;
-    for (const auto& entry : kNames) methods.push_back(entry.method);
+    for (const auto& info : kMethods) methods.push_back(info.method);
     return methods;
   }();
   return all;
 }
 
+std::string ExtensionMethodsSynopsis() {
+  std::string text;
+  for (const auto& info : kMethods) text += (text.empty() ? "" : " | ") + std::string(info.name);
+  return text + ", with optional :factor=F,window=W,k=K,sinks=S and ,logn";
+}
+
 void ContextExtension::Validate() const {
-  const std::string name(ExtensionMethodName(method));
   if (factor) {
-    Require(TakesFactor(method), kOp, "factor", *factor, "is a parameter of linear, ntk, dynamic-ntk and yarn, not " + name);
+    RequireTakes(method, ExtensionParameter::kFactor, FormatValue(*factor));
     Require(std::isfinite(*factor) && *factor >= 1, kOp, "factor", *factor,
             "must be a finite number >= 1 (the ratio of the target length to the trained one)");
   }
   if (window) {
-    Require(TakesWindow(method), kOp, "window", *window,
-            "is a parameter of rerope, leaky-rerope, window and lambda, not " + name);
+    RequireTakes(method, ExtensionParameter::kWindow, FormatValue(*window));
     Require(*window >= 1, kOp, "window", *window, "must be >= 1");
     Require(method != ExtensionMethod::kLambda || *window >= 2, kOp, "window", *window,
             "must be >= 2 for lambda (the sinks read as distance window - 1)");
   }
   if (k) {
-    Require(method == ExtensionMethod::kLeakyReRope, kOp, "k", *k, "is a parameter of leaky-rerope, not " + name);
+    RequireTakes(method, ExtensionParameter::kK, FormatValue(*k));
     Require(std::isfinite(*k) && *k >= 1, kOp, "k", *k, "must be >= 1 (1: plain RoPE, larger: slower growth)");
   }
   if (sinks) {
-    Require(method == ExtensionMethod::kLambda, kOp, "sinks", *sinks, "is a parameter of lambda, not " + name);
+    RequireTakes(method, ExtensionParameter::kSinks, FormatValue(*sinks));
     Require(*sinks >= 0, kOp, "sinks", *sinks, "must be >= 0");
   }
 }
