@@ -39,9 +39,9 @@ Example::
     array([ 0.2837, -0.9589], dtype=float32)
 """
 
-import operator
+from importlib import metadata as _metadata
 
-from . import _posenc
+from . import _args, _posenc
 from . import reference
 from .rope import RopeSpec, apply_rope, permute_qk_weights
 from . import encodings
@@ -53,7 +53,7 @@ from . import analysis
 from .tokenizer import BpeTokenizer
 from .model import LlamaModel, perplexity
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("posenc")  # from the VERSION file, via pyproject.toml
 
 __all__ = [
     "RopeSpec",
@@ -78,8 +78,14 @@ __all__ = [
 
 def set_num_threads(n: int) -> None:
     """Sets how many threads posenc kernels use (1 = the calling thread only).
-    Results are bitwise identical for every thread count."""
-    _posenc.set_num_threads(operator.index(n))
+    Results are bitwise identical for every thread count.
+
+    Raises:
+        ValueError: ``[threads] n = ...`` for a count outside [1, 1024], or
+            when the system refuses to start a worker thread (the next call
+            to a kernel then starts the default pool).
+    """
+    _posenc.set_num_threads(_args.integer("threads", "n", n))
 
 
 def num_threads() -> int:

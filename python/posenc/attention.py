@@ -48,12 +48,11 @@ Example (Llama-3-8B-shaped GQA with RoPE, one decode step after 9 tokens)::
 from __future__ import annotations
 
 import inspect
-import operator
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _posenc
+from . import _args, _posenc
 from .rope import RopeSpec
 
 __all__ = [
@@ -72,10 +71,7 @@ def _error(parameter: str, value: Any, rule: str) -> ValueError:
 
 
 def _index(name: str, value: Any) -> int:
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise _error(name, repr(value), "must be an integer") from None
+    return _args.integer("attention", name, value)
 
 
 def _number(name: str, value: Any) -> float:
@@ -151,7 +147,7 @@ class ReRopeAttention:
         self.seq_len = None if seq_len is None else _seq_len(seq_len)
 
     def _core(self) -> tuple:
-        return ("rerope", self.spec._spec, _seq_len(self.seq_len), self.window, self.leak)
+        return ("rerope", self.spec._spec, _seq_len(self.seq_len), _index("window", self.window), self.leak)
 
     def __repr__(self) -> str:
         extra = "" if self.leak is None else f", leak={self.leak!r}"
@@ -229,7 +225,7 @@ class T5BiasAttention:
         return self.weights.shape[0]
 
     def _core(self) -> tuple:
-        return ("t5", self.weights, self.max_distance, self.bidirectional)
+        return ("t5", self.weights, _index("max_distance", self.max_distance), self.bidirectional)
 
     def __repr__(self) -> str:
         return (f"T5BiasAttention(weights=<{self.weights.shape[0]} buckets x {self.weights.shape[1]} heads>, "
@@ -283,7 +279,7 @@ class ShawAttention:
         self.query_term = bool(query_term)
 
     def _core(self) -> tuple:
-        return ("shaw", self.max_distance, self.query_minus_key, self.key_term, self.query_term,
+        return ("shaw", _index("max_distance", self.max_distance), self.query_minus_key, self.key_term, self.query_term,
                 None if self.rel_k is None else self.rel_k.ravel(),
                 None if self.rel_v is None else self.rel_v.ravel())
 
@@ -308,10 +304,8 @@ def _encoding_core(encoding: Encoding) -> tuple:
 
 
 def _int64_array(name: str, value: Any) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype.kind not in "iu":
-        raise _error(f"{name}.dtype", array.dtype, "must be an integer type (token positions)")
-    return np.ascontiguousarray(array, dtype=np.int64)
+    array = _args.int64_array("attention", name, value, dtype_rule="must be an integer type (token positions)")
+    return np.ascontiguousarray(array)
 
 
 def _side_positions(side: str, offset: Any, positions: Any, default_offset: Optional[int]):

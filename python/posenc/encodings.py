@@ -38,13 +38,12 @@ Example::
 
 from __future__ import annotations
 
-import operator
 import os
 from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _posenc
+from . import _args, _posenc
 
 __all__ = [
     "AttentionResult",
@@ -87,16 +86,21 @@ def _embedding_views(x: np.ndarray, out: Optional[np.ndarray], name: str) -> Tup
 def _positions(offset: int, offsets: Any, position_ids: Any, batch: int, seq: int, name: str):
     if offsets is not None and position_ids is not None:
         raise ValueError(f"[{name}] offsets = given: give offsets or position_ids, not both")
-    offs = None if offsets is None else np.asarray(offsets, dtype=np.int64).reshape(-1)
+    offs = None if offsets is None else _positions_array(name, "offsets", offsets).reshape(-1)
     ids = None
     if position_ids is not None:
-        ids = np.asarray(position_ids, dtype=np.int64)
+        ids = _positions_array(name, "position_ids", position_ids)
         if ids.ndim == 1 and batch == 1:
             ids = ids[None]
         if ids.shape != (batch, seq):
             raise ValueError(f"[{name}] position_ids.shape = {ids.shape}: must be (batch, seq) = {(batch, seq)}")
         ids = ids.reshape(-1)
-    return operator.index(offset), offs, ids
+    return _args.integer(name, "offset", offset), offs, ids
+
+
+def _positions_array(op: str, name: str, value: Any) -> np.ndarray:
+    """Token positions (or relative positions) as int64, any shape."""
+    return _args.int64_array(op, name, value, dtype_rule="must be an integer type (token positions)")
 
 
 # ---- sinusoidal -------------------------------------------------------------------
@@ -105,7 +109,7 @@ def _positions(offset: int, offsets: Any, position_ids: Any, batch: int, seq: in
 def sinusoidal_inv_freq(dim: int, *, order: str = "interleaved", spacing: str = "paper",
                         base: float = 10000.0) -> np.ndarray:
     """The frequencies w_k (k < dim // 2), float64."""
-    return _posenc.sinusoidal_inv_freq(operator.index(dim), order, spacing, float(base))
+    return _posenc.sinusoidal_inv_freq(_args.integer("sinusoidal", "dim", dim), order, spacing, float(base))
 
 
 def sinusoidal_table(dim: int, positions: Union[int, Sequence[float], np.ndarray], *, start: int = 0,
@@ -116,9 +120,11 @@ def sinusoidal_table(dim: int, positions: Union[int, Sequence[float], np.ndarray
     real positions (negative ones too, as XLNet uses). An odd ``dim`` ends in a
     column of zeros.
     """
+    dim = _args.integer("sinusoidal", "dim", dim)
     if isinstance(positions, (int, np.integer)):
-        positions = np.arange(start, start + int(positions), dtype=np.float64)
-    return _posenc.sinusoidal_table(operator.index(dim), order, spacing, float(base),
+        count = _args.integer("sinusoidal", "positions", positions)
+        positions = float(_args.integer("sinusoidal", "start", start)) + np.arange(count, dtype=np.float64)
+    return _posenc.sinusoidal_table(dim, order, spacing, float(base),
                                     np.asarray(positions, dtype=np.float64).reshape(-1))
 
 
@@ -199,14 +205,16 @@ class LearnedTable:
 
     def capacity(self, *, row_offset: int = 0, out_of_range: str = "error", alpha: float = 0.4) -> Optional[int]:
         """How many positions are served (None: unbounded, under ``"clamp"``)."""
-        c = self._core.capacity(operator.index(row_offset), out_of_range, float(alpha))
+        c = self._core.capacity(_args.integer("learned_table", "row_offset", row_offset), out_of_range,
+                                float(alpha))
         return None if c == np.iinfo(np.int64).max else c
 
     def lookup(self, positions: Any, *, row_offset: int = 0, out_of_range: str = "error",
                alpha: float = 0.4) -> np.ndarray:
         """Encodings of ``positions`` (any shape), float32 ``[*positions.shape, dim]``."""
-        p = np.asarray(positions, dtype=np.int64)
-        rows = self._core.lookup(p.reshape(-1), operator.index(row_offset), out_of_range, float(alpha))
+        p = _positions_array("learned_table", "positions", positions)
+        row_offset = _args.integer("learned_table", "row_offset", row_offset)
+        rows = self._core.lookup(np.ascontiguousarray(p.reshape(-1)), row_offset, out_of_range, float(alpha))
         return rows.reshape(p.shape + (self.dim,))
 
     def add(self, x: np.ndarray, *, offset: int = 0, offsets: Optional[Sequence[int]] = None,
@@ -218,7 +226,8 @@ class LearnedTable:
         x = np.asarray(x)
         result, in4, out4 = _embedding_views(x, x if inplace else out, "learned_table")
         off, offs, ids = _positions(offset, offsets, position_ids, x.shape[0], x.shape[1], "learned_table")
-        self._core.add(in4, out4, off, offs, ids, float(input_scale), operator.index(row_offset), out_of_range,
+        row_offset = _args.integer("learned_table", "row_offset", row_offset)
+        self._core.add(in4, out4, off, offs, ids, float(input_scale), row_offset, out_of_range,
                        float(alpha), bool(reference))
         return result
 
@@ -229,7 +238,8 @@ class LearnedTable:
 def position_ids_from_mask(mask: Any, pad_position: int = 0) -> np.ndarray:
     """Hugging Face's position ids for a left-padded batch: ``cumsum(mask) - 1``
     for tokens, ``pad_position`` for padding. ``mask [batch, seq]`` of 0/1."""
-    return _posenc.position_ids_from_mask(np.asarray(mask, dtype=np.uint8), operator.index(pad_position))
+    return _posenc.position_ids_from_mask(np.asarray(mask, dtype=np.uint8),
+                                          _args.integer("positions", "pad_position", pad_position))
 
 
 # ---- ALiBi ------------------------------------------------------------------------
@@ -239,8 +249,9 @@ def alibi_slopes(heads: int, *, max_bias: float = 8.0, head_begin: int = 0,
                  head_count: Optional[int] = None) -> np.ndarray:
     """ALiBi slopes in head order (float64). A tensor-parallel shard passes the
     global ``heads`` and its ``head_begin``/``head_count``."""
-    return _posenc.alibi_slopes(operator.index(heads), float(max_bias), operator.index(head_begin),
-                                None if head_count is None else operator.index(head_count))
+    return _posenc.alibi_slopes(_args.integer("alibi", "heads", heads), float(max_bias),
+                                _args.integer("alibi", "head_begin", head_begin),
+                                _args.optional_integer("alibi", "head_count", head_count))
 
 
 def alibi_bias(heads: int, q_len: int, k_len: int, *, query_offset: Optional[int] = None,
@@ -248,15 +259,17 @@ def alibi_bias(heads: int, q_len: int, k_len: int, *, query_offset: Optional[int
     """The bias ``[heads, q_len, k_len]``: ``form="distance"`` gives
     ``-slope * |i - j|``, ``"key-position"`` BLOOM's ``slope * j``. Queries sit at
     ``query_offset + i`` (default ``k_len - q_len``)."""
-    q_len, k_len = operator.index(q_len), operator.index(k_len)
-    qo = k_len - q_len if query_offset is None else operator.index(query_offset)
-    return _posenc.alibi_bias(operator.index(heads), float(max_bias), form, q_len, k_len, qo)
+    q_len, k_len = _args.integer("alibi", "q_len", q_len), _args.integer("alibi", "k_len", k_len)
+    qo = (_args.integer("alibi", "query_offset (default k_len - q_len)", k_len - q_len) if query_offset is None
+          else _args.integer("alibi", "query_offset", query_offset))
+    return _posenc.alibi_bias(_args.integer("alibi", "heads", heads), float(max_bias), form, q_len, k_len, qo)
 
 
 def alibi_key_bias_from_mask(heads: int, mask: Any, *, max_bias: float = 8.0) -> np.ndarray:
     """BLOOM's ``build_alibi_tensor``: ``slope * (cumsum(mask) - 1) * mask`` as
     ``[batch, heads, k_len]``."""
-    return _posenc.alibi_key_bias_from_mask(operator.index(heads), float(max_bias), np.asarray(mask, dtype=np.uint8))
+    return _posenc.alibi_key_bias_from_mask(_args.integer("alibi", "heads", heads), float(max_bias),
+                                            np.asarray(mask, dtype=np.uint8))
 
 
 # ---- T5 ---------------------------------------------------------------------------
@@ -265,8 +278,9 @@ def alibi_key_bias_from_mask(heads: int, mask: Any, *, max_bias: float = 8.0) ->
 def t5_relative_bucket(relative_position: Any, *, num_buckets: int = 32, max_distance: int = 128,
                        bidirectional: bool = True) -> np.ndarray:
     """T5 buckets (int64, same shape) of relative positions ``key - query``."""
-    rel = np.asarray(relative_position, dtype=np.int64)
-    return _posenc.t5_relative_bucket(rel, operator.index(num_buckets), operator.index(max_distance),
+    rel = _positions_array("t5_bias", "relative_position", relative_position)
+    return _posenc.t5_relative_bucket(rel, _args.integer("t5_bias", "num_buckets", num_buckets),
+                                      _args.integer("t5_bias", "max_distance", max_distance),
                                       bool(bidirectional))
 
 
@@ -276,9 +290,10 @@ def t5_bias(weights: Any, q_len: int, k_len: int, *, query_offset: int = 0, num_
     (``relative_attention_bias.weight``); queries at ``query_offset + i``
     (Hugging Face's ``compute_bias``: 0, or ``cache_position[0]`` in decode)."""
     w = np.asarray(weights, dtype=np.float64)
-    nb = w.shape[0] if num_buckets is None else operator.index(num_buckets)
-    return _posenc.t5_bias(w, nb, operator.index(max_distance), bool(bidirectional), operator.index(q_len),
-                           operator.index(k_len), operator.index(query_offset))
+    nb = w.shape[0] if num_buckets is None else _args.integer("t5_bias", "num_buckets", num_buckets)
+    return _posenc.t5_bias(w, nb, _args.integer("t5_bias", "max_distance", max_distance), bool(bidirectional),
+                           _args.integer("t5_bias", "q_len", q_len), _args.integer("t5_bias", "k_len", k_len),
+                           _args.integer("t5_bias", "query_offset", query_offset))
 
 
 # ---- XLNet, DeBERTa ---------------------------------------------------------------
@@ -288,22 +303,27 @@ def xlnet_relative_encoding(d_model: int, q_len: int, k_len: int, *, attn_type: 
                             clamp_len: int = 0) -> np.ndarray:
     """XLNet's relative sinusoid ``[rows, d_model]`` for distances ``k_len,
     k_len - 1, ...`` down to ``-q_len + 1`` (``"bi"``) or 0 (``"uni"``)."""
-    return _posenc.xlnet_relative_encoding(operator.index(d_model), operator.index(q_len), operator.index(k_len),
-                                           attn_type, operator.index(clamp_len))
+    return _posenc.xlnet_relative_encoding(_args.integer("xlnet", "d_model", d_model),
+                                           _args.integer("xlnet", "q_len", q_len),
+                                           _args.integer("xlnet", "k_len", k_len), attn_type,
+                                           _args.integer("xlnet", "clamp_len", clamp_len))
 
 
 def deberta_log_bucket(relative_position: Any, bucket_size: int, max_position: int) -> np.ndarray:
     """DeBERTa's ``make_log_bucket_position`` (int64, same shape)."""
-    return _posenc.deberta_log_bucket(np.asarray(relative_position, dtype=np.int64), operator.index(bucket_size),
-                                      operator.index(max_position))
+    return _posenc.deberta_log_bucket(_positions_array("deberta", "relative_position", relative_position),
+                                      _args.integer("deberta", "bucket_size", bucket_size),
+                                      _args.integer("deberta", "max_position", max_position))
 
 
 def deberta_relative_positions(q_len: int, k_len: int, *, position_buckets: int = 256,
                                max_relative_positions: int = 512) -> np.ndarray:
     """DeBERTa's ``build_relative_position`` ``[q_len, k_len]`` (bucketed ``i - j``)."""
-    return _posenc.deberta_relative_positions(operator.index(position_buckets),
-                                              operator.index(max_relative_positions), operator.index(q_len),
-                                              operator.index(k_len))
+    return _posenc.deberta_relative_positions(_args.integer("deberta", "position_buckets", position_buckets),
+                                              _args.integer("deberta", "max_relative_positions",
+                                                            max_relative_positions),
+                                              _args.integer("deberta", "q_len", q_len),
+                                              _args.integer("deberta", "k_len", k_len))
 
 
 # ---- float64 attention references -------------------------------------------------
@@ -321,7 +341,7 @@ class AttentionResult(NamedTuple):
 def _common(q, k, v, scale, causal, query_offset, key_padding):
     f = lambda a: np.asarray(a, dtype=np.float64)
     return dict(q=f(q), k=f(k), v=f(v), scale=None if scale is None else float(scale), causal=bool(causal),
-                query_offset=None if query_offset is None else operator.index(query_offset),
+                query_offset=_args.optional_integer("attention", "query_offset", query_offset),
                 key_padding=None if key_padding is None else np.asarray(key_padding, dtype=np.uint8))
 
 
@@ -349,7 +369,8 @@ def t5_attention_reference(q, k, v, weights, *, max_distance=128, bidirectional=
     w = np.asarray(weights, dtype=np.float64)
     return AttentionResult(*_posenc.t5_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
                                                  weights=w, num_buckets=w.shape[0],
-                                                 max_distance=operator.index(max_distance),
+                                                 max_distance=_args.integer("t5_bias", "max_distance",
+                                                                            max_distance),
                                                  bidirectional=bool(bidirectional)))
 
 
@@ -363,7 +384,8 @@ def shaw_attention_reference(q, k, v, *, max_distance, rel_k=None, rel_v=None, d
     f = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
     return AttentionResult(*_posenc.shaw_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
                                                    rel_k=f(rel_k), rel_v=f(rel_v),
-                                                   max_distance=operator.index(max_distance), distance=distance,
+                                                   max_distance=_args.integer("shaw", "max_distance", max_distance),
+                                                   distance=distance,
                                                    key_term=bool(key_term), query_term=bool(query_term)))
 
 
@@ -387,5 +409,5 @@ def deberta_attention_reference(q, k, v, *, pos_key=None, pos_query=None, positi
     f = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
     return AttentionResult(*_posenc.deberta_attention(
         **_common(q, k, v, scale, causal, query_offset, key_padding), pos_key=f(pos_key), pos_query=f(pos_query),
-        position_buckets=operator.index(position_buckets),
-        max_relative_positions=operator.index(max_relative_positions)))
+        position_buckets=_args.integer("deberta", "position_buckets", position_buckets),
+        max_relative_positions=_args.integer("deberta", "max_relative_positions", max_relative_positions)))

@@ -46,14 +46,20 @@ class GgufFile:
         metadata: dict of key -> value, sorted by key. Values are ``bool``,
             ``int`` (every integer type; uint64 values above 2^63 - 1 are an
             error), ``float`` (f32 values exactly as stored, widened), ``str``,
-            or a list of one of these (arrays of bools read as ints 0/1).
+            or a list of one of these (arrays of bools read as ints 0/1). A
+            string value (or array item) whose bytes are not valid UTF-8 is
+            returned as ``bytes``, exactly as stored (llama.cpp does not check
+            the encoding, so such files exist and stay readable).
         tensors: list of ``(name, shape, type)`` in file order; ``shape`` is a
             tuple in ggml order (see the module docstring), ``type`` the ggml
             type name (``"F32"``, ``"Q4_K"``, ...).
 
     Raises:
         ValueError: the file cannot be opened or is not a valid GGUF file,
-            e.g. ``model.gguf: [gguf] version = 1: must be 2 or 3 ...``.
+            e.g. ``model.gguf: [gguf] version = 1: must be 2 or 3 ...``; a
+            metadata key or tensor name that is not valid UTF-8 is an error
+            too, e.g. ``model.gguf: [gguf] metadata key = "general.n\\xffme":
+            is not valid UTF-8 (invalid byte at offset 9)``.
     """
 
     def __init__(self, path: Union[str, os.PathLike]):
@@ -63,8 +69,8 @@ class GgufFile:
         self._file = _posenc.GgufFile(self.path)
         self.version: int = self._file.version
         self.alignment: int = self._file.alignment
-        self.metadata: Dict[str, Any] = self._file.metadata()
-        self.tensors: List[Tuple[str, Tuple[int, ...], str]] = self._file.tensors()
+        self.metadata: Dict[str, Any] = self._file.metadata(self.path)
+        self.tensors: List[Tuple[str, Tuple[int, ...], str]] = self._file.tensors(self.path)
 
     def tensor_names(self) -> List[str]:
         return [name for name, _, _ in self.tensors]

@@ -36,19 +36,15 @@ Errors are ValueError naming the parameter, e.g.
 
 from __future__ import annotations
 
-import operator
 import os
 from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
-from . import _posenc
+from . import _args, _posenc
 from .rope import RopeSpec
 
 __all__ = ["LlamaModel", "perplexity"]
-
-_INT32_MIN = -(2**31)
-_INT32_MAX = 2**31 - 1
 
 
 def _tokens(tokens: Any, op: str = "model") -> np.ndarray:
@@ -66,15 +62,9 @@ def _tokens(tokens: Any, op: str = "model") -> np.ndarray:
         raise ValueError(f"[{op}] tokens.ndim = {array.ndim}: must be 1 (a sequence of token ids)")
     if array.size == 0:
         raise ValueError(f"[{op}] tokens = []: must hold at least one token id")
-    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
-        raise ValueError(f"[{op}] tokens.dtype = {array.dtype}: must be an integer type (token ids)")
-    low, high = int(array.min()), int(array.max())
-    if low < 0:
-        i = int(np.argmin(array))
-        raise ValueError(f"[{op}] tokens[{i}] = {low}: must be >= 0 (a token id)")
-    if high > _INT32_MAX:
-        i = int(np.argmax(array))
-        raise ValueError(f"[{op}] tokens[{i}] = {high}: must be < 2^31 (a token id)")
+    array = _args.int64_array(op, "tokens", tokens,
+                              dtype_rule="must be an integer type (token ids)", low=0, high=_args.INT32_MAX,
+                              rule="must be < 2^31 (a token id)", low_rule="must be >= 0 (a token id)")
     return np.ascontiguousarray(array, dtype=np.int32)
 
 
@@ -91,12 +81,7 @@ def _optional_index(name: str, value: Any, op: str) -> Optional[int]:
 
 
 def _index(name: str, value: Any, op: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"[{op}] {name} = {value!r}: must be an integer")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ValueError(f"[{op}] {name} = {value!r}: must be an integer") from None
+    return _args.integer(op, name, value, allow_bool=False)
 
 
 class LlamaModel:

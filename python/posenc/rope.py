@@ -3,9 +3,9 @@
 Tensors are ``[batch, seq, heads, head_dim]`` arrays of float32, float16 or
 bfloat16 (``ml_dtypes.bfloat16``). Any strides are accepted as long as the last
 axis is contiguous, so slices of a fused QKV projection need no copy. Angles
-are formed in float64 and reduced modulo 2*pi before the sine and cosine, so
-results stay accurate at positions of 10^6; f16/bf16 values are computed in
-float32 and rounded once.
+are formed in float64 and reduced there to a quarter turn; the sine and cosine
+of the remainder come from float32 polynomials, so results stay accurate at
+positions of 10^6; f16/bf16 values are computed in float32 and rounded once.
 
 Example::
 
@@ -21,13 +21,12 @@ Example::
 from __future__ import annotations
 
 import json
-import operator
 import os
 from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _posenc
+from . import _args, _posenc
 
 __all__ = ["RopeSpec", "apply_rope", "permute_qk_weights"]
 
@@ -272,18 +271,13 @@ def _json_default(value: Any) -> Any:
 
 
 def _index(name: str, value: Any) -> int:
-    """An integer argument (Python int or NumPy integer), else ValueError."""
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise _error(name, repr(value), "must be an integer") from None
+    """An integer argument (Python int or NumPy integer) that fits int64, else ValueError."""
+    return _args.integer("rope", name, value)
 
 
 def _int64_array(name: str, value: Any) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype.kind not in "iu":
-        raise _error(f"{name}.dtype", array.dtype, "must be an integer type (positions are token indices)")
-    return array.astype(np.int64, copy=False)
+    return _args.int64_array("rope", name, value,
+                             dtype_rule="must be an integer type (positions are token indices)")
 
 
 def _positions(offset, offsets, position_ids, batch: int, seq: int):
@@ -428,9 +422,9 @@ def permute_qk_weights(w, heads: int, head_dim: int, rotary_dim: Optional[int] =
         array([0., 2., 4., 6., 1., 3., 5., 7.], dtype=float32)
     """
     out = np.array(w, order="C", copy=True)
-    heads = _index("heads", heads)
-    head_dim = _index("head_dim", head_dim)
-    rotary = 0 if rotary_dim is None else _index("rotary_dim", rotary_dim)
+    heads = _args.integer("permute", "heads", heads)
+    head_dim = _args.integer("permute", "head_dim", head_dim)
+    rotary = 0 if rotary_dim is None else _args.integer("permute", "rotary_dim", rotary_dim)
     if rotary_dim is not None and rotary <= 0:
         raise ValueError(f"[permute] rotary_dim = {rotary}: must be > 0 (None means head_dim)")
     _posenc.permute_qk_rows(out, heads, head_dim, rotary, str(to))

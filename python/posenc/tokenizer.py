@@ -10,9 +10,107 @@ gives the same token ids as Hugging Face ``tokenizers`` for that vocabulary::
 
 ``encode`` matches special (control) tokens as whole strings and adds no
 BOS/EOS; ``decode`` turns bytes that are not UTF-8 into U+FFFD and
-``decode_bytes`` returns the raw bytes. Errors are ValueError.
+``decode_bytes`` returns the raw bytes. Errors are ValueError, e.g.
+``[tokenizer] id = 99999: must be a token id below the vocabulary size 49152``.
 """
 
-from ._posenc import BpeTokenizer
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Union
+
+import numpy as np
+
+from . import _args, _posenc
 
 __all__ = ["BpeTokenizer"]
+
+
+class BpeTokenizer:
+    """A byte-level BPE tokenizer built from a GGUF file's ``tokenizer.ggml.*``
+    metadata (token ids identical to Hugging Face ``tokenizers``). Build it
+    with :meth:`from_gguf`."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: Any) -> None:
+        if not isinstance(core, _posenc.BpeTokenizer):
+            raise ValueError(f"[tokenizer] core = {type(core).__name__}: use BpeTokenizer.from_gguf(path)")
+        self._core = core
+
+    @classmethod
+    def from_gguf(cls, path: Union[str, os.PathLike]) -> "BpeTokenizer":
+        """Reads the tokenizer of a GGUF model file."""
+        path = os.fspath(path)
+        return cls(_posenc.BpeTokenizer.from_gguf(path if isinstance(path, str) else os.fsdecode(path)))
+
+    def encode(self, text: str) -> List[int]:
+        """Token ids of ``text`` (special tokens matched, no BOS/EOS added)."""
+        return self._core.encode(text)
+
+    def decode(self, ids: Any) -> str:
+        """The text of ``ids`` (any integer array-like); bytes that are not
+        UTF-8 become U+FFFD."""
+        return self._core.decode(self._ids(ids))
+
+    def decode_bytes(self, ids: Any) -> bytes:
+        """The bytes of ``ids``, as they are."""
+        return self._core.decode_bytes(self._ids(ids))
+
+    def token(self, id: int) -> str:
+        """The vocabulary string of token ``id``."""
+        return self._core.token(self._id(id))
+
+    def token_id(self, token: str) -> Optional[int]:
+        """The id of the vocabulary string ``token``, or None."""
+        return self._core.token_id(token)
+
+    def is_special(self, id: int) -> bool:
+        """Whether token ``id`` is a special (control) token."""
+        return self._core.is_special(self._id(id))
+
+    @property
+    def vocab_size(self) -> int:
+        return self._core.vocab_size
+
+    @property
+    def pre_tokenizer(self) -> str:
+        return self._core.pre_tokenizer
+
+    @property
+    def bos_id(self) -> Optional[int]:
+        return self._core.bos_id
+
+    @property
+    def eos_id(self) -> Optional[int]:
+        return self._core.eos_id
+
+    @property
+    def unknown_id(self) -> Optional[int]:
+        return self._core.unknown_id
+
+    @property
+    def padding_id(self) -> Optional[int]:
+        return self._core.padding_id
+
+    def __repr__(self) -> str:
+        return f"BpeTokenizer(vocab_size={self.vocab_size}, pre_tokenizer={self.pre_tokenizer!r})"
+
+    # Ids beyond int32 would not reach the C++ tokenizer (which checks the
+    # vocabulary range itself): the same rule, reported here.
+    def _rule(self) -> str:
+        return f"must be a token id below the vocabulary size {self.vocab_size}"
+
+    def _id(self, value: Any) -> int:
+        return _args.integer("tokenizer", "id", value, low=_args.INT32_MIN, high=_args.INT32_MAX, rule=self._rule())
+
+    def _ids(self, ids: Any) -> np.ndarray:
+        if hasattr(ids, "detach") and hasattr(ids, "numpy"):  # a torch tensor
+            ids = ids.detach().cpu().numpy()
+        if np.ndim(ids) != 1:
+            raise _args.error("tokenizer", "ids.ndim", np.ndim(ids), "must be 1 (a sequence of token ids)")
+        if np.size(ids) == 0:
+            return np.zeros(0, np.int32)
+        array = _args.int64_array("tokenizer", "ids", ids, dtype_rule="must be an integer type (token ids)",
+                                  low=_args.INT32_MIN, high=_args.INT32_MAX, rule=self._rule())
+        return np.ascontiguousarray(array, dtype=np.int32)

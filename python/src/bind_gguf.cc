@@ -5,16 +5,26 @@
 //
 // A bad file is a posenc::Error ("path: [gguf] what = value: rule"), which
 // pybind11 turns into ValueError.
+//
+// Strings in a GGUF file are bytes that should be UTF-8 (llama.cpp does not
+// check). A metadata value that is not UTF-8 comes back as `bytes` (the file
+// stays readable, nothing is lost); a key or tensor name that is not UTF-8 is
+// an error, since keys and names are looked up by str.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "bindings.h"
+#include "posenc/error.h"
 #include "posenc/gguf.h"
 
 namespace py = pybind11;
@@ -22,25 +32,77 @@ namespace py = pybind11;
 namespace posenc::python {
 namespace {
 
-// One metadata value as a Python object: bool, int, float, str or a list of
-// them (every integer type widens to int, f32 and f64 to float).
-py::object ToPython(const GgufValue& value) {
-  return std::visit([](const auto& v) -> py::object { return py::cast(v); }, value);
+// `bytes` as a Python str, or nullopt with the offset of the first byte
+// that is not part of valid UTF-8 in `*bad_offset`.
+std::optional<py::str> DecodeUtf8(std::string_view bytes, py::ssize_t* bad_offset) {
+  PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "strict");
+  if (text != nullptr) return py::reinterpret_steal<py::str>(text);
+  const py::error_already_set error;  // fetches (and clears) the UnicodeDecodeError
+  if (!error.matches(PyExc_UnicodeDecodeError) ||
+      PyUnicodeDecodeError_GetStart(error.value().ptr(), bad_offset) != 0) {
+    PyErr_Clear();
+    *bad_offset = 0;
+  }
+  return std::nullopt;
 }
 
-py::dict Metadata(const GgufFile& file) {
+// A key or tensor name as str; not UTF-8 is an error naming the bytes
+// (undecodable ones as \xNN) and where the first bad one is.
+py::str RequireUtf8(std::string_view bytes, const std::string& path, std::string_view what) {
+  py::ssize_t offset = 0;
+  if (auto text = DecodeUtf8(bytes, &offset)) return *text;
+  const std::string shown = py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
+                                bytes.data(), static_cast<py::ssize_t>(bytes.size()), "backslashreplace"))
+                                .cast<std::string>();
+  try {
+    ThrowError("gguf", what, QuoteForMessage(shown),
+               "is not valid UTF-8 (invalid byte at offset " + std::to_string(offset) + ")");
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+// A metadata string value: str, or bytes when it is not UTF-8.
+py::object StringValue(const std::string& bytes) {
+  py::ssize_t offset = 0;
+  if (auto text = DecodeUtf8(bytes, &offset)) return std::move(*text);
+  return py::bytes(bytes);
+}
+
+// One metadata value as a Python object: bool, int, float, str (bytes if not
+// UTF-8) or a list of them (every integer type widens to int, f32 and f64 to
+// float).
+py::object ToPython(const GgufValue& value) {
+  return std::visit(
+      [](const auto& v) -> py::object {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return StringValue(v);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          py::list items(v.size());
+          for (std::size_t i = 0; i < v.size(); ++i) items[i] = StringValue(v[i]);
+          return std::move(items);
+        } else {
+          return py::cast(v);
+        }
+      },
+      value);
+}
+
+// `path` names the file in errors.
+py::dict Metadata(const GgufFile& file, const std::string& path) {
   py::dict out;
-  for (const auto& [key, value] : file.metadata()) out[py::str(key)] = ToPython(value);
+  for (const auto& [key, value] : file.metadata()) out[RequireUtf8(key, path, "metadata key")] = ToPython(value);
   return out;
 }
 
 // (name, shape in ggml order, type name) per tensor, in file order.
-py::list Tensors(const GgufFile& file) {
+py::list Tensors(const GgufFile& file, const std::string& path) {
   py::list out;
   for (const GgufTensorInfo& t : file.tensors()) {
     py::tuple shape(t.shape.size());
     for (std::size_t i = 0; i < t.shape.size(); ++i) shape[i] = py::int_(t.shape[i]);
-    out.append(py::make_tuple(t.name, shape, std::string(TraitsOf(t.type).name)));
+    out.append(py::make_tuple(RequireUtf8(t.name, path, "tensor name"), shape, std::string(TraitsOf(t.type).name)));
   }
   return out;
 }
@@ -71,8 +133,9 @@ void BindGguf(py::module_& m) {
            py::arg("path"))
       .def_property_readonly("version", &GgufFile::version)
       .def_property_readonly("alignment", &GgufFile::alignment)
-      .def("metadata", &Metadata)
-      .def("tensors", &Tensors)
+      .def("metadata", &Metadata, py::arg("path"), "Metadata as a dict; `path` names the file in errors.")
+      .def("tensors", &Tensors, py::arg("path"),
+           "(name, ggml shape, type) per tensor; `path` names the file in errors.")
       .def("dequantize", &Dequantize, py::arg("name"));
 }
 

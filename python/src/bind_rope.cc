@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -72,8 +73,10 @@ class ScalingReader {
   std::optional<std::int64_t> Length(const char* key) const {
     const auto value = Number(key);
     if (!value) return std::nullopt;
-    Require(*value >= 1 && *value == static_cast<double>(static_cast<std::int64_t>(*value)), kOp,
-            Path(key), *value, "must be a whole number >= 1 (a context length in tokens)");
+    // 2^63 is the first double past int64: the cast is checked only below it.
+    Require(*value >= 1 && *value < 9223372036854775808.0 &&
+                *value == static_cast<double>(static_cast<std::int64_t>(*value)),
+            kOp, Path(key), *value, "must be a whole number >= 1 (a context length in tokens)");
     return static_cast<std::int64_t>(*value);
   }
 
@@ -378,7 +381,18 @@ void BindRope(py::module_& m) {
   m.def("permute_qk_rows", &PermuteRows, py::arg("w"), py::arg("heads"), py::arg("head_dim"),
         py::arg("rotary_dim"), py::arg("to"), "Permutes the rows of a C-contiguous weight in place.");
 
-  m.def("set_num_threads", &SetNumThreads, py::arg("n"));
+  // int64 here so that any count posenc.set_num_threads lets through gets a
+  // library message, not a failed conversion to int: beyond int, SetNumThreads'
+  // own rules (at least 1, at most kMaxThreads) are reported here.
+  m.def(
+      "set_num_threads",
+      [](std::int64_t n) {
+        Require(n >= std::numeric_limits<int>::min(), "threads", "n", n, "must be at least 1");
+        Require(n <= std::numeric_limits<int>::max(), "threads", "n", n,
+                "must be at most " + std::to_string(kMaxThreads) + " (far more than any machine's cores)");
+        SetNumThreads(static_cast<int>(n));
+      },
+      py::arg("n"));
   m.def("num_threads", &NumThreads);
 }
 

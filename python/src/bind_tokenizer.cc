@@ -1,13 +1,17 @@
 // Bindings for the byte-level BPE tokenizer (posenc/tokenizer.h):
 // posenc.tokenizer.BpeTokenizer.from_gguf(path), encode, decode.
 //
-// Text crosses as Python str (UTF-8 on the C++ side); ids as lists of int.
+// Text crosses as Python str (UTF-8 on the C++ side); ids as lists of int
+// from encode, and to decode as an int32 array (python/posenc/tokenizer.py
+// checks the ids fit int32; the tokenizer checks the vocabulary range).
 // decode gives str with undecodable bytes (a sequence cut inside a
 // character) as U+FFFD, like Hugging Face; decode_bytes gives the raw bytes.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,15 @@
 namespace py = pybind11;
 
 namespace posenc::python {
+namespace {
+
+using IdArray = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>;
+
+std::span<const std::int32_t> Ids(const IdArray& ids) {
+  return {ids.data(), static_cast<std::size_t>(ids.size())};
+}
+
+}  // namespace
 
 void BindTokenizer(py::module_& m) {
   py::class_<BpeTokenizer>(m, "BpeTokenizer",
@@ -39,16 +52,16 @@ void BindTokenizer(py::module_& m) {
           py::arg("text"), "Token ids of `text` (special tokens matched, no BOS/EOS added).")
       .def(
           "decode",
-          [](const BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
-            const std::string bytes = t.Decode(ids);
+          [](const BpeTokenizer& t, const IdArray& ids) {
+            const std::string bytes = t.Decode(Ids(ids));
             return py::reinterpret_steal<py::str>(
                 PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
           },
           py::arg("ids"), "The text of `ids` (bytes that are not UTF-8 become U+FFFD).")
       .def(
           "decode_bytes",
-          [](const BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
-            return py::bytes(t.Decode(ids));
+          [](const BpeTokenizer& t, const IdArray& ids) {
+            return py::bytes(t.Decode(Ids(ids)));
           },
           py::arg("ids"))
       .def_property_readonly("vocab_size", &BpeTokenizer::vocab_size)

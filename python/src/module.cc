@@ -3,10 +3,29 @@
 // python/posenc/*.py; this module only exposes the C++ library.
 #include <pybind11/pybind11.h>
 
+#include <cstring>
+#include <exception>
+
 #include "bindings.h"
+#include "posenc/error.h"
 
 PYBIND11_MODULE(_posenc, m) {
   m.doc() = "posenc C++ core (use the `posenc` package, not this module directly)";
+  // posenc::Error is a ValueError (pybind11 would do that for any
+  // std::invalid_argument), with a message that is always a valid str: a
+  // message quoting bytes from a file (a key or string that is not UTF-8)
+  // shows them as \xNN instead of turning the error into a UnicodeDecodeError.
+  pybind11::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const posenc::Error& e) {
+      PyObject* message = PyUnicode_DecodeUTF8(e.what(), static_cast<Py_ssize_t>(std::strlen(e.what())),
+                                               "backslashreplace");
+      if (message == nullptr) return;  // out of memory: that error is set instead
+      PyErr_SetObject(PyExc_ValueError, message);
+      Py_DECREF(message);
+    }
+  });
   posenc::python::BindRope(m);
   posenc::python::BindEncodings(m);
   posenc::python::BindAttention(m);

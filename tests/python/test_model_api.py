@@ -151,6 +151,14 @@ def test_forward_flops(model):
         assert model.forward_flops(n) == pytest.approx(expected(n), rel=1e-12)
 
 
+def test_forward_flops_of_a_negative_count_is_an_error(model):
+    # It returned a negative count (-47104 for n = -1) before.
+    for n in (-1, -(2**63)):
+        with pytest.raises(ValueError, match=rf"^\[llama\] tokens = {n}: must be >= 0"):
+            model.forward_flops(n)
+    assert model.forward_flops(0) == 0.0
+
+
 def test_tiny_file_has_a_working_tokenizer(tiny_dir, model):
     tok = posenc.BpeTokenizer.from_gguf(str(tiny_dir / "tied.gguf"))
     assert tok.vocab_size == VOCAB
