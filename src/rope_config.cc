@@ -7,6 +7,7 @@
 
 #include "posenc/error.h"
 #include "posenc/input_file.h"
+#include "rope_scaling_json.h"
 
 namespace posenc {
 namespace {
@@ -25,30 +26,9 @@ std::optional<double> OptionalNumber(const json& object, const std::string& path
   return it->get<double>();
 }
 
-double RequiredNumber(const json& object, const std::string& path, const char* key,
-                      std::string_view why) {
-  const auto value = OptionalNumber(object, path, key);
-  if (!value) ThrowError(kHf, path + key, "missing", why);
-  return *value;
-}
-
 std::int64_t ToLength(double value, const std::string& name) {
   Require(value >= 0 && value == std::floor(value), kHf, name, value, "must be a whole number >= 0");
   return static_cast<std::int64_t>(value);
-}
-
-std::vector<double> RequiredList(const json& object, const std::string& path, const char* key) {
-  const auto it = object.find(key);
-  if (it == object.end() || it->is_null()) {
-    ThrowError(kHf, path + key, "missing", "longrope needs a list of per-pair factors");
-  }
-  Require(it->is_array(), kHf, path + key, Verbatim{it->dump()}, "must be a list of numbers");
-  std::vector<double> values;
-  for (const json& v : *it) {
-    Require(v.is_number(), kHf, path + key, Verbatim{v.dump()}, "must contain only numbers");
-    values.push_back(v.get<double>());
-  }
-  return values;
 }
 
 // The scaling object: transformers v5's rope_parameters, or rope_scaling.
@@ -61,138 +41,6 @@ const json* ScalingObject(const json& config, std::string& path) {
     return &*it;
   }
   return nullptr;
-}
-
-std::string ScalingType(const json& scaling, const std::string& path) {
-  std::string type;
-  for (const char* key : {"rope_type", "type"}) {
-    const auto it = scaling.find(key);
-    if (it == scaling.end() || it->is_null()) continue;
-    Require(it->is_string(), kHf, path + key, Verbatim{it->dump()}, "must be a string");
-    const std::string value = it->get<std::string>();
-    Require(type.empty() || type == value, kHf, path + key, value,
-            "disagrees with " + path + "rope_type = \"" + type + "\"");
-    type = value;
-  }
-  return type.empty() ? "default" : type;
-}
-
-RopeScaling ParseHfScaling(const json& config, const json& s, const std::string& path,
-                           std::int64_t max_positions) {
-  const std::string type = ScalingType(s, path);
-  const auto need_factor = [&] {
-    return RequiredNumber(s, path, "factor", "rope_type \"" + type + "\" needs a scaling factor");
-  };
-  const auto original_or_max = [&](std::string_view method) {
-    const auto original = OptionalNumber(s, path, "original_max_position_embeddings");
-    if (original) return ToLength(*original, path + "original_max_position_embeddings");
-    Require(max_positions > 0, kHf, "max_position_embeddings", Verbatim{"missing"},
-            std::string(method) + " needs the original context length");
-    return max_positions;
-  };
-  if (type == "default") return NoScaling{};
-  if (type == "linear") return LinearScaling{need_factor()};
-  if (type == "ntk") {
-    return NtkAwareScaling{RequiredNumber(s, path, "alpha", "rope_type \"ntk\" needs alpha")};
-  }
-  if (type == "dynamic") {
-    // Hugging Face's dynamic NTK counts from max_position_embeddings;
-    // posenc's own form (RopeScalingToJson) names the length in the scaling.
-    return DynamicNtkScaling{need_factor(), original_or_max("dynamic NTK")};
-  }
-  if (type == "yarn") {
-    YarnScaling y;
-    y.factor = need_factor();
-    y.original_max_position = original_or_max("yarn");
-    y.beta_fast = OptionalNumber(s, path, "beta_fast").value_or(32.0);
-    y.beta_slow = OptionalNumber(s, path, "beta_slow").value_or(1.0);
-    y.mscale = OptionalNumber(s, path, "mscale");
-    y.mscale_all_dim = OptionalNumber(s, path, "mscale_all_dim");
-    y.attention_factor = OptionalNumber(s, path, "attention_factor");
-    y.ext_factor = OptionalNumber(s, path, "ext_factor").value_or(1.0);
-    y.attn_factor = OptionalNumber(s, path, "attn_factor").value_or(1.0);
-    if (const auto it = s.find("truncate"); it != s.end() && !it->is_null()) {
-      Require(it->is_boolean(), kHf, path + "truncate", Verbatim{it->dump()}, "must be true or false");
-      y.truncate = it->get<bool>();
-    }
-    return y;
-  }
-  if (type == "llama3") {
-    const std::string why = "rope_type \"llama3\" needs it";
-    Llama3Scaling l;
-    l.factor = need_factor();
-    l.low_freq_factor = RequiredNumber(s, path, "low_freq_factor", why);
-    l.high_freq_factor = RequiredNumber(s, path, "high_freq_factor", why);
-    l.original_max_position = ToLength(RequiredNumber(s, path, "original_max_position_embeddings", why),
-                                       path + "original_max_position_embeddings");
-    return l;
-  }
-  if (type == "longrope") {
-    LongRopeScaling l;
-    l.short_factor = RequiredList(s, path, "short_factor");
-    l.long_factor = RequiredList(s, path, "long_factor");
-    l.attention_factor = OptionalNumber(s, path, "attention_factor");
-    // Phi-3 keeps the pretrained length at the top level; the factor is then
-    // the ratio of the extended to the original length.
-    const auto top_original = OptionalNumber(config, "", "original_max_position_embeddings");
-    if (top_original) {
-      l.original_max_position = ToLength(*top_original, "original_max_position_embeddings");
-      Require(l.original_max_position > 0, kHf, "original_max_position_embeddings", 0, "must be > 0");
-      Require(max_positions > 0, kHf, "max_position_embeddings", Verbatim{"missing"},
-              "longrope with original_max_position_embeddings needs the extended length");
-      l.factor = static_cast<double>(max_positions) / static_cast<double>(l.original_max_position);
-    } else {
-      l.original_max_position = original_or_max("longrope");
-      l.factor = OptionalNumber(s, path, "factor").value_or(1.0);
-    }
-    return l;
-  }
-  if (type == "factors") {
-    return FrequencyFactorScaling{RequiredList(s, path, "factors")};
-  }
-  ThrowError(kHf, path + "rope_type", FormatValue(type),
-             "unknown; must be one of default, linear, ntk, dynamic, yarn, llama3, longrope, factors");
-}
-
-// Keys in the order written (rope_type first).
-nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
-  return std::visit(
-      [](const auto& s) -> nlohmann::ordered_json {
-        using S = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<S, NoScaling>) {
-          return nullptr;
-        } else if constexpr (std::is_same_v<S, LinearScaling>) {
-          return {{"rope_type", "linear"}, {"factor", s.factor}};
-        } else if constexpr (std::is_same_v<S, NtkAwareScaling>) {
-          return {{"rope_type", "ntk"}, {"alpha", s.alpha}};
-        } else if constexpr (std::is_same_v<S, DynamicNtkScaling>) {
-          return {{"rope_type", "dynamic"}, {"factor", s.factor},
-                  {"original_max_position_embeddings", s.original_max_position}};
-        } else if constexpr (std::is_same_v<S, YarnScaling>) {
-          nlohmann::ordered_json j = {{"rope_type", "yarn"}, {"factor", s.factor},
-                    {"original_max_position_embeddings", s.original_max_position},
-                    {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"truncate", s.truncate}};
-          if (s.mscale) j["mscale"] = *s.mscale;
-          if (s.mscale_all_dim) j["mscale_all_dim"] = *s.mscale_all_dim;
-          if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
-          j["ext_factor"] = s.ext_factor;
-          j["attn_factor"] = s.attn_factor;
-          return j;
-        } else if constexpr (std::is_same_v<S, Llama3Scaling>) {
-          return {{"rope_type", "llama3"}, {"factor", s.factor},
-                  {"low_freq_factor", s.low_freq_factor}, {"high_freq_factor", s.high_freq_factor},
-                  {"original_max_position_embeddings", s.original_max_position}};
-        } else if constexpr (std::is_same_v<S, LongRopeScaling>) {
-          nlohmann::ordered_json j = {{"rope_type", "longrope"}, {"short_factor", s.short_factor},
-                    {"long_factor", s.long_factor}, {"factor", s.factor},
-                    {"original_max_position_embeddings", s.original_max_position}};
-          if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
-          return j;
-        } else {
-          return {{"rope_type", "factors"}, {"factors", s.factors}};
-        }
-      },
-      scaling);
 }
 
 // ---- GGUF metadata ---------------------------------------------------------
@@ -287,7 +135,14 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
   if (!max_positions) max_positions = OptionalNumber(config, "", "n_positions");
   out.max_position_embeddings = max_positions ? ToLength(*max_positions, "max_position_embeddings") : 0;
   if (scaling) {
-    spec.scaling = ParseHfScaling(config, *scaling, scaling_path, out.max_position_embeddings);
+    RopeScalingContext context{.max_position_embeddings = out.max_position_embeddings};
+    if (const auto top = OptionalNumber(config, "", "original_max_position_embeddings")) {
+      context.top_level_original_max_position = ToLength(*top, "original_max_position_embeddings");
+      Require(context.top_level_original_max_position > 0, kHf, "original_max_position_embeddings", 0,
+              "must be > 0");
+    }
+    scaling_path.pop_back();  // "rope_scaling." -> "rope_scaling"
+    spec.scaling = detail::RopeScalingFromJsonValue(*scaling, context, kHf, scaling_path);
   }
   spec.Validate();
   return out;
@@ -311,11 +166,9 @@ std::string RopeToHfConfig(const RopeModelConfig& config) {
   if (const auto* d = std::get_if<DynamicNtkScaling>(&spec.scaling)) {
     j["max_position_embeddings"] = d->original_max_position;
   }
-  j["rope_scaling"] = json(ScalingToHf(spec.scaling));
+  j["rope_scaling"] = json::parse(RopeScalingToJson(spec.scaling));
   return j.dump(2);
 }
-
-std::string RopeScalingToJson(const RopeScaling& scaling) { return ScalingToHf(scaling).dump(); }
 
 RopeModelConfig RopeFromGguf(const GgufMetadata& meta) {
   const auto arch = GgufString(meta, "general.architecture", kGguf);

@@ -34,6 +34,26 @@ RopeModelConfig RopeFromHfConfigFile(const std::string& path);
 // A config.json fragment that RopeFromHfConfig reads back to the same spec.
 std::string RopeToHfConfig(const RopeModelConfig& config);
 
+// What a rope_scaling object cannot say itself, from the config around it:
+// the model's max_position_embeddings (dynamic NTK, YaRN and LongRoPE take it
+// as the original length when the object has no
+// original_max_position_embeddings), and Phi-3's top-level
+// original_max_position_embeddings (LongRoPE's factor is then the ratio of
+// the two). 0: not known.
+struct RopeScalingContext {
+  std::int64_t max_position_embeddings = 0;
+  std::int64_t top_level_original_max_position = 0;
+};
+
+// The inverse of RopeScalingToJson, and the one reader of Hugging Face's
+// rope_scaling / rope_parameters object (config.json, the CLI and Python all
+// use it): `rope_type` or `type` names the method ("default", "none" or null
+// text: no scaling). The rule for keys: every key must be one the method
+// reads, or rope_type, type, rope_theta or partial_rotary_factor (which
+// transformers v5 keeps in rope_parameters); any other key is an error
+// naming it and the method's keys, so a misspelt key never passes silently.
+RopeScaling RopeScalingFromJson(std::string_view json, const RopeScalingContext& context = {});
+
 // The one serialized form of a scaling: a Hugging Face rope_scaling object
 // ({"rope_type": "yarn", "factor": 4.0, ...}) with every field posenc keeps,
 // or null for none. RopeFromHfConfig reads it back as rope_scaling;

@@ -10,13 +10,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "posenc/rope_config.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_permute.h"
+#include "rope_scaling_json.h"
 #include "posenc/rope_spec.h"
 
 namespace py = pybind11;
@@ -42,170 +44,43 @@ std::string Repr(const py::handle& value) { return py::repr(value).cast<std::str
 
 // ---- scaling dicts with Hugging Face spellings ------------------------------
 
-// Reads one `scaling` dict. Keys are checked against the method's list so a
-// misspelt key is an error rather than silently ignored; None counts as absent.
-class ScalingReader {
- public:
-  ScalingReader(const py::dict& dict, std::string type) : dict_(dict), type_(std::move(type)) {}
-
-  bool Has(const char* key) const {
-    used_.insert(key);
-    return dict_.contains(key) && !dict_[key].is_none();
-  }
-
-  std::optional<double> Number(const char* key) const {
-    if (!Has(key)) return std::nullopt;
-    const py::object value = dict_[key];
-    // bool is an int in Python; `True` as a factor is a mistake.
-    if (py::isinstance<py::bool_>(value) ||
-        !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
-      ThrowError(kOp, Path(key), Repr(value), "must be a number");
-    }
-    return value.cast<double>();
-  }
-
-  double RequiredNumber(const char* key) const {
-    const auto value = Number(key);
-    if (!value) Missing(key);
-    return *value;
-  }
-
-  std::optional<std::int64_t> Length(const char* key) const {
-    const auto value = Number(key);
-    if (!value) return std::nullopt;
-    // 2^63 is the first double past int64: the cast is checked only below it.
-    Require(*value >= 1 && *value < 9223372036854775808.0 &&
-                *value == static_cast<double>(static_cast<std::int64_t>(*value)),
-            kOp, Path(key), *value, "must be a whole number >= 1 (a context length in tokens)");
-    return static_cast<std::int64_t>(*value);
-  }
-
-  std::int64_t RequiredLength(const char* key) const {
-    const auto value = Length(key);
-    if (!value) Missing(key);
-    return *value;
-  }
-
-  std::vector<double> RequiredList(const char* key) const {
-    if (!Has(key)) Missing(key);
-    const py::object value = dict_[key];
-    // A list, tuple or 1-D NumPy array; a string is iterable but not a list of factors.
-    if (py::isinstance<py::str>(value) || !py::hasattr(value, "__iter__")) {
-      ThrowError(kOp, Path(key), Repr(value), "must be a list of numbers");
-    }
-    std::vector<double> out;
-    for (const py::handle item : value) {
-      if (py::isinstance<py::bool_>(item) || py::isinstance<py::str>(item)) {
-        ThrowError(kOp, Path(key), Repr(item), "must contain only numbers");
-      }
-      try {
-        out.push_back(item.cast<double>());
-      } catch (const py::cast_error&) {
-        ThrowError(kOp, Path(key), Repr(item), "must contain only numbers");
-      }
-    }
-    return out;
-  }
-
-  std::optional<bool> Bool(const char* key) const {
-    if (!Has(key)) return std::nullopt;
-    const py::object value = dict_[key];
-    if (!py::isinstance<py::bool_>(value)) ThrowError(kOp, Path(key), Repr(value), "must be True or False");
-    return value.cast<bool>();
-  }
-
-  // Call after reading every key the method knows: anything left is unknown.
-  void RejectUnknownKeys() const {
-    for (const auto& item : dict_) {
-      const std::string key = py::str(item.first).cast<std::string>();
-      if (key == "rope_type" || key == "type" || used_.count(key)) continue;
-      std::string known;
-      for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
-      ThrowError(kOp, "scaling[\"" + key + "\"]", Repr(item.second),
-                 "unknown key for rope_type \"" + type_ + "\"; known keys: " + known);
+// A scaling dict as the JSON value it stands for, so that the library's one
+// reader (RopeScalingFromJson) reads it: None, bool, int, float (NaN and
+// infinities kept, for the library to reject by name), str, dicts with str
+// keys, and lists, tuples or NumPy arrays of those.
+nlohmann::json ToJson(const py::handle& value, const std::string& path) {
+  if (value.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
+  if (py::isinstance<py::int_>(value)) {
+    try {
+      return value.cast<std::int64_t>();
+    } catch (const py::cast_error&) {
+      ThrowError(kOp, path, Repr(value), "must fit in a signed 64-bit integer");
     }
   }
-
- private:
-  std::string Path(const char* key) const { return std::string("scaling[\"") + key + "\"]"; }
-  [[noreturn]] void Missing(const char* key) const {
-    ThrowError(kOp, Path(key), "missing", "rope_type \"" + type_ + "\" requires it");
-  }
-
-  const py::dict& dict_;
-  std::string type_;
-  mutable std::set<std::string> used_;
-};
-
-std::string ScalingTypeOf(const py::dict& dict) {
-  std::string type;
-  for (const char* key : {"rope_type", "type"}) {
-    if (!dict.contains(key) || dict[key].is_none()) continue;
-    const py::object value = dict[key];
-    if (!py::isinstance<py::str>(value)) {
-      ThrowError(kOp, std::string("scaling[\"") + key + "\"]", Repr(value), "must be a string");
+  if (py::isinstance<py::float_>(value)) return value.cast<double>();
+  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  if (py::isinstance<py::dict>(value)) {
+    nlohmann::json object = nlohmann::json::object();
+    for (const auto& [key, item] : value.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(key)) ThrowError(kOp, path, Repr(key), "keys must be strings");
+      const auto name = key.cast<std::string>();
+      object[name] = ToJson(item, path + "." + name);
     }
-    const auto name = value.cast<std::string>();
-    Require(type.empty() || type == name, kOp, std::string("scaling[\"") + key + "\"]", name,
-            "disagrees with scaling[\"rope_type\"] = \"" + type + "\"");
-    type = name;
+    return object;
   }
-  if (type.empty()) {
-    ThrowError(kOp, "scaling[\"rope_type\"]", "missing",
-               "a scaling dict names its method: default, linear, ntk, dynamic, yarn, llama3, "
-               "longrope or factors");
+  if (py::isinstance<py::array>(value)) return ToJson(value.attr("tolist")(), path);
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const py::handle item : value) list.push_back(ToJson(item, path));
+    return list;
   }
-  return type;
+  if (py::hasattr(value, "item") && py::hasattr(value, "dtype")) return ToJson(value.attr("item")(), path);  // NumPy scalar
+  ThrowError(kOp, path, Repr(value), "must be a number, a string, a list of numbers or None");
 }
 
 RopeScaling ScalingFromDict(const py::dict& dict) {
-  const std::string type = ScalingTypeOf(dict);
-  const ScalingReader r(dict, type);
-  RopeScaling scaling;
-  if (type == "default" || type == "none") {
-    scaling = NoScaling{};
-  } else if (type == "linear") {
-    scaling = LinearScaling{r.RequiredNumber("factor")};
-  } else if (type == "ntk") {
-    scaling = NtkAwareScaling{r.RequiredNumber("alpha")};
-  } else if (type == "dynamic") {
-    scaling = DynamicNtkScaling{r.RequiredNumber("factor"), r.RequiredLength("original_max_position_embeddings")};
-  } else if (type == "yarn") {
-    YarnScaling y;
-    y.factor = r.RequiredNumber("factor");
-    y.original_max_position = r.RequiredLength("original_max_position_embeddings");
-    y.beta_fast = r.Number("beta_fast").value_or(y.beta_fast);
-    y.beta_slow = r.Number("beta_slow").value_or(y.beta_slow);
-    y.mscale = r.Number("mscale");
-    y.mscale_all_dim = r.Number("mscale_all_dim");
-    y.attention_factor = r.Number("attention_factor");
-    y.truncate = r.Bool("truncate").value_or(y.truncate);
-    y.ext_factor = r.Number("ext_factor").value_or(y.ext_factor);
-    y.attn_factor = r.Number("attn_factor").value_or(y.attn_factor);
-    scaling = y;
-  } else if (type == "llama3") {
-    Llama3Scaling l;
-    l.factor = r.RequiredNumber("factor");
-    l.low_freq_factor = r.RequiredNumber("low_freq_factor");
-    l.high_freq_factor = r.RequiredNumber("high_freq_factor");
-    l.original_max_position = r.RequiredLength("original_max_position_embeddings");
-    scaling = l;
-  } else if (type == "longrope") {
-    LongRopeScaling l;
-    l.short_factor = r.RequiredList("short_factor");
-    l.long_factor = r.RequiredList("long_factor");
-    l.original_max_position = r.RequiredLength("original_max_position_embeddings");
-    l.factor = r.Number("factor").value_or(1.0);
-    l.attention_factor = r.Number("attention_factor");
-    scaling = l;
-  } else if (type == "factors") {
-    scaling = FrequencyFactorScaling{r.RequiredList("factors")};
-  } else {
-    ThrowError(kOp, "scaling[\"rope_type\"]", FormatValue(type),
-               "unknown; must be one of default, linear, ntk, dynamic, yarn, llama3, longrope, factors");
-  }
-  r.RejectUnknownKeys();
-  return scaling;
+  return detail::RopeScalingFromJsonValue(ToJson(dict, "scaling"), {}, kOp, "scaling");
 }
 
 // The inverse of ScalingFromDict: RopeSpec(scaling=spec.scaling) is the same

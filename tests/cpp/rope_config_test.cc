@@ -135,6 +135,39 @@ TEST(HfConfig, ScalingJsonIsReadBackAsRopeScaling) {
   }
 }
 
+// RopeScalingFromJson is the inverse of RopeScalingToJson, and the rule for
+// keys is one: a key no method reads is an error, except the ones
+// transformers v5 keeps in rope_parameters for other purposes.
+TEST(HfConfig, RopeScalingFromJsonInvertsToJsonAndRefusesUnknownKeys) {
+  LongRopeScaling longrope;
+  longrope.short_factor = std::vector<double>(32, 1.0);
+  longrope.long_factor = std::vector<double>(32, 3.0);
+  longrope.original_max_position = 4096;
+  longrope.factor = 32;
+  const std::vector<RopeScaling> scalings{NoScaling{}, LinearScaling{2}, NtkAwareScaling{3},
+                                          DynamicNtkScaling{2, 4096}, Llama3Scaling{}, longrope,
+                                          FrequencyFactorScaling{std::vector<double>(32, 2.0)}};
+  for (const RopeScaling& scaling : scalings) {
+    const std::string json = RopeScalingToJson(scaling);
+    EXPECT_EQ(RopeScalingToJson(RopeScalingFromJson(json)), json);
+  }
+  EXPECT_TRUE(std::holds_alternative<NoScaling>(RopeScalingFromJson(R"({"rope_type": "none"})")));
+  EXPECT_TRUE(std::holds_alternative<NoScaling>(RopeScalingFromJson(R"({"rope_theta": 1e6})")));
+  EXPECT_TRUE(std::holds_alternative<LinearScaling>(
+      RopeScalingFromJson(R"({"rope_type": "linear", "factor": 2, "rope_theta": 1e6, "partial_rotary_factor": 0.5})")));
+  ExpectError([] { RopeScalingFromJson(R"({"rope_type": "linear", "factor": 2, "factr": 2})"); },
+              {"[rope] rope_scaling.factr = 2: unknown key for rope_type \"linear\"; known keys: factor"});
+  ExpectError([] { RopeScalingFromJson(R"({"factor": 2})"); }, {"rope_scaling.rope_type = missing"});
+  ExpectError([] { RopeScalingFromJson(R"({"rope_type": "linear", "factor": true})"); },
+              {"rope_scaling.factor = true: must be a number"});
+  ExpectError([] { RopeScalingFromJson(R"({"rope_type": "yarn", "factor": 4})"); },
+              {"rope_scaling.original_max_position_embeddings = missing"});
+  // The model's length stands in for a missing original length.
+  const auto yarn = std::get<YarnScaling>(
+      RopeScalingFromJson(R"({"rope_type": "yarn", "factor": 4})", {.max_position_embeddings = 32768}));
+  EXPECT_EQ(yarn.original_max_position, 32768);
+}
+
 TEST(HfConfig, PrintsBackToTheSameSpec) {
   for (const char* name : {"llama-3.1-8b.json", "qwen2-7b-yarn.json", "llama-2-7b.json"}) {
     const auto config = RopeFromHfConfig(ReadExample(name));
