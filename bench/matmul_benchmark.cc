@@ -78,8 +78,8 @@ struct Workload {
   PackedWeights packed;
 
   Workload(std::int64_t m, std::int64_t n, std::int64_t k)
-      : m(m), n(n), k(k), x(Random(m * k, 1)), w(Random(n * k, 2)),
-        y(static_cast<std::size_t>(m * n)), packed(PackedWeights::Pack(w, n, k)) {}
+      : m(m), n(n), k(k), x(Random(m * k, 1)), w(Random(n * k, 2)), y(static_cast<std::size_t>(m * n)),
+        packed(PackedWeights::Pack(w, n, k)) {}
 
   static std::vector<float> Random(std::int64_t count, std::uint32_t seed) {
     std::mt19937 rng(seed);
@@ -91,14 +91,12 @@ struct Workload {
 
   void Run(Impl impl) {
     switch (impl) {
-      case Impl::kPosenc:
-        MatMul(x, m, packed, y);
-        return;
+      case Impl::kPosenc: MatMul(x, m, packed, y); return;
 #ifdef POSENC_HAVE_OPENBLAS
       case Impl::kOpenBlas:
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                    static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), w.data(), static_cast<int>(k),
-                    0.0f, y.data(), static_cast<int>(n));
+                    static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), w.data(), static_cast<int>(k), 0.0f,
+                    y.data(), static_cast<int>(n));
         return;
       case Impl::kOpenBlasBlocks: {
         const std::int64_t blocks = (m + kBlasBlockRows - 1) / kBlasBlockRows;
@@ -106,14 +104,13 @@ struct Workload {
           const std::int64_t row = begin * kBlasBlockRows;
           const std::int64_t rows = std::min(m, end * kBlasBlockRows) - row;
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(n),
-                      static_cast<int>(k), 1.0f, x.data() + row * k, static_cast<int>(k), w.data(),
-                      static_cast<int>(k), 0.0f, y.data() + row * n, static_cast<int>(n));
+                      static_cast<int>(k), 1.0f, x.data() + row * k, static_cast<int>(k), w.data(), static_cast<int>(k),
+                      0.0f, y.data() + row * n, static_cast<int>(n));
         });
         return;
       }
 #else
-      default:
-        return;
+      default: return;
 #endif
     }
   }
@@ -123,8 +120,8 @@ struct Workload {
     double worst = 0;
     for (const std::int64_t row : {std::int64_t{0}, m / 2, m - 8}) {
       std::vector<float> expected(static_cast<std::size_t>(8 * n));
-      reference::MatMul(std::span(x).subspan(static_cast<std::size_t>(row * k), static_cast<std::size_t>(8 * k)),
-                        8, w, n, k, expected);
+      reference::MatMul(std::span(x).subspan(static_cast<std::size_t>(row * k), static_cast<std::size_t>(8 * k)), 8, w,
+                        n, k, expected);
       for (std::int64_t i = 0; i < 8; ++i) {
         for (std::int64_t j = 0; j < n; ++j) {
           double magnitude = 0;
@@ -191,8 +188,7 @@ void RegisterAll() {
   impls.push_back(Impl::kOpenBlas);
   impls.push_back(Impl::kOpenBlasBlocks);
 #endif
-  for (const Shape shape : {Shape{960, 576}, Shape{3072, 576}, Shape{576, 1536}, Shape{576, 576},
-                            Shape{49152, 576}}) {
+  for (const Shape shape : {Shape{960, 576}, Shape{3072, 576}, Shape{576, 1536}, Shape{576, 576}, Shape{49152, 576}}) {
     for (const Impl impl : impls) {
       const std::string name = std::string("matmul/") + ImplName(impl) + "/m=" + std::to_string(kTokens) +
                                "/n=" + std::to_string(shape.n) + "/k=" + std::to_string(shape.k);

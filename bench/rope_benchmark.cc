@@ -46,17 +46,19 @@ struct Prepared {
 
 Prepared& Prepare(std::int64_t head_dim, Impl impl, RopeLayout layout, DType dtype) {
   static Prepared last{};
-  if (last.work && last.head_dim == head_dim && last.impl == impl && last.layout == layout &&
-      last.dtype == dtype) {
+  if (last.work && last.head_dim == head_dim && last.impl == impl && last.layout == layout && last.dtype == dtype) {
     return last;
   }
   last.work.reset();  // free the previous case's tensors first
   const std::int64_t q_heads = kHiddenSize / head_dim;
-  last = {head_dim, impl, layout, dtype,
-          std::make_unique<RopeWorkload>(Llama31RopeSpec(head_dim, layout),
-                                         RopeShape{.tokens = kTokens, .q_heads = q_heads, .kv_heads = q_heads / 4},
-                                         dtype),
-          {}};
+  last = {
+      head_dim,
+      impl,
+      layout,
+      dtype,
+      std::make_unique<RopeWorkload>(Llama31RopeSpec(head_dim, layout),
+                                     RopeShape{.tokens = kTokens, .q_heads = q_heads, .kv_heads = q_heads / 4}, dtype),
+      {}};
   last.check = impl == Impl::kPosenc ? last.work->CheckFast() : last.work->CheckNaive();
   return last;
 }
@@ -66,9 +68,9 @@ void BM_Rope(benchmark::State& state, Impl impl, RopeLayout layout, DType dtype)
   RopeWorkload& work = *prepared.work;
   const RopeCheck& check = prepared.check;
   if (!check.ok()) {
-    state.SkipWithError(("max error " + std::to_string(check.max_error) + " above tolerance " +
-                         std::to_string(check.tolerance))
-                            .c_str());
+    state.SkipWithError(
+        ("max error " + std::to_string(check.max_error) + " above tolerance " + std::to_string(check.tolerance))
+            .c_str());
     return;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -92,9 +94,8 @@ void RegisterAll() {
   for (const Impl impl : {Impl::kPosenc, Impl::kNaive}) {
     for (const RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
       for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-        const std::string name = std::string("rope/") + (impl == Impl::kPosenc ? "posenc" : "naive") +
-                                 "/" + std::string(RopeLayoutName(layout)) + "/" +
-                                 std::string(DTypeName(dtype));
+        const std::string name = std::string("rope/") + (impl == Impl::kPosenc ? "posenc" : "naive") + "/" +
+                                 std::string(RopeLayoutName(layout)) + "/" + std::string(DTypeName(dtype));
         benchmark::RegisterBenchmark(name.c_str(), BM_Rope, impl, layout, dtype)
             ->ArgName("head_dim")
             ->Arg(64)

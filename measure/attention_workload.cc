@@ -19,9 +19,10 @@ std::vector<AttentionPolicy> BenchmarkPolicies(const AttentionShape& shape) {
       {"rerope", {.encoding = ReRopeEncoding{spec, frequencies, 512, std::nullopt}}},
       {"leaky_rerope", {.encoding = ReRopeEncoding{spec, frequencies, 512, 16.0}}},
       {"alibi", {.encoding = AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = shape.q_heads}), AlibiForm::kDistance}}},
-      {"t5", {.encoding = T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 128,
-                                                      .direction = T5Direction::kCausal},
-                                         t5_weights}}},
+      {"t5",
+       {.encoding =
+            T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 128, .direction = T5Direction::kCausal},
+                           t5_weights}}},
       {"lambda", {.encoding = RopeEncoding{spec, frequencies}, .mask = {.window = 1024, .sinks = 4}}},
   };
 }
@@ -52,8 +53,9 @@ double AttentionWorkload::Flops(const AttentionOptions& options) const {
   for (std::int64_t p = 0; p < shape_.tokens; ++p) {
     std::int64_t visible = p + 1;  // causal
     if (options.mask.window > 0) {
-      visible = std::min(visible, options.mask.window) +
-                std::clamp<std::int64_t>(std::min(options.mask.sinks, p + 1 - options.mask.window), 0, options.mask.sinks);
+      visible =
+          std::min(visible, options.mask.window) +
+          std::clamp<std::int64_t>(std::min(options.mask.sinks, p + 1 - options.mask.window), 0, options.mask.sinks);
     }
     pairs += static_cast<double>(visible);
   }

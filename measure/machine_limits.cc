@@ -39,9 +39,9 @@ double FmaChains(std::int64_t iterations, float* sink) {
     a10 = hn::MulAdd(a10, m, a);
     a11 = hn::MulAdd(a11, m, a);
   }
-  const auto sum = hn::Add(hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
-                                   hn::Add(hn::Add(a4, a5), hn::Add(a6, a7))),
-                           hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
+  const auto sum =
+      hn::Add(hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7))),
+              hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
   *sink = hn::GetLane(hn::SumOfLanes(df, sum));
   return 2.0 * 12.0 * static_cast<double>(hn::Lanes(df)) * static_cast<double>(iterations);
 }
@@ -91,9 +91,7 @@ HWY_EXPORT(StreamCopy);
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Splits [0, bytes) into one slice per thread at 4 KiB granularity.
 void ParallelCopy(char* dst, const char* src, std::size_t bytes, bool stream) {
@@ -180,8 +178,7 @@ FmaPeak MeasureFmaPeak(int reps) {
   }
   double total = 0;
   for (double f : flops) total += f;
-  return {.gflops = total / best / 1e9, .threads = threads,
-          .target = HWY_DYNAMIC_DISPATCH(FmaTargetName)()};
+  return {.gflops = total / best / 1e9, .threads = threads, .target = HWY_DYNAMIC_DISPATCH(FmaTargetName)()};
 }
 
 }  // namespace posenc::bench

@@ -49,9 +49,8 @@ struct F16Storage {  // the compiler's conversions: F16C instructions in the x86
 // run time.
 template <class Storage>
 [[gnu::always_inline]] inline void RotateHalfRows(const typename Storage::T* x, typename Storage::T* rot,
-                                                  std::int64_t begin, std::int64_t end,
-                                                  std::int64_t head_dim, std::int64_t width,
-                                                  bool interleaved) {
+                                                  std::int64_t begin, std::int64_t end, std::int64_t head_dim,
+                                                  std::int64_t width, bool interleaved) {
   using T = typename Storage::T;
   const std::int64_t half = width / 2;
   for (std::int64_t r = begin; r < end; ++r) {
@@ -71,10 +70,10 @@ template <class Storage>
 
 // x = x * cos + rot * sin over the rotary dims, in float32, rounded once.
 template <class Storage>
-[[gnu::always_inline]] inline void CombineRows(typename Storage::T* x, const typename Storage::T* rot,
-                                               const float* cos, const float* sin, std::int64_t begin,
-                                               std::int64_t end, std::int64_t heads, std::int64_t seq,
-                                               std::int64_t head_dim, std::int64_t width) {
+[[gnu::always_inline]] inline void CombineRows(typename Storage::T* x, const typename Storage::T* rot, const float* cos,
+                                               const float* sin, std::int64_t begin, std::int64_t end,
+                                               std::int64_t heads, std::int64_t seq, std::int64_t head_dim,
+                                               std::int64_t width) {
   using T = typename Storage::T;
   for (std::int64_t r = begin; r < end; ++r) {
     const std::int64_t s = (r / heads) % seq;
@@ -94,19 +93,16 @@ template <class Storage>
 #define POSENC_NAIVE_CLONES
 #endif
 
-#define POSENC_NAIVE_ROWS(Storage)                                                                  \
-  POSENC_NAIVE_CLONES void RotateHalfRows##Storage(const Storage::T* x, Storage::T* rot,            \
-                                                   std::int64_t begin, std::int64_t end,            \
-                                                   std::int64_t head_dim, std::int64_t width,       \
-                                                   bool interleaved) {                              \
-    RotateHalfRows<Storage>(x, rot, begin, end, head_dim, width, interleaved);                      \
-  }                                                                                                 \
-  POSENC_NAIVE_CLONES void CombineRows##Storage(Storage::T* x, const Storage::T* rot,               \
-                                                const float* cos, const float* sin,                 \
-                                                std::int64_t begin, std::int64_t end,               \
-                                                std::int64_t heads, std::int64_t seq,               \
-                                                std::int64_t head_dim, std::int64_t width) {        \
-    CombineRows<Storage>(x, rot, cos, sin, begin, end, heads, seq, head_dim, width);                \
+#define POSENC_NAIVE_ROWS(Storage)                                                                                    \
+  POSENC_NAIVE_CLONES void RotateHalfRows##Storage(const Storage::T* x, Storage::T* rot, std::int64_t begin,          \
+                                                   std::int64_t end, std::int64_t head_dim, std::int64_t width,       \
+                                                   bool interleaved) {                                                \
+    RotateHalfRows<Storage>(x, rot, begin, end, head_dim, width, interleaved);                                        \
+  }                                                                                                                   \
+  POSENC_NAIVE_CLONES void CombineRows##Storage(                                                                      \
+      Storage::T* x, const Storage::T* rot, const float* cos, const float* sin, std::int64_t begin, std::int64_t end, \
+      std::int64_t heads, std::int64_t seq, std::int64_t head_dim, std::int64_t width) {                              \
+    CombineRows<Storage>(x, rot, cos, sin, begin, end, heads, seq, head_dim, width);                                  \
   }
 POSENC_NAIVE_ROWS(F32Storage)
 POSENC_NAIVE_ROWS(Bf16Storage)
@@ -132,9 +128,7 @@ struct Rows<F16Storage> {
   static constexpr auto Combine = &CombineRowsF16Storage;
 };
 
-bool IsContiguous(const TensorView& t) {
-  return t.strides == TensorView::Contiguous(t.data, t.dtype, t.shape).strides;
-}
+bool IsContiguous(const TensorView& t) { return t.strides == TensorView::Contiguous(t.data, t.dtype, t.shape).strides; }
 
 // rows of head_dim elements, split across the pool (at least 64 rows a slice).
 template <class Body>
@@ -144,8 +138,8 @@ void ForRows(std::int64_t rows, const Body& body) {
 
 }  // namespace
 
-void NaiveRope::BuildTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
-                            std::int64_t start, std::int64_t seq) {
+void NaiveRope::BuildTables(const RopeSpec& spec, const RopeFrequencies& frequencies, std::int64_t start,
+                            std::int64_t seq) {
   const std::int64_t width = spec.RotaryDim();
   const std::int64_t pairs = width / 2;
   const bool interleaved = spec.layout == RopeLayout::kInterleaved;
@@ -175,8 +169,8 @@ void NaiveRope::BuildTables(const RopeSpec& spec, const RopeFrequencies& frequen
 }
 
 template <class Storage>
-void NaiveRope::ApplyTyped(const RopeSpec& spec, void* data, std::int64_t batch, std::int64_t seq,
-                           std::int64_t heads, std::int64_t head_dim) {
+void NaiveRope::ApplyTyped(const RopeSpec& spec, void* data, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                           std::int64_t head_dim) {
   using T = typename Storage::T;
   T* x = static_cast<T*>(data);
   const std::int64_t width = width_;
@@ -203,26 +197,19 @@ void NaiveRope::ApplyTyped(const RopeSpec& spec, void* data, std::int64_t batch,
 
 void NaiveRope::Apply(const RopeSpec& spec, std::span<const TensorView> tensors) {
   for (const TensorView& t : tensors) {
-    Require(t.head_dim() == spec.head_dim, kOp, "head_dim", t.head_dim(),
-            "must equal the spec's head_dim");
+    Require(t.head_dim() == spec.head_dim, kOp, "head_dim", t.head_dim(), "must equal the spec's head_dim");
     Require(t.seq() == seq_, kOp, "seq", t.seq(), "must equal the tables' length (BuildTables)");
     Require(IsContiguous(t), kOp, "strides", "strided", "the naive peer takes contiguous tensors");
     switch (t.dtype) {
-      case DType::kF32:
-        ApplyTyped<F32Storage>(spec, t.data, t.batch(), t.seq(), t.heads(), t.head_dim());
-        break;
-      case DType::kBF16:
-        ApplyTyped<Bf16Storage>(spec, t.data, t.batch(), t.seq(), t.heads(), t.head_dim());
-        break;
-      case DType::kF16:
-        ApplyTyped<F16Storage>(spec, t.data, t.batch(), t.seq(), t.heads(), t.head_dim());
-        break;
+      case DType::kF32: ApplyTyped<F32Storage>(spec, t.data, t.batch(), t.seq(), t.heads(), t.head_dim()); break;
+      case DType::kBF16: ApplyTyped<Bf16Storage>(spec, t.data, t.batch(), t.seq(), t.heads(), t.head_dim()); break;
+      case DType::kF16: ApplyTyped<F16Storage>(spec, t.data, t.batch(), t.seq(), t.heads(), t.head_dim()); break;
     }
   }
 }
 
-void NaiveRope::operator()(const RopeSpec& spec, const RopeFrequencies& frequencies,
-                           std::int64_t start, std::span<const TensorView> tensors) {
+void NaiveRope::operator()(const RopeSpec& spec, const RopeFrequencies& frequencies, std::int64_t start,
+                           std::span<const TensorView> tensors) {
   Require(!tensors.empty(), kOp, "tensors", 0, "need at least one tensor");
   BuildTables(spec, frequencies, start, tensors.front().seq());
   Apply(spec, tensors);

@@ -31,8 +31,7 @@ class NaiveRope {
  public:
   // cos/sin tables for positions [start, start + seq): Hugging Face builds
   // them once per forward pass and shares them across layers.
-  void BuildTables(const RopeSpec& spec, const RopeFrequencies& frequencies, std::int64_t start,
-                   std::int64_t seq);
+  void BuildTables(const RopeSpec& spec, const RopeFrequencies& frequencies, std::int64_t start, std::int64_t seq);
   // Rotates each tensor in place with the tables built last ([batch, seq,
   // heads, head_dim], seq as given to BuildTables). Forward direction only.
   void Apply(const RopeSpec& spec, std::span<const TensorView> tensors);
@@ -43,11 +42,11 @@ class NaiveRope {
 
  private:
   template <class Storage>
-  void ApplyTyped(const RopeSpec& spec, void* data, std::int64_t batch, std::int64_t seq,
-                  std::int64_t heads, std::int64_t head_dim);
+  void ApplyTyped(const RopeSpec& spec, void* data, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                  std::int64_t head_dim);
 
   std::int64_t seq_ = 0;
-  std::int64_t width_ = 0;  // rotary_dim
+  std::int64_t width_ = 0;        // rotary_dim
   std::vector<float> cos_, sin_;  // [seq, rotary_dim]
   // rotate_half(x) in x's dtype, the largest tensor's worth.
   hwy::AlignedFreeUniquePtr<std::uint8_t[]> rotated_;

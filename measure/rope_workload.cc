@@ -34,16 +34,14 @@ RopeSpec Llama31RopeSpec(std::int64_t head_dim, RopeLayout layout) {
   return {.theta = 500000.0,
           .head_dim = head_dim,
           .layout = layout,
-          .scaling = Llama3Scaling{.factor = 8.0,
-                                   .low_freq_factor = 1.0,
-                                   .high_freq_factor = 4.0,
-                                   .original_max_position = 8192}};
+          .scaling = Llama3Scaling{
+              .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0, .original_max_position = 8192}};
 }
 
 double RopeTolerance(DType dtype) {
   switch (dtype) {
     case DType::kF32: return 1e-5;
-    case DType::kF16: return 2e-3;   // 2 ulp at |y| < 2 is 2^-9
+    case DType::kF16: return 2e-3;     // 2 ulp at |y| < 2 is 2^-9
     case DType::kBF16: return 1.6e-2;  // 2 ulp at |y| < 2 is 2^-6
   }
   return 0;
@@ -52,8 +50,7 @@ double RopeTolerance(DType dtype) {
 RopeWorkload::RopeWorkload(const RopeSpec& spec, const RopeShape& shape, DType dtype)
     : spec_(spec), shape_(shape), dtype_(dtype) {
   Require(shape.tokens > 0, "bench rope", "tokens", shape.tokens, "must be > 0");
-  Require(shape.q_heads > 0 && shape.kv_heads > 0, "bench rope", "heads", shape.kv_heads,
-          "must be > 0");
+  Require(shape.q_heads > 0 && shape.kv_heads > 0, "bench rope", "heads", shape.kv_heads, "must be > 0");
   frequencies_ = ComputeRopeFrequencies(spec_, shape.tokens);
   const std::array<std::int64_t, 4> q_shape{1, shape.tokens, shape.q_heads, spec.head_dim};
   const std::array<std::int64_t, 4> k_shape{1, shape.tokens, shape.kv_heads, spec.head_dim};
@@ -66,8 +63,7 @@ RopeWorkload::RopeWorkload(const RopeSpec& spec, const RopeShape& shape, DType d
   k_ = hwy::AllocateAligned<std::uint8_t>(k_bytes_);
   Require(q_ != nullptr && k_ != nullptr, "bench rope", "tokens", shape.tokens,
           "q and k (" + std::to_string(q_bytes_ + k_bytes_) + " bytes) cannot be allocated");
-  views_ = {TensorView::Contiguous(q_.get(), dtype, q_shape),
-            TensorView::Contiguous(k_.get(), dtype, k_shape)};
+  views_ = {TensorView::Contiguous(q_.get(), dtype, q_shape), TensorView::Contiguous(k_.get(), dtype, k_shape)};
   call_.operands = {RopeOperand::InPlace(views_[0]), RopeOperand::InPlace(views_[1])};
   call_.positions = RopePositions::Offset(0);
   Fill();
@@ -76,8 +72,7 @@ RopeWorkload::RopeWorkload(const RopeSpec& spec, const RopeShape& shape, DType d
 void RopeWorkload::Fill(std::uint32_t seed) {
   std::uint32_t state = seed * 2654435761u + 12345u;
   for (const TensorView& view : views_) {
-    const std::size_t count = static_cast<std::size_t>(view.batch() * view.seq() * view.heads() *
-                                                       view.head_dim());
+    const std::size_t count = static_cast<std::size_t>(view.batch() * view.seq() * view.heads() * view.head_dim());
     for (std::size_t i = 0; i < count; ++i) {
       state = state * 1664525u + 1013904223u;  // LCG: values need only look random
       const float value = static_cast<float>(state >> 8) * (2.0f / 16777216.0f) - 1.0f;
@@ -94,9 +89,7 @@ void RopeWorkload::RunFast() { ApplyRope(spec_, frequencies_, call_); }
 
 void RopeWorkload::RunNaive() { naive_(spec_, frequencies_, 0, views_); }
 
-void RopeWorkload::PrepareNaiveTables() {
-  naive_.BuildTables(spec_, frequencies_, 0, shape_.tokens);
-}
+void RopeWorkload::PrepareNaiveTables() { naive_.BuildTables(spec_, frequencies_, 0, shape_.tokens); }
 
 void RopeWorkload::RunNaiveApplyOnly() { naive_.Apply(spec_, views_); }
 

@@ -11,9 +11,7 @@ namespace {
 constexpr const char* kOp = "alibi";
 }  // namespace
 
-std::string_view AlibiFormName(AlibiForm form) {
-  return form == AlibiForm::kDistance ? "distance" : "key-position";
-}
+std::string_view AlibiFormName(AlibiForm form) { return form == AlibiForm::kDistance ? "distance" : "key-position"; }
 
 AlibiForm ParseAlibiForm(std::string_view name) {
   if (name == "distance") return AlibiForm::kDistance;
@@ -25,8 +23,8 @@ void AlibiSpec::Validate() const {
   Require(heads > 0, kOp, "heads", heads, "must be > 0");
   Require(heads <= (std::int64_t{1} << 20), kOp, "heads", heads, "must be <= 1048576");
   Require(std::isfinite(max_bias) && max_bias > 0, kOp, "max_bias", max_bias, "must be a finite number > 0");
-  Require(form == AlibiForm::kDistance || form == AlibiForm::kKeyPosition, kOp, "form",
-          static_cast<int>(form), "must be kDistance or kKeyPosition");
+  Require(form == AlibiForm::kDistance || form == AlibiForm::kKeyPosition, kOp, "form", static_cast<int>(form),
+          "must be kDistance or kKeyPosition");
 }
 
 std::vector<double> AlibiSlopes(const AlibiSpec& spec) {
@@ -73,8 +71,8 @@ std::vector<double> AlibiBias(const AlibiSpec& spec, std::int64_t q_len, std::in
   return bias;
 }
 
-std::vector<double> AlibiKeyBiasFromMask(const AlibiSpec& spec, std::span<const std::uint8_t> mask,
-                                         std::int64_t batch, std::int64_t k_len) {
+std::vector<double> AlibiKeyBiasFromMask(const AlibiSpec& spec, std::span<const std::uint8_t> mask, std::int64_t batch,
+                                         std::int64_t k_len) {
   const std::vector<double> slopes = AlibiSlopes(spec);
   const std::vector<std::int64_t> positions = PositionIdsFromMask(mask, batch, k_len, 0);
   std::vector<double> bias(static_cast<std::size_t>(batch * spec.heads * k_len));

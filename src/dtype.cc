@@ -54,7 +54,7 @@ std::uint16_t F32ToF16(float value) {
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
   if (magnitude > 0x7F800000u) return sign | 0x7E00u | ((magnitude >> 13) & 0x3FFu);  // NaN stays NaN
-  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520 rounds to infinity
+  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;                                // >= 65520 rounds to infinity
   if (magnitude < 0x38800000u) {
     // Below 2^-14: a subnormal half, in units of 2^-24. Scaling by 2^24 is
     // exact; nearbyint rounds to nearest, ties to even.

@@ -105,8 +105,7 @@ inline void ArrangeSinusoid(const detail::EmbeddingAddPlan& plan, const float* H
 
 // y = scale * x + pe over dim elements.
 template <typename T>
-HWY_INLINE void AddRow(const T* HWY_RESTRICT x, T* y, const float* HWY_RESTRICT pe, size_t dim,
-                       float scale) {
+HWY_INLINE void AddRow(const T* HWY_RESTRICT x, T* y, const float* HWY_RESTRICT pe, size_t dim, float scale) {
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
   const auto s = hn::Set(df, scale);

@@ -31,12 +31,11 @@ void ValidateEmbeddingAddCall(std::string_view op, const EmbeddingAddCall& call,
   ValidateView(call.out, op_name.c_str(), "out");
   Require(call.in.shape[3] == dim, op, "in.shape[3]", call.in.shape[3],
           "must equal the encoding's dim = " + std::to_string(dim));
-  Require(call.out.shape == call.in.shape, op, "out.shape", Verbatim{"differs"},
-          "must equal the input shape");
+  Require(call.out.shape == call.in.shape, op, "out.shape", Verbatim{"differs"}, "must equal the input shape");
   Require(call.out.dtype == call.in.dtype, op, "out.dtype", DTypeName(call.out.dtype),
           "must equal the input dtype " + std::string(DTypeName(call.in.dtype)));
-  Require(call.out.data != call.in.data || call.out.strides == call.in.strides, op, "out.strides",
-          Verbatim{"differ"}, "an in-place output must have the input's strides");
+  Require(call.out.data != call.in.data || call.out.strides == call.in.strides, op, "out.strides", Verbatim{"differ"},
+          "an in-place output must have the input's strides");
   Require(std::isfinite(call.input_scale), op, "input_scale", call.input_scale, "must be finite");
   call.positions.Validate(op, call.in.batch(), call.in.seq());
 }

@@ -26,8 +26,7 @@ std::string QuoteForMessage(std::string_view text) {
   return quoted;
 }
 
-void ThrowError(std::string_view op, std::string_view parameter, const std::string& value,
-                std::string_view rule) {
+void ThrowError(std::string_view op, std::string_view parameter, const std::string& value, std::string_view rule) {
   std::string message;
   message.append("[").append(op).append("] ").append(EscapeControlBytes(parameter)).append(" = ").append(value);
   message.append(": ").append(rule);

@@ -71,8 +71,8 @@ std::uint64_t PhysicalMemoryBytes() {
   return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
 }
 
-void RequireFitsInMemory(std::string_view op, std::string_view parameter, std::int64_t value,
-                         std::string_view what, double count, std::uint64_t element_bytes) {
+void RequireFitsInMemory(std::string_view op, std::string_view parameter, std::int64_t value, std::string_view what,
+                         double count, std::uint64_t element_bytes) {
   const double bytes = count * static_cast<double>(element_bytes);  // a double cannot overflow here
   const auto memory = PhysicalMemoryBytes();
   if (bytes <= static_cast<double>(memory)) return;

@@ -35,8 +35,8 @@ void KvCache::Append(const void* k, const void* v, std::int64_t tokens, std::int
   Require(first_position == next_position_ || (size() == 0 && first_position >= 0), kOp, "first_position",
           first_position, "must continue the cache at " + std::to_string(next_position_));
   Require(spec_.window > 0 || size() + tokens <= spec_.capacity, kOp, "tokens", tokens,
-          "would overflow the capacity of " + std::to_string(spec_.capacity) + " tokens (" +
-              std::to_string(size()) + " cached)");
+          "would overflow the capacity of " + std::to_string(spec_.capacity) + " tokens (" + std::to_string(size()) +
+              " cached)");
   const std::size_t element = DTypeSize(spec_.dtype);
   const std::size_t key_bytes = spec_.kv_heads * spec_.head_dim * element;
   const std::size_t value_bytes = spec_.kv_heads * spec_.v_dim * element;
@@ -76,9 +76,13 @@ void KvCache::Attend(const ConstTensorView& q, const TensorView& out, const Atte
   }
   AttentionInputs inputs{
       q,
-      ConstTensorView{keys_.data(), spec_.dtype, {1, n, spec_.kv_heads, spec_.head_dim},
+      ConstTensorView{keys_.data(),
+                      spec_.dtype,
+                      {1, n, spec_.kv_heads, spec_.head_dim},
                       {n * spec_.kv_heads * spec_.head_dim, spec_.kv_heads * spec_.head_dim, spec_.head_dim, 1}},
-      ConstTensorView{values_.data(), spec_.dtype, {1, n, spec_.kv_heads, spec_.v_dim},
+      ConstTensorView{values_.data(),
+                      spec_.dtype,
+                      {1, n, spec_.kv_heads, spec_.v_dim},
                       {n * spec_.kv_heads * spec_.v_dim, spec_.kv_heads * spec_.v_dim, spec_.v_dim, 1}},
       out,
       TokenPositions::Offset(query_start),

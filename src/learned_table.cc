@@ -42,15 +42,14 @@ void LearnedTableSpec::Validate() const {
   }
 }
 
-LearnedTable::LearnedTable(std::int64_t rows, std::int64_t dim, std::vector<float> values,
-                           std::string source_dtype)
+LearnedTable::LearnedTable(std::int64_t rows, std::int64_t dim, std::vector<float> values, std::string source_dtype)
     : rows_(rows), dim_(dim), values_(std::move(values)), source_dtype_(std::move(source_dtype)) {
   Require(rows > 0, kOp, "rows", rows, "must be > 0");
   Require(dim > 0, kOp, "dim", dim, "must be > 0");
-  Require(static_cast<std::int64_t>(values_.size()) / rows == dim &&
-              static_cast<std::int64_t>(values_.size()) % rows == 0,
-          kOp, "values.size()", values_.size(), "must equal rows * dim = " + std::to_string(rows) + " * " +
-                                                    std::to_string(dim));
+  Require(
+      static_cast<std::int64_t>(values_.size()) / rows == dim && static_cast<std::int64_t>(values_.size()) % rows == 0,
+      kOp, "values.size()", values_.size(),
+      "must equal rows * dim = " + std::to_string(rows) + " * " + std::to_string(dim));
   for (std::size_t i = 0; i < values_.size(); ++i) {
     Require(std::isfinite(values_[i]), kOp, "values[" + std::to_string(i) + "]", values_[i],
             "must be finite (a NaN or Inf row would poison every token at that position)");
@@ -63,9 +62,8 @@ std::int64_t LearnedTable::Capacity(const LearnedTableSpec& spec) const {
   switch (spec.out_of_range) {
     case OutOfRangePolicy::kClamp: return std::numeric_limits<std::int64_t>::max();
     case OutOfRangePolicy::kHierarchical:
-      return usable > std::numeric_limits<std::int64_t>::max() / usable
-                 ? std::numeric_limits<std::int64_t>::max()
-                 : usable * usable;
+      return usable > std::numeric_limits<std::int64_t>::max() / usable ? std::numeric_limits<std::int64_t>::max()
+                                                                        : usable * usable;
     case OutOfRangePolicy::kError: break;
   }
   return usable;
@@ -125,8 +123,7 @@ std::vector<float> LearnedTable::Lookup(const LearnedTableSpec& spec, std::int64
   return std::vector<float>(row.begin(), row.end());
 }
 
-std::vector<float> LearnedTable::Gather(const LearnedTableSpec& spec,
-                                        std::span<const std::int64_t> positions) const {
+std::vector<float> LearnedTable::Gather(const LearnedTableSpec& spec, std::span<const std::int64_t> positions) const {
   std::vector<float> out;
   out.reserve(positions.size() * static_cast<std::size_t>(dim_));
   for (const std::int64_t p : positions) {
@@ -136,14 +133,13 @@ std::vector<float> LearnedTable::Gather(const LearnedTableSpec& spec,
   return out;
 }
 
-void ValidateLearnedTableCall(const LearnedTable& table, const LearnedTableSpec& spec,
-                              const EmbeddingAddCall& call) {
+void ValidateLearnedTableCall(const LearnedTable& table, const LearnedTableSpec& spec, const EmbeddingAddCall& call) {
   spec.Validate();
   Require(table.rows() > 0, kOp, "table.rows", table.rows(), "must be > 0 (an empty table)");
   Require(spec.row_offset < table.rows(), kOp, "row_offset", spec.row_offset,
           "must be < rows = " + std::to_string(table.rows()) + " (no usable row left)");
   ValidateEmbeddingAddCall(kOp, call, table.dim());
-  const auto [batch, seq, rows, dim] = call.in.shape;
+  const std::int64_t batch = call.in.shape[0], seq = call.in.shape[1], rows = call.in.shape[2], dim = call.in.shape[3];
   (void)rows;
   (void)dim;
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -172,9 +168,7 @@ void AddLearnedTable(const LearnedTable& table, const LearnedTableSpec& spec, co
   };
   plan.shared_positions = call.positions.SharedAcrossBatch();
   const std::int64_t items = plan.shared_positions ? seq : batch * seq;
-  ParallelFor(items, 4, [&](std::int64_t begin, std::int64_t end) {
-    detail::EmbeddingAddRange(plan, begin, end);
-  });
+  ParallelFor(items, 4, [&](std::int64_t begin, std::int64_t end) { detail::EmbeddingAddRange(plan, begin, end); });
 }
 
 }  // namespace posenc

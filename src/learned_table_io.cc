@@ -20,8 +20,7 @@
 namespace posenc {
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              "the table readers copy little-endian file data as is");
+static_assert(std::endian::native == std::endian::little, "the table readers copy little-endian file data as is");
 
 // a * b * c without overflow (all >= 0), or -1.
 std::int64_t CheckedProduct(std::int64_t a, std::int64_t b, std::int64_t c) {
@@ -211,9 +210,8 @@ std::string_view SafetensorsKind(const std::string& dtype) {
 // Element sizes of every dtype the safetensors format defines; 0 if unknown.
 std::int64_t SafetensorsElementSize(const std::string& dtype) {
   static const std::map<std::string, std::int64_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},   {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2},
-      {"F16", 2},  {"BF16", 2}, {"I32", 4},  {"U32", 4},     {"F32", 4},     {"I64", 8}, {"U64", 8},
-      {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8}};
   const auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -237,12 +235,12 @@ LearnedTable LearnedTable::FromNpy(std::span<const std::uint8_t> bytes) {
   const std::size_t data_start = header_start + static_cast<std::size_t>(header_length);
   const std::string_view header_text(reinterpret_cast<const char*>(bytes.data() + header_start),
                                      static_cast<std::size_t>(header_length));
-  Require(!header_text.empty() && header_text.back() == '\n', "npy", "header",
-          Verbatim{"no final newline"}, "must end with '\\n'");
+  Require(!header_text.empty() && header_text.back() == '\n', "npy", "header", Verbatim{"no final newline"},
+          "must end with '\\n'");
   const auto header = NpyHeaderParser(header_text).Parse();
 
-  Require(header.descr == "<f4" || header.descr == "<f2" || header.descr == "<f8", "npy", "header.descr",
-          header.descr, "must be '<f4', '<f2' or '<f8' (little-endian float32/16/64)");
+  Require(header.descr == "<f4" || header.descr == "<f2" || header.descr == "<f8", "npy", "header.descr", header.descr,
+          "must be '<f4', '<f2' or '<f8' (little-endian float32/16/64)");
   Require(!header.fortran_order, "npy", "header.fortran_order", Verbatim{"True"},
           "must be False (C order: one position per row)");
   Require(header.shape.size() == 2, "npy", "header.shape.size()", header.shape.size(),
@@ -270,8 +268,7 @@ LearnedTable LearnedTable::FromSafetensors(std::span<const std::uint8_t> bytes, 
   const std::string_view header_text(reinterpret_cast<const char*>(bytes.data() + 8),
                                      static_cast<std::size_t>(header_length));
   const nlohmann::json header = nlohmann::json::parse(header_text, nullptr, /*allow_exceptions=*/false);
-  Require(!header.is_discarded(), "safetensors", "header", Verbatim{"invalid JSON"},
-          "must be a JSON object");
+  Require(!header.is_discarded(), "safetensors", "header", Verbatim{"invalid JSON"}, "must be a JSON object");
   Require(header.is_object(), "safetensors", "header", Verbatim{header.type_name()}, "must be a JSON object");
   const std::uint8_t* data = bytes.data() + 8 + header_length;
   const auto data_size = static_cast<std::int64_t>(bytes.size() - 8 - header_length);
@@ -286,12 +283,11 @@ LearnedTable LearnedTable::FromSafetensors(std::span<const std::uint8_t> bytes, 
     }
     names.push_back(name);
     Require(entry.is_object(), "safetensors", where, Verbatim{entry.type_name()}, "must be an object");
-    Require(entry.contains("dtype") && entry["dtype"].is_string(), "safetensors", where + ".dtype",
-            Verbatim{"missing"}, "must be a string");
-    Require(entry.contains("shape") && entry["shape"].is_array(), "safetensors", where + ".shape",
-            Verbatim{"missing"}, "must be an array");
-    Require(entry.contains("data_offsets") && entry["data_offsets"].is_array() &&
-                entry["data_offsets"].size() == 2,
+    Require(entry.contains("dtype") && entry["dtype"].is_string(), "safetensors", where + ".dtype", Verbatim{"missing"},
+            "must be a string");
+    Require(entry.contains("shape") && entry["shape"].is_array(), "safetensors", where + ".shape", Verbatim{"missing"},
+            "must be an array");
+    Require(entry.contains("data_offsets") && entry["data_offsets"].is_array() && entry["data_offsets"].size() == 2,
             "safetensors", where + ".data_offsets", Verbatim{"missing"}, "must be [begin, end]");
     const std::string dtype = entry["dtype"];
     const std::int64_t element = SafetensorsElementSize(dtype);
@@ -304,16 +300,14 @@ LearnedTable LearnedTable::FromSafetensors(std::span<const std::uint8_t> bytes, 
       Require(e <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()), "safetensors",
               where + ".shape", e, "extent too large");
       count = CheckedProduct(count, static_cast<std::int64_t>(e), 1);
-      Require(count >= 0, "safetensors", where + ".shape", Verbatim{entry["shape"].dump()},
-              "element count overflows");
+      Require(count >= 0, "safetensors", where + ".shape", Verbatim{entry["shape"].dump()}, "element count overflows");
     }
     const auto& offsets = entry["data_offsets"];
-    Require(offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(), "safetensors",
-            where + ".data_offsets", Verbatim{offsets.dump()}, "must be non-negative integers");
+    Require(offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(), "safetensors", where + ".data_offsets",
+            Verbatim{offsets.dump()}, "must be non-negative integers");
     const std::uint64_t begin = offsets[0], end = offsets[1];
-    Require(begin <= end && end <= static_cast<std::uint64_t>(data_size), "safetensors",
-            where + ".data_offsets", Verbatim{offsets.dump()},
-            "must satisfy begin <= end <= data size " + std::to_string(data_size));
+    Require(begin <= end && end <= static_cast<std::uint64_t>(data_size), "safetensors", where + ".data_offsets",
+            Verbatim{offsets.dump()}, "must satisfy begin <= end <= data size " + std::to_string(data_size));
     const std::int64_t expected = CheckedProduct(count, element, 1);
     Require(expected >= 0 && static_cast<std::uint64_t>(expected) == end - begin, "safetensors",
             where + ".data_offsets", Verbatim{offsets.dump()},
@@ -328,8 +322,7 @@ LearnedTable LearnedTable::FromSafetensors(std::span<const std::uint8_t> bytes, 
             "must be given: the file holds " + std::to_string(names.size()) + " tensors (" + list + ")");
     chosen = names.front();
   }
-  Require(header.contains(chosen) && chosen != "__metadata__", "safetensors", "tensor", chosen,
-          "is not in the file");
+  Require(header.contains(chosen) && chosen != "__metadata__", "safetensors", "tensor", chosen, "is not in the file");
   const auto& entry = header[chosen];
   const std::string dtype = entry["dtype"];
   const std::string_view kind = SafetensorsKind(dtype);
@@ -339,8 +332,8 @@ LearnedTable LearnedTable::FromSafetensors(std::span<const std::uint8_t> bytes, 
           Verbatim{entry["shape"].dump()}, "must be 2-D (a [positions, dim] table)");
   const auto rows = static_cast<std::int64_t>(entry["shape"][0].get<std::uint64_t>());
   const auto dim = static_cast<std::int64_t>(entry["shape"][1].get<std::uint64_t>());
-  Require(rows > 0 && dim > 0, "safetensors", "header[\"" + chosen + "\"].shape",
-          Verbatim{entry["shape"].dump()}, "must have positions > 0 and dim > 0");
+  Require(rows > 0 && dim > 0, "safetensors", "header[\"" + chosen + "\"].shape", Verbatim{entry["shape"].dump()},
+          "must have positions > 0 and dim > 0");
   const std::uint64_t begin = entry["data_offsets"][0];
   return LearnedTable(rows, dim, ToFloat32(data + begin, rows * dim, kind), dtype);
 }

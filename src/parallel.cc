@@ -119,8 +119,7 @@ void SetNumThreads(int n) {
   }
 }
 
-void ParallelFor(std::int64_t n, std::int64_t min_chunk,
-                 const std::function<void(std::int64_t, std::int64_t)>& body) {
+void ParallelFor(std::int64_t n, std::int64_t min_chunk, const std::function<void(std::int64_t, std::int64_t)>& body) {
   if (n <= 0) return;
   if (inside_parallel_for) {
     body(0, n);

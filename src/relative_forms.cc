@@ -17,8 +17,8 @@ namespace posenc {
 void ShawRelativeSpec::Validate() const {
   Require(max_distance >= 0, "shaw", "max_distance", max_distance, "must not be negative");
   Require(max_distance <= (std::int64_t{1} << 30), "shaw", "max_distance", max_distance, "must be <= 2^30");
-  Require(distance == RelativeDistance::kKeyMinusQuery || distance == RelativeDistance::kQueryMinusKey,
-          "shaw", "distance", static_cast<int>(distance), "must be kKeyMinusQuery or kQueryMinusKey");
+  Require(distance == RelativeDistance::kKeyMinusQuery || distance == RelativeDistance::kQueryMinusKey, "shaw",
+          "distance", static_cast<int>(distance), "must be kKeyMinusQuery or kQueryMinusKey");
 }
 
 std::int64_t ShawRelativeSpec::Row(std::int64_t qpos, std::int64_t kpos) const {
@@ -33,8 +33,8 @@ std::vector<double> XLNetRelativeDistances(std::int64_t q_len, std::int64_t k_le
   Require(q_len >= 0, "xlnet", "q_len", q_len, "must not be negative");
   Require(k_len >= 0, "xlnet", "k_len", k_len, "must not be negative");
   Require(clamp_len >= 0, "xlnet", "clamp_len", clamp_len, "must not be negative (0 = no clamp)");
-  Require(type == XLNetAttnType::kBidirectional || type == XLNetAttnType::kUnidirectional, "xlnet",
-          "attn_type", static_cast<int>(type), "must be kBidirectional or kUnidirectional");
+  Require(type == XLNetAttnType::kBidirectional || type == XLNetAttnType::kUnidirectional, "xlnet", "attn_type",
+          static_cast<int>(type), "must be kBidirectional or kUnidirectional");
   const std::int64_t end = type == XLNetAttnType::kBidirectional ? -q_len : -1;  // exclusive
   std::vector<double> distances;
   for (std::int64_t d = k_len; d > end; --d) {
@@ -47,19 +47,18 @@ std::vector<double> XLNetRelativeDistances(std::int64_t q_len, std::int64_t k_le
 std::vector<double> XLNetRelativeEncoding(std::int64_t d_model, std::int64_t q_len, std::int64_t k_len,
                                           XLNetAttnType type, std::int64_t clamp_len) {
   Require(d_model > 0 && d_model % 2 == 0, "xlnet", "d_model", d_model, "must be even and > 0");
-  const SinusoidalSpec spec{.dim = d_model, .base = 10000.0, .order = SinusoidalOrder::kConcat,
-                            .spacing = SinusoidalSpacing::kPaper};
+  const SinusoidalSpec spec{
+      .dim = d_model, .base = 10000.0, .order = SinusoidalOrder::kConcat, .spacing = SinusoidalSpacing::kPaper};
   return SinusoidalTable(spec, XLNetRelativeDistances(q_len, k_len, type, clamp_len));
 }
 
 // ---------------------------------------------------------------- DeBERTa
 
 void DebertaRelativeSpec::Validate() const {
-  Require(max_relative_positions > 0, "deberta", "max_relative_positions", max_relative_positions,
-          "must be > 0");
+  Require(max_relative_positions > 0, "deberta", "max_relative_positions", max_relative_positions, "must be > 0");
   if (position_buckets > 0) {
-    Require(position_buckets >= 4 && position_buckets % 2 == 0, "deberta", "position_buckets",
-            position_buckets, "must be even and >= 4 when buckets are on (<= 0 turns them off)");
+    Require(position_buckets >= 4 && position_buckets % 2 == 0, "deberta", "position_buckets", position_buckets,
+            "must be even and >= 4 when buckets are on (<= 0 turns them off)");
     Require(max_relative_positions - 1 > position_buckets / 2, "deberta", "max_relative_positions",
             max_relative_positions,
             "must be > position_buckets / 2 + 1 = " + std::to_string(position_buckets / 2 + 1) +
@@ -73,8 +72,7 @@ double DebertaRelativeSpec::Scale(std::int64_t head_dim) const {
   return 1.0 / std::sqrt(static_cast<double>(head_dim) * factor);
 }
 
-std::int64_t DebertaLogBucket(std::int64_t relative_position, std::int64_t bucket_size,
-                              std::int64_t max_position) {
+std::int64_t DebertaLogBucket(std::int64_t relative_position, std::int64_t bucket_size, std::int64_t max_position) {
   const std::int64_t mid = bucket_size / 2;
   Require(mid >= 2, "deberta", "bucket_size", bucket_size, "must be >= 4");
   Require(max_position - 1 > mid, "deberta", "max_position", max_position,
@@ -86,8 +84,7 @@ std::int64_t DebertaLogBucket(std::int64_t relative_position, std::int64_t bucke
   const float ratio = static_cast<float>(magnitude) / static_cast<float>(mid);
   const float log_range =
       std::log(static_cast<float>(static_cast<double>(max_position - 1) / static_cast<double>(mid)));
-  const float log_pos = std::ceil(std::log(ratio) / log_range * static_cast<float>(mid - 1)) +
-                        static_cast<float>(mid);
+  const float log_pos = std::ceil(std::log(ratio) / log_range * static_cast<float>(mid - 1)) + static_cast<float>(mid);
   const auto bucket = static_cast<std::int64_t>(log_pos);
   return relative_position < 0 ? -bucket : bucket;
 }

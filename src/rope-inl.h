@@ -37,8 +37,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Angles p * f for Lanes(df) frequencies, reduced in double to
 // p f = n pi/2 + r with |r| <= pi/4; returns r and n mod 4 as float32.
 template <class DF>
-HWY_INLINE void ReduceQuarterTurns(DF df, const double* HWY_RESTRICT freq, double position,
-                                   hn::Vec<DF>& r_out, hn::Vec<DF>& q_out) {
+HWY_INLINE void ReduceQuarterTurns(DF df, const double* HWY_RESTRICT freq, double position, hn::Vec<DF>& r_out,
+                                   hn::Vec<DF>& q_out) {
 #if HWY_TARGET == HWY_SCALAR
   const DF dh;  // one lane: nothing to combine
 #else
@@ -74,9 +74,8 @@ HWY_INLINE void ReduceQuarterTurns(DF df, const double* HWY_RESTRICT freq, doubl
 // sin_table[i] = sin_scale * sin(p f_i), with sin_scale negated on even i when
 // `alternate` (the [-s0 s0 -s1 s1 ...] form of the interleaved layout).
 // n is a multiple of Lanes(float); freq is zero-padded up to it.
-inline void FillTrigTables(const double* HWY_RESTRICT freq, size_t n, double position,
-                           float cos_scale, float sin_scale, bool alternate,
-                           float* HWY_RESTRICT cos_table, float* HWY_RESTRICT sin_table) {
+inline void FillTrigTables(const double* HWY_RESTRICT freq, size_t n, double position, float cos_scale, float sin_scale,
+                           bool alternate, float* HWY_RESTRICT cos_table, float* HWY_RESTRICT sin_table) {
   const hn::ScalableTag<float> df;
   const auto one = hn::Set(df, 1.0f);
   const auto two = hn::Set(df, 2.0f);
@@ -90,12 +89,10 @@ inline void FillTrigTables(const double* HWY_RESTRICT freq, size_t n, double pos
   const auto cos_mult = hn::Set(df, cos_scale);
 #if HWY_TARGET == HWY_SCALAR
   // One lane: the alternating sign goes by the entry's parity.
-  const auto sin_multiplier = [&](size_t i) {
-    return hn::Set(df, alternate && i % 2 == 0 ? -sin_scale : sin_scale);
-  };
+  const auto sin_multiplier = [&](size_t i) { return hn::Set(df, alternate && i % 2 == 0 ? -sin_scale : sin_scale); };
 #else
-  const auto sin_mult_all = alternate ? hn::OddEven(hn::Set(df, sin_scale), hn::Set(df, -sin_scale))
-                                      : hn::Set(df, sin_scale);
+  const auto sin_mult_all =
+      alternate ? hn::OddEven(hn::Set(df, sin_scale), hn::Set(df, -sin_scale)) : hn::Set(df, sin_scale);
   const auto sin_multiplier = [&](size_t) { return sin_mult_all; };
 #endif
 
@@ -107,8 +104,8 @@ inline void FillTrigTables(const double* HWY_RESTRICT freq, size_t n, double pos
     const auto r2 = hn::Mul(r, r);
     const auto sin_poly = hn::MulAdd(r2, hn::MulAdd(r2, hn::MulAdd(r2, s9, s7), s5), s3);
     const auto sin_r = hn::MulAdd(hn::Mul(r, r2), sin_poly, r);
-    const auto cos_r = hn::MulAdd(
-        r2, hn::MulAdd(r2, hn::MulAdd(r2, hn::MulAdd(r2, hn::MulAdd(r2, c10, c8), c6), c4), c2), one);
+    const auto cos_r =
+        hn::MulAdd(r2, hn::MulAdd(r2, hn::MulAdd(r2, hn::MulAdd(r2, hn::MulAdd(r2, c10, c8), c6), c4), c2), one);
 
     // Quadrant: sin(r + n pi/2) = sin r, cos r, -sin r, -cos r for n mod 4 = 0..3.
     const auto q1 = hn::Eq(q, one);
@@ -126,8 +123,8 @@ inline void FillTrigTables(const double* HWY_RESTRICT freq, size_t n, double pos
 
 // Half-split: y_k = x_k c_k - x_{k+P} s_k,  y_{k+P} = x_k s_k + x_{k+P} c_k.
 template <typename T>
-HWY_INLINE void RotateHalfSplit(const T* HWY_RESTRICT in, T* out, size_t pairs,
-                                const float* HWY_RESTRICT c_table, const float* HWY_RESTRICT s_table) {
+HWY_INLINE void RotateHalfSplit(const T* HWY_RESTRICT in, T* out, size_t pairs, const float* HWY_RESTRICT c_table,
+                                const float* HWY_RESTRICT s_table) {
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
   const auto rotate = [&](auto x1, auto x2, size_t k, auto&& store) {
@@ -144,19 +141,18 @@ HWY_INLINE void RotateHalfSplit(const T* HWY_RESTRICT in, T* out, size_t pairs,
   }
   if (k < pairs) {
     const size_t count = pairs - k;
-    rotate(LoadPartialF32(df, in + k, count), LoadPartialF32(df, in + pairs + k, count), k,
-           [&](auto y1, auto y2) {
-             StorePartialF32(df, y1, out + k, count);
-             StorePartialF32(df, y2, out + pairs + k, count);
-           });
+    rotate(LoadPartialF32(df, in + k, count), LoadPartialF32(df, in + pairs + k, count), k, [&](auto y1, auto y2) {
+      StorePartialF32(df, y1, out + k, count);
+      StorePartialF32(df, y2, out + pairs + k, count);
+    });
   }
 }
 
 // Interleaved: with c2 = [c0 c0 c1 c1 ...] and s2 = [-s0 s0 -s1 s1 ...],
 // y = x * c2 + swap_pairs(x) * s2. Vectors hold whole pairs (even lane count).
 template <typename T>
-HWY_INLINE void RotateInterleaved(const T* HWY_RESTRICT in, T* out, size_t rotary_dim,
-                                  const float* HWY_RESTRICT c2, const float* HWY_RESTRICT s2) {
+HWY_INLINE void RotateInterleaved(const T* HWY_RESTRICT in, T* out, size_t rotary_dim, const float* HWY_RESTRICT c2,
+                                  const float* HWY_RESTRICT s2) {
   const hn::ScalableTag<float> df;
 #if HWY_TARGET == HWY_SCALAR
   // One lane cannot hold a pair: rotate pair by pair (c2[i] = c_k, s2[i+1] = s_k).
@@ -217,9 +213,8 @@ struct Bf16EvenOdd {
 
 // Half-split bf16, pairs a multiple of 2N; tables in blocks of 2N pairs,
 // each the N even pairs then the N odd ones.
-HWY_INLINE void RotateHalfSplitBf16(const hwy::bfloat16_t* HWY_RESTRICT in, hwy::bfloat16_t* out,
-                                    size_t pairs, const float* HWY_RESTRICT c_table,
-                                    const float* HWY_RESTRICT s_table) {
+HWY_INLINE void RotateHalfSplitBf16(const hwy::bfloat16_t* HWY_RESTRICT in, hwy::bfloat16_t* out, size_t pairs,
+                                    const float* HWY_RESTRICT c_table, const float* HWY_RESTRICT s_table) {
   using B = Bf16EvenOdd;
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
@@ -239,9 +234,8 @@ HWY_INLINE void RotateHalfSplitBf16(const hwy::bfloat16_t* HWY_RESTRICT in, hwy:
 
 // Interleaved bf16, pairs a multiple of N: the even/odd halves are exactly
 // the two members of each pair, so the tables are per pair, in order.
-HWY_INLINE void RotateInterleavedBf16(const hwy::bfloat16_t* HWY_RESTRICT in, hwy::bfloat16_t* out,
-                                      size_t pairs, const float* HWY_RESTRICT c_table,
-                                      const float* HWY_RESTRICT s_table) {
+HWY_INLINE void RotateInterleavedBf16(const hwy::bfloat16_t* HWY_RESTRICT in, hwy::bfloat16_t* out, size_t pairs,
+                                      const float* HWY_RESTRICT c_table, const float* HWY_RESTRICT s_table) {
   using B = Bf16EvenOdd;
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
@@ -302,8 +296,8 @@ void RotateTokens(const detail::RopeKernelPlan& plan, int64_t begin, int64_t end
   for (int64_t token = begin; token < end; ++token) {
     const int64_t b = token / plan.seq, s = token % plan.seq;
     const auto position = static_cast<double>(plan.call->positions.At(b, s, plan.seq));
-    FillTrigTables(freq.get(), padded, position, plan.scale, sin_scale,
-                   form == TableForm::kExpanded, cos_table, sin_table);
+    FillTrigTables(freq.get(), padded, position, plan.scale, sin_scale, form == TableForm::kExpanded, cos_table,
+                   sin_table);
     for (const RopeOperand& op : plan.call->operands) {
       const auto* in = static_cast<const T*>(op.in.data);
       auto* out = static_cast<T*>(op.out.data);

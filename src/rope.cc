@@ -26,8 +26,8 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const R
   ValidateRopeCall(spec, frequencies, call);
   // The kernel is instantiated per dtype, once for the whole call.
   for (const RopeOperand& op : call.operands) {
-    Require(op.in.dtype == call.operands.front().in.dtype, "rope", "operands.dtype",
-            DTypeName(op.in.dtype), "all operands of one call must share a dtype");
+    Require(op.in.dtype == call.operands.front().in.dtype, "rope", "operands.dtype", DTypeName(op.in.dtype),
+            "all operands of one call must share a dtype");
   }
   const auto& first = call.operands.front().in;
   const std::int64_t tokens = first.batch() * first.seq();
@@ -39,15 +39,12 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const R
       .pairs = spec.Pairs(),
       .inv_freq = frequencies.inv_freq,
       .sine_sign = call.direction == RopeDirection::kForward ? 1.0f : -1.0f,
-      .scale = static_cast<float>(call.direction == RopeDirection::kInverse
-                                      ? 1.0 / frequencies.attention_factor
-                                      : frequencies.attention_factor),
+      .scale = static_cast<float>(call.direction == RopeDirection::kInverse ? 1.0 / frequencies.attention_factor
+                                                                            : frequencies.attention_factor),
       .call = &call,
       .seq = first.seq(),
   };
-  ParallelFor(tokens, 4, [&](std::int64_t begin, std::int64_t end) {
-    detail::RopeTokenRange(plan, begin, end);
-  });
+  ParallelFor(tokens, 4, [&](std::int64_t begin, std::int64_t end) { detail::RopeTokenRange(plan, begin, end); });
 }
 
 }  // namespace posenc

@@ -37,8 +37,7 @@ void RequireNoAliasing(const RopeCall& call) {
     }
     for (std::size_t j = 0; j < i; ++j) {
       const RopeOperand& other = call.operands[j];
-      const bool shared = op.out.data == other.out.data || op.out.data == other.in.data ||
-                          op.in.data == other.out.data;
+      const bool shared = op.out.data == other.out.data || op.out.data == other.in.data || op.in.data == other.out.data;
       Require(!shared || op.in.shape[0] * op.in.shape[1] * op.in.shape[2] * op.in.shape[3] == 0, "rope", name,
               Verbatim{"the same memory as operands[" + std::to_string(j) + "]"},
               "each tensor is rotated once: pass it as one operand");
@@ -50,17 +49,16 @@ void RequireNoAliasing(const RopeCall& call) {
 
 void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call) {
   spec.Validate();
-  Require(static_cast<std::int64_t>(frequencies.inv_freq.size()) == spec.Pairs(), "rope",
-          "inv_freq.size()", frequencies.inv_freq.size(),
-          "must equal rotary_dim / 2 = " + std::to_string(spec.Pairs()));
+  Require(static_cast<std::int64_t>(frequencies.inv_freq.size()) == spec.Pairs(), "rope", "inv_freq.size()",
+          frequencies.inv_freq.size(), "must equal rotary_dim / 2 = " + std::to_string(spec.Pairs()));
   Require(!call.operands.empty(), "rope", "operands", 0, "need at least one tensor to rotate");
   const auto& first = call.operands.front().in;
   for (std::size_t i = 0; i < call.operands.size(); ++i) {
     const RopeOperand& op = call.operands[i];
     // The common case without building messages; the checks below name the field.
-    if (IsWellFormed(op.in) && IsWellFormed(op.out) && op.in.head_dim() == spec.head_dim && op.in.batch() == first.batch() && op.in.seq() == first.seq() &&
-        op.out.shape == op.in.shape && op.out.dtype == op.in.dtype &&
-        (op.out.data != op.in.data || op.out.strides == op.in.strides)) {
+    if (IsWellFormed(op.in) && IsWellFormed(op.out) && op.in.head_dim() == spec.head_dim &&
+        op.in.batch() == first.batch() && op.in.seq() == first.seq() && op.out.shape == op.in.shape &&
+        op.out.dtype == op.in.dtype && (op.out.data != op.in.data || op.out.strides == op.in.strides)) {
       continue;
     }
     const std::string name = "operands[" + std::to_string(i) + "]";
@@ -76,8 +74,8 @@ void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, 
             "must equal the input shape");
     Require(op.out.dtype == op.in.dtype, "rope", name + ".out.dtype", DTypeName(op.out.dtype),
             "must equal the input dtype " + std::string(DTypeName(op.in.dtype)));
-    Require(op.out.data != op.in.data || op.out.strides == op.in.strides, "rope",
-            name + ".out.strides", Verbatim{"differ"}, "an in-place output must have the input's strides");
+    Require(op.out.data != op.in.data || op.out.strides == op.in.strides, "rope", name + ".out.strides",
+            Verbatim{"differ"}, "an in-place output must have the input's strides");
   }
   RequireNoAliasing(call);
   call.positions.Validate("rope", first.batch(), first.seq());
@@ -85,8 +83,7 @@ void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, 
 
 void ApplyRope(const RopeSpec& spec, const RopeCall& call) {
   const auto& first = call.operands.empty() ? ConstTensorView{} : call.operands.front().in;
-  ApplyRope(spec, ComputeRopeFrequencies(spec, call.positions.Length(first.batch(), first.seq())),
-            call);
+  ApplyRope(spec, ComputeRopeFrequencies(spec, call.positions.Length(first.batch(), first.seq())), call);
 }
 
 }  // namespace posenc

@@ -48,15 +48,15 @@ const json* ScalingObject(const json& config, std::string& path) {
 // llama.cpp's rope type per architecture: "normal" rotates interleaved pairs
 // (its converter permutes llama-family Q/K weights to match); "neox" half-split.
 RopeLayout GgufLayout(const std::string& arch) {
-  static const char* const kInterleaved[] = {
-      "llama", "deepseek", "deepseek2", "baichuan", "starcoder", "internlm2", "minicpm", "xverse",
-      "command-r", "cohere2", "olmo", "arctic", "granite", "granitemoe", "chameleon", "mistral3",
-      "llama4", "plm", "bitnet", "refact", "orion"};
+  static const char* const kInterleaved[] = {"llama",   "deepseek",   "deepseek2", "baichuan", "starcoder", "internlm2",
+                                             "minicpm", "xverse",     "command-r", "cohere2",  "olmo",      "arctic",
+                                             "granite", "granitemoe", "chameleon", "mistral3", "llama4",    "plm",
+                                             "bitnet",  "refact",     "orion"};
   static const char* const kHalfSplit[] = {
-      "gptneox", "falcon", "grok", "dbrx", "bert", "nomic-bert", "jina-bert-v2", "stablelm",
-      "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3", "qwen3moe", "phi2", "phi3", "phimoe",
-      "gemma", "gemma2", "gemma3", "starcoder2", "openelm", "codeshell", "exaone", "minicpm3",
-      "nemotron", "olmo2", "olmoe", "gpt-oss", "smollm3", "ernie4_5", "hunyuan-moe"};
+      "gptneox",  "falcon",   "grok",     "dbrx",    "bert",       "nomic-bert", "jina-bert-v2", "stablelm",
+      "qwen",     "qwen2",    "qwen2moe", "qwen2vl", "qwen3",      "qwen3moe",   "phi2",         "phi3",
+      "phimoe",   "gemma",    "gemma2",   "gemma3",  "starcoder2", "openelm",    "codeshell",    "exaone",
+      "minicpm3", "nemotron", "olmo2",    "olmoe",   "gpt-oss",    "smollm3",    "ernie4_5",     "hunyuan-moe"};
   for (const char* name : kInterleaved) {
     if (arch == name) return RopeLayout::kInterleaved;
   }
@@ -70,8 +70,8 @@ RopeLayout GgufLayout(const std::string& arch) {
 }  // namespace
 
 RopeModelConfig RopeFromHfConfigFile(const std::string& path) {
-  const std::string text = ReadRegularFile("hf_config", "path", path, kMaxHfConfigBytes,
-                                           "a Hugging Face config.json is a few kilobytes");
+  const std::string text =
+      ReadRegularFile("hf_config", "path", path, kMaxHfConfigBytes, "a Hugging Face config.json is a few kilobytes");
   try {
     return RopeFromHfConfig(text);
   } catch (const Error& e) {
@@ -127,8 +127,7 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
   }
   // DeepSeek's modeling code de-interleaves q_pe/k_pe before rotate_half: it
   // rotates (2k, 2k+1) pairs, as llama.cpp's deepseek2 does.
-  const bool interleaved = model_type == "gptj" || model_type == "deepseek_v2" ||
-                           model_type == "deepseek_v3";
+  const bool interleaved = model_type == "gptj" || model_type == "deepseek_v2" || model_type == "deepseek_v3";
   spec.layout = interleaved ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
 
   auto max_positions = OptionalNumber(config, "", "max_position_embeddings");
@@ -138,8 +137,7 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
     RopeScalingContext context{.max_position_embeddings = out.max_position_embeddings};
     if (const auto top = OptionalNumber(config, "", "original_max_position_embeddings")) {
       context.top_level_original_max_position = ToLength(*top, "original_max_position_embeddings");
-      Require(context.top_level_original_max_position > 0, kHf, "original_max_position_embeddings", 0,
-              "must be > 0");
+      Require(context.top_level_original_max_position > 0, kHf, "original_max_position_embeddings", 0, "must be > 0");
     }
     scaling_path.pop_back();  // "rope_scaling." -> "rope_scaling"
     spec.scaling = detail::RopeScalingFromJsonValue(*scaling, context, kHf, scaling_path);
@@ -181,14 +179,16 @@ RopeModelConfig RopeFromGguf(const GgufMetadata& meta) {
   if (GgufNumber(meta, p + "attention.key_length", kGguf)) {
     spec.head_dim = RequireGgufCount(meta, p + "attention.key_length", kGguf, "needed for this RoPE configuration");
   } else {
-    spec.head_dim = RequireGgufCount(meta, p + "embedding_length", kGguf, "needed for this RoPE configuration") / RequireGgufCount(meta, p + "attention.head_count", kGguf, "needed for this RoPE configuration");
+    spec.head_dim = RequireGgufCount(meta, p + "embedding_length", kGguf, "needed for this RoPE configuration") /
+                    RequireGgufCount(meta, p + "attention.head_count", kGguf, "needed for this RoPE configuration");
   }
   if (GgufNumber(meta, p + "rope.dimension_count", kGguf)) {
     spec.rotary_dim = RequireGgufCount(meta, p + "rope.dimension_count", kGguf, "needed for this RoPE configuration");
     if (spec.rotary_dim == spec.head_dim) spec.rotary_dim = 0;
   }
   if (GgufNumber(meta, p + "context_length", kGguf)) {
-    out.max_position_embeddings = RequireGgufCount(meta, p + "context_length", kGguf, "needed for this RoPE configuration");
+    out.max_position_embeddings =
+        RequireGgufCount(meta, p + "context_length", kGguf, "needed for this RoPE configuration");
   }
 
   std::string type = GgufString(meta, p + "rope.scaling.type", kGguf).value_or("none");
@@ -199,7 +199,8 @@ RopeModelConfig RopeFromGguf(const GgufMetadata& meta) {
   }
   const auto original = [&] {
     return GgufNumber(meta, p + "rope.scaling.original_context_length", kGguf)
-               ? RequireGgufCount(meta, p + "rope.scaling.original_context_length", kGguf, "needed for this RoPE configuration")
+               ? RequireGgufCount(meta, p + "rope.scaling.original_context_length", kGguf,
+                                  "needed for this RoPE configuration")
                : RequireGgufCount(meta, p + "context_length", kGguf, "needed for this RoPE configuration");
   };
   const auto need_factor = [&] {

@@ -27,14 +27,11 @@ double NtkBase(double theta, double scale, std::int64_t rotary_dim) {
 }
 
 // YaRN's mscale(s, m) = 0.1 m ln(s) + 1 for s > 1, else 1.
-double YarnMscale(double factor, double mscale) {
-  return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
-}
+double YarnMscale(double factor, double mscale) { return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
 
 // The pair index at which a frequency completes `rotations` turns within the
 // original length: r ln(L0 / (2 pi rotations)) / (2 ln theta).
-double YarnCorrectionDim(double rotations, std::int64_t rotary_dim, double theta,
-                         std::int64_t original_length) {
+double YarnCorrectionDim(double rotations, std::int64_t rotary_dim, double theta, std::int64_t original_length) {
   return static_cast<double>(rotary_dim) *
          std::log(static_cast<double>(original_length) / (rotations * 2.0 * std::numbers::pi)) /
          (2.0 * std::log(theta));
@@ -73,15 +70,12 @@ struct FrequencyBuilder {
     return f;
   }
 
-  RopeFrequencies operator()(const NtkAwareScaling& s) const {
-    return Plain(NtkBase(spec.theta, s.alpha, r()));
-  }
+  RopeFrequencies operator()(const NtkAwareScaling& s) const { return Plain(NtkBase(spec.theta, s.alpha, r())); }
 
   RopeFrequencies operator()(const DynamicNtkScaling& s) const {
     if (seq_len <= s.original_max_position) return Plain(spec.theta);
-    const double scale = s.factor * static_cast<double>(seq_len) /
-                             static_cast<double>(s.original_max_position) -
-                         (s.factor - 1.0);
+    const double scale =
+        s.factor * static_cast<double>(seq_len) / static_cast<double>(s.original_max_position) - (s.factor - 1.0);
     return Plain(NtkBase(spec.theta, scale, r()));
   }
 
@@ -113,8 +107,7 @@ struct FrequencyBuilder {
       if (wavelength > low_freq_wavelength) {
         w /= s.factor;  // slow dimensions: interpolate
       } else if (wavelength >= high_freq_wavelength) {
-        const double smooth = (original / wavelength - s.low_freq_factor) /
-                              (s.high_freq_factor - s.low_freq_factor);
+        const double smooth = (original / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
         w = (1.0 - smooth) * w / s.factor + smooth * w;
       }  // fast dimensions: unchanged
     }
@@ -128,8 +121,7 @@ struct FrequencyBuilder {
     if (s.attention_factor) {
       f.attention_factor = *s.attention_factor;
     } else if (s.factor > 1.0) {
-      f.attention_factor =
-          std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position)));
+      f.attention_factor = std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position)));
     }
     return f;
   }
@@ -166,8 +158,6 @@ std::vector<double> YarnExtrapolationWeights(const RopeSpec& spec) {
   return yarn ? YarnWeights(*yarn, spec.theta, spec.RotaryDim()) : std::vector<double>{};
 }
 
-std::int64_t OriginalContextLength(const RopeSpec& spec) {
-  return std::visit(OriginalLength{}, spec.scaling);
-}
+std::int64_t OriginalContextLength(const RopeSpec& spec) { return std::visit(OriginalLength{}, spec.scaling); }
 
 }  // namespace posenc

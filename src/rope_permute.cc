@@ -12,8 +12,8 @@ void PermuteQkRows(void* weight, std::size_t row_bytes, std::int64_t heads, std:
                    std::int64_t rotary_dim, PermuteDirection direction) {
   Require(heads > 0, "permute", "heads", heads, "must be > 0");
   Require(head_dim > 0, "permute", "head_dim", head_dim, "must be > 0");
-  Require(rotary_dim > 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0, "permute", "rotary_dim",
-          rotary_dim, "must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
+  Require(rotary_dim > 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0, "permute", "rotary_dim", rotary_dim,
+          "must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
   Require(weight != nullptr, "permute", "weight", Verbatim{"null"}, "must point to the rows");
   auto* rows = static_cast<unsigned char*>(weight);
   const std::int64_t pairs = rotary_dim / 2;

@@ -104,8 +104,7 @@ class ScalingReader {
   // Call after reading every key the method knows: anything left is unknown.
   void RejectUnknown(const std::string& type) const {
     for (const auto& [key, value] : object_.items()) {
-      if (used_.count(key) ||
-          std::find(std::begin(kOtherKeys), std::end(kOtherKeys), key) != std::end(kOtherKeys)) {
+      if (used_.count(key) || std::find(std::begin(kOtherKeys), std::end(kOtherKeys), key) != std::end(kOtherKeys)) {
         continue;
       }
       std::string known;
@@ -209,12 +208,16 @@ nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
         } else if constexpr (std::is_same_v<S, NtkAwareScaling>) {
           return {{"rope_type", "ntk"}, {"alpha", s.alpha}};
         } else if constexpr (std::is_same_v<S, DynamicNtkScaling>) {
-          return {{"rope_type", "dynamic"}, {"factor", s.factor},
+          return {{"rope_type", "dynamic"},
+                  {"factor", s.factor},
                   {"original_max_position_embeddings", s.original_max_position}};
         } else if constexpr (std::is_same_v<S, YarnScaling>) {
-          nlohmann::ordered_json j = {{"rope_type", "yarn"}, {"factor", s.factor},
-                    {"original_max_position_embeddings", s.original_max_position},
-                    {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"truncate", s.truncate}};
+          nlohmann::ordered_json j = {{"rope_type", "yarn"},
+                                      {"factor", s.factor},
+                                      {"original_max_position_embeddings", s.original_max_position},
+                                      {"beta_fast", s.beta_fast},
+                                      {"beta_slow", s.beta_slow},
+                                      {"truncate", s.truncate}};
           if (s.mscale) j["mscale"] = *s.mscale;
           if (s.mscale_all_dim) j["mscale_all_dim"] = *s.mscale_all_dim;
           if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
@@ -222,13 +225,17 @@ nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
           j["attn_factor"] = s.attn_factor;
           return j;
         } else if constexpr (std::is_same_v<S, Llama3Scaling>) {
-          return {{"rope_type", "llama3"}, {"factor", s.factor},
-                  {"low_freq_factor", s.low_freq_factor}, {"high_freq_factor", s.high_freq_factor},
+          return {{"rope_type", "llama3"},
+                  {"factor", s.factor},
+                  {"low_freq_factor", s.low_freq_factor},
+                  {"high_freq_factor", s.high_freq_factor},
                   {"original_max_position_embeddings", s.original_max_position}};
         } else if constexpr (std::is_same_v<S, LongRopeScaling>) {
-          nlohmann::ordered_json j = {{"rope_type", "longrope"}, {"short_factor", s.short_factor},
-                    {"long_factor", s.long_factor}, {"factor", s.factor},
-                    {"original_max_position_embeddings", s.original_max_position}};
+          nlohmann::ordered_json j = {{"rope_type", "longrope"},
+                                      {"short_factor", s.short_factor},
+                                      {"long_factor", s.long_factor},
+                                      {"factor", s.factor},
+                                      {"original_max_position_embeddings", s.original_max_position}};
           if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
           return j;
         } else {
@@ -237,7 +244,6 @@ nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
       },
       scaling);
 }
-
 
 }  // namespace
 

@@ -72,8 +72,7 @@ std::vector<double> SinusoidalInvFreq(const SinusoidalSpec& spec) {
 std::vector<double> SinusoidalTable(const SinusoidalSpec& spec, std::span<const double> positions) {
   const std::vector<double> inv_freq = SinusoidalInvFreq(spec);
   for (std::size_t i = 0; i < positions.size(); ++i) {
-    Require(std::isfinite(positions[i]), kOp, "positions[" + std::to_string(i) + "]", positions[i],
-            "must be finite");
+    Require(std::isfinite(positions[i]), kOp, "positions[" + std::to_string(i) + "]", positions[i], "must be finite");
   }
   const auto dim = static_cast<std::size_t>(spec.dim);
   RequireFitsInMemory(kOp, "positions", static_cast<std::int64_t>(positions.size()), "the float64 table",
@@ -127,9 +126,7 @@ void AddSinusoidal(const SinusoidalSpec& spec, const EmbeddingAddCall& call) {
   }
   plan.shared_positions = call.positions.SharedAcrossBatch();
   const std::int64_t items = plan.shared_positions ? seq : batch * seq;
-  ParallelFor(items, 4, [&](std::int64_t begin, std::int64_t end) {
-    detail::EmbeddingAddRange(plan, begin, end);
-  });
+  ParallelFor(items, 4, [&](std::int64_t begin, std::int64_t end) { detail::EmbeddingAddRange(plan, begin, end); });
 }
 
 }  // namespace posenc

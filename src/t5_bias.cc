@@ -56,12 +56,11 @@ std::int64_t T5RelativeBucket(const T5BucketSpec& spec, std::int64_t relative_po
   // * (per_side - max_exact) is computed in the reference implementations;
   // the scale's logarithm is taken in double and rounded once (a Python float).
   const float ratio = static_cast<float>(distance) / static_cast<float>(max_exact);
-  const auto log_range = static_cast<float>(
-      std::log(static_cast<double>(spec.max_distance) / static_cast<double>(max_exact)));
+  const auto log_range =
+      static_cast<float>(std::log(static_cast<double>(spec.max_distance) / static_cast<double>(max_exact)));
   const float scaled = std::log(ratio) / log_range * static_cast<float>(per_side - max_exact);
   // Truncation toward zero; huge values (distance far past max_distance) clip.
-  const std::int64_t large = scaled >= static_cast<float>(per_side) ? per_side
-                                                                    : static_cast<std::int64_t>(scaled);
+  const std::int64_t large = scaled >= static_cast<float>(per_side) ? per_side : static_cast<std::int64_t>(scaled);
   return bucket + std::min(max_exact + large, per_side - 1);
 }
 
@@ -88,8 +87,7 @@ std::vector<double> T5Bias(const T5BucketSpec& spec, std::span<const double> wei
                            std::int64_t q_len, std::int64_t k_len, std::int64_t query_offset) {
   Require(heads > 0, kOp, "heads", heads, "must be > 0");
   const std::vector<std::int32_t> buckets = T5BucketMatrix(spec, q_len, k_len, query_offset);
-  Require(static_cast<std::int64_t>(weights.size()) == spec.num_buckets * heads, kOp, "weights.size()",
-          weights.size(),
+  Require(static_cast<std::int64_t>(weights.size()) == spec.num_buckets * heads, kOp, "weights.size()", weights.size(),
           "must equal num_buckets * heads = " + std::to_string(spec.num_buckets * heads) +
               " ([num_buckets, heads] as relative_attention_bias.weight)");
   std::vector<double> bias(static_cast<std::size_t>(heads * q_len * k_len));

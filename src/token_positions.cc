@@ -35,14 +35,14 @@ void TokenPositions::Validate(std::string_view op, std::int64_t batch, std::int6
                 "(exact in float64)");
   };
   if (!ids_.empty()) {
-    Require(static_cast<std::int64_t>(ids_.size()) == batch * seq, op, "position_ids.size()",
-            ids_.size(), "must equal batch * seq = " + std::to_string(batch * seq));
+    Require(static_cast<std::int64_t>(ids_.size()) == batch * seq, op, "position_ids.size()", ids_.size(),
+            "must equal batch * seq = " + std::to_string(batch * seq));
     for (std::size_t i = 0; i < ids_.size(); ++i) {
       check(ids_[i], "position_ids[" + std::to_string(i) + "]", kMaxPosition);
     }
   } else if (!offsets_.empty()) {
-    Require(static_cast<std::int64_t>(offsets_.size()) == batch, op, "offsets.size()",
-            offsets_.size(), "must equal batch = " + std::to_string(batch) + " (one per sequence)");
+    Require(static_cast<std::int64_t>(offsets_.size()) == batch, op, "offsets.size()", offsets_.size(),
+            "must equal batch = " + std::to_string(batch) + " (one per sequence)");
     for (std::size_t b = 0; b < offsets_.size(); ++b) {
       check(offsets_[b], "offsets[" + std::to_string(b) + "]", last_first);
     }
@@ -58,12 +58,12 @@ std::int64_t TokenPositions::Length(std::int64_t batch, std::int64_t seq) const 
   return start_ + seq;
 }
 
-std::vector<std::int64_t> PositionIdsFromMask(std::span<const std::uint8_t> mask, std::int64_t batch,
-                                              std::int64_t seq, std::int64_t pad_position) {
+std::vector<std::int64_t> PositionIdsFromMask(std::span<const std::uint8_t> mask, std::int64_t batch, std::int64_t seq,
+                                              std::int64_t pad_position) {
   Require(batch >= 0, "positions", "batch", batch, "must not be negative");
   Require(seq >= 0, "positions", "seq", seq, "must not be negative");
-  Require(static_cast<std::int64_t>(mask.size()) == batch * seq, "positions", "mask.size()",
-          mask.size(), "must equal batch * seq = " + std::to_string(batch * seq));
+  Require(static_cast<std::int64_t>(mask.size()) == batch * seq, "positions", "mask.size()", mask.size(),
+          "must equal batch * seq = " + std::to_string(batch * seq));
   Require(pad_position >= 0, "positions", "pad_position", pad_position, "must not be negative");
   std::vector<std::int64_t> ids(mask.size());
   for (std::int64_t b = 0; b < batch; ++b) {

@@ -20,7 +20,8 @@
 namespace posenc::cli {
 
 void AddAnalyzeCommands(CLI::App& app) {
-  CLI::App* analyze = app.add_subcommand("analyze", "the numbers behind the pictures: dims, decay, heatmap, linear-map");
+  CLI::App* analyze =
+      app.add_subcommand("analyze", "the numbers behind the pictures: dims, decay, heatmap, linear-map");
   analyze->require_subcommand(1);
   analyze::AddDims(*analyze);
   analyze::AddDecay(*analyze);

@@ -28,9 +28,6 @@
 
 namespace posenc::cli::analyze {
 
-
-
-
 RopeModelConfig LoadSpec(const SpecOptions& options) {
   if (options.hf_config.empty()) {
     RopeModelConfig config;

@@ -1,4 +1,5 @@
-// posenc analyze decay: RoFormer's bound and measured |<R_m q, R_n k>| against distance (--compare: bases and scaling methods).
+// posenc analyze decay: RoFormer's bound and measured |<R_m q, R_n k>| against distance (--compare: bases and scaling
+// methods).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -35,8 +36,8 @@ namespace {
 struct DecayOptions {
   SpecOptions spec;
   RopeDecayOptions decay{.max_distance = 1024, .step = 1, .distances = {}, .samples = 32, .seed = 0};
-  bool compare = false;  // also other bases and scaling methods, on a log axis
-  double factor = 4.0;   // scaling factor of the compared methods
+  bool compare = false;     // also other bases and scaling methods, on a log axis
+  double factor = 4.0;      // scaling factor of the compared methods
   std::int64_t length = 0;  // their original length (0: from the config)
   std::int64_t compare_max_distance = 65536;
   std::int64_t compare_points = 400;
@@ -80,7 +81,7 @@ std::vector<DecayComparison> CompareDecay(const RopeModelConfig& config, const s
   std::vector<std::pair<std::string, RopeSpec>> specs = {
       {"configured: " + name + " (" +
            (std::holds_alternative<NoScaling>(configured.scaling) ? std::string("theta ") + Compact(configured.theta)
-                                                                 : std::string(RopeScalingName(configured.scaling))) +
+                                                                  : std::string(RopeScalingName(configured.scaling))) +
            ")",
        configured},
       {"plain, theta 1e4", with(1e4, NoScaling{})},
@@ -144,8 +145,7 @@ void RunDecay(const DecayOptions& o) {
                 static_cast<long long>(decay.rotary_dim));
     std::printf(" distance        bound   mean |score| ones   mean |score| random\n");
     for (const auto& p : decay.points) {
-      std::printf("%9lld  %11.5f  %17.5f  %19.5f\n", static_cast<long long>(p.distance), p.bound, p.ones,
-                  p.random);
+      std::printf("%9lld  %11.5f  %17.5f  %19.5f\n", static_cast<long long>(p.distance), p.bound, p.ones, p.random);
     }
     for (const auto& comparison : comparisons) {
       std::printf("\n%s: bound / all-ones / random at distances", comparison.label.c_str());
@@ -167,7 +167,10 @@ void RunDecay(const DecayOptions& o) {
   PlotSeries bound{"upper bound (left axis)", {}, {}, false, "lines lw 2 lc rgb '#1f77b4'"};
   PlotSeries ones{"all-ones q, k (right axis)", {}, {}, true, "lines lw 1 lc rgb '#d62728'"};
   PlotSeries random{"random N(0,1) q, k, mean of " + std::to_string(o.decay.samples) + " (right axis)",
-                    {}, {}, true, "lines lw 1 lc rgb '#2ca02c'"};
+                    {},
+                    {},
+                    true,
+                    "lines lw 1 lc rgb '#2ca02c'"};
   for (const auto& p : decay.points) {
     const double x = static_cast<double>(p.distance);
     bound.x.push_back(x), bound.y.push_back(p.bound);
@@ -189,7 +192,10 @@ void RunDecay(const DecayOptions& o) {
     plot.log_x = true;
     plot.key_position = "inside top right";
     for (std::size_t i = 0; i < comparisons.size(); ++i) {
-      PlotSeries s{comparisons[i].label, {}, {}, false,
+      PlotSeries s{comparisons[i].label,
+                   {},
+                   {},
+                   false,
                    "lines lw " + std::string(i == 0 ? "3" : "1.5") + " lt " + std::to_string(i + 1)};
       for (const auto& p : comparisons[i].decay.points) {
         s.x.push_back(static_cast<double>(p.distance));
@@ -230,8 +236,7 @@ void AddDecay(CLI::App& analyze_app) {
   c->add_option("--length", decay->length, "--compare: original length L for YaRN/Llama-3 (0: from the config)");
   c->add_option("--compare-max-distance", decay->compare_max_distance, "--compare: largest distance")
       ->capture_default_str();
-  c->add_option("--compare-points", decay->compare_points, "--compare: log-spaced distances")
-      ->capture_default_str();
+  c->add_option("--compare-points", decay->compare_points, "--compare: log-spaced distances")->capture_default_str();
   c->add_flag("--json", decay->json, "print JSON");
   c->add_option("--out", decay->out, "draw a PNG (gnuplot)");
   c->callback([decay] { RunDecay(*decay); });

@@ -41,7 +41,6 @@ struct DimsOptions {
   std::string out;
 };
 
-
 // "linear x8", "longrope (long factors)", "plain".
 std::string MethodLabel(const RopeDimsMethod& m) {
   if (m.method == "plain") return "plain";
@@ -52,8 +51,8 @@ std::string MethodLabel(const RopeDimsMethod& m) {
 Json DimsJson(const std::vector<RopeDim>& dims) {
   Json list = Json::array();
   for (const RopeDim& d : dims) {
-    list.push_back({{"index", d.index}, {"inv_freq", d.inv_freq}, {"wavelength", d.wavelength},
-                    {"rotations", d.rotations}});
+    list.push_back(
+        {{"index", d.index}, {"inv_freq", d.inv_freq}, {"wavelength", d.wavelength}, {"rotations", d.rotations}});
   }
   return list;
 }
@@ -79,12 +78,12 @@ void RunDims(const DimsOptions& o) {
     j["comparisons"] = comparisons;
     std::cout << j.dump() << "\n";
   } else if (o.out.empty()) {
-    std::printf("RoPE pairs of %s (%s), original length L = %lld\n", name.c_str(),
-                dims.configured.method.c_str(), static_cast<long long>(length));
+    std::printf("RoPE pairs of %s (%s), original length L = %lld\n", name.c_str(), dims.configured.method.c_str(),
+                static_cast<long long>(length));
     std::printf(" pair      inv_freq   wavelength (tokens)   rotations in L\n");
     for (const RopeDim& d : dims.configured.dims) {
-      std::printf("%5lld  %12.6e  %20.3f  %15.4f\n", static_cast<long long>(d.index), d.inv_freq,
-                  d.wavelength, d.rotations);
+      std::printf("%5lld  %12.6e  %20.3f  %15.4f\n", static_cast<long long>(d.index), d.inv_freq, d.wavelength,
+                  d.rotations);
     }
     if (!dims.comparisons.empty()) {
       // Rotations within L per method: >= 1 turns fully (seen in training,
@@ -131,11 +130,11 @@ void RunDims(const DimsOptions& o) {
                              "full turns within L tokens (log scale)", &RopeDim::rotations);
   rotations.key_position = "off";
   rotations.reference_lines.push_back({1.0, "one turn"});
-  DrawLinePlotGrid({wavelength, rotations},
-                   "RoPE pairs of " + name + ": which turn fully within L = " + std::to_string(length) +
-                       (dims.comparisons.empty() ? std::string()
-                                                 : " (comparisons with factor " + FormatValue(o.factor) + ")"),
-                   2, 820, 640, o.out);
+  DrawLinePlotGrid(
+      {wavelength, rotations},
+      "RoPE pairs of " + name + ": which turn fully within L = " + std::to_string(length) +
+          (dims.comparisons.empty() ? std::string() : " (comparisons with factor " + FormatValue(o.factor) + ")"),
+      2, 820, 640, o.out);
   Wrote(o.out, o.json);
 }
 

@@ -40,10 +40,10 @@ struct HeatmapOptions {
   std::int64_t positions = 128;
   std::string vectors = "ones";
   std::uint64_t seed = 0;
-  std::int64_t heads = 8;          // alibi
-  double max_bias = 8.0;           // alibi
-  std::int64_t num_buckets = 32;   // t5
-  std::int64_t max_distance = 128; // t5
+  std::int64_t heads = 8;                   // alibi
+  double max_bias = 8.0;                    // alibi
+  std::int64_t num_buckets = 32;            // t5
+  std::int64_t max_distance = 128;          // t5
   std::string direction = "bidirectional";  // t5
   bool json = false;
   std::string out;
@@ -166,8 +166,8 @@ void RunBinaryHeatmap(const HeatmapOptions& o) {
   sinusoid.rows = o.positions;
   sinusoid.cols = o.dim;
   sinusoid.values = table;
-  sinusoid.title = "sinusoidal p_k, dim " + std::to_string(o.dim) + ", base " + Compact(o.base) +
-                   " (" + std::string(SinusoidalOrderName(spec.order)) + " sin, cos)";
+  sinusoid.title = "sinusoidal p_k, dim " + std::to_string(o.dim) + ", base " + Compact(o.base) + " (" +
+                   std::string(SinusoidalOrderName(spec.order)) + " sin, cos)";
   sinusoid.x_label = "dimension i (pair i/2; wavelength grows with i)";
   sinusoid.y_label = "";  // shared with the left panel, whose colour box sits where it would go
   sinusoid.value_label = "encoding value";
@@ -183,12 +183,11 @@ void RunBinaryHeatmap(const HeatmapOptions& o) {
 void RunHeatmap(const HeatmapOptions& o) {
   constexpr const char* kOp = "analyze heatmap";
   CheckOut(o.out, kOp);
-  Require(o.kind == "sinusoidal" || o.kind == "rope" || o.kind == "alibi" || o.kind == "t5" || o.kind == "binary",
-          kOp, "--kind", o.kind, "must be sinusoidal, rope, alibi, t5 or binary");
+  Require(o.kind == "sinusoidal" || o.kind == "rope" || o.kind == "alibi" || o.kind == "t5" || o.kind == "binary", kOp,
+          "--kind", o.kind, "must be sinusoidal, rope, alibi, t5 or binary");
   if (o.kind == "alibi") return RunAlibiHeatmap(o);
   if (o.kind == "binary") return RunBinaryHeatmap(o);
-  Require(o.vectors == "ones" || o.vectors == "random", kOp, "--vectors", o.vectors,
-          "must be ones or random");
+  Require(o.vectors == "ones" || o.vectors == "random", kOp, "--vectors", o.vectors, "must be ones or random");
   Heatmap map;
   map.rows = map.cols = o.positions;
   if (o.kind == "t5") {

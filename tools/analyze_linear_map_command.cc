@@ -75,22 +75,22 @@ void RunLinearMap(const LinearMapOptions& o) {
                 static_cast<long long>(o.dim), map.max_error, static_cast<long long>(map.positions),
                 static_cast<long long>(map.max_shift));
     std::printf("  T(D) solved by least squares from k < %lld/2 and from k >= %lld/2: max |T_solved - T| %.3e\n",
-                static_cast<long long>(map.positions), static_cast<long long>(map.positions),
-                map.max_solved_deviation);
-    std::printf("RoPE <R_m q, R_n k> = <R_{m-n} q, k>, %s, m, n <= %lld step %lld (|score| <= %.4g):\n",
-                name.c_str(), static_cast<long long>(inv.max_position), static_cast<long long>(inv.step),
-                inv.max_abs_score);
+                static_cast<long long>(map.positions), static_cast<long long>(map.positions), map.max_solved_deviation);
+    std::printf("RoPE <R_m q, R_n k> = <R_{m-n} q, k>, %s, m, n <= %lld step %lld (|score| <= %.4g):\n", name.c_str(),
+                static_cast<long long>(inv.max_position), static_cast<long long>(inv.step), inv.max_abs_score);
     std::printf("  max error float64 %.3e, float32 (ApplyRope) %.3e\n", inv.max_error_f64, inv.max_error_f32);
   }
   if (!o.out.empty()) {
     LinePlot plot;
-    plot.title = "Shift maps: sinusoidal T(D) (dim " + std::to_string(o.dim) + ") and RoPE invariance (" +
-                 name + ")";
+    plot.title = "Shift maps: sinusoidal T(D) (dim " + std::to_string(o.dim) + ") and RoPE invariance (" + name + ")";
     plot.x_label = "shift D (tokens)";
     plot.y_label = "max absolute error (log scale)";
     plot.log_y = true;
     plot.key_position = "inside center right";
-    PlotSeries s{"sinusoidal |T(D) p_k - p_{k+D}|, max over k < " + std::to_string(o.positions), {}, {}, false,
+    PlotSeries s{"sinusoidal |T(D) p_k - p_{k+D}|, max over k < " + std::to_string(o.positions),
+                 {},
+                 {},
+                 false,
                  "linespoints pt 7 ps 0.5 lw 1"};
     // T(0) is the identity, error exactly 0: left out of the log axis.
     for (std::size_t i = 0; i < map.error_by_shift.size(); ++i) {
@@ -98,15 +98,18 @@ void RunLinearMap(const LinearMapOptions& o) {
       s.y.push_back(map.error_by_shift[i]);
     }
     plot.series.push_back(s);
-    PlotSeries solved{"T(D) solved by least squares from either half of k, max |T_solved - T(D)|", {}, {}, false,
+    PlotSeries solved{"T(D) solved by least squares from either half of k, max |T_solved - T(D)|",
+                      {},
+                      {},
+                      false,
                       "linespoints pt 5 ps 0.5 lw 1"};
     for (std::size_t i = 0; i < map.solved_deviation_by_shift.size(); ++i) {
       solved.x.push_back(static_cast<double>(static_cast<std::int64_t>(i) - map.max_shift));
       solved.y.push_back(map.solved_deviation_by_shift[i]);
     }
     plot.series.push_back(solved);
-    plot.reference_lines.push_back(
-        {std::max(inv.max_error_f64, 1e-18), "RoPE <R_m q, R_n k> - <R_{m-n} q, k>, float64: " + Short(inv.max_error_f64)});
+    plot.reference_lines.push_back({std::max(inv.max_error_f64, 1e-18),
+                                    "RoPE <R_m q, R_n k> - <R_{m-n} q, k>, float64: " + Short(inv.max_error_f64)});
     plot.reference_lines.push_back(
         {std::max(inv.max_error_f32, 1e-18), "same, float32 through ApplyRope: " + Short(inv.max_error_f32)});
     DrawLinePlot(plot, o.out);

@@ -66,7 +66,9 @@ void Run(const BenchAttentionOptions& options) {
   if (options.json) {
     Json out;
     for (const auto& r : results) {
-      out[r.name] = {{"gflops", r.gflops}, {"seconds", r.seconds}, {"ratio_to_peak", r.gflops / peak.gflops},
+      out[r.name] = {{"gflops", r.gflops},
+                     {"seconds", r.seconds},
+                     {"ratio_to_peak", r.gflops / peak.gflops},
                      {"time_vs_rope", r.seconds / rope_seconds}};
       if (r.name != "naive") out[r.name]["max_error_vs_reference"] = r.check_error;
     }
@@ -92,14 +94,14 @@ void Run(const BenchAttentionOptions& options) {
     }
     return 0.0;
   };
-  std::printf("\nfloors: rope >= 50%% of peak: %s; rerope <= 1.3x rope: %s; leaky <= 1.5x: %s; "
-              "alibi, t5 <= 1.15x: %s, %s; lambda >= 2x faster than full causal: %s\n",
-              results.front().gflops >= 0.5 * peak.gflops ? "yes" : "NO",
-              seconds_of("rerope") <= 1.3 * rope_seconds ? "yes" : "NO",
-              seconds_of("leaky_rerope") <= 1.5 * rope_seconds ? "yes" : "NO",
-              seconds_of("alibi") <= 1.15 * rope_seconds ? "yes" : "NO",
-              seconds_of("t5") <= 1.15 * rope_seconds ? "yes" : "NO",
-              full_causal_seconds >= 2 * seconds_of("lambda") ? "yes" : "NO");
+  std::printf(
+      "\nfloors: rope >= 50%% of peak: %s; rerope <= 1.3x rope: %s; leaky <= 1.5x: %s; "
+      "alibi, t5 <= 1.15x: %s, %s; lambda >= 2x faster than full causal: %s\n",
+      results.front().gflops >= 0.5 * peak.gflops ? "yes" : "NO",
+      seconds_of("rerope") <= 1.3 * rope_seconds ? "yes" : "NO",
+      seconds_of("leaky_rerope") <= 1.5 * rope_seconds ? "yes" : "NO",
+      seconds_of("alibi") <= 1.15 * rope_seconds ? "yes" : "NO", seconds_of("t5") <= 1.15 * rope_seconds ? "yes" : "NO",
+      full_causal_seconds >= 2 * seconds_of("lambda") ? "yes" : "NO");
 }
 
 }  // namespace

@@ -66,8 +66,7 @@ DTypeResult MeasureDType(DType dtype, const BenchRopeOptions& options, bench::Co
   }
   r.naive_check = work.CheckNaive();
   if (!r.naive_check.ok()) {
-    ThrowError("bench rope", std::string(DTypeName(dtype)) + " naive max error",
-               FormatValue(r.naive_check.max_error),
+    ThrowError("bench rope", std::string(DTypeName(dtype)) + " naive max error", FormatValue(r.naive_check.max_error),
                "exceeds the tolerance " + FormatValue(r.naive_check.tolerance));
   }
   // RunNaive rebuilds the same tables that RunNaiveApplyOnly then reuses.
@@ -82,8 +81,7 @@ DTypeResult MeasureDType(DType dtype, const BenchRopeOptions& options, bench::Co
     copy.Run();
     r.rope_seconds = std::min(r.rope_seconds, bench::Seconds([&] { work.RunFast(); }));
     r.naive_seconds = std::min(r.naive_seconds, bench::Seconds([&] { work.RunNaive(); }));
-    r.naive_apply_seconds =
-        std::min(r.naive_apply_seconds, bench::Seconds([&] { work.RunNaiveApplyOnly(); }));
+    r.naive_apply_seconds = std::min(r.naive_apply_seconds, bench::Seconds([&] { work.RunNaiveApplyOnly(); }));
   }
   return r;
 }
@@ -121,8 +119,8 @@ void RunBenchRope(const BenchRopeOptions& options, std::ostream& out) {
   const bench::CopyBandwidth copy = probe.Best();
 
   const RopeSpec spec = bench::Llama31RopeSpec();
-  const std::string shapes = "q [1, " + std::to_string(options.tokens) + ", 32, 128], k [1, " +
-                             std::to_string(options.tokens) + ", 8, 128]";
+  const std::string shapes =
+      "q [1, " + std::to_string(options.tokens) + ", 32, 128], k [1, " + std::to_string(options.tokens) + ", 8, 128]";
   if (options.json) {
     Json j;
     j["workload"] = "in-place RoPE, Llama-3.1-8B (theta 500000, llama3 scaling), " +
@@ -158,8 +156,8 @@ void RunBenchRope(const BenchRopeOptions& options, std::ostream& out) {
   char line[512];
   out << "posenc bench rope: in-place RoPE, Llama-3.1-8B frequencies (theta 500000, llama3 scaling), "
       << RopeLayoutName(spec.layout) << "\n"
-      << "  " << shapes << ", one ApplyRope call; " << threads << " threads; best of " << options.reps
-      << " after " << options.warmup << " warm-up, interleaved with the naive peer and the copy\n";
+      << "  " << shapes << ", one ApplyRope call; " << threads << " threads; best of " << options.reps << " after "
+      << options.warmup << " warm-up, interleaved with the naive peer and the copy\n";
   std::snprintf(line, sizeof line,
                 "  copy bandwidth %.1f GB/s (%zu MiB copy, bytes read + written, same threads;\n"
                 "    best of %d memcpy and %d streaming-store runs interleaved with the kernels', %s won)\n"
@@ -171,12 +169,11 @@ void RunBenchRope(const BenchRopeOptions& options, std::ostream& out) {
                 "naive apply GB/s", "speedup");
   out << line;
   for (const DTypeResult& r : results) {
-    std::snprintf(line, sizeof line,
-                  "%-5s  %8.2e (%8.1e)%s  %7.1f  %9.3f  %9.1f  %6.2f  %10.1f  %6.2fx  %16.1f  %6.2fx\n",
-                  std::string(DTypeName(r.dtype)).c_str(), r.check.max_error, r.check.tolerance,
-                  r.check.ok() ? "  " : " !", r.bytes / 1e6, r.rope_seconds * 1e3, r.rope_gbps(),
-                  r.rope_gbps() / copy.gbps, r.naive_gbps(), r.naive_seconds / r.rope_seconds,
-                  r.naive_apply_gbps(), r.naive_apply_seconds / r.rope_seconds);
+    std::snprintf(
+        line, sizeof line, "%-5s  %8.2e (%8.1e)%s  %7.1f  %9.3f  %9.1f  %6.2f  %10.1f  %6.2fx  %16.1f  %6.2fx\n",
+        std::string(DTypeName(r.dtype)).c_str(), r.check.max_error, r.check.tolerance, r.check.ok() ? "  " : " !",
+        r.bytes / 1e6, r.rope_seconds * 1e3, r.rope_gbps(), r.rope_gbps() / copy.gbps, r.naive_gbps(),
+        r.naive_seconds / r.rope_seconds, r.naive_apply_gbps(), r.naive_apply_seconds / r.rope_seconds);
     out << line;
   }
   out << "\n  GB/s = 2 x (q + k bytes) / time. naive: Hugging Face-style eager RoPE "

@@ -67,8 +67,9 @@ void Run(const BenchModelOptions& o) {
               static_cast<long long>(hp.vocab_size), loaded.load_seconds);
   std::printf("prefill of %lld tokens, f32, %d threads, best of %d: %.3f s\n", static_cast<long long>(o.ctx),
               NumThreads(), o.reps, seconds);
-  std::printf("%.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
-              tokens_per_s, flops / static_cast<double>(o.ctx) / 1e6, gflops, 100 * ratio, peak.gflops, peak.target);
+  std::printf(
+      "%.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
+      tokens_per_s, flops / static_cast<double>(o.ctx) / 1e6, gflops, 100 * ratio, peak.gflops, peak.target);
   std::printf("floor: ratio >= 0.35: %s\n", ratio >= 0.35 ? "yes" : "NO");
 }
 
@@ -78,7 +79,9 @@ void AddBenchModelCommand(CLI::App& bench) {
   auto o = std::make_shared<BenchModelOptions>();
   CLI::App* model = bench.add_subcommand("model", "Prefill tokens/s of a GGUF model and its ratio to the FMA peak");
   model->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
-  model->add_option("--ctx", o->ctx, "Tokens in the prefill window")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  model->add_option("--ctx", o->ctx, "Tokens in the prefill window")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   model->add_option("--reps", o->reps, "Timed repetitions (best counts)")->check(CLI::Range(1, 100));
   model->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
   model->add_flag("--json", o->json, "Print one JSON object");

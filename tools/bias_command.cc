@@ -65,7 +65,8 @@ void RunT5(const T5Options& o) {
   Require(offset >= 0, kOp, "--query-offset", offset,
           o.query_offset ? "must not be negative"
                          : "must not be negative (the default K - Q needs --query-len <= --key-len)");
-  const T5BucketSpec spec{.num_buckets = o.num_buckets, .max_distance = o.max_distance,
+  const T5BucketSpec spec{.num_buckets = o.num_buckets,
+                          .max_distance = o.max_distance,
                           .direction = o.causal ? T5Direction::kCausal : T5Direction::kBidirectional};
   const std::vector<std::int32_t> flat = T5BucketMatrix(spec, o.query_len, o.key_len, offset);
   Json rows = Json::array();

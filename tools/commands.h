@@ -6,15 +6,15 @@
 
 namespace posenc::cli {
 
-void AddRopeCommands(CLI::App& app);   // posenc rope freqs
-void AddBenchCommands(CLI::App& app);  // posenc bench rope | attention
+void AddRopeCommands(CLI::App& app);             // posenc rope freqs
+void AddBenchCommands(CLI::App& app);            // posenc bench rope | attention
 void AddBenchAttentionCommand(CLI::App& bench);  // posenc bench attention (under `bench`)
-void AddBiasCommands(CLI::App& app);        // posenc bias alibi | t5
-void AddSinusoidalCommands(CLI::App& app);  // posenc sinusoidal
-void AddTableCommands(CLI::App& app);       // posenc table show
-void AddAnalyzeCommands(CLI::App& app);     // posenc analyze dims | decay | heatmap | linear-map
-void AddPplCommand(CLI::App& app);          // posenc ppl
-void AddStudyCommand(CLI::App& app);        // posenc study
-void AddBenchModelCommand(CLI::App& bench);  // posenc bench model (under `bench`)
+void AddBiasCommands(CLI::App& app);             // posenc bias alibi | t5
+void AddSinusoidalCommands(CLI::App& app);       // posenc sinusoidal
+void AddTableCommands(CLI::App& app);            // posenc table show
+void AddAnalyzeCommands(CLI::App& app);          // posenc analyze dims | decay | heatmap | linear-map
+void AddPplCommand(CLI::App& app);               // posenc ppl
+void AddStudyCommand(CLI::App& app);             // posenc study
+void AddBenchModelCommand(CLI::App& bench);      // posenc bench model (under `bench`)
 
 }  // namespace posenc::cli

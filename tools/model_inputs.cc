@@ -19,8 +19,8 @@ LoadedModel LoadModel(const std::string& path) {
 }
 
 std::vector<std::int32_t> TokenizeFile(const BpeTokenizer& tokenizer, const std::string& path) {
-  return tokenizer.Encode(ReadRegularFile("text", "path", path, kMaxTextBytes,
-                                         "the text is read and tokenized in memory"));
+  return tokenizer.Encode(
+      ReadRegularFile("text", "path", path, kMaxTextBytes, "the text is read and tokenized in memory"));
 }
 
 }  // namespace posenc::cli

@@ -79,9 +79,9 @@ void RunGnuplot(const std::string& script, const std::string& png_path, const Te
   std::stringstream messages;
   messages << log_file.rdbuf();
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    ThrowError(kOp, "gnuplot", FormatValue(png_path),
-               "failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                   "): " + messages.str());
+    ThrowError(
+        kOp, "gnuplot", FormatValue(png_path),
+        "failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "): " + messages.str());
   }
   // gnuplot drew into the temporary directory; the PNG replaces `png_path`
   // whole or not at all (a full disk keeps the old picture).
@@ -121,8 +121,7 @@ std::string Palette() {
 
 std::string Terminal(int width, int height, int font_size, const std::string& drawn_path) {
   std::ostringstream s;
-  s << "set terminal pngcairo size " << width << "," << height << " enhanced font 'DejaVu Sans,"
-    << font_size << "'\n"
+  s << "set terminal pngcairo size " << width << "," << height << " enhanced font 'DejaVu Sans," << font_size << "'\n"
     << "set output " << Quote(drawn_path) << "\n"
     << Palette();
   return s.str();
@@ -135,9 +134,8 @@ std::string Multiplot(int panels, int columns, int panel_width, int panel_height
   const int cols = std::min(columns, panels);
   const int rows = (panels + cols - 1) / cols;
   std::ostringstream s;
-  s << Terminal(panel_width * cols, panel_height * rows + 40, font_size, drawn_path) << "set multiplot layout "
-    << rows << "," << cols << " title " << Quote(title) << " noenhanced font 'DejaVu Sans," << font_size + 3
-    << "'\n";
+  s << Terminal(panel_width * cols, panel_height * rows + 40, font_size, drawn_path) << "set multiplot layout " << rows
+    << "," << cols << " title " << Quote(title) << " noenhanced font 'DejaVu Sans," << font_size + 3 << "'\n";
   return s.str();
 }
 
@@ -179,9 +177,8 @@ std::string LinePlotPanel(const LinePlot& plot, const TempDir& dir, int index) {
     }
     data.close();
     if (!data) ThrowError(kOp, "data file", FormatValue(file), "cannot be written");
-    script << (first ? "" : ", ") << Quote(file) << " using 1:2"
-           << (s.right_axis ? " axes x1y2" : "") << " with " << s.style << " title "
-           << Quote(s.title);
+    script << (first ? "" : ", ") << Quote(file) << " using 1:2" << (s.right_axis ? " axes x1y2" : "") << " with "
+           << s.style << " title " << Quote(s.title);
     first = false;
   }
   static const char* kReferenceColors[] = {"black", "#d62728", "#9467bd"};
@@ -202,8 +199,8 @@ void DrawLinePlot(const LinePlot& plot, const std::string& png_path, OutputFiles
   RunGnuplot(Terminal(1000, 640, 11, dir.File("plot.png")) + LinePlotPanel(plot, dir, 0), png_path, dir, together);
 }
 
-void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& title, int columns,
-                      int panel_width, int panel_height, const std::string& png_path, OutputFiles* together) {
+void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& title, int columns, int panel_width,
+                      int panel_height, const std::string& png_path, OutputFiles* together) {
   Require(!plots.empty() && plots.size() <= 16, kOp, "line plots", plots.size(), "must be in [1, 16]");
   Require(columns > 0, kOp, "columns", columns, "must be > 0");
   Require(panel_width >= 200 && panel_height >= 150, kOp, "panel size",
@@ -226,9 +223,8 @@ namespace {
 
 // One heat map panel: its data file in `dir` and the commands that draw it.
 std::string HeatmapPanel(const Heatmap& map, const TempDir& dir, int index) {
-  Require(map.rows > 0 && map.cols > 0 &&
-              static_cast<std::int64_t>(map.values.size()) == map.rows * map.cols,
-          kOp, "heatmap values", map.values.size(), "must hold rows * cols entries");
+  Require(map.rows > 0 && map.cols > 0 && static_cast<std::int64_t>(map.values.size()) == map.rows * map.cols, kOp,
+          "heatmap values", map.values.size(), "must hold rows * cols entries");
   const std::string file = dir.File("matrix" + std::to_string(index) + ".dat");
   {
     std::ofstream data(file);

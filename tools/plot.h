@@ -15,8 +15,8 @@ namespace posenc::cli {
 struct PlotSeries {
   std::string title;  // legend entry
   std::vector<double> x, y;
-  bool right_axis = false;                 // plotted against the y2 axis
-  std::string style = "lines lw 2";        // a gnuplot `with` clause
+  bool right_axis = false;           // plotted against the y2 axis
+  std::string style = "lines lw 2";  // a gnuplot `with` clause
 };
 
 struct LinePlot {
@@ -48,9 +48,8 @@ struct Heatmap {
 void DrawLinePlot(const LinePlot& plot, const std::string& png_path, OutputFiles* together = nullptr);
 // Several line plots on one page (gnuplot multiplot), `columns` per row,
 // each panel panel_width x panel_height pixels.
-void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& title, int columns,
-                      int panel_width, int panel_height, const std::string& png_path,
-                      OutputFiles* together = nullptr);
+void DrawLinePlotGrid(const std::vector<LinePlot>& plots, const std::string& title, int columns, int panel_width,
+                      int panel_height, const std::string& png_path, OutputFiles* together = nullptr);
 void DrawHeatmap(const Heatmap& map, const std::string& png_path, OutputFiles* together = nullptr);
 // Several heat maps on one page (gnuplot multiplot), `columns` per row.
 void DrawHeatmapGrid(const std::vector<Heatmap>& maps, const std::string& title, int columns,

@@ -84,8 +84,7 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_option("--ctx", o->ctx, "Tokens per window")->required();
   ppl->add_option("--stride", o->stride, "Tokens between window starts, 1..ctx (default: ctx, non-overlapping)")
       ->check(CLI::PositiveNumber);
-  ppl->add_option("--method", o->method,
-                  ExtensionMethodsSynopsis() + " (defaults from the training length and ctx)")
+  ppl->add_option("--method", o->method, ExtensionMethodsSynopsis() + " (defaults from the training length and ctx)")
       ->capture_default_str();
   ppl->add_option("--max-windows", o->max_windows, "Evaluate at most this many windows (0: all)");
   ppl->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);

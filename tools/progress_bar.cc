@@ -8,11 +8,8 @@
 namespace posenc::cli {
 
 ProgressBar::ProgressBar(std::string label, std::string unit)
-    : label_(std::move(label)),
-      unit_(std::move(unit)),
-      terminal_(isatty(STDERR_FILENO) != 0),
-      start_(std::chrono::steady_clock::now()),
-      last_draw_(start_) {}
+    : label_(std::move(label)), unit_(std::move(unit)), terminal_(isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 void ProgressBar::Update(std::int64_t done, std::int64_t total) {
   total_ = std::max<std::int64_t>(total, 1);

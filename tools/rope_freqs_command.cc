@@ -108,8 +108,8 @@ void RunRopeFreqs(const FreqsOptions& options, std::ostream& out) {
   field("scaling", DescribeScaling(scaling));
   field("original length", original > 0 ? std::to_string(original) + " tokens (from " + original_source + ")"
                                         : std::string("unknown (no max_position_embeddings)"));
-  field("seq_len", options.seq_len > 0 ? std::to_string(options.seq_len)
-                                       : std::string("0 (not beyond the original length)"));
+  field("seq_len",
+        options.seq_len > 0 ? std::to_string(options.seq_len) : std::string("0 (not beyond the original length)"));
   std::snprintf(line, sizeof line, "%.17g", freqs.attention_factor);
   field("attention factor", line);
   out << "\n";
@@ -141,13 +141,14 @@ void AddRopeCommands(CLI::App& app) {
   rope->require_subcommand(1);
 
   auto options = std::make_shared<FreqsOptions>();
-  CLI::App* freqs = rope->add_subcommand(
-      "freqs", "Frequency table of a Hugging Face config: inverse frequencies, wavelengths, "
-               "rotations within the original context, YaRN ramp weights");
+  CLI::App* freqs = rope->add_subcommand("freqs",
+                                         "Frequency table of a Hugging Face config: inverse frequencies, wavelengths, "
+                                         "rotations within the original context, YaRN ramp weights");
   freqs->add_option("--hf-config", options->hf_config, "Hugging Face config.json")->required();
-  freqs->add_option("--seq-len", options->seq_len,
-                    "Current sequence length (dynamic NTK and LongRoPE depend on it; 0: not beyond "
-                    "the original length)")
+  freqs
+      ->add_option("--seq-len", options->seq_len,
+                   "Current sequence length (dynamic NTK and LongRoPE depend on it; 0: not beyond "
+                   "the original length)")
       ->check(CLI::NonNegativeNumber);
   freqs->add_flag("--json", options->json, "Print one JSON object instead of a table");
   freqs->callback([options] { RunRopeFreqs(*options, std::cout); });

@@ -31,7 +31,9 @@ struct SinusoidalOptions {
 void Run(const SinusoidalOptions& o) {
   Require(o.positions >= 0, "sinusoidal", "--positions", o.positions, "must not be negative");
   Require(o.start >= 0, "sinusoidal", "--start", o.start, "must not be negative");
-  const SinusoidalSpec spec{.dim = o.dim, .base = o.base, .order = ParseSinusoidalOrder(o.order),
+  const SinusoidalSpec spec{.dim = o.dim,
+                            .base = o.base,
+                            .order = ParseSinusoidalOrder(o.order),
                             .spacing = ParseSinusoidalSpacing(o.spacing)};
   const std::vector<double> flat = SinusoidalTable(spec, o.start, o.positions);
   if (o.json) {

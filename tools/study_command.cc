@@ -103,7 +103,8 @@ void Run(const StudyOptions& o) {
       if (length > hp.context_length) {
         std::fprintf(stderr, "  L %lld %s: ppl %.2f within the training length, %.2f beyond\n",
                      static_cast<long long>(length), cell.resolved.c_str(),
-                     PerplexityOfTokens(cell, 1, hp.context_length), PerplexityOfTokens(cell, hp.context_length, length));
+                     PerplexityOfTokens(cell, 1, hp.context_length),
+                     PerplexityOfTokens(cell, hp.context_length, length));
       }
       if (same) model_rope = cell;
       report.cells.push_back(std::move(cell));
@@ -129,9 +130,10 @@ void Run(const StudyOptions& o) {
 
 void AddStudyCommand(CLI::App& app) {
   auto o = std::make_shared<StudyOptions>();
-  CLI::App* study = app.add_subcommand(
-      "study", "Context extension on a real model: loss by token position per method and length, within and "
-               "beyond the training length");
+  CLI::App* study =
+      app.add_subcommand("study",
+                         "Context extension on a real model: loss by token position per method and length, within and "
+                         "beyond the training length");
   study->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
   study->add_option("--text", o->text, "UTF-8 text file (scripts/fetch-texts)")->capture_default_str();
   study->add_option("--lengths", o->lengths, "Context lengths, comma-separated (default 12288: 1.5x SmolLM2's 8192)")

@@ -96,15 +96,10 @@ std::string StudyMarkdown(const StudyReport& r) {
 }
 
 std::string StudyJson(const StudyReport& r) {
-  Json json{{"model", r.model},
-            {"text", r.text},
-            {"text_tokens", r.text_tokens},
-            {"train_length", r.train_length},
-            {"windows", r.windows},
-            {"bucket", r.bucket},
-            {"threads", r.threads},
-            {"seconds", r.seconds},
-            {"results", Json::array()}};
+  Json json{
+      {"model", r.model},        {"text", r.text},     {"text_tokens", r.text_tokens}, {"train_length", r.train_length},
+      {"windows", r.windows},    {"bucket", r.bucket}, {"threads", r.threads},         {"seconds", r.seconds},
+      {"results", Json::array()}};
   for (const StudyCell& c : r.cells) {
     Json cell{{"method", c.method},
               {"resolved", c.resolved},
@@ -163,8 +158,8 @@ void DrawStudyPlot(const StudyReport& r, const std::string& png_path, OutputFile
     p->x_label = "token position in a " + std::to_string(length) + "-token window";
     p->key_position = "outside right";
   }
-  const std::string title = "Context extension on " + std::filesystem::path(r.model).stem().string() +
-                            " (trained on " + std::to_string(r.train_length) + " tokens), " +
+  const std::string title = "Context extension on " + std::filesystem::path(r.model).stem().string() + " (trained on " +
+                            std::to_string(r.train_length) + " tokens), " +
                             std::filesystem::path(r.text).filename().string();
   DrawLinePlotGrid({loss, excess}, title, 1, 1200, 460, png_path, &outputs);
 }

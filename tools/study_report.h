@@ -31,7 +31,7 @@ struct StudyReport {
   std::int64_t bucket = 256;  // tokens per point of the loss curves
   int threads = 1;
   double seconds = 0;
-  std::vector<std::string> methods;  // rows, in the order asked
+  std::vector<std::string> methods;   // rows, in the order asked
   std::vector<std::int64_t> lengths;  // ascending
   std::vector<StudyCell> cells;
 };

@@ -35,8 +35,8 @@ struct TableOptions {
 
 void Run(const TableOptions& o) {
   const LearnedTable table = LearnedTable::Load(o.path, o.tensor);
-  const LearnedTableSpec spec{.row_offset = o.row_offset, .out_of_range = ParseOutOfRangePolicy(o.out_of_range),
-                              .alpha = o.alpha};
+  const LearnedTableSpec spec{
+      .row_offset = o.row_offset, .out_of_range = ParseOutOfRangePolicy(o.out_of_range), .alpha = o.alpha};
   spec.Validate();
   const std::int64_t capacity = table.Capacity(spec);
   const bool unbounded = capacity == std::numeric_limits<std::int64_t>::max();
@@ -52,9 +52,9 @@ void Run(const TableOptions& o) {
     std::cout << j.dump() << "\n";
     return;
   }
-  std::printf("%s: %lld rows x %lld dims (%s); row_offset %lld, out_of_range %s: positions 0..%s\n",
-              o.path.c_str(), static_cast<long long>(table.rows()), static_cast<long long>(table.dim()),
-              table.source_dtype().c_str(), static_cast<long long>(o.row_offset), o.out_of_range.c_str(),
+  std::printf("%s: %lld rows x %lld dims (%s); row_offset %lld, out_of_range %s: positions 0..%s\n", o.path.c_str(),
+              static_cast<long long>(table.rows()), static_cast<long long>(table.dim()), table.source_dtype().c_str(),
+              static_cast<long long>(o.row_offset), o.out_of_range.c_str(),
               unbounded ? "any" : std::to_string(capacity - 1).c_str());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::printf("%8lld:", static_cast<long long>(o.positions[i]));

@@ -58,13 +58,12 @@ std::vector<double> AlibiSlopes(const AlibiSpec& spec, std::int64_t head_begin, 
 // The bias [heads, q_len, k_len], float64, for queries at positions
 // query_offset + i and keys at positions j (query_offset = k_len - q_len is
 // KV-cache decode and plain self-attention).
-std::vector<double> AlibiBias(const AlibiSpec& spec, std::int64_t q_len, std::int64_t k_len,
-                              std::int64_t query_offset);
+std::vector<double> AlibiBias(const AlibiSpec& spec, std::int64_t q_len, std::int64_t k_len, std::int64_t query_offset);
 
 // BLOOM's per-key form with left padding: key position = the number of real
 // tokens before it in its row (padding gets 0), times the slope. mask is
 // [batch, k_len] (1 = token, 0 = padding); returns [batch, heads, k_len].
-std::vector<double> AlibiKeyBiasFromMask(const AlibiSpec& spec, std::span<const std::uint8_t> mask,
-                                         std::int64_t batch, std::int64_t k_len);
+std::vector<double> AlibiKeyBiasFromMask(const AlibiSpec& spec, std::span<const std::uint8_t> mask, std::int64_t batch,
+                                         std::int64_t k_len);
 
 }  // namespace posenc

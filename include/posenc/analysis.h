@@ -52,8 +52,7 @@ struct RopeDims {
 // the spec's own long factors when it is a LongRoPE spec. LongRoPE's factors
 // come from a per-model search, so there is no LongRoPE table to compare
 // without them.
-RopeDims ComputeRopeDims(const RopeSpec& spec, std::int64_t original_length,
-                         double comparison_factor = 0.0,
+RopeDims ComputeRopeDims(const RopeSpec& spec, std::int64_t original_length, double comparison_factor = 0.0,
                          const std::vector<double>& longrope_factors = {});
 
 // ---- Long-range decay (RoFormer, section 3.4.3) ---------------------------
@@ -104,8 +103,8 @@ std::vector<double> SinusoidalShiftMatrix(const SinusoidalSpec& spec, double del
 // that best maps (least squares, by QR) the rows p_k to p_{k+Delta} for
 // k = first .. first+count-1. Off-diagonal blocks are zero by construction
 // (the pairs do not mix); count >= 2.
-std::vector<double> SolveSinusoidalShiftMatrix(const SinusoidalSpec& spec, double delta,
-                                               std::int64_t first, std::int64_t count);
+std::vector<double> SolveSinusoidalShiftMatrix(const SinusoidalSpec& spec, double delta, std::int64_t first,
+                                               std::int64_t count);
 
 struct SinusoidalLinearMap {
   std::int64_t positions = 0;  // k = 0 .. positions-1
@@ -137,8 +136,8 @@ struct RopeInvariance {
   double max_abs_score = 0.0;  // the scale of the scores compared
 };
 
-RopeInvariance ComputeRopeInvariance(const RopeSpec& spec, std::int64_t max_position,
-                                     std::int64_t step, std::uint64_t seed = 0);
+RopeInvariance ComputeRopeInvariance(const RopeSpec& spec, std::int64_t max_position, std::int64_t step,
+                                     std::uint64_t seed = 0);
 
 // ---- The binary-counter view (kexue.fm/archives/8231) ---------------------
 
@@ -155,8 +154,8 @@ std::vector<double> SinusoidalDotMatrix(const SinusoidalSpec& spec, std::int64_t
 
 // <R_m q, R_n k> for m, n < positions, [positions, positions] row-major (rows
 // are query positions m); q and k have head_dim entries.
-std::vector<double> RopeScoreMatrix(const RopeSpec& spec, const std::vector<double>& q,
-                                    const std::vector<double>& k, std::int64_t positions);
+std::vector<double> RopeScoreMatrix(const RopeSpec& spec, const std::vector<double>& q, const std::vector<double>& k,
+                                    std::int64_t positions);
 
 // R_p x in float64 for one head vector x [head_dim], by the spec's layout and
 // rotary_dim (the rest passes through), frequencies at sequence length 0.

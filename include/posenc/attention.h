@@ -124,12 +124,20 @@ struct AttentionOptions {
 struct AttentionInputs {
   ConstTensorView q, k, v;
   TensorView out;
-  TokenPositions q_positions = TokenPositions::Offset(0);
+  // None: the q_len queries are the last q_len tokens of each row's keys,
+  // at kv_len - q_len (or kv_lengths[b] - q_len) onwards — self-attention
+  // when q_len == kv_len, decode after a cache otherwise. The Python
+  // binding's default is this one.
+  std::optional<TokenPositions> q_positions;
   TokenPositions k_positions = TokenPositions::Offset(0);
   // Valid keys per batch row (a batch of sequences of different lengths);
   // keys past it are never seen. Empty: all kv_len keys.
   std::vector<std::int64_t> kv_lengths;
 };
+
+// The query positions of a call: inputs.q_positions, or the default above
+// (an Error when q_len exceeds a row's keys).
+TokenPositions QueryPositions(const AttentionInputs& inputs);
 
 // Throws posenc::Error naming the first bad argument (shapes, head counts,
 // dtypes, positions, policy parameters). Both implementations call it.

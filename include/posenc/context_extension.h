@@ -63,9 +63,9 @@ std::string_view ExtensionParameterName(ExtensionParameter parameter);  // "fact
 // and the Python docstrings are all made from it.
 struct ExtensionMethodInfo {
   ExtensionMethod method;
-  std::string_view name;                           // "leaky-rerope"
-  std::vector<ExtensionParameter> parameters;      // what NAME:key=value may set
-  std::string_view summary;                        // what changes, one line
+  std::string_view name;                       // "leaky-rerope"
+  std::vector<ExtensionParameter> parameters;  // what NAME:key=value may set
+  std::string_view summary;                    // what changes, one line
 };
 const std::vector<ExtensionMethodInfo>& ExtensionMethodTable();
 

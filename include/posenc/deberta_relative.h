@@ -39,8 +39,7 @@ struct DebertaRelativeSpec {
 };
 
 // make_log_bucket_position: relative position -> bucketed relative position.
-std::int64_t DebertaLogBucket(std::int64_t relative_position, std::int64_t bucket_size,
-                              std::int64_t max_position);
+std::int64_t DebertaLogBucket(std::int64_t relative_position, std::int64_t bucket_size, std::int64_t max_position);
 // build_relative_position: [q_len, k_len] of LogBucket(query_offset + i - j)
 // (raw i - j when buckets are off).
 std::vector<std::int64_t> DebertaRelativePositions(const DebertaRelativeSpec& spec, std::int64_t q_len,
@@ -50,7 +49,7 @@ namespace reference {
 // pos_key = Kr, pos_query = Qr, each [heads, 2 * Span(), head_dim]; one may
 // be empty when its term is off. Default scale spec.Scale(head_dim).
 RelativeAttentionResult DebertaAttention(const RelativeAttentionInputs& inputs, const DebertaRelativeSpec& spec,
-                                 std::span<const double> pos_key, std::span<const double> pos_query);
+                                         std::span<const double> pos_key, std::span<const double> pos_query);
 }  // namespace reference
 
 }  // namespace posenc

@@ -23,8 +23,7 @@ struct EmbeddingAddCall {
   TokenPositions positions = TokenPositions::Offset(0);
   double input_scale = 1.0;
 
-  static EmbeddingAddCall InPlace(const TensorView& embeddings,
-                                  TokenPositions positions = TokenPositions::Offset(0)) {
+  static EmbeddingAddCall InPlace(const TensorView& embeddings, TokenPositions positions = TokenPositions::Offset(0)) {
     return {embeddings, embeddings, std::move(positions), 1.0};
   }
 };

@@ -48,13 +48,12 @@ std::string FormatValue(const T& value) {
   return out.str();
 }
 
-[[noreturn]] void ThrowError(std::string_view op, std::string_view parameter,
-                             const std::string& value, std::string_view rule);
+[[noreturn]] void ThrowError(std::string_view op, std::string_view parameter, const std::string& value,
+                             std::string_view rule);
 
 // Throws unless `ok`: "[op] parameter = value: rule".
 template <class T>
-void Require(bool ok, std::string_view op, std::string_view parameter, const T& value,
-             std::string_view rule) {
+void Require(bool ok, std::string_view op, std::string_view parameter, const T& value, std::string_view rule) {
   if (!ok) ThrowError(op, parameter, FormatValue(value), rule);
 }
 

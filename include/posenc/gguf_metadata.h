@@ -15,8 +15,8 @@
 namespace posenc {
 
 // All integer types widen to int64, both float types to double.
-using GgufValue = std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>,
-                               std::vector<double>, std::vector<std::string>>;
+using GgufValue = std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>, std::vector<double>,
+                               std::vector<std::string>>;
 using GgufMetadata = std::map<std::string, GgufValue, std::less<>>;
 
 // The value of `key` as T (one of GgufValue's alternatives): nullptr when
@@ -31,8 +31,7 @@ std::optional<std::int64_t> GgufCount(const GgufMetadata& metadata, std::string_
 std::optional<std::string> GgufString(const GgufMetadata& metadata, std::string_view key, std::string_view op);
 
 // The same, present or an Error "missing: <why>".
-double RequireGgufNumber(const GgufMetadata& metadata, std::string_view key, std::string_view op,
-                         std::string_view why);
+double RequireGgufNumber(const GgufMetadata& metadata, std::string_view key, std::string_view op, std::string_view why);
 std::int64_t RequireGgufCount(const GgufMetadata& metadata, std::string_view key, std::string_view op,
                               std::string_view why);
 template <class T>

@@ -32,7 +32,7 @@ std::uint64_t PhysicalMemoryBytes();
 // Throws unless count × element_bytes (computed without overflow) fits in
 // this machine's physical memory: "[op] parameter = value: <what> needs
 // 64.0 GiB (count × 8 bytes), more than this machine's 23.4 GiB of memory".
-void RequireFitsInMemory(std::string_view op, std::string_view parameter, std::int64_t value,
-                         std::string_view what, double count, std::uint64_t element_bytes);
+void RequireFitsInMemory(std::string_view op, std::string_view parameter, std::int64_t value, std::string_view what,
+                         double count, std::uint64_t element_bytes);
 
 }  // namespace posenc

@@ -33,8 +33,8 @@ struct KvCacheSpec {
   std::int64_t head_dim = 0;
   std::int64_t v_dim = 0;
   DType dtype = DType::kF32;
-  std::int64_t sinks = 0;   // kept forever (with a window)
-  std::int64_t window = 0;  // most recent tokens kept; 0: keep everything
+  std::int64_t sinks = 0;     // kept forever (with a window)
+  std::int64_t window = 0;    // most recent tokens kept; 0: keep everything
   std::int64_t capacity = 0;  // tokens held at most when window is 0
   void Validate() const;
   std::int64_t MaxTokens() const { return window > 0 ? sinks + window : capacity; }

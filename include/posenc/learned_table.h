@@ -54,8 +54,7 @@ class LearnedTable {
   LearnedTable() = default;
   // values: row-major [rows, dim]. Throws unless rows, dim > 0, the size
   // matches and every value is finite.
-  LearnedTable(std::int64_t rows, std::int64_t dim, std::vector<float> values,
-               std::string source_dtype = "float32");
+  LearnedTable(std::int64_t rows, std::int64_t dim, std::vector<float> values, std::string source_dtype = "float32");
 
   // Parsers over bytes already in memory, and file loaders. `tensor` names
   // the safetensors entry; empty picks the only tensor in the file.
@@ -96,8 +95,7 @@ class LearnedTable {
 
 // Throws posenc::Error unless the spec, the table, the call's shapes and
 // every position (within Capacity) fit.
-void ValidateLearnedTableCall(const LearnedTable& table, const LearnedTableSpec& spec,
-                              const EmbeddingAddCall& call);
+void ValidateLearnedTableCall(const LearnedTable& table, const LearnedTableSpec& spec, const EmbeddingAddCall& call);
 
 // The fast path: the same SIMD kernel as AddSinusoidal, rows from the table.
 void AddLearnedTable(const LearnedTable& table, const LearnedTableSpec& spec, const EmbeddingAddCall& call);

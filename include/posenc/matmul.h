@@ -45,8 +45,8 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
 
 namespace reference {
 // The formula as written, summed in double: w is n rows of k floats.
-void MatMul(std::span<const float> x, std::int64_t m, std::span<const float> w, std::int64_t n,
-            std::int64_t k, std::span<float> y);
+void MatMul(std::span<const float> x, std::int64_t m, std::span<const float> w, std::int64_t n, std::int64_t k,
+            std::span<float> y);
 }  // namespace reference
 
 }  // namespace posenc

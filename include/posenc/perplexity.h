@@ -28,13 +28,13 @@ struct PerplexityOptions {
 
 struct PerplexityResult {
   double ppl = 0;
-  double mean_nll = 0;           // natural log
-  std::int64_t scored = 0;       // tokens scored
-  std::int64_t processed = 0;    // tokens run through the model
+  double mean_nll = 0;         // natural log
+  std::int64_t scored = 0;     // tokens scored
+  std::int64_t processed = 0;  // tokens run through the model
   std::int64_t windows = 0;
   double seconds = 0;
-  double tokens_per_s = 0;       // processed / seconds
-  ContextExtension method;       // with every default filled in
+  double tokens_per_s = 0;  // processed / seconds
+  ContextExtension method;  // with every default filled in
   // [context - 1]: entry i is the mean over the evaluated windows of
   // -ln p(token i + 1 | tokens 0..i of the window), every window position
   // whatever the stride: the loss against position in the window, which

@@ -56,7 +56,7 @@ struct RelativeAttentionInputs {
   // (1/sqrt(head_dim); T5: 1; DeBERTa: 1/sqrt(head_dim * (1 + #terms))).
   std::optional<double> scale;
   RelativeAttentionMask mask = RelativeAttentionMask::kNone;
-  std::optional<std::int64_t> query_offset;  // unset = k_len - q_len
+  std::optional<std::int64_t> query_offset;   // unset = k_len - q_len
   std::span<const std::uint8_t> key_padding;  // empty, or [batch, k_len]: 1 = attend, 0 = padding
 
   std::int64_t QueryOffset() const { return query_offset.value_or(shape.k_len - shape.q_len); }
@@ -86,7 +86,7 @@ RelativeAttentionResult AlibiAttention(const RelativeAttentionInputs& inputs, co
 // T5: BiasedAttention with T5Bias; weights [num_buckets, heads]. T5 does not
 // scale q.k: the default scale here is 1.
 RelativeAttentionResult T5Attention(const RelativeAttentionInputs& inputs, const T5BucketSpec& spec,
-                            std::span<const double> weights);
+                                    std::span<const double> weights);
 
 }  // namespace reference
 }  // namespace posenc

@@ -100,8 +100,8 @@ struct FrequencyFactorScaling {
   std::vector<double> factors;
 };
 
-using RopeScaling = std::variant<NoScaling, LinearScaling, NtkAwareScaling, DynamicNtkScaling,
-                                 YarnScaling, Llama3Scaling, LongRopeScaling, FrequencyFactorScaling>;
+using RopeScaling = std::variant<NoScaling, LinearScaling, NtkAwareScaling, DynamicNtkScaling, YarnScaling,
+                                 Llama3Scaling, LongRopeScaling, FrequencyFactorScaling>;
 
 // "none", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "factors".
 std::string_view RopeScalingName(const RopeScaling& scaling);

@@ -42,7 +42,7 @@ namespace reference {
 // [Rows(), value_dim] (needed when value_term); an unused table may be empty.
 // Default scale 1/sqrt(head_dim).
 RelativeAttentionResult ShawAttention(const RelativeAttentionInputs& inputs, const ShawRelativeSpec& spec,
-                              std::span<const double> rel_k, std::span<const double> rel_v);
+                                      std::span<const double> rel_k, std::span<const double> rel_v);
 }  // namespace reference
 
 }  // namespace posenc

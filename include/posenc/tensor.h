@@ -18,8 +18,7 @@ struct BasicTensorView {
   std::array<std::int64_t, 4> strides{};  // elements; strides[3] == 1
 
   static BasicTensorView Contiguous(Pointer data, DType dtype, std::array<std::int64_t, 4> shape) {
-    return {data, dtype, shape,
-            {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1}};
+    return {data, dtype, shape, {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1}};
   }
   std::int64_t batch() const { return shape[0]; }
   std::int64_t seq() const { return shape[1]; }
@@ -30,8 +29,7 @@ struct BasicTensorView {
   }
   // A mutable view converts to a read-only one.
   operator BasicTensorView<const void*>() const  // NOLINT(google-explicit-constructor)
-    requires(!std::is_same_v<Pointer, const void*>)
-  {
+      requires(!std::is_same_v<Pointer, const void*>) {
     return {data, dtype, shape, strides};
   }
 };

@@ -51,7 +51,7 @@ class TokenPositions {
 // (1 = real token, 0 = padding), a real token's position is the number of
 // real tokens before it in its row (cumsum(mask) - 1); padding tokens get
 // `pad_position` (BLOOM's ALiBi uses 0, GPT-2 uses 1). Returns [batch * seq].
-std::vector<std::int64_t> PositionIdsFromMask(std::span<const std::uint8_t> mask, std::int64_t batch,
-                                              std::int64_t seq, std::int64_t pad_position = 0);
+std::vector<std::int64_t> PositionIdsFromMask(std::span<const std::uint8_t> mask, std::int64_t batch, std::int64_t seq,
+                                              std::int64_t pad_position = 0);
 
 }  // namespace posenc

@@ -39,9 +39,9 @@ struct XLNetRelativeInputs {
   std::span<const double> r_w_bias;  // [heads, head_dim]  u
   std::span<const double> r_r_bias;  // [heads, head_dim]  v
   // Segment term: all three given, or all empty.
-  std::span<const double> r_s_bias;                // [heads, head_dim]
-  std::span<const double> seg_embed;               // [2, heads, head_dim]: same, different segment
-  std::span<const std::uint8_t> segment_differs;   // [batch, q_len, k_len]: 1 = different segments
+  std::span<const double> r_s_bias;               // [heads, head_dim]
+  std::span<const double> seg_embed;              // [2, heads, head_dim]: same, different segment
+  std::span<const std::uint8_t> segment_differs;  // [batch, q_len, k_len]: 1 = different segments
 };
 
 namespace reference {

@@ -67,11 +67,9 @@ void BindAnalysis(py::module_& m) {
       "rope_decay",
       [](const RopeSpec& spec, std::int64_t max_distance, std::int64_t step, std::int64_t samples, std::uint64_t seed,
          const std::vector<std::int64_t>& distances) {
-        const RopeDecay decay = ComputeRopeDecay(spec, {.max_distance = max_distance,
-                                                        .step = step,
-                                                        .distances = distances,
-                                                        .samples = samples,
-                                                        .seed = seed});
+        const RopeDecay decay = ComputeRopeDecay(
+            spec,
+            {.max_distance = max_distance, .step = step, .distances = distances, .samples = samples, .seed = seed});
         std::vector<double> distance, bound, ones, random;
         for (const auto& p : decay.points) {
           distance.push_back(static_cast<double>(p.distance));

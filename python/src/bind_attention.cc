@@ -36,7 +36,6 @@ using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecas
 
 // ---- arrays -----------------------------------------------------------------
 
-
 std::vector<std::int64_t> ToVector(const Int64Array& a) { return {a.data(), a.data() + a.size()}; }
 std::vector<double> ToVector(const DoubleArray& a) { return {a.data(), a.data() + a.size()}; }
 
@@ -88,28 +87,6 @@ TokenPositions Positions(const std::string& side, std::int64_t batch, std::int64
   }
   Require(offset >= 0, kOp, name, offset, "must not be negative");
   return TokenPositions::Offset(offset);
-}
-
-// The default query positions: the q_len queries are the last q_len tokens of
-// each row's keys (self-attention when q_len == kv_len, decode otherwise).
-TokenPositions DefaultQueryPositions(std::int64_t q_len, std::int64_t kv_len,
-                                     const std::vector<std::int64_t>& kv_lengths) {
-  const auto check = [&](std::int64_t keys, const std::string& what) {
-    if (keys < q_len) {
-      ThrowError(kOp, "q_len", std::to_string(q_len),
-                 "exceeds " + what + " = " + std::to_string(keys) +
-                     ": the default puts the queries at the end of the keys; give q_offset or q_positions");
-    }
-    return keys - q_len;
-  };
-  if (kv_lengths.empty()) return TokenPositions::Offset(check(kv_len, "kv_len"));
-  std::vector<std::int64_t> offsets;
-  for (std::size_t b = 0; b < kv_lengths.size(); ++b) {
-    // A length outside [0, kv_len] is reported by ValidateAttention.
-    const bool valid = kv_lengths[b] >= 0 && kv_lengths[b] <= kv_len;
-    offsets.push_back(valid ? check(kv_lengths[b], "kv_lengths[" + std::to_string(b) + "]") : 0);
-  }
-  return TokenPositions::Offsets(std::move(offsets));
 }
 
 // ---- encodings ------------------------------------------------------------------
@@ -171,9 +148,8 @@ PositionEncoding EncodingFromTuple(const py::tuple& encoding, std::int64_t call_
 // ---- the call -------------------------------------------------------------------
 
 py::array AttentionArrays(const py::array& q, const py::array& k, const py::array& v, const py::tuple& encoding,
-                          bool causal, std::int64_t window, std::int64_t sinks,
-                          std::optional<double> softmax_scale, std::int64_t logn_train_length,
-                          const std::optional<DoubleArray>& sink_logits, double softcap,
+                          bool causal, std::int64_t window, std::int64_t sinks, std::optional<double> softmax_scale,
+                          std::int64_t logn_train_length, const std::optional<DoubleArray>& sink_logits, double softcap,
                           std::optional<std::int64_t> q_offset, const std::optional<Int64Array>& q_offsets,
                           const std::optional<Int64Array>& q_ids, std::int64_t k_offset,
                           const std::optional<Int64Array>& k_offsets, const std::optional<Int64Array>& k_ids,
@@ -184,7 +160,7 @@ py::array AttentionArrays(const py::array& q, const py::array& k, const py::arra
   in.q = ArrayView(q, kOp, "q", kQ, false);
   in.k = ArrayView(k, kOp, "k", kKv, false);
   in.v = ArrayView(v, kOp, "v", kKv, false);
-  const auto [batch, q_len, q_heads, head_dim] = in.q.shape;
+  const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   const std::int64_t kv_len = in.k.seq();
   // kv_lengths and the batch sizes are checked by ValidateAttention; the
   // positions need batch to agree first.
@@ -196,16 +172,10 @@ py::array AttentionArrays(const py::array& q, const py::array& k, const py::arra
   in.k_positions = Positions("k", batch, kv_len, k_offset, k_offsets, k_ids);
   if (q_offset || q_offsets || q_ids) {
     in.q_positions = Positions("q", batch, q_len, q_offset.value_or(0), q_offsets, q_ids);
-  } else {
-    if (!in.kv_lengths.empty()) {
-      Require(static_cast<std::int64_t>(in.kv_lengths.size()) == batch, kOp, "kv_lengths.size()",
-              in.kv_lengths.size(), "must equal batch = " + std::to_string(batch));
-    }
-    in.q_positions = DefaultQueryPositions(q_len, kv_len, in.kv_lengths);
-  }
+  }  // else the library's default: the queries are the last q_len tokens of the keys
 
   const std::int64_t call_length =
-      std::max(in.q_positions.Length(batch, q_len), in.k_positions.Length(batch, kv_len));
+      std::max(QueryPositions(in).Length(batch, q_len), in.k_positions.Length(batch, kv_len));
   AttentionOptions options;
   options.encoding = EncodingFromTuple(encoding, call_length, q_heads);
   options.mask = AttentionMask{causal, window, sinks};
@@ -233,11 +203,10 @@ py::array AttentionArrays(const py::array& q, const py::array& k, const py::arra
 }  // namespace
 
 void BindAttention(py::module_& m) {
-  m.def("attention", &AttentionArrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("encoding"),
-        py::arg("causal"), py::arg("window"), py::arg("sinks"), py::arg("softmax_scale"),
-        py::arg("logn_train_length"), py::arg("sink_logits"), py::arg("softcap"), py::arg("q_offset"),
-        py::arg("q_offsets"), py::arg("q_ids"), py::arg("k_offset"), py::arg("k_offsets"), py::arg("k_ids"),
-        py::arg("kv_lengths"), py::arg("reference"),
+  m.def("attention", &AttentionArrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("encoding"), py::arg("causal"),
+        py::arg("window"), py::arg("sinks"), py::arg("softmax_scale"), py::arg("logn_train_length"),
+        py::arg("sink_logits"), py::arg("softcap"), py::arg("q_offset"), py::arg("q_offsets"), py::arg("q_ids"),
+        py::arg("k_offset"), py::arg("k_offsets"), py::arg("k_ids"), py::arg("kv_lengths"), py::arg("reference"),
         "Attention of q [batch, q_len, q_heads, d] over k, v [batch, kv_len, kv_heads, d|v_dim]; "
         "returns out [batch, q_len, q_heads, v_dim] in q's dtype.");
 }

@@ -40,9 +40,7 @@ using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>
 using ByteArray = py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>;
 
 std::span<const double> Span(const DoubleArray& a) { return {a.data(), static_cast<std::size_t>(a.size())}; }
-std::span<const double> Span(const std::optional<DoubleArray>& a) {
-  return a ? Span(*a) : std::span<const double>{};
-}
+std::span<const double> Span(const std::optional<DoubleArray>& a) { return a ? Span(*a) : std::span<const double>{}; }
 
 py::array_t<double> Shaped(const std::vector<double>& values, std::vector<py::ssize_t> shape) {
   py::array_t<double> out(shape);
@@ -59,7 +57,6 @@ py::array_t<T> Shaped(const std::vector<T>& values, std::vector<py::ssize_t> sha
 
 // ---- embedding arrays ---------------------------------------------------------
 
-
 TokenPositions MakePositions(std::int64_t offset, const std::optional<Int64Array>& offsets,
                              const std::optional<Int64Array>& position_ids) {
   if (position_ids) return TokenPositions::Ids({position_ids->data(), position_ids->data() + position_ids->size()});
@@ -70,26 +67,28 @@ TokenPositions MakePositions(std::int64_t offset, const std::optional<Int64Array
 EmbeddingAddCall MakeCall(std::string_view op, const py::array& in, const py::array& out, std::int64_t offset,
                           const std::optional<Int64Array>& offsets, const std::optional<Int64Array>& position_ids,
                           double input_scale) {
-  return EmbeddingAddCall{ArrayView(in, op, "x", "[batch, seq, rows, dim]", false), ArrayView(out, op, "out", "[batch, seq, rows, dim]", true),
+  return EmbeddingAddCall{ArrayView(in, op, "x", "[batch, seq, rows, dim]", false),
+                          ArrayView(out, op, "out", "[batch, seq, rows, dim]", true),
                           MakePositions(offset, offsets, position_ids), input_scale};
 }
 
 SinusoidalSpec MakeSinusoidal(std::int64_t dim, const std::string& order, const std::string& spacing, double base) {
-  const SinusoidalSpec spec{.dim = dim, .base = base, .order = ParseSinusoidalOrder(order),
-                            .spacing = ParseSinusoidalSpacing(spacing)};
+  const SinusoidalSpec spec{
+      .dim = dim, .base = base, .order = ParseSinusoidalOrder(order), .spacing = ParseSinusoidalSpacing(spacing)};
   spec.Validate();
   return spec;
 }
 
 LearnedTableSpec MakeTableSpec(std::int64_t row_offset, const std::string& out_of_range, double alpha) {
-  const LearnedTableSpec spec{.row_offset = row_offset, .out_of_range = ParseOutOfRangePolicy(out_of_range),
-                              .alpha = alpha};
+  const LearnedTableSpec spec{
+      .row_offset = row_offset, .out_of_range = ParseOutOfRangePolicy(out_of_range), .alpha = alpha};
   spec.Validate();
   return spec;
 }
 
 T5BucketSpec MakeT5(std::int64_t num_buckets, std::int64_t max_distance, bool bidirectional) {
-  const T5BucketSpec spec{.num_buckets = num_buckets, .max_distance = max_distance,
+  const T5BucketSpec spec{.num_buckets = num_buckets,
+                          .max_distance = max_distance,
                           .direction = bidirectional ? T5Direction::kBidirectional : T5Direction::kCausal};
   spec.Validate();
   return spec;
@@ -111,8 +110,12 @@ struct AttentionArgs {
       Require(a->ndim() == 4, op, std::string(name) + ".ndim", a->ndim(), "must be 4 ([batch, heads, len, dim])");
     }
     RelativeAttentionInputs in;
-    in.shape = {.batch = q.shape(0), .heads = q.shape(1), .q_len = q.shape(2), .k_len = k.shape(2),
-                .head_dim = q.shape(3), .value_dim = v.shape(3)};
+    in.shape = {.batch = q.shape(0),
+                .heads = q.shape(1),
+                .q_len = q.shape(2),
+                .k_len = k.shape(2),
+                .head_dim = q.shape(3),
+                .value_dim = v.shape(3)};
     Require(k.shape(0) == q.shape(0) && k.shape(1) == q.shape(1) && k.shape(3) == q.shape(3), op, "k.shape",
             Verbatim{"differs"}, "must be [batch, heads, k_len, head_dim] with q's batch, heads and head_dim");
     Require(v.shape(0) == q.shape(0) && v.shape(1) == q.shape(1) && v.shape(2) == k.shape(2), op, "v.shape",
@@ -146,9 +149,9 @@ py::tuple RunAttention(const AttentionArgs& args, std::string_view op, F&& run) 
   return Result(r, in);
 }
 
-#define POSENC_ATTENTION_ARGS                                                                          \
+#define POSENC_ATTENTION_ARGS                                                                         \
   py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale") = py::none(), py::arg("causal") = false, \
-      py::arg("query_offset") = py::none(), py::arg("key_padding") = py::none()
+                                            py::arg("query_offset") = py::none(), py::arg("key_padding") = py::none()
 
 AttentionArgs Args(DoubleArray q, DoubleArray k, DoubleArray v, std::optional<double> scale, bool causal,
                    std::optional<std::int64_t> query_offset, std::optional<ByteArray> key_padding) {
@@ -209,11 +212,11 @@ void BindEncodings(py::module_& m) {
       .def_property_readonly("rows", &LearnedTable::rows)
       .def_property_readonly("dim", &LearnedTable::dim)
       .def_property_readonly("source_dtype", &LearnedTable::source_dtype)
-      .def_property_readonly("values",
-                             [](const LearnedTable& t) {
-                               return Shaped(std::vector<float>(t.values().begin(), t.values().end()),
-                                             {t.rows(), t.dim()});
-                             })
+      .def_property_readonly(
+          "values",
+          [](const LearnedTable& t) {
+            return Shaped(std::vector<float>(t.values().begin(), t.values().end()), {t.rows(), t.dim()});
+          })
       .def(
           "capacity",
           [](const LearnedTable& t, std::int64_t row_offset, const std::string& policy, double alpha) {
@@ -278,9 +281,9 @@ void BindEncodings(py::module_& m) {
       "alibi_key_bias_from_mask",
       [alibi](std::int64_t heads, double max_bias, const ByteArray& mask) {
         Require(mask.ndim() == 2, "alibi", "mask.ndim", mask.ndim(), "must be 2 ([batch, k_len])");
-        const auto b = AlibiKeyBiasFromMask(alibi(heads, max_bias, "key-position"),
-                                            {mask.data(), static_cast<std::size_t>(mask.size())}, mask.shape(0),
-                                            mask.shape(1));
+        const auto b =
+            AlibiKeyBiasFromMask(alibi(heads, max_bias, "key-position"),
+                                 {mask.data(), static_cast<std::size_t>(mask.size())}, mask.shape(0), mask.shape(1));
         return Shaped(b, {mask.shape(0), heads, mask.shape(1)});
       },
       py::arg("heads"), py::arg("max_bias"), py::arg("mask"));
@@ -291,7 +294,8 @@ void BindEncodings(py::module_& m) {
       [](const Int64Array& relative, std::int64_t num_buckets, std::int64_t max_distance, bool bidirectional) {
         const T5BucketSpec spec = MakeT5(num_buckets, max_distance, bidirectional);
         py::array_t<std::int64_t> out(std::vector<py::ssize_t>(relative.shape(), relative.shape() + relative.ndim()));
-        for (py::ssize_t i = 0; i < relative.size(); ++i) out.mutable_data()[i] = T5RelativeBucket(spec, relative.data()[i]);
+        for (py::ssize_t i = 0; i < relative.size(); ++i)
+          out.mutable_data()[i] = T5RelativeBucket(spec, relative.data()[i]);
         return out;
       },
       py::arg("relative_position"), py::arg("num_buckets"), py::arg("max_distance"), py::arg("bidirectional"));
@@ -301,12 +305,12 @@ void BindEncodings(py::module_& m) {
          std::int64_t q_len, std::int64_t k_len, std::int64_t query_offset) {
         Require(weights.ndim() == 2, "t5_bias", "weights.ndim", weights.ndim(), "must be 2 ([num_buckets, heads])");
         const std::int64_t heads = weights.shape(1);
-        return Shaped(T5Bias(MakeT5(num_buckets, max_distance, bidirectional), Span(weights), heads, q_len, k_len,
-                             query_offset),
-                      {heads, q_len, k_len});
+        return Shaped(
+            T5Bias(MakeT5(num_buckets, max_distance, bidirectional), Span(weights), heads, q_len, k_len, query_offset),
+            {heads, q_len, k_len});
       },
-      py::arg("weights"), py::arg("num_buckets"), py::arg("max_distance"), py::arg("bidirectional"),
-      py::arg("q_len"), py::arg("k_len"), py::arg("query_offset"));
+      py::arg("weights"), py::arg("num_buckets"), py::arg("max_distance"), py::arg("bidirectional"), py::arg("q_len"),
+      py::arg("k_len"), py::arg("query_offset"));
 
   // ---- XLNet, DeBERTa position arithmetic
   const auto xlnet_type = [](const std::string& t) {
@@ -354,8 +358,9 @@ void BindEncodings(py::module_& m) {
       "biased_attention",
       [](DoubleArray q, DoubleArray k, DoubleArray v, std::optional<double> scale, bool causal,
          std::optional<std::int64_t> query_offset, std::optional<ByteArray> key_padding, DoubleArray bias) {
-        return RunAttention(Args(q, k, v, scale, causal, query_offset, key_padding), "attention",
-                            [&](const RelativeAttentionInputs& in) { return reference::BiasedAttention(in, Span(bias)); });
+        return RunAttention(
+            Args(q, k, v, scale, causal, query_offset, key_padding), "attention",
+            [&](const RelativeAttentionInputs& in) { return reference::BiasedAttention(in, Span(bias)); });
       },
       POSENC_ATTENTION_ARGS, py::arg("bias"));
   m.def(
@@ -374,10 +379,9 @@ void BindEncodings(py::module_& m) {
          std::optional<std::int64_t> query_offset, std::optional<ByteArray> key_padding, DoubleArray weights,
          std::int64_t num_buckets, std::int64_t max_distance, bool bidirectional) {
         const T5BucketSpec spec = MakeT5(num_buckets, max_distance, bidirectional);
-        return RunAttention(Args(q, k, v, scale, causal, query_offset, key_padding), "t5_bias",
-                            [&](const RelativeAttentionInputs& in) {
-                              return reference::T5Attention(in, spec, Span(weights));
-                            });
+        return RunAttention(
+            Args(q, k, v, scale, causal, query_offset, key_padding), "t5_bias",
+            [&](const RelativeAttentionInputs& in) { return reference::T5Attention(in, spec, Span(weights)); });
       },
       POSENC_ATTENTION_ARGS, py::arg("weights"), py::arg("num_buckets"), py::arg("max_distance"),
       py::arg("bidirectional"));
@@ -395,8 +399,11 @@ void BindEncodings(py::module_& m) {
         } else {
           ThrowError("shaw", "distance", FormatValue(distance), "must be \"key-minus-query\" or \"query-minus-key\"");
         }
-        const ShawRelativeSpec spec{.max_distance = max_distance, .distance = d, .key_term = key_term,
-                                    .query_term = query_term, .value_term = rel_v.has_value()};
+        const ShawRelativeSpec spec{.max_distance = max_distance,
+                                    .distance = d,
+                                    .key_term = key_term,
+                                    .query_term = query_term,
+                                    .value_term = rel_v.has_value()};
         return RunAttention(Args(q, k, v, scale, causal, query_offset, key_padding), "shaw",
                             [&](const RelativeAttentionInputs& in) {
                               return reference::ShawAttention(in, spec, Span(rel_k), Span(rel_v));
@@ -410,8 +417,11 @@ void BindEncodings(py::module_& m) {
          std::optional<std::int64_t> query_offset, std::optional<ByteArray> key_padding, DoubleArray rel_k,
          DoubleArray r_w_bias, DoubleArray r_r_bias, std::optional<DoubleArray> r_s_bias,
          std::optional<DoubleArray> seg_embed, std::optional<ByteArray> segment_differs) {
-        XLNetRelativeInputs rel{.rel_k = Span(rel_k), .r_w_bias = Span(r_w_bias), .r_r_bias = Span(r_r_bias),
-                                .r_s_bias = Span(r_s_bias), .seg_embed = Span(seg_embed)};
+        XLNetRelativeInputs rel{.rel_k = Span(rel_k),
+                                .r_w_bias = Span(r_w_bias),
+                                .r_r_bias = Span(r_r_bias),
+                                .r_s_bias = Span(r_s_bias),
+                                .seg_embed = Span(seg_embed)};
         if (segment_differs) {
           rel.segment_differs = {segment_differs->data(), static_cast<std::size_t>(segment_differs->size())};
         }
@@ -428,7 +438,8 @@ void BindEncodings(py::module_& m) {
          std::int64_t max_relative_positions) {
         const DebertaRelativeSpec spec{.position_buckets = position_buckets,
                                        .max_relative_positions = max_relative_positions,
-                                       .c2p = pos_key.has_value(), .p2c = pos_query.has_value()};
+                                       .c2p = pos_key.has_value(),
+                                       .p2c = pos_query.has_value()};
         return RunAttention(Args(q, k, v, scale, causal, query_offset, key_padding), "deberta",
                             [&](const RelativeAttentionInputs& in) {
                               return reference::DebertaAttention(in, spec, Span(pos_key), Span(pos_query));

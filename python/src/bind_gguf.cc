@@ -38,8 +38,7 @@ std::optional<py::str> DecodeUtf8(std::string_view bytes, py::ssize_t* bad_offse
   PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "strict");
   if (text != nullptr) return py::reinterpret_steal<py::str>(text);
   const py::error_already_set error;  // fetches (and clears) the UnicodeDecodeError
-  if (!error.matches(PyExc_UnicodeDecodeError) ||
-      PyUnicodeDecodeError_GetStart(error.value().ptr(), bad_offset) != 0) {
+  if (!error.matches(PyExc_UnicodeDecodeError) || PyUnicodeDecodeError_GetStart(error.value().ptr(), bad_offset) != 0) {
     PyErr_Clear();
     *bad_offset = 0;
   }
@@ -51,9 +50,10 @@ std::optional<py::str> DecodeUtf8(std::string_view bytes, py::ssize_t* bad_offse
 py::str RequireUtf8(std::string_view bytes, const std::string& path, std::string_view what) {
   py::ssize_t offset = 0;
   if (auto text = DecodeUtf8(bytes, &offset)) return *text;
-  const std::string shown = py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
-                                bytes.data(), static_cast<py::ssize_t>(bytes.size()), "backslashreplace"))
-                                .cast<std::string>();
+  const std::string shown =
+      py::reinterpret_steal<py::str>(
+          PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "backslashreplace"))
+          .cast<std::string>();
   try {
     ThrowError("gguf", what, QuoteForMessage(shown),
                "is not valid UTF-8 (invalid byte at offset " + std::to_string(offset) + ")");

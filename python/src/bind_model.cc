@@ -143,8 +143,8 @@ void BindModel(py::module_& m) {
       .def("next_token_nll", &NextTokenNll, py::arg("tokens"), py::arg("method"), py::arg("target_length"),
            "n - 1 float64 values -log p(tokens[i + 1] | tokens[:i + 1]).")
       .def(
-          "forward_flops", [](const LlamaModel& model, std::int64_t n) { return model.ForwardFlops(n); },
-          py::arg("n"), "Floating-point operations of one forward pass over n tokens.");
+          "forward_flops", [](const LlamaModel& model, std::int64_t n) { return model.ForwardFlops(n); }, py::arg("n"),
+          "Floating-point operations of one forward pass over n tokens.");
 
   m.def("perplexity", &Perplexity, py::arg("model"), py::arg("tokens"), py::arg("context"), py::arg("stride"),
         py::arg("method"), py::arg("max_windows"),

@@ -75,7 +75,8 @@ nlohmann::json ToJson(const py::handle& value, const std::string& path) {
     for (const py::handle item : value) list.push_back(ToJson(item, path));
     return list;
   }
-  if (py::hasattr(value, "item") && py::hasattr(value, "dtype")) return ToJson(value.attr("item")(), path);  // NumPy scalar
+  if (py::hasattr(value, "item") && py::hasattr(value, "dtype"))
+    return ToJson(value.attr("item")(), path);  // NumPy scalar
   ThrowError(kOp, path, Repr(value), "must be a number, a string, a list of numbers or None");
 }
 
@@ -99,8 +100,8 @@ RopeSpec MakeSpec(double theta, std::int64_t head_dim, std::optional<std::int64_
   if (partial_rotary_factor) {
     const std::int64_t from_factor = RotaryDimFromFactor(head_dim, *partial_rotary_factor);
     Require(!rotary_dim || *rotary_dim == from_factor, kOp, "rotary_dim", rotary_dim.value_or(0),
-            "disagrees with partial_rotary_factor (int(head_dim * factor) = " +
-                std::to_string(from_factor) + "); give one of them");
+            "disagrees with partial_rotary_factor (int(head_dim * factor) = " + std::to_string(from_factor) +
+                "); give one of them");
     spec.rotary_dim = from_factor;
   } else if (rotary_dim) {
     Require(*rotary_dim > 0, kOp, "rotary_dim", *rotary_dim, "must be > 0 (None means head_dim)");
@@ -121,7 +122,6 @@ py::array_t<double> ToArray(const std::vector<double>& values) {
 
 // ---- arrays -----------------------------------------------------------------
 
-
 RopeDirection ParseDirection(const std::string& name) {
   if (name == "forward") return RopeDirection::kForward;
   if (name == "backward") return RopeDirection::kBackward;
@@ -137,11 +137,10 @@ std::vector<std::int64_t> ToVector(const Int64Array& a) {
 }
 
 // outputs[i] receives the rotation of inputs[i] (the same array for in place).
-void ApplyRopeArrays(const RopeSpec& spec, const std::vector<py::array>& inputs,
-                     const std::vector<py::array>& outputs, std::int64_t offset,
-                     const std::optional<Int64Array>& offsets, const std::optional<Int64Array>& position_ids,
-                     const std::string& direction, const std::optional<DoubleArray>& inv_freq,
-                     double attention_factor, bool reference) {
+void ApplyRopeArrays(const RopeSpec& spec, const std::vector<py::array>& inputs, const std::vector<py::array>& outputs,
+                     std::int64_t offset, const std::optional<Int64Array>& offsets,
+                     const std::optional<Int64Array>& position_ids, const std::string& direction,
+                     const std::optional<DoubleArray>& inv_freq, double attention_factor, bool reference) {
   Require(!inputs.empty(), kOp, "operands", 0, "give at least one tensor to rotate");
   Require(outputs.size() == inputs.size(), kOp, "outputs", outputs.size(),
           "must be one per input tensor (" + std::to_string(inputs.size()) + ")");
@@ -165,8 +164,8 @@ void ApplyRopeArrays(const RopeSpec& spec, const std::vector<py::array>& inputs,
   RopeFrequencies frequencies;
   if (inv_freq) {
     frequencies.inv_freq.assign(inv_freq->data(), inv_freq->data() + inv_freq->size());
-    Require(std::isfinite(attention_factor) && attention_factor > 0, kOp, "attention_factor",
-            attention_factor, "must be a finite number > 0");
+    Require(std::isfinite(attention_factor) && attention_factor > 0, kOp, "attention_factor", attention_factor,
+            "must be a finite number > 0");
     frequencies.attention_factor = attention_factor;
   }
   py::gil_scoped_release release;  // the arrays are kept alive by the caller's references
@@ -184,11 +183,10 @@ void ApplyRopeArrays(const RopeSpec& spec, const std::vector<py::array>& inputs,
   }
 }
 
-void PermuteRows(const py::array& weight, std::int64_t heads, std::int64_t head_dim,
-                 std::int64_t rotary_dim, const std::string& to) {
+void PermuteRows(const py::array& weight, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim,
+                 const std::string& to) {
   constexpr const char* kPermute = "permute";
-  Require(weight.ndim() >= 1, kPermute, "w.ndim", weight.ndim(),
-          "must be >= 1 (rows [heads * head_dim, ...])");
+  Require(weight.ndim() >= 1, kPermute, "w.ndim", weight.ndim(), "must be >= 1 (rows [heads * head_dim, ...])");
   Require(weight.shape(0) == heads * head_dim, kPermute, "w.shape[0]", weight.shape(0),
           "must equal heads * head_dim = " + std::to_string(heads) + " * " + std::to_string(head_dim));
   if ((weight.flags() & py::array::c_style) == 0 || !weight.writeable()) {
@@ -221,8 +219,7 @@ void BindRope(py::module_& m) {
       .def_property_readonly("rotary_dim", &RopeSpec::RotaryDim)
       .def_property_readonly("pairs", &RopeSpec::Pairs)
       .def_property_readonly("layout", [](const RopeSpec& s) { return std::string(RopeLayoutName(s.layout)); })
-      .def_property_readonly("scaling_type",
-                             [](const RopeSpec& s) { return std::string(RopeScalingName(s.scaling)); })
+      .def_property_readonly("scaling_type", [](const RopeSpec& s) { return std::string(RopeScalingName(s.scaling)); })
       .def_property_readonly("scaling", [](const RopeSpec& s) { return ScalingToDict(s.scaling); })
       .def_property_readonly("original_context_length", &OriginalContextLength)
       .def(
@@ -248,13 +245,13 @@ void BindRope(py::module_& m) {
       },
       py::arg("config_json"), "(RopeSpec, max_position_embeddings) from a config.json text");
 
-  m.def("apply_rope", &ApplyRopeArrays, py::arg("spec"), py::arg("inputs"), py::arg("outputs"),
-        py::arg("offset"), py::arg("offsets"), py::arg("position_ids"), py::arg("direction"),
-        py::arg("inv_freq"), py::arg("attention_factor"), py::arg("reference"),
+  m.def("apply_rope", &ApplyRopeArrays, py::arg("spec"), py::arg("inputs"), py::arg("outputs"), py::arg("offset"),
+        py::arg("offsets"), py::arg("position_ids"), py::arg("direction"), py::arg("inv_freq"),
+        py::arg("attention_factor"), py::arg("reference"),
         "Rotates inputs[i] into outputs[i] (arrays [batch, seq, heads, head_dim]).");
 
-  m.def("permute_qk_rows", &PermuteRows, py::arg("w"), py::arg("heads"), py::arg("head_dim"),
-        py::arg("rotary_dim"), py::arg("to"), "Permutes the rows of a C-contiguous weight in place.");
+  m.def("permute_qk_rows", &PermuteRows, py::arg("w"), py::arg("heads"), py::arg("head_dim"), py::arg("rotary_dim"),
+        py::arg("to"), "Permutes the rows of a C-contiguous weight in place.");
 
   // int64 here so that any count posenc.set_num_threads lets through gets a
   // library message, not a failed conversion to int: beyond int, SetNumThreads'

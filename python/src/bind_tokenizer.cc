@@ -26,9 +26,7 @@ namespace {
 
 using IdArray = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>;
 
-std::span<const std::int32_t> Ids(const IdArray& ids) {
-  return {ids.data(), static_cast<std::size_t>(ids.size())};
-}
+std::span<const std::int32_t> Ids(const IdArray& ids) { return {ids.data(), static_cast<std::size_t>(ids.size())}; }
 
 }  // namespace
 
@@ -59,10 +57,7 @@ void BindTokenizer(py::module_& m) {
           },
           py::arg("ids"), "The text of `ids` (bytes that are not UTF-8 become U+FFFD).")
       .def(
-          "decode_bytes",
-          [](const BpeTokenizer& t, const IdArray& ids) {
-            return py::bytes(t.Decode(Ids(ids)));
-          },
+          "decode_bytes", [](const BpeTokenizer& t, const IdArray& ids) { return py::bytes(t.Decode(Ids(ids))); },
           py::arg("ids"))
       .def_property_readonly("vocab_size", &BpeTokenizer::vocab_size)
       .def_property_readonly("pre_tokenizer",

@@ -19,8 +19,8 @@ PYBIND11_MODULE(_posenc, m) {
     try {
       if (error) std::rethrow_exception(error);
     } catch (const posenc::Error& e) {
-      PyObject* message = PyUnicode_DecodeUTF8(e.what(), static_cast<Py_ssize_t>(std::strlen(e.what())),
-                                               "backslashreplace");
+      PyObject* message =
+          PyUnicode_DecodeUTF8(e.what(), static_cast<Py_ssize_t>(std::strlen(e.what())), "backslashreplace");
       if (message == nullptr) return;  // out of memory: that error is set instead
       PyErr_SetObject(PyExc_ValueError, message);
       Py_DECREF(message);

@@ -24,7 +24,7 @@ DType DTypeOf(const pybind11::array& a, std::string_view op, const std::string& 
 // the ndim message, e.g. "[batch, seq, heads, head_dim]". An empty array
 // gets contiguous strides (NumPy may report any). `writeable` requires an
 // array that can hold a result.
-TensorView ArrayView(const pybind11::array& a, std::string_view op, const std::string& name,
-                     std::string_view layout, bool writeable);
+TensorView ArrayView(const pybind11::array& a, std::string_view op, const std::string& name, std::string_view layout,
+                     bool writeable);
 
 }  // namespace posenc::python

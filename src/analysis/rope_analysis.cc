@@ -17,16 +17,15 @@ namespace {
 
 constexpr double kTwoPi = 2.0 * std::numbers::pi;
 
-RopeDimsMethod DimsFor(const RopeSpec& spec, std::string method, double factor,
-                       std::int64_t original_length) {
+RopeDimsMethod DimsFor(const RopeSpec& spec, std::string method, double factor, std::int64_t original_length) {
   const RopeFrequencies freqs = ComputeRopeFrequencies(spec, original_length);
   RopeDimsMethod out{std::move(method), factor, {}};
   out.dims.reserve(freqs.inv_freq.size());
   for (std::size_t i = 0; i < freqs.inv_freq.size(); ++i) {
     const double w = freqs.inv_freq[i];
     const double wavelength = kTwoPi / w;
-    out.dims.push_back({static_cast<std::int64_t>(i), w, wavelength,
-                        static_cast<double>(original_length) / wavelength});
+    out.dims.push_back(
+        {static_cast<std::int64_t>(i), w, wavelength, static_cast<double>(original_length) / wavelength});
   }
   return out;
 }
@@ -52,13 +51,13 @@ std::pair<std::int64_t, std::int64_t> PairIndices(const RopeSpec& spec, std::int
 
 // Rotates a [rows, head_dim] float32 block (one head per row) by position
 // ids with the fast kernel; the result in double.
-std::vector<double> RotateF32(const RopeSpec& spec, const RopeFrequencies& freqs,
-                              const std::vector<double>& rows, std::vector<std::int64_t> ids) {
+std::vector<double> RotateF32(const RopeSpec& spec, const RopeFrequencies& freqs, const std::vector<double>& rows,
+                              std::vector<std::int64_t> ids) {
   const std::int64_t n = static_cast<std::int64_t>(ids.size());
   std::vector<float> buffer(rows.begin(), rows.end());
   RopeCall call;
-  call.operands.push_back(RopeOperand::InPlace(
-      TensorView::Contiguous(buffer.data(), DType::kF32, {1, n, 1, spec.head_dim})));
+  call.operands.push_back(
+      RopeOperand::InPlace(TensorView::Contiguous(buffer.data(), DType::kF32, {1, n, 1, spec.head_dim})));
   call.positions = TokenPositions::Ids(std::move(ids));
   ApplyRope(spec, freqs, call);
   return {buffer.begin(), buffer.end()};
@@ -69,10 +68,9 @@ std::vector<double> RotateF32(const RopeSpec& spec, const RopeFrequencies& freqs
 std::vector<double> RotateHeadF64(const RopeSpec& spec, const std::vector<double>& inv_freq,
                                   const std::vector<double>& x, double position) {
   constexpr const char* kOp = "analysis";
-  Require(static_cast<std::int64_t>(x.size()) == spec.head_dim, kOp, "x.size()", x.size(),
-          "must equal head_dim");
-  Require(static_cast<std::int64_t>(inv_freq.size()) == spec.Pairs(), kOp, "inv_freq.size()",
-          inv_freq.size(), "must equal rotary_dim / 2");
+  Require(static_cast<std::int64_t>(x.size()) == spec.head_dim, kOp, "x.size()", x.size(), "must equal head_dim");
+  Require(static_cast<std::int64_t>(inv_freq.size()) == spec.Pairs(), kOp, "inv_freq.size()", inv_freq.size(),
+          "must equal rotary_dim / 2");
   std::vector<double> y = x;
   for (std::int64_t k = 0; k < spec.Pairs(); ++k) {
     const auto [i, j] = PairIndices(spec, k);
@@ -84,17 +82,16 @@ std::vector<double> RotateHeadF64(const RopeSpec& spec, const std::vector<double
   return y;
 }
 
-RopeDims ComputeRopeDims(const RopeSpec& spec, std::int64_t original_length,
-                         double comparison_factor, const std::vector<double>& longrope_factors) {
+RopeDims ComputeRopeDims(const RopeSpec& spec, std::int64_t original_length, double comparison_factor,
+                         const std::vector<double>& longrope_factors) {
   constexpr const char* kOp = "rope_dims";
   spec.Validate();
   Require(original_length > 0, kOp, "original_length", original_length, "must be > 0");
-  Require(comparison_factor == 0.0 || (std::isfinite(comparison_factor) && comparison_factor >= 1.0),
-          kOp, "comparison_factor", comparison_factor, "must be 0 (none) or a finite number >= 1");
+  Require(comparison_factor == 0.0 || (std::isfinite(comparison_factor) && comparison_factor >= 1.0), kOp,
+          "comparison_factor", comparison_factor, "must be 0 (none) or a finite number >= 1");
   if (!longrope_factors.empty()) {
-    Require(static_cast<std::int64_t>(longrope_factors.size()) == spec.Pairs(), kOp,
-            "longrope_factors.size()", longrope_factors.size(),
-            "must equal rotary_dim / 2 = " + std::to_string(spec.Pairs()));
+    Require(static_cast<std::int64_t>(longrope_factors.size()) == spec.Pairs(), kOp, "longrope_factors.size()",
+            longrope_factors.size(), "must equal rotary_dim / 2 = " + std::to_string(spec.Pairs()));
     for (double f : longrope_factors) {
       Require(std::isfinite(f) && f > 0.0, kOp, "longrope_factors", f, "must be finite and > 0");
     }
@@ -155,8 +152,8 @@ double RopeDecayBound(const std::vector<double>& inv_freq, double distance) {
 
 std::vector<std::int64_t> LogSpacedDistances(std::int64_t max_distance, std::int64_t count) {
   constexpr const char* kOp = "rope_decay";
-  Require(max_distance >= 1 && max_distance <= (std::int64_t{1} << 24), kOp, "max_distance",
-          max_distance, "must be in [1, 16777216] on a log scale");
+  Require(max_distance >= 1 && max_distance <= (std::int64_t{1} << 24), kOp, "max_distance", max_distance,
+          "must be in [1, 16777216] on a log scale");
   Require(count >= 2 && count <= (std::int64_t{1} << 20), kOp, "count", count, "must be in [2, 1048576]");
   std::vector<std::int64_t> out;
   const double top = std::log(static_cast<double>(max_distance));
@@ -175,18 +172,16 @@ RopeDecay ComputeRopeDecay(const RopeSpec& spec, const RopeDecayOptions& options
   std::vector<std::int64_t> distances = options.distances;
   if (distances.empty()) {
     Require(options.max_distance >= 0, kOp, "max_distance", options.max_distance, "must be >= 0");
-    Require(options.max_distance <= (std::int64_t{1} << 24), kOp, "max_distance",
-            options.max_distance, "must be <= 16777216");
+    Require(options.max_distance <= (std::int64_t{1} << 24), kOp, "max_distance", options.max_distance,
+            "must be <= 16777216");
     Require(options.step > 0, kOp, "step", options.step, "must be > 0");
     for (std::int64_t delta = 0; delta <= options.max_distance; delta += options.step) {
       distances.push_back(delta);
     }
   }
-  Require(distances.size() <= (std::size_t{1} << 20), kOp, "distances.size()", distances.size(),
-          "must be <= 1048576");
+  Require(distances.size() <= (std::size_t{1} << 20), kOp, "distances.size()", distances.size(), "must be <= 1048576");
   for (std::int64_t delta : distances) {
-    Require(delta >= 0 && delta <= (std::int64_t{1} << 24), kOp, "distance", delta,
-            "must be in [0, 16777216]");
+    Require(delta >= 0 && delta <= (std::int64_t{1} << 24), kOp, "distance", delta, "must be in [0, 16777216]");
   }
   Require(options.samples > 0, kOp, "samples", options.samples, "must be > 0");
   Require(options.samples <= 100000, kOp, "samples", options.samples, "must be <= 100000");
@@ -214,10 +209,8 @@ RopeDecay ComputeRopeDecay(const RopeSpec& spec, const RopeDecayOptions& options
       // Key at m, query Delta tokens later.
       const double m = query_positions[static_cast<std::size_t>(s)];
       const double n = m + static_cast<double>(delta);
-      ones_sum += std::abs(Dot(RotateHeadF64(spec, inv_freq, ones, n),
-                               RotateHeadF64(spec, inv_freq, ones, m)));
-      random_sum += std::abs(Dot(RotateHeadF64(spec, inv_freq, qs[s], n),
-                                 RotateHeadF64(spec, inv_freq, ks[s], m)));
+      ones_sum += std::abs(Dot(RotateHeadF64(spec, inv_freq, ones, n), RotateHeadF64(spec, inv_freq, ones, m)));
+      random_sum += std::abs(Dot(RotateHeadF64(spec, inv_freq, qs[s], n), RotateHeadF64(spec, inv_freq, ks[s], m)));
     }
     point.ones = ones_sum / static_cast<double>(options.samples);
     point.random = random_sum / static_cast<double>(options.samples);
@@ -226,13 +219,12 @@ RopeDecay ComputeRopeDecay(const RopeSpec& spec, const RopeDecayOptions& options
   return out;
 }
 
-RopeInvariance ComputeRopeInvariance(const RopeSpec& spec, std::int64_t max_position,
-                                     std::int64_t step, std::uint64_t seed) {
+RopeInvariance ComputeRopeInvariance(const RopeSpec& spec, std::int64_t max_position, std::int64_t step,
+                                     std::uint64_t seed) {
   constexpr const char* kOp = "rope_invariance";
   spec.Validate();
   Require(max_position >= 0, kOp, "max_position", max_position, "must be >= 0");
-  Require(max_position <= (std::int64_t{1} << 24), kOp, "max_position", max_position,
-          "must be <= 16777216");
+  Require(max_position <= (std::int64_t{1} << 24), kOp, "max_position", max_position, "must be <= 16777216");
   Require(step > 0, kOp, "step", step, "must be > 0");
   Require(max_position / step <= 512, kOp, "step", step,
           "must leave at most 513 grid positions (max_position / step <= 512)");
@@ -298,16 +290,14 @@ RopeInvariance ComputeRopeInvariance(const RopeSpec& spec, std::int64_t max_posi
   return out;
 }
 
-std::vector<double> RopeScoreMatrix(const RopeSpec& spec, const std::vector<double>& q,
-                                    const std::vector<double>& k, std::int64_t positions) {
+std::vector<double> RopeScoreMatrix(const RopeSpec& spec, const std::vector<double>& q, const std::vector<double>& k,
+                                    std::int64_t positions) {
   constexpr const char* kOp = "rope_scores";
   spec.Validate();
   Require(positions > 0, kOp, "positions", positions, "must be > 0");
   Require(positions <= 8192, kOp, "positions", positions, "must be <= 8192");
-  Require(static_cast<std::int64_t>(q.size()) == spec.head_dim, kOp, "q.size()", q.size(),
-          "must equal head_dim");
-  Require(static_cast<std::int64_t>(k.size()) == spec.head_dim, kOp, "k.size()", k.size(),
-          "must equal head_dim");
+  Require(static_cast<std::int64_t>(q.size()) == spec.head_dim, kOp, "q.size()", q.size(), "must equal head_dim");
+  Require(static_cast<std::int64_t>(k.size()) == spec.head_dim, kOp, "k.size()", k.size(), "must equal head_dim");
   const std::vector<double> inv_freq = ComputeRopeFrequencies(spec).inv_freq;
   const auto n = static_cast<std::size_t>(positions);
   std::vector<std::vector<double>> rq(n), rk(n);

@@ -98,8 +98,8 @@ std::vector<double> SinusoidalShiftMatrix(const SinusoidalSpec& spec, double del
   return t;
 }
 
-std::vector<double> SolveSinusoidalShiftMatrix(const SinusoidalSpec& spec, double delta,
-                                               std::int64_t first, std::int64_t count) {
+std::vector<double> SolveSinusoidalShiftMatrix(const SinusoidalSpec& spec, double delta, std::int64_t first,
+                                               std::int64_t count) {
   constexpr const char* kOp = "sinusoidal_shift";
   spec.Validate();
   Require(std::isfinite(delta) && std::abs(delta) <= 1e9, kOp, "delta", delta, "must be finite, |delta| <= 1e9");

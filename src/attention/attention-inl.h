@@ -43,8 +43,8 @@ using AlignedFloats = hwy::AlignedFreeUniquePtr<float[]>;
 
 // s[r][0..NR) = sum_d q[r][d] * keys[d][0..NR) for the 6 rows of q (stride dim).
 template <class D>
-HWY_INLINE void ScoreChunk(D df, const float* HWY_RESTRICT q, std::int64_t dim,
-                           const float* HWY_RESTRICT keys, float* HWY_RESTRICT s, std::int64_t s_stride) {
+HWY_INLINE void ScoreChunk(D df, const float* HWY_RESTRICT q, std::int64_t dim, const float* HWY_RESTRICT keys,
+                           float* HWY_RESTRICT s, std::int64_t s_stride) {
   const size_t n = hn::Lanes(df);
 #define POSENC_DECLARE(r) auto lo##r = hn::Zero(df), hi##r = hn::Zero(df);
   POSENC_TILE_ROWS(POSENC_DECLARE)
@@ -52,17 +52,17 @@ HWY_INLINE void ScoreChunk(D df, const float* HWY_RESTRICT q, std::int64_t dim,
   for (std::int64_t d = 0; d < dim; ++d) {
     const auto k0 = hn::Load(df, keys + d * 2 * n);
     const auto k1 = hn::Load(df, keys + d * 2 * n + n);
-#define POSENC_FMA(r)                                 \
-  {                                                   \
-    const auto qv = hn::Set(df, q[r * dim + d]);      \
-    lo##r = hn::MulAdd(qv, k0, lo##r);                \
-    hi##r = hn::MulAdd(qv, k1, hi##r);                \
+#define POSENC_FMA(r)                            \
+  {                                              \
+    const auto qv = hn::Set(df, q[r * dim + d]); \
+    lo##r = hn::MulAdd(qv, k0, lo##r);           \
+    hi##r = hn::MulAdd(qv, k1, hi##r);           \
   }
     POSENC_TILE_ROWS(POSENC_FMA)
 #undef POSENC_FMA
   }
-#define POSENC_STORE(r)                          \
-  hn::Store(lo##r, df, s + r * s_stride);        \
+#define POSENC_STORE(r)                   \
+  hn::Store(lo##r, df, s + r * s_stride); \
   hn::Store(hi##r, df, s + r * s_stride + n);
   POSENC_TILE_ROWS(POSENC_STORE)
 #undef POSENC_STORE
@@ -75,8 +75,8 @@ HWY_INLINE void AccumulateValues(D df, const float* HWY_RESTRICT p, std::int64_t
                                  float* HWY_RESTRICT o) {
   const size_t n = hn::Lanes(df);
   for (std::int64_t c = 0; c < columns; c += 2 * static_cast<std::int64_t>(n)) {
-#define POSENC_LOAD(r)                                  \
-  auto lo##r = hn::Load(df, o + r * columns + c);       \
+#define POSENC_LOAD(r)                            \
+  auto lo##r = hn::Load(df, o + r * columns + c); \
   auto hi##r = hn::Load(df, o + r * columns + c + n);
     POSENC_TILE_ROWS(POSENC_LOAD)
 #undef POSENC_LOAD
@@ -92,8 +92,8 @@ HWY_INLINE void AccumulateValues(D df, const float* HWY_RESTRICT p, std::int64_t
       POSENC_TILE_ROWS(POSENC_FMA)
 #undef POSENC_FMA
     }
-#define POSENC_STORE(r)                               \
-  hn::Store(lo##r, df, o + r * columns + c);          \
+#define POSENC_STORE(r)                      \
+  hn::Store(lo##r, df, o + r * columns + c); \
   hn::Store(hi##r, df, o + r * columns + c + n);
     POSENC_TILE_ROWS(POSENC_STORE)
 #undef POSENC_STORE
@@ -180,8 +180,8 @@ struct Tile {
   // A visible score was NaN (NaN in q, k, a bias slope or weight): the row's
   // output is NaN. Max() and the "nothing visible" path would drop it.
   bool saw_nan[kTileRows];
-  float factor[kTileRows];  // the scale folded into each row's q
-  AlignedFloats q1, q2, out;  // [6][head_dim] x2, [6][value_cols]
+  float factor[kTileRows];      // the scale folded into each row's q
+  AlignedFloats q1, q2, out;    // [6][head_dim] x2, [6][value_cols]
   AlignedFloats value_buckets;  // Shaw value term: [6][2K+1] softmax mass per relative row
 };
 
@@ -287,8 +287,8 @@ struct BlockRunner {
     if (consecutive && mask.causal && jmin > t.pmax) return;  // entirely in this tile's future
     const std::int64_t far_distance = mask.causal ? t.pmax - jmin : std::max(t.pmax - jmin, jmax - t.pmin);
     const bool window_ok = mask.window <= 0 || far_distance < mask.window || jmax < mask.sinks;
-    const bool fully_visible = consecutive && t.all_valid && ke <= kv_valid && (!mask.causal || jmax <= t.pmin) &&
-                               window_ok;
+    const bool fully_visible =
+        consecutive && t.all_valid && ke <= kv_valid && (!mask.causal || jmax <= t.pmin) && window_ok;
 
     // Scores, from one source or (ReRoPE across the window edge) two.
     const auto score_all = [&](const float* q, const float* keys, float* out) {
@@ -357,7 +357,8 @@ struct BlockRunner {
       if (rescale != 1.0f) {
         float* o = t.out.get() + r * packed.value_cols;
         const auto factor = hn::Set(df, rescale);
-        for (std::int64_t c = 0; c < packed.value_cols; c += n) hn::Store(hn::Mul(hn::Load(df, o + c), factor), df, o + c);
+        for (std::int64_t c = 0; c < packed.value_cols; c += n)
+          hn::Store(hn::Mul(hn::Load(df, o + c), factor), df, o + c);
         for (std::int64_t i = 0; i < plan.shaw_rows; ++i) t.value_buckets[r * plan.shaw_rows + i] *= rescale;
       }
       t.running_max[r] = new_max;

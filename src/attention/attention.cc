@@ -16,7 +16,7 @@ namespace {
 // A dense float32 copy of a strided view, [batch][seq][heads][dim], into
 // `out` (whose capacity is reused).
 void ToDenseF32(const ConstTensorView& t, std::vector<float>& out) {
-  const auto [batch, seq, heads, dim] = t.shape;
+  const std::int64_t batch = t.shape[0], seq = t.shape[1], heads = t.shape[2], dim = t.shape[3];
   out.resize(static_cast<std::size_t>(batch * seq * heads * dim));
   ParallelFor(batch * seq, 16, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t token = begin; token < end; ++token) {
@@ -30,7 +30,8 @@ void ToDenseF32(const ConstTensorView& t, std::vector<float>& out) {
             for (std::int64_t d = 0; d < dim; ++d) dst[d] = F16ToF32(static_cast<const std::uint16_t*>(t.data)[at + d]);
             break;
           case DType::kBF16:
-            for (std::int64_t d = 0; d < dim; ++d) dst[d] = BF16ToF32(static_cast<const std::uint16_t*>(t.data)[at + d]);
+            for (std::int64_t d = 0; d < dim; ++d)
+              dst[d] = BF16ToF32(static_cast<const std::uint16_t*>(t.data)[at + d]);
             break;
         }
       }
@@ -64,10 +65,12 @@ std::vector<std::int64_t> AllPositions(const TokenPositions& positions, std::int
 
 }  // namespace
 
-void Attention(const AttentionInputs& in, const AttentionOptions& options) {
-  ValidateAttention(in, options);
+void Attention(const AttentionInputs& call, const AttentionOptions& options) {
+  ValidateAttention(call, options);
+  AttentionInputs in = call;
+  in.q_positions = QueryPositions(call);  // the encodings' lowering reads *in.q_positions
   detail::AttentionPlan plan{};
-  const auto [batch, q_len, q_heads, head_dim] = in.q.shape;
+  const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   plan.batch = batch;
   plan.q_len = q_len;
   plan.kv_len = in.k.seq();
@@ -85,7 +88,7 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
   ToDenseF32(in.q, plan.q1);
   ToDenseF32(in.k, plan.k1);
   ToDenseF32(in.v, plan.v);
-  plan.q_positions = AllPositions(in.q_positions, batch, q_len);
+  plan.q_positions = AllPositions(*in.q_positions, batch, q_len);
   plan.k_positions = AllPositions(in.k_positions, batch, plan.kv_len);
   for (std::int64_t b = 0; b < batch && plan.keys_consecutive; ++b) {
     for (std::int64_t s = 1; s < plan.kv_len; ++s) {

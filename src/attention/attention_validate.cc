@@ -1,5 +1,6 @@
 // Argument checks and window conventions for attention.
 #include <string>
+#include <vector>
 
 #include "attention/attention_rules.h"
 #include "attention/encodings/encoding_lowering.h"
@@ -35,12 +36,33 @@ std::int64_t WindowToHuggingFace(std::int64_t window) {
   return window;
 }
 
+TokenPositions QueryPositions(const AttentionInputs& in) {
+  if (in.q_positions) return *in.q_positions;
+  const std::int64_t q_len = in.q.seq(), kv_len = in.k.seq();
+  const auto last_of = [&](std::int64_t keys, const std::string& what) {
+    Require(keys >= q_len, kOp, "q_len", q_len,
+            "exceeds " + what + " = " + std::to_string(keys) +
+                ": the default puts the queries at the end of the keys; give the query positions");
+    return keys - q_len;
+  };
+  if (in.kv_lengths.empty()) return TokenPositions::Offset(last_of(kv_len, "kv_len"));
+  Require(static_cast<std::int64_t>(in.kv_lengths.size()) == in.q.batch(), kOp, "kv_lengths.size()",
+          in.kv_lengths.size(), "must equal batch = " + std::to_string(in.q.batch()));
+  std::vector<std::int64_t> offsets;
+  for (std::size_t b = 0; b < in.kv_lengths.size(); ++b) {
+    Require(in.kv_lengths[b] >= 0 && in.kv_lengths[b] <= kv_len, kOp, "kv_lengths[" + std::to_string(b) + "]",
+            in.kv_lengths[b], "must be in [0, kv_len = " + std::to_string(kv_len) + "] (cache overflow)");
+    offsets.push_back(last_of(in.kv_lengths[b], "kv_lengths[" + std::to_string(b) + "]"));
+  }
+  return TokenPositions::Offsets(std::move(offsets));
+}
+
 void ValidateAttention(const AttentionInputs& in, const AttentionOptions& options) {
   ValidateView(in.q, kOp, "q");
   ValidateView(in.k, kOp, "k");
   ValidateView(in.v, kOp, "v");
   ValidateView(in.out, kOp, "out");
-  const auto [batch, q_len, q_heads, head_dim] = in.q.shape;
+  const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   const auto kv_len = in.k.seq(), kv_heads = in.k.heads();
   Require(head_dim > 0, kOp, "q.head_dim", head_dim, "must be > 0");
   Require(in.k.batch() == batch, kOp, "k.batch", in.k.batch(), "must equal q.batch = " + std::to_string(batch));
@@ -59,23 +81,21 @@ void ValidateAttention(const AttentionInputs& in, const AttentionOptions& option
     Require(view->dtype == in.q.dtype, kOp, "dtype", DTypeName(view->dtype), "q, k and v must share a dtype");
   }
   Require(in.out.dtype == in.q.dtype, kOp, "out.dtype", DTypeName(in.out.dtype), "must equal q's dtype");
-  in.q_positions.Validate(kOp, batch, q_len);
+  QueryPositions(in).Validate(kOp, batch, q_len);
   in.k_positions.Validate(kOp, batch, kv_len);
   if (!in.kv_lengths.empty()) {
-    Require(static_cast<std::int64_t>(in.kv_lengths.size()) == batch, kOp, "kv_lengths.size()",
-            in.kv_lengths.size(), "must equal batch = " + std::to_string(batch));
+    Require(static_cast<std::int64_t>(in.kv_lengths.size()) == batch, kOp, "kv_lengths.size()", in.kv_lengths.size(),
+            "must equal batch = " + std::to_string(batch));
     for (std::size_t b = 0; b < in.kv_lengths.size(); ++b) {
-      Require(in.kv_lengths[b] >= 0 && in.kv_lengths[b] <= kv_len, kOp,
-              "kv_lengths[" + std::to_string(b) + "]", in.kv_lengths[b],
-              "must be in [0, kv_len = " + std::to_string(kv_len) + "] (cache overflow)");
+      Require(in.kv_lengths[b] >= 0 && in.kv_lengths[b] <= kv_len, kOp, "kv_lengths[" + std::to_string(b) + "]",
+              in.kv_lengths[b], "must be in [0, kv_len = " + std::to_string(kv_len) + "] (cache overflow)");
     }
   }
   options.mask.Validate();
-  const detail::EncodingCall call{.head_dim = head_dim, .v_dim = in.v.head_dim(), .q_heads = q_heads,
-                                  .mask = options.mask};
+  const detail::EncodingCall call{
+      .head_dim = head_dim, .v_dim = in.v.head_dim(), .q_heads = q_heads, .mask = options.mask};
   std::visit([&](const auto& encoding) { detail::ValidateEncoding(encoding, call); }, options.encoding);
-  Require(options.logn_train_length >= 0, kOp, "logn_train_length", options.logn_train_length,
-          "must be >= 0 (0: off)");
+  Require(options.logn_train_length >= 0, kOp, "logn_train_length", options.logn_train_length, "must be >= 0 (0: off)");
   Require(options.logn_train_length != 1, kOp, "logn_train_length", 1, "must not be 1 (log base)");
   Require(options.sink_logits.empty() || static_cast<std::int64_t>(options.sink_logits.size()) == q_heads, kOp,
           "sink_logits.size()", options.sink_logits.size(), "must be 0 or q_heads = " + std::to_string(q_heads));

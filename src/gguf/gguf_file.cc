@@ -17,12 +17,23 @@ namespace posenc {
 namespace {
 
 constexpr const char* kOp = "gguf";
-constexpr std::uint64_t kMaxDims = 4;           // GGML_MAX_DIMS
+constexpr std::uint64_t kMaxDims = 4;  // GGML_MAX_DIMS
 constexpr std::uint64_t kMaxStringBytes = 1 << 24;
 
 enum class ValueType : std::uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 // Reads little-endian values; every read checks the bytes are there.
@@ -55,8 +66,8 @@ class Cursor {
   void Need(std::uint64_t count, const char* what) const {
     if (count > remaining()) {
       ThrowError(kOp, what, "at byte " + std::to_string(position_),
-                 "file ends early (needs " + std::to_string(count) + " bytes, " +
-                     std::to_string(remaining()) + " left): truncated or corrupt");
+                 "file ends early (needs " + std::to_string(count) + " bytes, " + std::to_string(remaining()) +
+                     " left): truncated or corrupt");
     }
   }
 
@@ -65,8 +76,8 @@ class Cursor {
 };
 
 std::int64_t Unsigned64ToSigned(std::uint64_t value, const std::string& key) {
-  Require(value <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()), kOp, key,
-          value, "does not fit a signed 64-bit integer");
+  Require(value <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()), kOp, key, value,
+          "does not fit a signed 64-bit integer");
   return static_cast<std::int64_t>(value);
 }
 
@@ -137,8 +148,7 @@ GgufValue ReadValue(Cursor& in, std::uint32_t raw_type, const std::string& key) 
 }
 
 std::uint64_t CheckedMultiply(std::uint64_t a, std::uint64_t b, const std::string& what) {
-  Require(b == 0 || a <= std::numeric_limits<std::uint64_t>::max() / b, kOp, what, a,
-          "size overflows (corrupt file)");
+  Require(b == 0 || a <= std::numeric_limits<std::uint64_t>::max() / b, kOp, what, a, "size overflows (corrupt file)");
   return a * b;
 }
 
@@ -223,7 +233,8 @@ GgufFile GgufFile::Open(const std::string& path) {
   const auto size = static_cast<std::size_t>(opened.size);
   void* address = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, opened.fd, 0);
   ::close(opened.fd);
-  if (address == MAP_FAILED) ThrowError(kOp, "path", FormatValue(path), std::string("cannot be mapped: ") + std::strerror(errno));
+  if (address == MAP_FAILED)
+    ThrowError(kOp, "path", FormatValue(path), std::string("cannot be mapped: ") + std::strerror(errno));
   std::shared_ptr<const void> mapping(address, [size](const void* p) {
     if (p) ::munmap(const_cast<void*>(p), size);
   });

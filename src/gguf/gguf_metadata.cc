@@ -79,10 +79,9 @@ const T& RequireGgufValue(const GgufMetadata& metadata, std::string_view key, st
   return *value;
 }
 
-#define POSENC_GGUF_TYPE(T)                                                                            \
-  template const T* GgufFind<T>(const GgufMetadata&, std::string_view, std::string_view);             \
-  template const T& RequireGgufValue<T>(const GgufMetadata&, std::string_view, std::string_view,       \
-                                        std::string_view);
+#define POSENC_GGUF_TYPE(T)                                                               \
+  template const T* GgufFind<T>(const GgufMetadata&, std::string_view, std::string_view); \
+  template const T& RequireGgufValue<T>(const GgufMetadata&, std::string_view, std::string_view, std::string_view);
 POSENC_GGUF_TYPE(bool)
 POSENC_GGUF_TYPE(std::int64_t)
 POSENC_GGUF_TYPE(double)

@@ -39,9 +39,8 @@ using DPanel = hn::CappedTag<float, kPanel>;
 constexpr std::int64_t kTileRows = 1;
 
 template <std::int64_t R>
-HWY_INLINE void Tile(const float* HWY_RESTRICT x, std::int64_t ldx, const float* HWY_RESTRICT panel,
-                     std::int64_t kc, float* HWY_RESTRICT y, std::int64_t ldy, std::int64_t cols,
-                     bool resume) {
+HWY_INLINE void Tile(const float* HWY_RESTRICT x, std::int64_t ldx, const float* HWY_RESTRICT panel, std::int64_t kc,
+                     float* HWY_RESTRICT y, std::int64_t ldy, std::int64_t cols, bool resume) {
   for (std::int64_t r = 0; r < R; ++r) {
     for (std::int64_t c = 0; c < cols; ++c) {
       float acc = resume ? y[r * ldy + c] : 0.0f;
@@ -61,9 +60,8 @@ static_assert(detail::kBlockRows % kTileRows == 0, "tiles never straddle two blo
 // y[0..R)[0..cols) (+)= x[0..R)[0..kc) * panel slice [kc][16]; x rows have
 // stride ldx, y rows ldy. resume: y holds the sums of the previous slices.
 template <std::int64_t R>
-HWY_INLINE void Tile(const float* HWY_RESTRICT x, std::int64_t ldx, const float* HWY_RESTRICT panel,
-                     std::int64_t kc, float* HWY_RESTRICT y, std::int64_t ldy, std::int64_t cols,
-                     bool resume) {
+HWY_INLINE void Tile(const float* HWY_RESTRICT x, std::int64_t ldx, const float* HWY_RESTRICT panel, std::int64_t kc,
+                     float* HWY_RESTRICT y, std::int64_t ldy, std::int64_t cols, bool resume) {
   const DPanel d;
   using V = hn::Vec<DPanel>;
   V acc[R][kVectors];
@@ -110,8 +108,8 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, std::int64_t ldx, const float*
 // Tile<rows> for a run-time rows in [1, R]: the m tail uses the same chain.
 template <std::int64_t R>
 HWY_INLINE void TileRows(std::int64_t rows, const float* HWY_RESTRICT x, std::int64_t ldx,
-                         const float* HWY_RESTRICT panel, std::int64_t kc, float* HWY_RESTRICT y,
-                         std::int64_t ldy, std::int64_t cols, bool resume) {
+                         const float* HWY_RESTRICT panel, std::int64_t kc, float* HWY_RESTRICT y, std::int64_t ldy,
+                         std::int64_t cols, bool resume) {
   if constexpr (R > 1) {
     if (rows < R) return TileRows<R - 1>(rows, x, ldx, panel, kc, y, ldy, cols, resume);
   }
@@ -133,8 +131,8 @@ void MatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::i
         const std::int64_t rows = std::min(kTileRows, row_end - i);
         for (std::int64_t p = panel_begin; p < panel_end; ++p) {
           const std::int64_t cols = std::min(kPanel, n - p * kPanel);
-          TileRows<kTileRows>(rows, plan.x + i * k + k0, k, w.Panel(p) + k0 * kPanel, kc,
-                              plan.y + i * n + p * kPanel, n, cols, k0 > 0);
+          TileRows<kTileRows>(rows, plan.x + i * k + k0, k, w.Panel(p) + k0 * kPanel, kc, plan.y + i * n + p * kPanel,
+                              n, cols, k0 > 0);
         }
       }
     }

@@ -37,8 +37,8 @@ std::int64_t PackedWeights::cols() const { return layout_->k; }
 PackedWeights PackedWeights::Pack(std::span<const float> w, std::int64_t n, std::int64_t k) {
   Require(n >= 1, "matmul", "n", n, "must be at least 1");
   Require(k >= 1, "matmul", "k", k, "must be at least 1");
-  Require(static_cast<std::int64_t>(w.size()) / k == n && static_cast<std::int64_t>(w.size()) % k == 0,
-          "matmul", "w.size()", w.size(), "must be n * k = " + std::to_string(n) + " * " + std::to_string(k));
+  Require(static_cast<std::int64_t>(w.size()) / k == n && static_cast<std::int64_t>(w.size()) % k == 0, "matmul",
+          "w.size()", w.size(), "must be n * k = " + std::to_string(n) + " * " + std::to_string(k));
   auto layout = std::make_unique<Layout>();
   layout->n = n;
   layout->k = k;
@@ -84,9 +84,8 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
   const double block_flops = 2.0 * static_cast<double>(std::min(m, detail::kBlockRows)) *
                              static_cast<double>(detail::kBlockPanels * Layout::kPanelWidth * k);
   const auto min_chunk = static_cast<std::int64_t>(std::max(1.0, 2e6 / block_flops));
-  ParallelFor(plan.Blocks(), min_chunk, [&](std::int64_t begin, std::int64_t end) {
-    detail::MatMulBlocks(plan, begin, end);
-  });
+  ParallelFor(plan.Blocks(), min_chunk,
+              [&](std::int64_t begin, std::int64_t end) { detail::MatMulBlocks(plan, begin, end); });
 }
 
 }  // namespace posenc

@@ -52,7 +52,7 @@ struct MatMulPlan {
   const float* x;  // [m, k]
   std::int64_t m;
   const PackedWeights::Layout* w;
-  float* y;  // [m, n]
+  float* y;                   // [m, n]
   std::int64_t row_blocks;    // ceil(m / kBlockRows)
   std::int64_t panel_blocks;  // ceil(panels / kBlockPanels)
   // Order of the work items, so that a thread's consecutive items share the

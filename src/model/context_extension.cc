@@ -18,21 +18,31 @@ constexpr const char* kOp = "context extension";
 // The methods and what each takes (the defaults are in PlanContextExtension).
 const std::vector<ExtensionMethodInfo> kMethods = {
     {ExtensionMethod::kNone, "none", {}, "direct extrapolation: the model's own RoPE at every position"},
-    {ExtensionMethod::kLinear, "linear", {ExtensionParameter::kFactor},
-     "position interpolation: inv_freq / factor"},
-    {ExtensionMethod::kNtk, "ntk", {ExtensionParameter::kFactor},
-     "NTK-aware base: theta * factor^(d/(d-2))"},
-    {ExtensionMethod::kDynamicNtk, "dynamic-ntk", {ExtensionParameter::kFactor},
+    {ExtensionMethod::kLinear, "linear", {ExtensionParameter::kFactor}, "position interpolation: inv_freq / factor"},
+    {ExtensionMethod::kNtk, "ntk", {ExtensionParameter::kFactor}, "NTK-aware base: theta * factor^(d/(d-2))"},
+    {ExtensionMethod::kDynamicNtk,
+     "dynamic-ntk",
+     {ExtensionParameter::kFactor},
      "NTK base recomputed from the current length (Hugging Face's dynamic)"},
-    {ExtensionMethod::kYarn, "yarn", {ExtensionParameter::kFactor},
+    {ExtensionMethod::kYarn,
+     "yarn",
+     {ExtensionParameter::kFactor},
      "YaRN: interpolate slow pairs, keep fast ones, attention factor 0.1 ln(factor) + 1"},
-    {ExtensionMethod::kReRope, "rerope", {ExtensionParameter::kWindow},
+    {ExtensionMethod::kReRope,
+     "rerope",
+     {ExtensionParameter::kWindow},
      "ReRoPE: distances past the window read as the window"},
-    {ExtensionMethod::kLeakyReRope, "leaky-rerope", {ExtensionParameter::kWindow, ExtensionParameter::kK},
+    {ExtensionMethod::kLeakyReRope,
+     "leaky-rerope",
+     {ExtensionParameter::kWindow, ExtensionParameter::kK},
      "Leaky ReRoPE: distances past the window grow by 1/k"},
-    {ExtensionMethod::kWindow, "window", {ExtensionParameter::kWindow},
+    {ExtensionMethod::kWindow,
+     "window",
+     {ExtensionParameter::kWindow},
      "sliding window: each query sees the last `window` keys"},
-    {ExtensionMethod::kLambda, "lambda", {ExtensionParameter::kWindow, ExtensionParameter::kSinks},
+    {ExtensionMethod::kLambda,
+     "lambda",
+     {ExtensionParameter::kWindow, ExtensionParameter::kSinks},
      "the Λ mask: the first `sinks` keys and the last `window` keys, sinks at distance window - 1"},
 };
 
@@ -244,8 +254,7 @@ ExtensionPlan PlanContextExtension(const ContextExtension& extension, const Rope
   std::optional<ReRopeEncoding> rerope;
   switch (extension.method) {
     case ExtensionMethod::kNone:
-    case ExtensionMethod::kWindow:
-      break;
+    case ExtensionMethod::kWindow: break;
     case ExtensionMethod::kLinear:
       r.factor = extension.factor.value_or(s);
       spec.scaling = LinearScaling{*r.factor};
@@ -274,8 +283,8 @@ ExtensionPlan PlanContextExtension(const ContextExtension& extension, const Rope
       rerope = ReRopeEncoding{spec, {}, *r.window, std::nullopt};
       if (extension.method == ExtensionMethod::kLeakyReRope) {
         // k maps the longest distance L - 1 to L_train - 1.
-        const double fit = static_cast<double>(target_length - 1 - *r.window) /
-                           static_cast<double>(train_length - 1 - *r.window);
+        const double fit =
+            static_cast<double>(target_length - 1 - *r.window) / static_cast<double>(train_length - 1 - *r.window);
         r.k = extension.k.value_or(std::max(1.0, fit));
         if (*r.k > 1) {
           rerope->leak = *r.k;

@@ -115,20 +115,22 @@ std::vector<float> LlamaModel::Logits(std::span<const std::int32_t> tokens, cons
   return out;
 }
 
-std::vector<double> LlamaModel::NextTokenNll(std::span<const std::int32_t> tokens,
-                                             const AttentionOptions& attention,
+std::vector<double> LlamaModel::NextTokenNll(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                                              const LayerProgress& progress) const {
   const std::int64_t vocab = hparams().vocab_size;
   const auto n = static_cast<std::int64_t>(tokens.size());
   std::vector<double> nll(n - (n > 0 ? 1 : 0));
-  Forward(tokens, attention, [&](std::int64_t row, std::int64_t rows, std::span<const float> logits) {
-    // Row i predicts tokens[i + 1]; the last row predicts nothing.
-    std::vector<std::int32_t> targets(rows, -1);
-    std::vector<double> block(rows);
-    for (std::int64_t r = 0; r < rows && row + r + 1 < n; ++r) targets[r] = tokens[row + r + 1];
-    model::NegativeLogLikelihood(logits, vocab, targets, block);
-    for (std::int64_t r = 0; r < rows && row + r + 1 < n; ++r) nll[row + r] = block[r];
-  }, progress);
+  Forward(
+      tokens, attention,
+      [&](std::int64_t row, std::int64_t rows, std::span<const float> logits) {
+        // Row i predicts tokens[i + 1]; the last row predicts nothing.
+        std::vector<std::int32_t> targets(rows, -1);
+        std::vector<double> block(rows);
+        for (std::int64_t r = 0; r < rows && row + r + 1 < n; ++r) targets[r] = tokens[row + r + 1];
+        model::NegativeLogLikelihood(logits, vocab, targets, block);
+        for (std::int64_t r = 0; r < rows && row + r + 1 < n; ++r) nll[row + r] = block[r];
+      },
+      progress);
   return nll;
 }
 
@@ -139,7 +141,7 @@ double LlamaModel::ForwardFlops(std::int64_t n) const {
   const double q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd;
   const double tokens = static_cast<double>(n);
   const double linear_per_token = d * (q_dim + 2 * kv_dim) + q_dim * d + 3 * d * ffn;
-  const double pairs = tokens * (tokens + 1) / 2;  // causal (query, key) pairs
+  const double pairs = tokens * (tokens + 1) / 2;                         // causal (query, key) pairs
   const double attention_per_layer = 2 * 2 * pairs * hp.head_count * hd;  // q.k and p.v
   return hp.block_count * (2 * tokens * linear_per_token + attention_per_layer) +
          2 * tokens * d * static_cast<double>(hp.vocab_size);

@@ -54,10 +54,10 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file) {
   std::vector<float> token_embd = ReadLlamaTensor(file, "token_embd.weight", {d, hp.vocab_size});
   std::vector<float> output_norm = ReadLlamaTensor(file, "output_norm.weight", {d});
   hp.tied_output = file.FindTensor("output.weight") == nullptr;
-  PackedWeights output = hp.tied_output
-                             ? PackedWeights::Pack(token_embd, hp.vocab_size, d)  // no copy of the table
-                             : PackedWeights::Pack(ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}),
-                                                   hp.vocab_size, d);
+  PackedWeights output =
+      hp.tied_output
+          ? PackedWeights::Pack(token_embd, hp.vocab_size, d)  // no copy of the table
+          : PackedWeights::Pack(ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size, d);
 
   std::vector<LlamaLayerWeights> layers;
   layers.reserve(hp.block_count);

@@ -21,8 +21,8 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   Require(stride >= 1 && stride <= ctx, kOp, "stride", stride, "must be in [1, context = " + std::to_string(ctx) + "]");
   model.RequireActivationsFit(ctx);
   Require(options.max_windows >= 0, kOp, "max_windows", options.max_windows, "must be >= 0 (0: all)");
-  Require(n >= ctx, kOp, "tokens", n, "the text must have at least one window of context = " + std::to_string(ctx) +
-                                          " tokens");
+  Require(n >= ctx, kOp, "tokens", n,
+          "the text must have at least one window of context = " + std::to_string(ctx) + " tokens");
   std::int64_t windows = (n - ctx) / stride + 1;
   if (options.max_windows > 0) windows = std::min(windows, options.max_windows);
 
@@ -35,9 +35,10 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   std::vector<double> position_sum(static_cast<std::size_t>(ctx - 1), 0.0);
   for (std::int64_t w = 0; w < windows; ++w) {
     const std::span<const std::int32_t> window = tokens.subspan(w * stride, ctx);
-    const std::vector<double> nll = model.NextTokenNll(window, plan.attention, [&](std::int64_t done, std::int64_t total) {
-      if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
-    });
+    const std::vector<double> nll =
+        model.NextTokenNll(window, plan.attention, [&](std::int64_t done, std::int64_t total) {
+          if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
+        });
     for (std::int64_t i = 0; i < ctx - 1; ++i) {
       // A NaN would otherwise turn the whole result into "ppl nan" (or JSON
       // null) that looks like a number was measured.

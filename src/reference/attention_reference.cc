@@ -102,9 +102,11 @@ struct BiasOf {
 
 }  // namespace
 
-void Attention(const AttentionInputs& in, const AttentionOptions& options) {
-  ValidateAttention(in, options);
-  const auto [batch, q_len, q_heads, head_dim] = in.q.shape;
+void Attention(const AttentionInputs& call, const AttentionOptions& options) {
+  ValidateAttention(call, options);
+  AttentionInputs in = call;
+  in.q_positions = QueryPositions(call);
+  const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   const std::int64_t kv_len = in.k.seq(), group = q_heads / in.k.heads(), v_dim = in.v.head_dim();
   const double scale = detail::SoftmaxScale(options, head_dim) * detail::AttentionFactorSquared(options.encoding);
   const double cap = options.softcap;
@@ -112,14 +114,14 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
     const std::int64_t keys = in.kv_lengths.empty() ? kv_len : in.kv_lengths[b];
     for (std::int64_t h = 0; h < q_heads; ++h) {
       for (std::int64_t i = 0; i < q_len; ++i) {
-        const std::int64_t p = in.q_positions.At(b, i, q_len);
+        const std::int64_t p = in.q_positions->At(b, i, q_len);
         const auto q = ReadHead(in.q, b, i, h);
         const double q_scale = scale * detail::LognFactor(options.logn_train_length, p);
         // The materialized row of scores; -inf where masked.
         std::vector<double> scores(static_cast<std::size_t>(keys), -std::numeric_limits<double>::infinity());
         bool saw_nan = false;  // a visible NaN score makes the row NaN
-        double max_score = options.sink_logits.empty() ? -std::numeric_limits<double>::infinity()
-                                                       : options.sink_logits[h];
+        double max_score =
+            options.sink_logits.empty() ? -std::numeric_limits<double>::infinity() : options.sink_logits[h];
         for (std::int64_t t = 0; t < keys; ++t) {
           const std::int64_t j = in.k_positions.At(b, t, kv_len);
           if (!detail::KeyVisible(options.mask, p, j)) continue;
@@ -149,8 +151,9 @@ void Attention(const AttentionInputs& in, const AttentionOptions& options) {
         const std::int64_t offset = in.out.Offset(b, i, h);
         for (std::int64_t d = 0; d < v_dim; ++d) {
           WriteElement(in.out, offset + d,
-                       saw_nan ? std::numeric_limits<double>::quiet_NaN()
-                               : denominator > 0 ? out[d] / denominator : 0.0);
+                       saw_nan           ? std::numeric_limits<double>::quiet_NaN()
+                       : denominator > 0 ? out[d] / denominator
+                                         : 0.0);
         }
       }
     }

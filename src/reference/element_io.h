@@ -32,8 +32,8 @@ inline void WriteElement(const TensorView& view, std::int64_t index, double valu
 inline void CopyElement(const ConstTensorView& from, std::int64_t from_index, const TensorView& to,
                         std::int64_t to_index) {
   const std::size_t size = DTypeSize(from.dtype);
-  std::memmove(static_cast<char*>(to.data) + to_index * size,
-               static_cast<const char*>(from.data) + from_index * size, size);
+  std::memmove(static_cast<char*>(to.data) + to_index * size, static_cast<const char*>(from.data) + from_index * size,
+               size);
 }
 
 }  // namespace posenc::reference

@@ -13,7 +13,7 @@ namespace {
 // Adds encoding(position) (double, dim values) to every row of every token.
 template <class Encoding>
 void AddEncoding(const EmbeddingAddCall& call, Encoding&& encoding) {
-  const auto [batch, seq, rows, dim] = call.in.shape;
+  const std::int64_t batch = call.in.shape[0], seq = call.in.shape[1], rows = call.in.shape[2], dim = call.in.shape[3];
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t s = 0; s < seq; ++s) {
       const std::vector<double> pe = encoding(call.positions.At(b, s, seq));

@@ -8,8 +8,8 @@
 
 namespace posenc::reference {
 
-void MatMul(std::span<const float> x, std::int64_t m, std::span<const float> w, std::int64_t n,
-            std::int64_t k, std::span<float> y) {
+void MatMul(std::span<const float> x, std::int64_t m, std::span<const float> w, std::int64_t n, std::int64_t k,
+            std::span<float> y) {
   Require(n >= 1, "matmul", "n", n, "must be at least 1");
   Require(k >= 1, "matmul", "k", k, "must be at least 1");
   Require(m >= 0, "matmul", "m", m, "must be at least 0");

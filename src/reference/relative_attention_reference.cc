@@ -42,8 +42,8 @@ void RelativeAttentionInputs::Validate(std::string_view op) const {
   if (scale) Require(std::isfinite(*scale), op, "scale", *scale, "must be finite");
   Require(QueryOffset() >= 0, op, "query_offset", QueryOffset(),
           "must not be negative (unset means k_len - q_len, which needs q_len <= k_len)");
-  Require(mask == RelativeAttentionMask::kNone || mask == RelativeAttentionMask::kCausal, op, "mask", static_cast<int>(mask),
-          "must be kNone or kCausal");
+  Require(mask == RelativeAttentionMask::kNone || mask == RelativeAttentionMask::kCausal, op, "mask",
+          static_cast<int>(mask), "must be kNone or kCausal");
   if (!key_padding.empty()) {
     RequireSize(op, "key_padding", key_padding.size(), s.batch * s.k_len, "batch * k_len");
   }
@@ -79,10 +79,11 @@ struct Indexer {
 // softmax and output; value_extra(b, h, i, j, p, out) adds a form's value
 // term for one key.
 using LogitFn = std::function<double(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j)>;
-using ValueFn = std::function<void(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j, double p,
-                                   double* out)>;
+using ValueFn =
+    std::function<void(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j, double p, double* out)>;
 
-RelativeAttentionResult Attend(const RelativeAttentionInputs& in, const LogitFn& logit, const ValueFn& value_extra = {}) {
+RelativeAttentionResult Attend(const RelativeAttentionInputs& in, const LogitFn& logit,
+                               const ValueFn& value_extra = {}) {
   const RelativeAttentionShape& s = in.shape;
   const Indexer at{s};
   const std::int64_t offset = in.QueryOffset();
@@ -150,8 +151,8 @@ RelativeAttentionResult PlainAttention(const RelativeAttentionInputs& inputs) {
 
 namespace {
 
-RelativeAttentionResult BiasedWithScale(const RelativeAttentionInputs& inputs, std::span<const double> bias, double scale,
-                                std::string_view op) {
+RelativeAttentionResult BiasedWithScale(const RelativeAttentionInputs& inputs, std::span<const double> bias,
+                                        double scale, std::string_view op) {
   inputs.Validate(op);
   const RelativeAttentionShape& s = inputs.shape;
   const Indexer at{s};
@@ -170,9 +171,8 @@ RelativeAttentionResult BiasedWithScale(const RelativeAttentionInputs& inputs, s
 
 RelativeAttentionResult BiasedAttention(const RelativeAttentionInputs& inputs, std::span<const double> bias) {
   inputs.shape.Validate("attention");
-  return BiasedWithScale(inputs, bias,
-                         ContentScale(inputs, 1.0 / std::sqrt(static_cast<double>(inputs.shape.head_dim))),
-                         "attention");
+  return BiasedWithScale(
+      inputs, bias, ContentScale(inputs, 1.0 / std::sqrt(static_cast<double>(inputs.shape.head_dim))), "attention");
 }
 
 RelativeAttentionResult AlibiAttention(const RelativeAttentionInputs& inputs, const AlibiSpec& spec) {
@@ -182,12 +182,11 @@ RelativeAttentionResult AlibiAttention(const RelativeAttentionInputs& inputs, co
               " (for a tensor-parallel shard, slice AlibiSlopes and use BiasedAttention)");
   const auto& s = inputs.shape;
   const std::vector<double> bias = AlibiBias(spec, s.q_len, s.k_len, inputs.QueryOffset());
-  return BiasedWithScale(inputs, bias, ContentScale(inputs, 1.0 / std::sqrt(static_cast<double>(s.head_dim))),
-                         "alibi");
+  return BiasedWithScale(inputs, bias, ContentScale(inputs, 1.0 / std::sqrt(static_cast<double>(s.head_dim))), "alibi");
 }
 
 RelativeAttentionResult T5Attention(const RelativeAttentionInputs& inputs, const T5BucketSpec& spec,
-                            std::span<const double> weights) {
+                                    std::span<const double> weights) {
   inputs.Validate("t5_bias");
   const auto& s = inputs.shape;
   const std::vector<double> bias = T5Bias(spec, weights, s.heads, s.q_len, s.k_len, inputs.QueryOffset());
@@ -195,7 +194,7 @@ RelativeAttentionResult T5Attention(const RelativeAttentionInputs& inputs, const
 }
 
 RelativeAttentionResult ShawAttention(const RelativeAttentionInputs& inputs, const ShawRelativeSpec& spec,
-                              std::span<const double> rel_k, std::span<const double> rel_v) {
+                                      std::span<const double> rel_k, std::span<const double> rel_v) {
   inputs.Validate("shaw");
   spec.Validate();
   const RelativeAttentionShape& s = inputs.shape;
@@ -219,8 +218,7 @@ RelativeAttentionResult ShawAttention(const RelativeAttentionInputs& inputs, con
         if (spec.query_term) logit += Dot(k, a, s.head_dim);
         return scale * logit;
       },
-      spec.value_term ? ValueFn([&](std::int64_t, std::int64_t, std::int64_t i, std::int64_t j, double p,
-                                    double* out) {
+      spec.value_term ? ValueFn([&](std::int64_t, std::int64_t, std::int64_t i, std::int64_t j, double p, double* out) {
         const double* a = rel_v.data() + spec.Row(offset + i, j) * s.ValueDim();
         for (std::int64_t d = 0; d < s.ValueDim(); ++d) out[d] += p * a[d];
       })
@@ -267,13 +265,14 @@ RelativeAttentionResult XLNetAttention(const RelativeAttentionInputs& inputs, co
 }
 
 RelativeAttentionResult DebertaAttention(const RelativeAttentionInputs& inputs, const DebertaRelativeSpec& spec,
-                                 std::span<const double> pos_key, std::span<const double> pos_query) {
+                                         std::span<const double> pos_key, std::span<const double> pos_query) {
   inputs.Validate("deberta");
   spec.Validate();
   const RelativeAttentionShape& s = inputs.shape;
   const Indexer at{s};
   const std::int64_t span = spec.Span();
-  if (spec.c2p) RequireSize("deberta", "pos_key", pos_key.size(), s.heads * 2 * span * s.head_dim, "heads * 2 span * head_dim");
+  if (spec.c2p)
+    RequireSize("deberta", "pos_key", pos_key.size(), s.heads * 2 * span * s.head_dim, "heads * 2 span * head_dim");
   if (spec.p2c) {
     RequireSize("deberta", "pos_query", pos_query.size(), s.heads * 2 * span * s.head_dim, "heads * 2 span * head_dim");
   }

@@ -13,12 +13,11 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const R
   const std::int64_t rotary_dim = spec.RotaryDim();
   const std::int64_t pairs = rotary_dim / 2;
   const double sign = call.direction == RopeDirection::kForward ? 1.0 : -1.0;
-  const double scale = call.direction == RopeDirection::kInverse
-                           ? 1.0 / frequencies.attention_factor
-                           : frequencies.attention_factor;
+  const double scale =
+      call.direction == RopeDirection::kInverse ? 1.0 / frequencies.attention_factor : frequencies.attention_factor;
 
   for (const RopeOperand& op : call.operands) {
-    const auto [batch, seq, heads, head_dim] = op.in.shape;
+    const std::int64_t batch = op.in.shape[0], seq = op.in.shape[1], heads = op.in.shape[2], head_dim = op.in.shape[3];
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t s = 0; s < seq; ++s) {
         const double position = static_cast<double>(call.positions.At(b, s, seq));

@@ -103,8 +103,7 @@ struct Merge {
 };
 
 std::uint64_t PairKey(std::int32_t left, std::int32_t right) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
-         static_cast<std::uint32_t>(right);
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
 }
 
 }  // namespace
@@ -138,8 +137,7 @@ struct BpeTokenizer::Impl {
   std::optional<std::int32_t> bos, eos, unknown, padding;
 
   mutable std::mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<std::int32_t>, StringHash, std::equal_to<>>
-      cache;
+  mutable std::unordered_map<std::string, std::vector<std::int32_t>, StringHash, std::equal_to<>> cache;
 
   void EncodeWord(std::string_view word, std::vector<std::int32_t>& out) const;
   void ReplaceMissing(std::string_view word, std::vector<Symbol>& symbols) const;
@@ -265,9 +263,8 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
   impl->tokens =
       RequireGgufValue<std::vector<std::string>>(metadata, "tokenizer.ggml.tokens", kOp, "a BPE tokenizer needs it");
   const std::size_t vocab = impl->tokens.size();
-  Require(vocab > 0 && vocab <= static_cast<std::size_t>(INT32_MAX), kOp,
-          "tokenizer.ggml.tokens", Verbatim{std::to_string(vocab) + " tokens"},
-          "must hold 1 to 2^31-1 tokens");
+  Require(vocab > 0 && vocab <= static_cast<std::size_t>(INT32_MAX), kOp, "tokenizer.ggml.tokens",
+          Verbatim{std::to_string(vocab) + " tokens"}, "must hold 1 to 2^31-1 tokens");
   impl->ids.reserve(vocab);
   for (std::size_t i = 0; i < vocab; ++i) {
     // A repeated string keeps its last id, as a Hugging Face vocab built from
@@ -276,8 +273,7 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
   }
 
   impl->special.assign(vocab, false);
-  if (const auto* types =
-          GgufFind<std::vector<std::int64_t>>(metadata, "tokenizer.ggml.token_type", kOp)) {
+  if (const auto* types = GgufFind<std::vector<std::int64_t>>(metadata, "tokenizer.ggml.token_type", kOp)) {
     Require(types->size() == vocab, kOp, "tokenizer.ggml.token_type",
             Verbatim{std::to_string(types->size()) + " entries"},
             "must have one entry per token (" + std::to_string(vocab) + ")");
@@ -291,9 +287,8 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
       }
     }
     for (auto& bucket : impl->specials_by_first_byte) {
-      std::stable_sort(bucket.begin(), bucket.end(), [&](std::int32_t a, std::int32_t b) {
-        return impl->tokens[a].size() > impl->tokens[b].size();
-      });
+      std::stable_sort(bucket.begin(), bucket.end(),
+                       [&](std::int32_t a, std::int32_t b) { return impl->tokens[a].size() > impl->tokens[b].size(); });
     }
   }
 
@@ -356,11 +351,9 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufMetadata& metadata) {
     const std::size_t space = merge.find(' ', 1);
     Require(space != std::string::npos && space + 1 < merge.size(), kOp, key, merge,
             "must be two tokens separated by one space");
-    const std::string_view left(merge.data(), space), right(merge.data() + space + 1,
-                                                             merge.size() - space - 1);
+    const std::string_view left(merge.data(), space), right(merge.data() + space + 1, merge.size() - space - 1);
     const auto l = impl->ids.find(left), r = impl->ids.find(right);
-    Require(l != impl->ids.end() && r != impl->ids.end(), kOp, key, merge,
-            "both parts must be tokens");
+    Require(l != impl->ids.end() && r != impl->ids.end(), kOp, key, merge, "both parts must be tokens");
     const auto result = impl->ids.find(std::string(left) + std::string(right));
     Require(result != impl->ids.end(), kOp, key, merge, "the merged string must be a token");
     // A repeated merge keeps its last rank (Hugging Face builds a map).
@@ -417,9 +410,7 @@ std::string BpeTokenizer::Decode(std::span<const std::int32_t> ids) const {
   return out;
 }
 
-std::int32_t BpeTokenizer::vocab_size() const {
-  return static_cast<std::int32_t>(impl_->tokens.size());
-}
+std::int32_t BpeTokenizer::vocab_size() const { return static_cast<std::int32_t>(impl_->tokens.size()); }
 PreTokenizer BpeTokenizer::pre_tokenizer() const { return impl_->pre_tokenizer; }
 
 const std::string& BpeTokenizer::token(std::int32_t id) const {
@@ -434,9 +425,7 @@ std::optional<std::int32_t> BpeTokenizer::TokenId(std::string_view token) const 
   return it->second;
 }
 
-bool BpeTokenizer::IsSpecial(std::int32_t id) const {
-  return id >= 0 && id < vocab_size() && impl_->special[id];
-}
+bool BpeTokenizer::IsSpecial(std::int32_t id) const { return id >= 0 && id < vocab_size() && impl_->special[id]; }
 
 std::optional<std::int32_t> BpeTokenizer::bos_id() const { return impl_->bos; }
 std::optional<std::int32_t> BpeTokenizer::eos_id() const { return impl_->eos; }

@@ -16,8 +16,7 @@ constexpr const char* kOp = "tokenizer";
 // GPT-2's pattern (also the ByteLevel pre-tokenizer of Hugging Face with
 // use_regex=true). `\s+(?!\S)` leaves the last space of a run of spaces to
 // start the next word, so " the" stays one word after several spaces.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // Llama-3's pattern: contractions in any case, one optional non-letter
 // before a run of letters, numbers cut into groups of at most three digits,
@@ -42,8 +41,8 @@ using MatchData = std::unique_ptr<pcre2_match_data, MatchDataDeleter>;
 Code Compile(const char* pattern) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                   &error, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
@@ -58,22 +57,20 @@ Code Compile(const char* pattern) {
 // One match of `code` in subject[0, size) at or after `start`. The first call
 // on a subject validates its UTF-8 (PCRE2 checks the whole subject), later
 // calls pass `checked` to skip that. Returns false when nothing matches.
-bool Find(const pcre2_code* code, pcre2_match_data* data, std::string_view subject,
-          std::size_t start, bool checked, std::size_t& begin, std::size_t& end) {
-  const int rc =
-      pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), start,
-                  checked ? PCRE2_NO_UTF_CHECK : 0, data, nullptr);
+bool Find(const pcre2_code* code, pcre2_match_data* data, std::string_view subject, std::size_t start, bool checked,
+          std::size_t& begin, std::size_t& end) {
+  const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), start,
+                             checked ? PCRE2_NO_UTF_CHECK : 0, data, nullptr);
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   if (rc < 0) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(rc, message, sizeof(message));
     const bool utf_error = rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21;
-    ThrowError(kOp, "text",
-               utf_error ? "byte " + std::to_string(pcre2_get_startchar(data)) + " of " +
-                               std::to_string(subject.size())
-                         : std::to_string(subject.size()) + " bytes",
-               std::string(utf_error ? "is not valid UTF-8: " : "cannot be split: ") +
-                   reinterpret_cast<char*>(message));
+    ThrowError(
+        kOp, "text",
+        utf_error ? "byte " + std::to_string(pcre2_get_startchar(data)) + " of " + std::to_string(subject.size())
+                  : std::to_string(subject.size()) + " bytes",
+        std::string(utf_error ? "is not valid UTF-8: " : "cannot be split: ") + reinterpret_cast<char*>(message));
   }
   const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
   begin = ovector[0];
@@ -91,8 +88,8 @@ struct WordSplitter::Regexes {
 // Runs `code` over `text` and appends every match as a word; text between
 // matches (none with these patterns, which match every character) is a word
 // too, as in Hugging Face's Split with the Isolated behaviour.
-static void SplitWith(const pcre2_code* code, pcre2_match_data* data, std::string_view text,
-                      bool checked, std::vector<std::string_view>& words) {
+static void SplitWith(const pcre2_code* code, pcre2_match_data* data, std::string_view text, bool checked,
+                      std::vector<std::string_view>& words) {
   if (text.empty()) return;
   std::size_t start = 0, begin = 0, end = 0;
   while (start < text.size() && Find(code, data, text, start, checked, begin, end)) {

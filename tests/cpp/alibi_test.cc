@@ -29,9 +29,18 @@ TEST(AlibiSlopes, SixteenHeadsArePaperValues) {
 // 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5, in that order (never sorted).
 TEST(AlibiSlopes, TwelveHeadsInterleaveTheSecondSeries) {
   const auto slopes = AlibiSlopes({.heads = 12});
-  const double expect[] = {1.0 / 2,   1.0 / 4,   1.0 / 8,   1.0 / 16,  1.0 / 32,  1.0 / 64,
-                           1.0 / 128, 1.0 / 256, std::pow(2.0, -0.5), std::pow(2.0, -1.5),
-                           std::pow(2.0, -2.5), std::pow(2.0, -3.5)};
+  const double expect[] = {1.0 / 2,
+                           1.0 / 4,
+                           1.0 / 8,
+                           1.0 / 16,
+                           1.0 / 32,
+                           1.0 / 64,
+                           1.0 / 128,
+                           1.0 / 256,
+                           std::pow(2.0, -0.5),
+                           std::pow(2.0, -1.5),
+                           std::pow(2.0, -2.5),
+                           std::pow(2.0, -3.5)};
   ASSERT_EQ(slopes.size(), 12u);
   for (int h = 0; h < 12; ++h) EXPECT_DOUBLE_EQ(slopes[h], expect[h]) << h;
   EXPECT_FALSE(std::is_sorted(slopes.rbegin(), slopes.rend())) << "slopes must stay in head order";

@@ -17,9 +17,7 @@ using testing::ExpectError;
 
 RopeSpec Llama2Spec() { return RopeSpec{.theta = 10000.0, .head_dim = 128}; }
 
-RopeSpec Llama31Spec() {
-  return RopeSpec{.theta = 500000.0, .head_dim = 128, .scaling = Llama3Scaling{}};
-}
+RopeSpec Llama31Spec() { return RopeSpec{.theta = 500000.0, .head_dim = 128, .scaling = Llama3Scaling{}}; }
 
 TEST(RopeDims, ClosedFormsLlama31) {
   const RopeDims dims = ComputeRopeDims(Llama31Spec(), 8192, 8.0);
@@ -39,8 +37,7 @@ TEST(RopeDims, ClosedFormsLlama31) {
   EXPECT_NEAR(dims.comparisons[1].dims[0].wavelength, 16.0 * std::numbers::pi, 1e-12);
   // Llama-3 keeps fast pairs and divides slow ones by the factor.
   EXPECT_DOUBLE_EQ(dims.comparisons[4].dims[0].inv_freq, dims.comparisons[0].dims[0].inv_freq);
-  EXPECT_NEAR(dims.comparisons[4].dims[63].inv_freq * 8.0, dims.comparisons[0].dims[63].inv_freq,
-              1e-18);
+  EXPECT_NEAR(dims.comparisons[4].dims[63].inv_freq * 8.0, dims.comparisons[0].dims[63].inv_freq, 1e-18);
   // Every method's wavelength grows with the pair index.
   for (const auto& method : dims.comparisons) {
     for (std::size_t i = 1; i < method.dims.size(); ++i) {
@@ -94,13 +91,10 @@ TEST(RopeDims, RejectsBadLongRopeFactors) {
               {"[rope_dims] longrope_factors.size() = 63", "rotary_dim / 2 = 64"});
   std::vector<double> factors(64, 1.0);
   factors[7] = -1.0;
-  ExpectError([&] { ComputeRopeDims(Llama2Spec(), 4096, 4.0, factors); },
-              {"longrope_factors = -1", "> 0"});
+  ExpectError([&] { ComputeRopeDims(Llama2Spec(), 4096, 4.0, factors); }, {"longrope_factors = -1", "> 0"});
 }
 
-TEST(RopeDims, NoComparisonsWithoutFactor) {
-  EXPECT_TRUE(ComputeRopeDims(Llama2Spec(), 4096).comparisons.empty());
-}
+TEST(RopeDims, NoComparisonsWithoutFactor) { EXPECT_TRUE(ComputeRopeDims(Llama2Spec(), 4096).comparisons.empty()); }
 
 TEST(RopeDims, RejectsBadInput) {
   ExpectError([] { ComputeRopeDims(Llama2Spec(), 0); }, {"[rope_dims] original_length = 0", "> 0"});
@@ -112,8 +106,7 @@ TEST(RopeDecay, BoundAtZeroIsHalfOfPairsPlusOne) {
   for (std::int64_t d : {8, 64, 128, 256}) {
     const RopeSpec spec{.theta = 10000.0, .head_dim = d};
     const double p = static_cast<double>(d / 2);
-    EXPECT_NEAR(RopeDecayBound(ComputeRopeFrequencies(spec).inv_freq, 0.0), (p + 1.0) / 2.0, 1e-12)
-        << d;
+    EXPECT_NEAR(RopeDecayBound(ComputeRopeFrequencies(spec).inv_freq, 0.0), (p + 1.0) / 2.0, 1e-12) << d;
   }
   const RopeDecay decay = ComputeRopeDecay(Llama2Spec(), {.max_distance = 0, .samples = 4});
   ASSERT_EQ(decay.points.size(), 1u);
@@ -174,8 +167,7 @@ TEST(RopeDecay, ExplicitAndLogSpacedDistances) {
 }
 
 TEST(RopeDecay, RejectsBadInput) {
-  ExpectError([] { ComputeRopeDecay(Llama2Spec(), {.max_distance = -1}); },
-              {"[rope_decay] max_distance = -1"});
+  ExpectError([] { ComputeRopeDecay(Llama2Spec(), {.max_distance = -1}); }, {"[rope_decay] max_distance = -1"});
   ExpectError([] { ComputeRopeDecay(Llama2Spec(), {.step = 0}); }, {"step = 0", "> 0"});
   ExpectError([] { ComputeRopeDecay(Llama2Spec(), {.samples = 0}); }, {"samples = 0"});
 }
@@ -291,7 +283,8 @@ TEST(BinaryCounter, DigitsSpellThePosition) {
   ASSERT_EQ(bits.size(), 64u * 6u);
   for (std::int64_t k = 0; k < 64; ++k) {
     double value = 0.0;
-    for (std::int64_t b = 0; b < 6; ++b) value += bits[static_cast<std::size_t>(k * 6 + b)] * std::ldexp(1.0, static_cast<int>(b));
+    for (std::int64_t b = 0; b < 6; ++b)
+      value += bits[static_cast<std::size_t>(k * 6 + b)] * std::ldexp(1.0, static_cast<int>(b));
     EXPECT_EQ(value, static_cast<double>(k));
   }
   // Bit b has period 2^(b+1): it flips every 2^b tokens.

@@ -27,10 +27,8 @@ struct Tensors {
   Shape shape;
   Buffer q, k, v;
   Tensors(const Shape& s, DType dtype, std::uint32_t seed)
-      : shape(s),
-        q(dtype, s.batch * s.q_len * s.q_heads * s.head_dim),
-        k(dtype, s.batch * s.kv_len * s.kv_heads * s.head_dim),
-        v(dtype, s.batch * s.kv_len * s.kv_heads * s.head_dim) {
+      : shape(s), q(dtype, s.batch * s.q_len * s.q_heads * s.head_dim),
+        k(dtype, s.batch * s.kv_len * s.kv_heads * s.head_dim), v(dtype, s.batch * s.kv_len * s.kv_heads * s.head_dim) {
     q.FillUniform(seed, -2, 2);
     k.FillUniform(seed + 1, -2, 2);
     v.FillUniform(seed + 2);
@@ -40,7 +38,9 @@ struct Tensors {
             k.View({shape.batch, shape.kv_len, shape.kv_heads, shape.head_dim}),
             v.View({shape.batch, shape.kv_len, shape.kv_heads, shape.head_dim}),
             out.View({shape.batch, shape.q_len, shape.q_heads, shape.head_dim}),
-            TokenPositions::Offset(shape.kv_len - shape.q_len), TokenPositions::Offset(0), {}};
+            TokenPositions::Offset(shape.kv_len - shape.q_len),
+            TokenPositions::Offset(0),
+            {}};
   }
 };
 
@@ -77,8 +77,8 @@ void Compare(Tensors& t, const AttentionOptions& options, DType dtype, const std
 
 std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t head_dim, std::int64_t q_heads) {
   const RopeSpec rope = Rope(head_dim);
-  const RopeSpec yarn{.theta = 10000, .head_dim = head_dim,
-                      .scaling = YarnScaling{.factor = 4, .original_max_position = 64}};
+  const RopeSpec yarn{
+      .theta = 10000, .head_dim = head_dim, .scaling = YarnScaling{.factor = 4, .original_max_position = 64}};
   std::vector<double> t5_weights(32 * q_heads);
   for (std::size_t i = 0; i < t5_weights.size(); ++i) t5_weights[i] = std::sin(0.7 * static_cast<double>(i));
   std::vector<double> rel_k(9 * head_dim), rel_v(9 * head_dim);  // K = 4: 9 rows
@@ -88,8 +88,8 @@ std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t hea
   }
   return {
       {"shaw-kv", ShawEncoding{{.max_distance = 4, .value_term = true}, rel_k, rel_v}},
-      {"bert-key-query", ShawEncoding{{.max_distance = 4, .distance = RelativeDistance::kQueryMinusKey,
-                                       .query_term = true}, rel_k, {}}},
+      {"bert-key-query",
+       ShawEncoding{{.max_distance = 4, .distance = RelativeDistance::kQueryMinusKey, .query_term = true}, rel_k, {}}},
       {"nope", NoPositionEncoding{}},
       {"rope", RopeEncoding{rope, ComputeRopeFrequencies(rope)}},
       {"rope-yarn", RopeEncoding{yarn, ComputeRopeFrequencies(yarn)}},
@@ -104,12 +104,12 @@ std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t hea
 
 TEST(Attention, MatchesReferenceOverGrid) {
   const Shape shapes[] = {
-      {1, 1, 1, 2, 1, 32},     // one token
-      {2, 37, 37, 4, 2, 64},   // odd length, GQA
-      {1, 100, 100, 3, 3, 40}, // MHA, head_dim with a tail, above a tile
-      {1, 5, 70, 8, 1, 32},    // decode-like: 5 queries at the end of a cache, MQA
-      {1, 30, 30, 4, 2, 128},  // Llama head_dim
-      {1, 9, 9, 2, 1, 256},    // Gemma head_dim
+      {1, 1, 1, 2, 1, 32},      // one token
+      {2, 37, 37, 4, 2, 64},    // odd length, GQA
+      {1, 100, 100, 3, 3, 40},  // MHA, head_dim with a tail, above a tile
+      {1, 5, 70, 8, 1, 32},     // decode-like: 5 queries at the end of a cache, MQA
+      {1, 30, 30, 4, 2, 128},   // Llama head_dim
+      {1, 9, 9, 2, 1, 256},     // Gemma head_dim
   };
   for (const Shape& shape : shapes) {
     for (const auto& [name, encoding] : Encodings(shape.head_dim, shape.q_heads)) {
@@ -138,9 +138,10 @@ TEST(Attention, MasksAndModifiers) {
   Compare(t, {.encoding = encoding, .softmax_scale = 0.3}, DType::kF32, "scale");
   Compare(t, {.encoding = encoding}, DType::kF32, "ragged batch", {90, 41});
   Compare(t, {.encoding = encoding}, DType::kF32, "query ids", {}, true);
-  Compare(t, {.encoding = AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = 4}), AlibiForm::kDistance},
-              .mask = {.causal = false}},
-          DType::kF32, "alibi symmetric encoder");
+  Compare(
+      t,
+      {.encoding = AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = 4}), AlibiForm::kDistance}, .mask = {.causal = false}},
+      DType::kF32, "alibi symmetric encoder");
   Tensors half(shape, DType::kF16, 6);
   Compare(half, {.encoding = encoding, .mask = {.window = 16, .sinks = 4}}, DType::kF16, "f16 lambda");
 }
@@ -164,7 +165,8 @@ TEST(Attention, ShawMatchesRelativeAttentionReference) {
     for (std::int64_t b = 0; b < 2; ++b)
       for (std::int64_t s = 0; s < 21; ++s)
         for (std::int64_t h = 0; h < 3; ++h)
-          for (std::int64_t d = 0; d < 16; ++d) y[((b * 3 + h) * 21 + s) * 16 + d] = x.Get(((b * 21 + s) * 3 + h) * 16 + d);
+          for (std::int64_t d = 0; d < 16; ++d)
+            y[((b * 3 + h) * 21 + s) * 16 + d] = x.Get(((b * 21 + s) * 3 + h) * 16 + d);
     return y;
   };
   const auto q = to_bhsd(t.q), k = to_bhsd(t.k), v = to_bhsd(t.v);
@@ -246,8 +248,9 @@ TEST(Attention, NanPropagatesToTheRowsThatSeeIt) {
   std::vector<std::pair<std::string, PositionEncoding>> cases = {
       {"nan in q", NoPositionEncoding{}},
       {"nan slope", AlibiEncoding{{nan, 0.5}, AlibiForm::kDistance}},
-      {"nan t5 weight", T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64,
-                                                    .direction = T5Direction::kCausal}, t5_weights}},
+      {"nan t5 weight",
+       T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64, .direction = T5Direction::kCausal},
+                      t5_weights}},
   };
   for (const auto& [name, encoding] : cases) {
     SCOPED_TRACE(name);
@@ -296,6 +299,26 @@ TEST(Attention, PositionsPastTwoToTheFiftyThirdAreErrors) {
   ExpectError([&] { Attention(inputs, {}); }, {"position_ids[3] = 9007199254740993"});
 }
 
+// Without query positions the queries are the last q_len tokens of each
+// row's keys (the default Python has always had, now the library's own).
+TEST(Attention, DefaultQueryPositionsAreTheEndOfTheKeys) {
+  const Shape shape{2, 3, 8, 2, 1, 32};
+  Tensors t(shape, DType::kF32, 5);
+  Buffer expected(DType::kF32, 2 * 3 * 2 * 32), out(DType::kF32, 2 * 3 * 2 * 32);
+  const AttentionOptions options{.encoding = RopeEncoding{Rope(32), ComputeRopeFrequencies(Rope(32))}};
+  auto inputs = t.Inputs(expected);
+  inputs.kv_lengths = {8, 6};
+  inputs.q_positions = TokenPositions::Offsets({5, 3});
+  Attention(inputs, options);
+  inputs.out = out.View(inputs.out.shape);
+  inputs.q_positions.reset();
+  Attention(inputs, options);
+  EXPECT_EQ(out.bytes, expected.bytes);
+  inputs.kv_lengths = {8, 2};
+  ExpectError([&] { Attention(inputs, options); },
+              {"[attention] q_len = 3: exceeds kv_lengths[1] = 2", "the default puts the queries at the end"});
+}
+
 TEST(Attention, BadArgumentsAreErrors) {
   const Shape shape{1, 4, 4, 4, 2, 32};
   Tensors t(shape, DType::kF32, 1);
@@ -303,27 +326,43 @@ TEST(Attention, BadArgumentsAreErrors) {
   const auto rope = Rope(32);
   ExpectError([&] { Attention(t.Inputs(out), {.mask = {.window = -1}}); }, {"[attention] mask.window = -1"});
   ExpectError([&] { Attention(t.Inputs(out), {.mask = {.sinks = 4}}); }, {"mask.sinks = 4", "need a window"});
-  ExpectError([&] {
-    Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 0, std::nullopt}});
-  }, {"rerope.window = 0"});
-  ExpectError([&] { Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, 0.5}}); },
-              {"rerope.leak = 0.5", "> 1"});
-  ExpectError([&] {
-    Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, std::nullopt},
-                              .mask = {.causal = false}});
-  }, {"causal"});
-  ExpectError([&] { Attention(t.Inputs(out), {.encoding = AlibiEncoding{{0.5}, AlibiForm::kDistance}}); },
-              {"alibi.slopes.size() = 1", "q_heads = 4"});
-  ExpectError([&] { Attention(t.Inputs(out), {.encoding = ShawEncoding{{.max_distance = 2}, std::vector<double>(7), {}}}); },
-              {"shaw.rel_k.size() = 7", "(2K+1) * head_dim = 160"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 0, std::nullopt}});
+      },
+      {"rerope.window = 0"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, 0.5}});
+      },
+      {"rerope.leak = 0.5", "> 1"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, std::nullopt},
+                                  .mask = {.causal = false}});
+      },
+      {"causal"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = AlibiEncoding{{0.5}, AlibiForm::kDistance}});
+      },
+      {"alibi.slopes.size() = 1", "q_heads = 4"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = ShawEncoding{{.max_distance = 2}, std::vector<double>(7), {}}});
+      },
+      {"shaw.rel_k.size() = 7", "(2K+1) * head_dim = 160"});
   auto inputs = t.Inputs(out);
   inputs.kv_lengths = {5};
   ExpectError([&] { Attention(inputs, {}); }, {"kv_lengths[0] = 5", "cache overflow"});
   inputs = t.Inputs(out);
   inputs.k.shape[2] = 3;
   ExpectError([&] { Attention(inputs, {}); }, {"k.heads = 3", "must divide"});
-  ExpectError([&] { Attention(t.Inputs(out), {.encoding = RopeEncoding{Rope(64), ComputeRopeFrequencies(Rope(64))}}); },
-              {"rope.head_dim = 64"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = RopeEncoding{Rope(64), ComputeRopeFrequencies(Rope(64))}});
+      },
+      {"rope.head_dim = 64"});
 }
 
 }  // namespace

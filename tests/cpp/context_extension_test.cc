@@ -24,9 +24,9 @@ ExtensionPlan Plan(const char* text, std::int64_t target) {
 }
 
 TEST(ContextExtension, ParsesAndFormatsTheTextForm) {
-  for (const char* text : {"none", "linear", "linear:factor=4", "ntk:factor=2.5,logn", "dynamic-ntk", "yarn:logn",
-                           "rerope:window=512", "leaky-rerope:window=512,k=16", "window:window=100",
-                           "lambda:window=4096,sinks=8", "lambda:logn"}) {
+  for (const char* text :
+       {"none", "linear", "linear:factor=4", "ntk:factor=2.5,logn", "dynamic-ntk", "yarn:logn", "rerope:window=512",
+        "leaky-rerope:window=512,k=16", "window:window=100", "lambda:window=4096,sinks=8", "lambda:logn"}) {
     EXPECT_EQ(FormatContextExtension(ParseContextExtension(text)), text);
   }
   EXPECT_EQ(FormatContextExtension(ParseContextExtension("ntk+logn")), "ntk:logn");
@@ -75,7 +75,7 @@ TEST(ContextExtension, DefaultsFollowTrainingAndTargetLengths) {
   const auto linear = Plan("linear", 16384);
   EXPECT_EQ(linear.resolved.factor, 2.0);
   const auto& rope = std::get<RopeEncoding>(linear.attention.encoding);
-  EXPECT_DOUBLE_EQ(rope.frequencies.inv_freq[0], 0.5);  // theta^0 / 2
+  EXPECT_DOUBLE_EQ(rope.frequencies.inv_freq[0], 0.5);   // theta^0 / 2
   EXPECT_EQ(Plan("linear", 4096).resolved.factor, 1.0);  // never compresses below the training length
   EXPECT_EQ(Plan("ntk", 12288).resolved.factor, 1.5);
   EXPECT_EQ(Plan("yarn", 12288).resolved.factor, 1.5);
@@ -118,14 +118,14 @@ TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
   const auto same = [](const char* text, std::int64_t length) {
     return SameAsModelRope(Plan(text, length), SmolLmRope(), length);
   };
-  for (const char* text : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "leaky-rerope", "window", "lambda",
-                           "ntk:logn"}) {
+  for (const char* text :
+       {"none", "linear", "ntk", "dynamic-ntk", "yarn", "leaky-rerope", "window", "lambda", "ntk:logn"}) {
     EXPECT_TRUE(same(text, 8192)) << text;
     EXPECT_TRUE(same(text, 100)) << text;
     EXPECT_FALSE(same(text, 8193) && std::string(text) != "none") << text;
   }
   EXPECT_TRUE(same("none", 100000));
-  EXPECT_TRUE(same("rerope", 4097));   // distances up to 4096 = window read as themselves
+  EXPECT_TRUE(same("rerope", 4097));  // distances up to 4096 = window read as themselves
   EXPECT_FALSE(same("rerope", 4098));
   EXPECT_FALSE(same("linear:factor=2", 100));
   EXPECT_FALSE(same("window:window=50", 100));

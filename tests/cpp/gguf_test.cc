@@ -128,9 +128,11 @@ TEST(Gguf, CorruptFieldsAreNamed) {
   ExpectError([&] { ParseBytes(GgufBuilder().Tensor("t", {30}, 8, std::vector<unsigned char>(34)).Bytes()); },
               {"t.shape[0] = 30", "block size 32"});
   ExpectError([&] { ParseBytes(GgufBuilder().Tensor("t", {1, 2, 3, 4, 5}, 0, {}).Bytes()); }, {"t.n_dims = 5"});
-  ExpectError([&] {
-    ParseBytes(GgufBuilder().Tensor("t", {std::uint64_t{1} << 40, std::uint64_t{1} << 40}, 0, {}).Bytes());
-  }, {"overflows"});
+  ExpectError(
+      [&] {
+        ParseBytes(GgufBuilder().Tensor("t", {std::uint64_t{1} << 40, std::uint64_t{1} << 40}, 0, {}).Bytes());
+      },
+      {"overflows"});
   ExpectError([&] { ParseBytes(GgufBuilder().Tensor("t", {64}, 0, std::vector<unsigned char>(16)).Bytes()); },
               {"extends past the end of the file"});
   ExpectError([&] { ParseBytes(GgufBuilder().Scalar("general.alignment", 4, std::uint32_t{3}).Bytes()); },
@@ -153,8 +155,8 @@ TEST(Gguf, NamesInMessagesAreEscaped) {
 
 // The typed reads every metadata reader shares.
 TEST(GgufMetadata, TypedReadsNameTheKeyAndTheRule) {
-  const GgufMetadata meta{{"n", std::int64_t{8}}, {"half", 2.5}, {"name", std::string("x")},
-                          {"list", std::vector<std::string>{"a"}}};
+  const GgufMetadata meta{
+      {"n", std::int64_t{8}}, {"half", 2.5}, {"name", std::string("x")}, {"list", std::vector<std::string>{"a"}}};
   EXPECT_EQ(GgufCount(meta, "n", "t"), 8);
   EXPECT_EQ(GgufCount(meta, "absent", "t"), std::nullopt);
   EXPECT_EQ(GgufNumber(meta, "half", "t"), 2.5);

@@ -14,8 +14,8 @@ using testing::ExpectError;
 constexpr std::int64_t kHeads = 4, kKvHeads = 2, kDim = 32, kTokens = 70;
 
 struct Sequence {
-  Buffer q{DType::kF32, kTokens * kHeads * kDim}, k{DType::kF32, kTokens * kKvHeads * kDim},
-      v{DType::kF32, kTokens * kKvHeads * kDim};
+  Buffer q{DType::kF32, kTokens*kHeads*kDim}, k{DType::kF32, kTokens*kKvHeads*kDim},
+      v{DType::kF32, kTokens*kKvHeads*kDim};
   Sequence() {
     q.FillUniform(1, -2, 2);
     k.FillUniform(2, -2, 2);
@@ -68,7 +68,8 @@ TEST(KvCache, ReindexedPositionsRotateKeysAtTheirSlots) {
                CachePositions::kReindexed);
   // The same keys, packed in order, at positions 0..9 and the query at 9.
   const std::int64_t n = sinks + window;
-  Buffer keys(DType::kF32, n * kKvHeads * kDim), values(DType::kF32, n * kKvHeads * kDim), expected(DType::kF32, kHeads * kDim);
+  Buffer keys(DType::kF32, n * kKvHeads * kDim), values(DType::kF32, n * kKvHeads * kDim),
+      expected(DType::kF32, kHeads * kDim);
   std::vector<std::int64_t> kept = {0, 1};
   for (std::int64_t t = steps - window; t < steps; ++t) kept.push_back(t);
   for (std::int64_t slot = 0; slot < n; ++slot) {
@@ -77,15 +78,21 @@ TEST(KvCache, ReindexedPositionsRotateKeysAtTheirSlots) {
       values.Set(slot * kKvHeads * kDim + i, seq.v.Get(kept[slot] * kKvHeads * kDim + i));
     }
   }
-  reference::Attention({q_view, keys.View({1, n, kKvHeads, kDim}), values.View({1, n, kKvHeads, kDim}),
-                        expected.View({1, 1, kHeads, kDim}), TokenPositions::Offset(n - 1), TokenPositions::Offset(0), {}},
+  reference::Attention({q_view,
+                        keys.View({1, n, kKvHeads, kDim}),
+                        values.View({1, n, kKvHeads, kDim}),
+                        expected.View({1, 1, kHeads, kDim}),
+                        TokenPositions::Offset(n - 1),
+                        TokenPositions::Offset(0),
+                        {}},
                        RopeOptions());
   for (std::int64_t i = 0; i < kHeads * kDim; ++i) EXPECT_NEAR(out[i], expected.Get(i), 2e-6);
 }
 
 TEST(KvCache, BadUseIsAnErrorAndChangesNothing) {
   Sequence seq;
-  ExpectError([] { KvCache({.kv_heads = 1, .head_dim = 8, .v_dim = 8, .sinks = 2}); }, {"[kv-cache] sinks = 2", "window"});
+  ExpectError([] { KvCache({.kv_heads = 1, .head_dim = 8, .v_dim = 8, .sinks = 2}); },
+              {"[kv-cache] sinks = 2", "window"});
   KvCache cache({.kv_heads = kKvHeads, .head_dim = kDim, .v_dim = kDim, .capacity = 4});
   cache.Append(seq.K(0), seq.V(0), 3, 0);
   ExpectError([&] { cache.Append(seq.K(3), seq.V(3), 2, 3); }, {"tokens = 2", "capacity of 4"});
@@ -94,10 +101,13 @@ TEST(KvCache, BadUseIsAnErrorAndChangesNothing) {
   KvCache windowed({.kv_heads = kKvHeads, .head_dim = kDim, .v_dim = kDim, .window = 4});
   windowed.Append(seq.K(0), seq.V(0), 6, 0);
   float out[2 * kHeads * kDim];
-  ExpectError([&] {
-    windowed.Attend(ConstTensorView::Contiguous(seq.Q(4), DType::kF32, {1, 2, kHeads, kDim}),
-                    TensorView::Contiguous(out, DType::kF32, {1, 2, kHeads, kDim}), RopeOptions(), CachePositions::kTrue);
-  }, {"q.seq = 2", "evicted"});
+  ExpectError(
+      [&] {
+        windowed.Attend(ConstTensorView::Contiguous(seq.Q(4), DType::kF32, {1, 2, kHeads, kDim}),
+                        TensorView::Contiguous(out, DType::kF32, {1, 2, kHeads, kDim}), RopeOptions(),
+                        CachePositions::kTrue);
+      },
+      {"q.seq = 2", "evicted"});
 }
 
 }  // namespace

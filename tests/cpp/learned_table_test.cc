@@ -49,8 +49,8 @@ std::vector<float> Ramp(std::int64_t n, float scale = 0.01f) {
 
 TEST(Npy, ReadsFloat32Float16Float64) {
   const auto values = Ramp(12);
-  const auto t = LearnedTable::FromNpy(
-      MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", values.data(), 48));
+  const auto t =
+      LearnedTable::FromNpy(MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", values.data(), 48));
   EXPECT_EQ(t.rows(), 4);
   EXPECT_EQ(t.dim(), 3);
   EXPECT_EQ(t.source_dtype(), "<f4");
@@ -58,8 +58,8 @@ TEST(Npy, ReadsFloat32Float16Float64) {
 
   std::vector<std::uint16_t> halves;
   for (float v : values) halves.push_back(F32ToF16(v));
-  const auto h = LearnedTable::FromNpy(
-      MakeNpy("{'descr': '<f2', 'fortran_order': False, 'shape': (4, 3)}", halves.data(), 24, 2));
+  const auto h =
+      LearnedTable::FromNpy(MakeNpy("{'descr': '<f2', 'fortran_order': False, 'shape': (4, 3)}", halves.data(), 24, 2));
   for (int i = 0; i < 12; ++i) EXPECT_EQ(h.values()[i], F16ToF32(halves[i]));
 
   std::vector<double> doubles(values.begin(), values.end());
@@ -82,10 +82,9 @@ TEST(Npy, RejectsMalformedFiles) {
   ExpectError([&] { npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 3), }"); },
               {"header.shape.size() = 3", "must be 2"});
   ExpectError([&] { npy("{'descr': '<f4', 'fortran_order': False, 'shape': (12,), }"); }, {"header.shape.size() = 1"});
-  ExpectError([&] { npy("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", 0); },
-              {"header.shape[0] = 0"});
-  ExpectError([&] { npy(good, 44); }, {"[npy] data size = 44", "48 bytes"});   // truncated
-  ExpectError([&] { npy(good, 52); }, {"data size = 52"});                     // trailing bytes
+  ExpectError([&] { npy("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", 0); }, {"header.shape[0] = 0"});
+  ExpectError([&] { npy(good, 44); }, {"[npy] data size = 44", "48 bytes"});  // truncated
+  ExpectError([&] { npy(good, 52); }, {"data size = 52"});                    // trailing bytes
   ExpectError([&] { npy("{'descr': '<f4', 'fortran_order': False}"); }, {"header.shape = missing"});
   ExpectError([&] { npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (4, 3)}"); },
               {"header.descr = repeated"});
@@ -149,7 +148,8 @@ TEST(Safetensors, ReadsNamedAndOnlyTensors) {
   EXPECT_EQ(std::vector<float>(t.values().begin(), t.values().end()), table);
   EXPECT_EQ(LearnedTable::FromSafetensors(file, "other").values()[3], other[3]);
   ExpectError([&] { LearnedTable::FromSafetensors(file); }, {"[safetensors] tensor = unnamed", "wpe.weight", "other"});
-  ExpectError([&] { LearnedTable::FromSafetensors(file, "wte.weight"); }, {"tensor = \"wte.weight\"", "not in the file"});
+  ExpectError([&] { LearnedTable::FromSafetensors(file, "wte.weight"); },
+              {"tensor = \"wte.weight\"", "not in the file"});
 
   // bf16, a single tensor picked without a name.
   Bytes halves;
@@ -182,18 +182,22 @@ TEST(Safetensors, RejectsCorruptFiles) {
               {"dtype = \"Q4\"", "not a safetensors dtype"});
   ExpectError([&] { st(R"({"t": {"dtype": "F32", "shape": [3, -2], "data_offsets": [0, 24]}})", data); },
               {"non-negative integers"});
-  ExpectError([&] { st(R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 24]}})", data); },
-              {"overflows"});
+  ExpectError(
+      [&] { st(R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 24]}})", data); },
+      {"overflows"});
   ExpectError([&] { st(R"({"t": {"dtype": "F32", "shape": [3, 2]}})", data); }, {"data_offsets = missing"});
   ExpectError([&] { st(R"({"t": [1, 2]})", data); }, {"header[\"t\"] = array"});
   ExpectError([&] { st(R"({"t": {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 24]})", data); },
               {"header = invalid JSON"});
   ExpectError([&] { st(R"([1, 2, 3])", data); }, {"header = array", "JSON object"});
   // Another entry's bad offsets make the file corrupt even if ours is fine.
-  ExpectError([&] {
-    st(R"({"t": {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 24]},
-           "u": {"dtype": "F32", "shape": [1, 1], "data_offsets": [24, 28]}})", data);
-  }, {"header[\"u\"].data_offsets"});
+  ExpectError(
+      [&] {
+        st(R"({"t": {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 24]},
+           "u": {"dtype": "F32", "shape": [1, 1], "data_offsets": [24, 28]}})",
+           data);
+      },
+      {"header[\"u\"].data_offsets"});
   // Header length past the end, and every truncation.
   Bytes file = MakeSafetensors(R"({"t": {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 24]}})", data);
   Bytes huge = file;
@@ -209,8 +213,8 @@ TEST(Safetensors, RejectsCorruptFiles) {
 TEST(TableReaders, SurviveRandomCorruption) {
   const auto values = Ramp(12);
   const Bytes npy = MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", values.data(), 48);
-  const Bytes st = MakeSafetensors(R"({"t": {"dtype": "F32", "shape": [4, 3], "data_offsets": [0, 48]}})",
-                                   AsBytes(values));
+  const Bytes st =
+      MakeSafetensors(R"({"t": {"dtype": "F32", "shape": [4, 3], "data_offsets": [0, 48]}})", AsBytes(values));
   std::mt19937 rng(7);
   for (int trial = 0; trial < 3000; ++trial) {
     for (const Bytes* base : {&npy, &st}) {
@@ -375,11 +379,16 @@ TEST(LearnedTableAdd, FastMatchesReferenceOnEveryTarget) {
 TEST(LearnedTableAdd, ErrorPolicyNamesTheToken) {
   const auto table = RandomTable(6, 4, 2);
   Buffer x(DType::kF32, 2 * 4 * 4);
-  ExpectError([&] {
-    AddLearnedTable(table, {}, EmbeddingAddCall::InPlace(x.View({2, 4, 1, 4}), TokenPositions::Offsets({0, 3})));
-  }, {"[learned_table] position[1, 3] = 6", "must be < 6"});
-  ExpectError([&] { AddLearnedTable(table, {.row_offset = 6}, EmbeddingAddCall::InPlace(x.View({2, 4, 1, 4}))); },
-              {"row_offset = 6", "no usable row"});
+  ExpectError(
+      [&] {
+        AddLearnedTable(table, {}, EmbeddingAddCall::InPlace(x.View({2, 4, 1, 4}), TokenPositions::Offsets({0, 3})));
+      },
+      {"[learned_table] position[1, 3] = 6", "must be < 6"});
+  ExpectError(
+      [&] {
+        AddLearnedTable(table, {.row_offset = 6}, EmbeddingAddCall::InPlace(x.View({2, 4, 1, 4})));
+      },
+      {"row_offset = 6", "no usable row"});
 }
 
 TEST(PositionIds, FromMaskAsHuggingFace) {

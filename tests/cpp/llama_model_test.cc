@@ -34,8 +34,7 @@ struct TinyModel {
   GgufFile file;
   LlamaModel model;
   explicit TinyModel(const TinyLlamaOptions& options = {})
-      : bytes(TinyLlamaGguf(options)),
-        file(GgufFile::Parse(std::as_bytes(std::span(bytes)))),
+      : bytes(TinyLlamaGguf(options)), file(GgufFile::Parse(std::as_bytes(std::span(bytes)))),
         model(LlamaModel::FromGguf(file)) {}
 };
 
@@ -91,12 +90,11 @@ TEST(LlamaModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
   const TinyModel tiny;
   const auto tokens = RandomTokens(70, 3);  // beyond the training length 32
   const LlamaHyperparams& hp = tiny.model.hparams();
-  for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
-                             "rerope:window=5", "window", "window:window=9", "lambda", "lambda:sinks=2,window=9",
-                             "ntk:logn", "yarn,logn"}) {
+  for (const char* method :
+       {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope", "rerope:window=5", "window",
+        "window:window=9", "lambda", "lambda:sinks=2,window=9", "ntk:logn", "yarn,logn"}) {
     SCOPED_TRACE(method);
-    const ExtensionPlan plan =
-        PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70);
+    const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70);
     const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, plan.attention);
     EXPECT_LT(RelativeError(tiny.model.Logits(tokens, plan.attention), ref), 2e-5);
   }
@@ -119,7 +117,8 @@ TEST(LlamaModel, ExtensionMethodsChangeTheOutputOnlyWhereTheyShould) {
   const std::int64_t vocab = hp.vocab_size;
   const auto row_diff = [&](const std::vector<float>& other, std::int64_t row) {
     double diff = 0;
-    for (std::int64_t j = row * vocab; j < (row + 1) * vocab; ++j) diff = std::max(diff, std::abs(double{none[j]} - other[j]));
+    for (std::int64_t j = row * vocab; j < (row + 1) * vocab; ++j)
+      diff = std::max(diff, std::abs(double{none[j]} - other[j]));
     return diff;
   };
   const auto same_rows = [&](const std::vector<float>& other) {
@@ -201,8 +200,9 @@ TEST(LlamaModel, RejectsBadTokens) {
 TEST(LlamaModel, ContextsTooLongForMemoryAreRefusedUpFront) {
   const TinyModel tiny;
   EXPECT_NO_THROW(tiny.model.RequireActivationsFit(100000));
-  ExpectError([&] { tiny.model.RequireActivationsFit(std::int64_t{1} << 50); },
-              {"[llama] tokens = 1125899906842624", "activations of one forward pass needs", "more than this machine's"});
+  ExpectError(
+      [&] { tiny.model.RequireActivationsFit(std::int64_t{1} << 50); },
+      {"[llama] tokens = 1125899906842624", "activations of one forward pass needs", "more than this machine's"});
   const std::vector<std::int32_t> tokens(64, 1);
   ExpectError([&] { EvaluatePerplexity(tiny.model, tokens, {.context = std::int64_t{1} << 50}); },
               {"tokens = 1125899906842624", "memory"});

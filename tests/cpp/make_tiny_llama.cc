@@ -13,8 +13,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::vector<unsigned char> bytes = posenc::testing::TinyLlamaGguf();
-  std::ofstream(argv[1], std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                 static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(argv[1], std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   std::string text;
   for (int i = 0; i < 40; ++i) {
     text += "Sentence " + std::to_string(i) + ": positions are encoded so that attention can tell near from far.\n";

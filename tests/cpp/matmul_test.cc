@@ -28,8 +28,8 @@ std::vector<float> Random(std::int64_t count, std::uint32_t seed) {
 
 // Compares y with the reference; the float32 FMA chain of length k errs by
 // at most about k units of float32 rounding (6e-8) of sum_kk |x||w|.
-void ExpectNearReference(const std::vector<float>& x, const std::vector<float>& w, std::int64_t m,
-                         std::int64_t n, std::int64_t k, const std::vector<float>& y) {
+void ExpectNearReference(const std::vector<float>& x, const std::vector<float>& w, std::int64_t m, std::int64_t n,
+                         std::int64_t k, const std::vector<float>& y) {
   std::vector<float> expected(static_cast<std::size_t>(m * n));
   reference::MatMul(x, m, w, n, k, expected);
   for (std::int64_t i = 0; i < m; ++i) {
@@ -119,8 +119,7 @@ TEST(matmul, RejectsBadArguments) {
   std::vector<float> x(6), y(4);
   EXPECT_NO_THROW(MatMul(x, 2, packed, y));
   ExpectError([&] { MatMul(x, -1, packed, y); }, {"[matmul] m = -1"});
-  ExpectError([&] { MatMul(std::span<const float>(x).first(5), 2, packed, y); },
-              {"x.size() = 5", "m * k = 2 * 3"});
+  ExpectError([&] { MatMul(std::span<const float>(x).first(5), 2, packed, y); }, {"x.size() = 5", "m * k = 2 * 3"});
   ExpectError([&] { MatMul(x, 2, packed, std::span<float>(y).first(3)); }, {"y.size() = 3", "m * n = 2 * 2"});
 
   std::vector<float> out(4);

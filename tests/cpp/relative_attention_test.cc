@@ -104,8 +104,8 @@ TEST(ShawAttention, ReducesToPlainAndShiftsKeys) {
 
 TEST(ShawAttention, DistanceConventionsAndClipping) {
   const ShawRelativeSpec shaw{.max_distance = 3};
-  EXPECT_EQ(shaw.Row(5, 7), 3 + 2);   // j - i = 2
-  EXPECT_EQ(shaw.Row(5, 0), 0);       // -5 clips to -3
+  EXPECT_EQ(shaw.Row(5, 7), 3 + 2);  // j - i = 2
+  EXPECT_EQ(shaw.Row(5, 0), 0);      // -5 clips to -3
   const ShawRelativeSpec bert{.max_distance = 3, .distance = RelativeDistance::kQueryMinusKey};
   EXPECT_EQ(bert.Row(5, 7), 3 - 2);
   EXPECT_EQ(bert.Row(9, 0), 6);
@@ -144,23 +144,25 @@ TEST(XLNetAttention, EqualsRelShiftOfTheMaterializedPositionScores) {
           const double bd = raw[q_len + i * (rows - 1) + j];  // the flat index after the shift
           double ac = 0;
           for (std::int64_t x = 0; x < d; ++x) {
-            ac += (p.q[((b * heads + h) * q_len + i) * d + x] + u[h * d + x]) * p.k[((b * heads + h) * k_len + j) * d + x];
+            ac += (p.q[((b * heads + h) * q_len + i) * d + x] + u[h * d + x]) *
+                  p.k[((b * heads + h) * k_len + j) * d + x];
           }
           ASSERT_NEAR(r.scores[((b * heads + h) * q_len + i) * k_len + j], scale * (ac + bd), 1e-12);
         }
       }
     }
   }
-  ExpectError([&] {
-    auto in = p.Inputs();
-    in.query_offset = 0;
-    reference::XLNetAttention(in, {.rel_k = rel_k, .r_w_bias = u, .r_r_bias = v});
-  }, {"[xlnet] query_offset = 0", "k_len - q_len = 3"});
+  ExpectError(
+      [&] {
+        auto in = p.Inputs();
+        in.query_offset = 0;
+        reference::XLNetAttention(in, {.rel_k = rel_k, .r_w_bias = u, .r_r_bias = v});
+      },
+      {"[xlnet] query_offset = 0", "k_len - q_len = 3"});
 }
 
 TEST(XLNetEncoding, DistancesAndSinusoid) {
-  EXPECT_EQ(XLNetRelativeDistances(2, 3, XLNetAttnType::kBidirectional),
-            (std::vector<double>{3, 2, 1, 0, -1}));
+  EXPECT_EQ(XLNetRelativeDistances(2, 3, XLNetAttnType::kBidirectional), (std::vector<double>{3, 2, 1, 0, -1}));
   EXPECT_EQ(XLNetRelativeDistances(2, 3, XLNetAttnType::kUnidirectional), (std::vector<double>{3, 2, 1, 0}));
   EXPECT_EQ(XLNetRelativeDistances(2, 3, XLNetAttnType::kBidirectional, 1), (std::vector<double>{1, 1, 1, 0, -1}));
   const auto enc = XLNetRelativeEncoding(4, 1, 2, XLNetAttnType::kBidirectional);  // distances 2, 1

@@ -27,8 +27,7 @@ std::string Describe(const GridCase& c, DType dtype, RopeDirection direction, in
   return "head_dim=" + std::to_string(c.head_dim) + " rotary=" + std::to_string(c.rotary_dim) +
          " layout=" + std::string(RopeLayoutName(c.layout)) + " batch=" + std::to_string(c.batch) +
          " seq=" + std::to_string(c.seq) + " dtype=" + std::string(DTypeName(dtype)) +
-         " direction=" + std::to_string(static_cast<int>(direction)) +
-         " positions=" + std::to_string(positions);
+         " direction=" + std::to_string(static_cast<int>(direction)) + " positions=" + std::to_string(positions);
 }
 
 // Fast and reference outputs differ only by float32-vs-double rounding
@@ -58,11 +57,14 @@ RopePositions MakePositions(int kind, std::int64_t batch, std::int64_t seq) {
   }
 }
 
-void CheckCase(const GridCase& c, DType dtype, RopeDirection direction, int position_kind,
-               bool in_place, RopeScaling scaling = NoScaling{}) {
+void CheckCase(const GridCase& c, DType dtype, RopeDirection direction, int position_kind, bool in_place,
+               RopeScaling scaling = NoScaling{}) {
   SCOPED_TRACE(Describe(c, dtype, direction, position_kind) + (in_place ? " in-place" : ""));
-  const RopeSpec spec{.theta = 10000, .head_dim = c.head_dim, .rotary_dim = c.rotary_dim,
-                      .layout = c.layout, .scaling = std::move(scaling)};
+  const RopeSpec spec{.theta = 10000,
+                      .head_dim = c.head_dim,
+                      .rotary_dim = c.rotary_dim,
+                      .layout = c.layout,
+                      .scaling = std::move(scaling)};
   const std::array<std::int64_t, 4> q_shape{c.batch, c.seq, c.q_heads, c.head_dim};
   const std::array<std::int64_t, 4> k_shape{c.batch, c.seq, c.k_heads, c.head_dim};
   Buffer q(dtype, c.batch * c.seq * c.q_heads * c.head_dim), k(dtype, c.batch * c.seq * c.k_heads * c.head_dim);
@@ -74,18 +76,21 @@ void CheckCase(const GridCase& c, DType dtype, RopeDirection direction, int posi
   Buffer q_ref = q, k_ref = k;
   reference::ApplyRope(spec, frequencies,
                        RopeCall{{RopeOperand::InPlace(q_ref.View(q_shape)), RopeOperand::InPlace(k_ref.View(k_shape))},
-                                positions, direction});
+                                positions,
+                                direction});
   ForEachTarget([&] {
     Buffer q_out = q, k_out = k;
     if (in_place) {
       ApplyRope(spec, frequencies,
                 RopeCall{{RopeOperand::InPlace(q_out.View(q_shape)), RopeOperand::InPlace(k_out.View(k_shape))},
-                         positions, direction});
+                         positions,
+                         direction});
     } else {
       Buffer q_in = q, k_in = k;
       ApplyRope(spec, frequencies,
                 RopeCall{{{q_in.View(q_shape), q_out.View(q_shape)}, {k_in.View(k_shape), k_out.View(k_shape)}},
-                         positions, direction});
+                         positions,
+                         direction});
       ASSERT_EQ(q_in.bytes, q.bytes) << "out-of-place must not write its input";
     }
     for (const auto& [out, ref, in] : {std::tie(q_out, q_ref, q), std::tie(k_out, k_ref, k)}) {
@@ -143,7 +148,9 @@ TEST(RopeApply, StridedViewsRotateOnlyTheirElements) {
   const std::int64_t batch = 2, seq = 5, heads = 2, head_dim = 64;
   Buffer qkv(DType::kF32, batch * seq * 3 * heads * head_dim);
   qkv.FillUniform(7);
-  TensorView q{qkv.bytes.data(), DType::kF32, {batch, seq, heads, head_dim},
+  TensorView q{qkv.bytes.data(),
+               DType::kF32,
+               {batch, seq, heads, head_dim},
                {seq * 3 * heads * head_dim, 3 * heads * head_dim, head_dim, 1}};
   Buffer dense(DType::kF32, batch * seq * heads * head_dim);
   for (std::int64_t b = 0; b < batch; ++b)
@@ -153,14 +160,13 @@ TEST(RopeApply, StridedViewsRotateOnlyTheirElements) {
   const RopeSpec spec{.head_dim = head_dim};
   const Buffer before = qkv;
   ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q)}, RopePositions::Offset(3)});
-  ApplyRope(spec, RopeCall{{RopeOperand::InPlace(dense.View({batch, seq, heads, head_dim}))},
-                           RopePositions::Offset(3)});
+  ApplyRope(spec,
+            RopeCall{{RopeOperand::InPlace(dense.View({batch, seq, heads, head_dim}))}, RopePositions::Offset(3)});
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t s = 0; s < seq; ++s)
       for (std::int64_t i = 0; i < 3 * heads * head_dim; ++i) {
         const std::int64_t at = (b * seq + s) * 3 * heads * head_dim + i;
-        const double expected = i < heads * head_dim ? dense.Get((b * seq + s) * heads * head_dim + i)
-                                                     : before.Get(at);
+        const double expected = i < heads * head_dim ? dense.Get((b * seq + s) * heads * head_dim + i) : before.Get(at);
         ASSERT_EQ(qkv.Get(at), expected) << b << " " << s << " " << i;
       }
 }
@@ -192,37 +198,64 @@ TEST(RopeApply, BadCallsAreErrorsAndWriteNothing) {
   const Buffer q_before = q;
   const auto frequencies = ComputeRopeFrequencies(spec);
   const auto q_view = q.View({2, 3, 1, 8});
-  ExpectError([&] { ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view)}, RopePositions::Offset(-1)}); },
-              {"offset = -1", "must not be negative"});
-  ExpectError([&] {
-    ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view)}, RopePositions::Offsets({0, -5})});
-  }, {"offsets[1] = -5"});
-  ExpectError([&] { ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view)}, RopePositions::Offsets({0})}); },
-              {"offsets.size() = 1", "batch = 2"});
-  ExpectError([&] { ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view)}, RopePositions::Ids({0, 1, 2})}); },
-              {"position_ids.size() = 3", "batch * seq = 6"});
-  ExpectError([&] {
-    ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view), RopeOperand::InPlace(k.View({1, 3, 1, 8}))}});
-  }, {"operands[1].batch = 1"});
-  ExpectError([&] { ApplyRope(spec, RopeCall{{RopeOperand::InPlace(wide.View({2, 3, 1, 16}))}}); },
-              {"operands[0].head_dim = 16", "head_dim = 8"});
-  ExpectError([&] { ApplyRope(spec, RopeFrequencies{{1.0, 0.5}, 1.0}, RopeCall{{RopeOperand::InPlace(q_view)}}); },
-              {"inv_freq.size() = 2", "rotary_dim / 2 = 4"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view)}, RopePositions::Offset(-1)});
+      },
+      {"offset = -1", "must not be negative"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view)}, RopePositions::Offsets({0, -5})});
+      },
+      {"offsets[1] = -5"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view)}, RopePositions::Offsets({0})});
+      },
+      {"offsets.size() = 1", "batch = 2"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view)}, RopePositions::Ids({0, 1, 2})});
+      },
+      {"position_ids.size() = 3", "batch * seq = 6"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view), RopeOperand::InPlace(k.View({1, 3, 1, 8}))}});
+      },
+      {"operands[1].batch = 1"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{RopeOperand::InPlace(wide.View({2, 3, 1, 16}))}});
+      },
+      {"operands[0].head_dim = 16", "head_dim = 8"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeFrequencies{{1.0, 0.5}, 1.0}, RopeCall{{RopeOperand::InPlace(q_view)}});
+      },
+      {"inv_freq.size() = 2", "rotary_dim / 2 = 4"});
   Buffer half(DType::kF16, 2 * 3 * 1 * 8);
-  ExpectError([&] { ApplyRope(spec, RopeCall{{{q_view, half.View({2, 3, 1, 8})}}}); },
-              {"out.dtype = \"f16\""});
+  ExpectError([&] { ApplyRope(spec, RopeCall{{{q_view, half.View({2, 3, 1, 8})}}}); }, {"out.dtype = \"f16\""});
   // Aliasing: the same tensor as q and k would be rotated twice; an output
   // that overlaps its input without being it would read rotated values.
-  ExpectError([&] { ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view), RopeOperand::InPlace(q_view)}}); },
-              {"operands[1] = the same memory as operands[0]", "rotated once"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view), RopeOperand::InPlace(q_view)}});
+      },
+      {"operands[1] = the same memory as operands[0]", "rotated once"});
   Buffer other(DType::kF32, 2 * 3 * 1 * 8);
-  ExpectError([&] {
-    ApplyRope(spec, RopeCall{{RopeOperand::InPlace(other.View({2, 3, 1, 8})), {q_view, other.View({2, 3, 1, 8})}}});
-  }, {"operands[1] = the same memory as operands[0]"});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{RopeOperand::InPlace(other.View({2, 3, 1, 8})), {q_view, other.View({2, 3, 1, 8})}}});
+      },
+      {"operands[1] = the same memory as operands[0]"});
   Buffer wider(DType::kF32, 2 * 3 * 1 * 8 + 1);
-  const auto shifted = TensorView::Contiguous(reinterpret_cast<float*>(wider.bytes.data()) + 1, DType::kF32, {2, 3, 1, 8});
-  ExpectError([&] { ApplyRope(spec, RopeCall{{{wider.View({2, 3, 1, 8}), shifted}}}); },
-              {"operands[0].out = overlaps its input"});
+  const auto shifted =
+      TensorView::Contiguous(reinterpret_cast<float*>(wider.bytes.data()) + 1, DType::kF32, {2, 3, 1, 8});
+  ExpectError(
+      [&] {
+        ApplyRope(spec, RopeCall{{{wider.View({2, 3, 1, 8}), shifted}}});
+      },
+      {"operands[0].out = overlaps its input"});
   EXPECT_EQ(q.bytes, q_before.bytes);
 }
 

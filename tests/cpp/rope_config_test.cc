@@ -78,7 +78,8 @@ TEST(HfConfig, Phi3LongRopeTakesFactorFromTheLengths) {
   }
   const auto config = RopeFromHfConfig(R"({"hidden_size": 3072, "num_attention_heads": 32,
       "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
-      "rope_scaling": {"type": "longrope", "short_factor": )" + shorts + "], \"long_factor\": " + longs + "]}}");
+      "rope_scaling": {"type": "longrope", "short_factor": )" +
+                                       shorts + "], \"long_factor\": " + longs + "]}}");
   const auto& longrope = std::get<LongRopeScaling>(config.spec.scaling);
   EXPECT_EQ(longrope.original_max_position, 4096);
   EXPECT_EQ(longrope.factor, 32.0);
@@ -99,11 +100,17 @@ TEST(HfConfig, DeepSeekYarnFields) {
 TEST(HfConfig, ErrorsNameTheField) {
   ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "su"}})"); },
               {"[hf-config] rope_scaling.rope_type = \"su\"", "unknown"});
-  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"type": "linear", "rope_type": "yarn", "factor": 2}})"); },
-              {"disagrees"});
-  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8,
-      "high_freq_factor": 4, "original_max_position_embeddings": 8192}})"); },
-              {"rope_scaling.low_freq_factor = missing"});
+  ExpectError(
+      [] {
+        RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"type": "linear", "rope_type": "yarn", "factor": 2}})");
+      },
+      {"disagrees"});
+  ExpectError(
+      [] {
+        RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8,
+      "high_freq_factor": 4, "original_max_position_embeddings": 8192}})");
+      },
+      {"rope_scaling.low_freq_factor = missing"});
   ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear"}})"); },
               {"rope_scaling.factor = missing"});
   ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 0}})"); },
@@ -123,9 +130,13 @@ TEST(HfConfig, ScalingJsonIsReadBackAsRopeScaling) {
   yarn.factor = 4;
   yarn.original_max_position = 32768;
   yarn.mscale = 0.707;
-  const std::vector<RopeScaling> scalings{NoScaling{}, LinearScaling{2}, NtkAwareScaling{3},
-                                          DynamicNtkScaling{2, 4096}, yarn,
-                                          Llama3Scaling{}, FrequencyFactorScaling{std::vector<double>(32, 2.0)}};
+  const std::vector<RopeScaling> scalings{NoScaling{},
+                                          LinearScaling{2},
+                                          NtkAwareScaling{3},
+                                          DynamicNtkScaling{2, 4096},
+                                          yarn,
+                                          Llama3Scaling{},
+                                          FrequencyFactorScaling{std::vector<double>(32, 2.0)}};
   for (const RopeScaling& scaling : scalings) {
     const std::string json = RopeScalingToJson(scaling);
     EXPECT_EQ(json.rfind(scaling.index() == 0 ? "null" : "{\"rope_type\":", 0), 0u) << json;
@@ -144,8 +155,12 @@ TEST(HfConfig, RopeScalingFromJsonInvertsToJsonAndRefusesUnknownKeys) {
   longrope.long_factor = std::vector<double>(32, 3.0);
   longrope.original_max_position = 4096;
   longrope.factor = 32;
-  const std::vector<RopeScaling> scalings{NoScaling{}, LinearScaling{2}, NtkAwareScaling{3},
-                                          DynamicNtkScaling{2, 4096}, Llama3Scaling{}, longrope,
+  const std::vector<RopeScaling> scalings{NoScaling{},
+                                          LinearScaling{2},
+                                          NtkAwareScaling{3},
+                                          DynamicNtkScaling{2, 4096},
+                                          Llama3Scaling{},
+                                          longrope,
                                           FrequencyFactorScaling{std::vector<double>(32, 2.0)}};
   for (const RopeScaling& scaling : scalings) {
     const std::string json = RopeScalingToJson(scaling);
@@ -180,12 +195,9 @@ TEST(HfConfig, PrintsBackToTheSameSpec) {
 }
 
 GgufMetadata LlamaGguf() {
-  return {{"general.architecture", std::string("llama")},
-          {"llama.rope.freq_base", 100000.0},
-          {"llama.embedding_length", std::int64_t{576}},
-          {"llama.attention.head_count", std::int64_t{9}},
-          {"llama.rope.dimension_count", std::int64_t{64}},
-          {"llama.context_length", std::int64_t{8192}}};
+  return {{"general.architecture", std::string("llama")},   {"llama.rope.freq_base", 100000.0},
+          {"llama.embedding_length", std::int64_t{576}},    {"llama.attention.head_count", std::int64_t{9}},
+          {"llama.rope.dimension_count", std::int64_t{64}}, {"llama.context_length", std::int64_t{8192}}};
 }
 
 TEST(GgufConfig, SmolLm2StyleLlama) {
@@ -199,7 +211,8 @@ TEST(GgufConfig, SmolLm2StyleLlama) {
 TEST(GgufConfig, YarnKeysAndRoundTrip) {
   auto meta = LlamaGguf();
   meta["general.architecture"] = std::string("qwen2");
-  for (auto key : {"rope.freq_base", "embedding_length", "attention.head_count", "rope.dimension_count", "context_length"}) {
+  for (auto key :
+       {"rope.freq_base", "embedding_length", "attention.head_count", "rope.dimension_count", "context_length"}) {
     meta["qwen2." + std::string(key)] = meta["llama." + std::string(key)];
   }
   meta["qwen2.rope.scaling.type"] = std::string("yarn");
@@ -215,8 +228,11 @@ TEST(GgufConfig, YarnKeysAndRoundTrip) {
 
 TEST(GgufConfig, ErrorsNameTheKey) {
   ExpectError([] { RopeFromGguf({}); }, {"[gguf] general.architecture = missing"});
-  ExpectError([] { RopeFromGguf({{"general.architecture", std::string("bloom")}}); },
-              {"general.architecture = \"bloom\"", "no known RoPE layout"});
+  ExpectError(
+      [] {
+        RopeFromGguf({{"general.architecture", std::string("bloom")}});
+      },
+      {"general.architecture = \"bloom\"", "no known RoPE layout"});
   auto meta = LlamaGguf();
   meta["llama.rope.scaling.type"] = std::string("su");
   ExpectError([&] { RopeFromGguf(meta); }, {"llama.rope.scaling.type = \"su\""});

@@ -90,13 +90,11 @@ TEST(RopeFrequencies, YarnExtrapolatesFastAndInterpolatesSlowDimensions) {
 }
 
 TEST(RopeFrequencies, YarnAttentionFactorForms) {
-  YarnScaling deepseek{.factor = 40, .original_max_position = 4096, .mscale = 0.707,
-                       .mscale_all_dim = 0.707};
+  YarnScaling deepseek{.factor = 40, .original_max_position = 4096, .mscale = 0.707, .mscale_all_dim = 0.707};
   EXPECT_DOUBLE_EQ(ComputeRopeFrequencies(Spec(10000, 64, deepseek)).attention_factor, 1.0);
   deepseek.mscale = 1.0;
   deepseek.mscale_all_dim = 0.0;  // zero means "not given", as in the reference code
-  EXPECT_NEAR(ComputeRopeFrequencies(Spec(10000, 64, deepseek)).attention_factor,
-              0.1 * std::log(40.0) + 1, 1e-15);
+  EXPECT_NEAR(ComputeRopeFrequencies(Spec(10000, 64, deepseek)).attention_factor, 0.1 * std::log(40.0) + 1, 1e-15);
   deepseek.mscale_all_dim = 0.5;
   EXPECT_NEAR(ComputeRopeFrequencies(Spec(10000, 64, deepseek)).attention_factor,
               (0.1 * std::log(40.0) + 1) / (0.05 * std::log(40.0) + 1), 1e-15);
@@ -130,8 +128,7 @@ TEST(RopeFrequencies, YarnTruncateRoundsTheRampToWholeDimensions) {
 }
 
 TEST(RopeFrequencies, Llama3KeepsHighAndDividesLowFrequencies) {
-  const Llama3Scaling llama3{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
-                             .original_max_position = 8192};
+  const Llama3Scaling llama3{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_position = 8192};
   const auto plain = ComputeRopeFrequencies(Spec(500000, 128));
   const auto f = ComputeRopeFrequencies(Spec(500000, 128, llama3));
   int kept = 0, divided = 0, smoothed = 0;
@@ -158,8 +155,8 @@ TEST(RopeFrequencies, Llama3KeepsHighAndDividesLowFrequencies) {
 
 TEST(RopeFrequencies, LongRopeChoosesFactorSetPerSequenceLength) {
   RopeSpec spec = Spec(10000, 8);
-  spec.scaling = LongRopeScaling{.short_factor = {1, 1.5, 2, 3}, .long_factor = {2, 4, 8, 16},
-                                 .original_max_position = 4096, .factor = 32};
+  spec.scaling = LongRopeScaling{
+      .short_factor = {1, 1.5, 2, 3}, .long_factor = {2, 4, 8, 16}, .original_max_position = 4096, .factor = 32};
   const auto plain = ComputeRopeFrequencies(Spec(10000, 8));
   const auto short_set = ComputeRopeFrequencies(spec, 4096);
   const auto long_set = ComputeRopeFrequencies(spec, 4097);

@@ -32,12 +32,10 @@ TEST(PermuteQkRows, PartialRotaryLeavesTheRestInPlace) {
 
 TEST(PermuteQkRows, BadArgumentsAreErrors) {
   auto rows = Rows(8);
-  testing::ExpectError([&] {
-    PermuteQkRows(rows.data(), 4, 1, 8, 5, PermuteDirection::kInterleavedToHalfSplit);
-  }, {"[permute] rotary_dim = 5", "even"});
-  testing::ExpectError([&] {
-    PermuteQkRows(rows.data(), 4, 0, 8, 8, PermuteDirection::kInterleavedToHalfSplit);
-  }, {"heads = 0"});
+  testing::ExpectError([&] { PermuteQkRows(rows.data(), 4, 1, 8, 5, PermuteDirection::kInterleavedToHalfSplit); },
+                       {"[permute] rotary_dim = 5", "even"});
+  testing::ExpectError([&] { PermuteQkRows(rows.data(), 4, 0, 8, 8, PermuteDirection::kInterleavedToHalfSplit); },
+                       {"heads = 0"});
 }
 
 }  // namespace

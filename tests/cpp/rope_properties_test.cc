@@ -105,9 +105,10 @@ TEST_P(RopeProperties, LargePositionsStayAccurateAgainstFloat64) {
   EXPECT_LT(worst, 1e-6);  // the floor is 1e-5; we are at float32 rounding
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, RopeProperties,
-                         ::testing::Values(RopeLayout::kInterleaved, RopeLayout::kHalfSplit),
-                         [](const auto& info) { return info.param == RopeLayout::kInterleaved ? "Interleaved" : "HalfSplit"; });
+INSTANTIATE_TEST_SUITE_P(Layouts, RopeProperties, ::testing::Values(RopeLayout::kInterleaved, RopeLayout::kHalfSplit),
+                         [](const auto& info) {
+                           return info.param == RopeLayout::kInterleaved ? "Interleaved" : "HalfSplit";
+                         });
 
 TEST(RopePositions, OffsetsAndPositionIdsAgreeBitwise) {
   const RopeSpec spec{.theta = 500000, .head_dim = 64};
@@ -140,10 +141,12 @@ TEST(RopeLayouts, InterleavedOnOriginalWeightsEqualsHalfSplitOnPermuted) {
   const auto scores = [&](RopeLayout layout, const std::vector<float>& q_w, const std::vector<float>& k_w) {
     const RopeSpec spec{.theta = 10000, .head_dim = head_dim, .layout = layout};
     auto q = project(q_w, x_q), k = project(k_w, x_k);
-    ApplyRope(spec, RopeCall{{RopeOperand::InPlace(TensorView::Contiguous(q.data(), DType::kF32, {1, 1, heads, head_dim}))},
-                             RopePositions::Offset(37)});
-    ApplyRope(spec, RopeCall{{RopeOperand::InPlace(TensorView::Contiguous(k.data(), DType::kF32, {1, 1, heads, head_dim}))},
-                             RopePositions::Offset(5)});
+    ApplyRope(spec,
+              RopeCall{{RopeOperand::InPlace(TensorView::Contiguous(q.data(), DType::kF32, {1, 1, heads, head_dim}))},
+                       RopePositions::Offset(37)});
+    ApplyRope(spec,
+              RopeCall{{RopeOperand::InPlace(TensorView::Contiguous(k.data(), DType::kF32, {1, 1, heads, head_dim}))},
+                       RopePositions::Offset(5)});
     std::vector<double> s;
     for (std::int64_t h = 0; h < heads; ++h) {
       double dot = 0;

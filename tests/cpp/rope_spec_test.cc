@@ -62,11 +62,11 @@ TEST(RopeSpec, Llama3FactorsMustBeOrdered) {
 
 TEST(RopeSpec, LongRopeFactorListsMustCoverEveryPair) {
   RopeSpec spec{.theta = 10000, .head_dim = 8};
-  spec.scaling = LongRopeScaling{.short_factor = {1, 1, 1}, .long_factor = {1, 1, 1, 1},
-                                 .original_max_position = 4096, .factor = 32};
+  spec.scaling = LongRopeScaling{
+      .short_factor = {1, 1, 1}, .long_factor = {1, 1, 1, 1}, .original_max_position = 4096, .factor = 32};
   ExpectError([&] { spec.Validate(); }, {"short_factor.size() = 3", "rotary_dim / 2 = 4"});
-  spec.scaling = LongRopeScaling{.short_factor = {1, 1, 1, 1}, .long_factor = {1, 1, 0, 1},
-                                 .original_max_position = 4096, .factor = 32};
+  spec.scaling = LongRopeScaling{
+      .short_factor = {1, 1, 1, 1}, .long_factor = {1, 1, 0, 1}, .original_max_position = 4096, .factor = 32};
   ExpectError([&] { spec.Validate(); }, {"long_factor[2] = 0"});
 }
 
@@ -77,8 +77,8 @@ TEST(RopeSpec, ThetaMustExceedOne) {
 }
 
 TEST(RopeSpec, RotaryDimFromFactorFollowsHuggingFace) {
-  EXPECT_EQ(RotaryDimFromFactor(96, 0.25), 24);   // GPT-NeoX-20B
-  EXPECT_EQ(RotaryDimFromFactor(80, 0.4), 32);    // Phi-2
+  EXPECT_EQ(RotaryDimFromFactor(96, 0.25), 24);  // GPT-NeoX-20B
+  EXPECT_EQ(RotaryDimFromFactor(80, 0.4), 32);   // Phi-2
   EXPECT_EQ(RotaryDimFromFactor(128, 1.0), 128);
   ExpectError([] { RotaryDimFromFactor(128, 0.0); }, {"partial_rotary_factor = 0", "(0, 1]"});
   ExpectError([] { RotaryDimFromFactor(10, 0.5); }, {"even rotary_dim", "= 5"});

@@ -121,8 +121,8 @@ TEST(SinusoidalProperties, ShiftIsABlockDiagonalRotationDependingOnlyOnDelta) {
       // Block-diagonal: nothing couples different pairs.
       for (std::int64_t r = 0; r < d; ++r) {
         for (std::int64_t col = 0; col < d; ++col) {
-          const bool same_pair = (order == SinusoidalOrder::kInterleaved) ? r / 2 == col / 2
-                                                                          : r % (d / 2) == col % (d / 2);
+          const bool same_pair =
+              (order == SinusoidalOrder::kInterleaved) ? r / 2 == col / 2 : r % (d / 2) == col % (d / 2);
           if (!same_pair) ASSERT_EQ(t[r * d + col], 0.0);
         }
       }
@@ -178,9 +178,9 @@ struct Case {
 
 TEST(SinusoidalAdd, FastMatchesReferenceOverGridOnEveryTarget) {
   const Case cases[] = {
-      {1, 1, 3, 1},   {2, 2, 5, 1},   {3, 1, 4, 1},    {7, 2, 3, 2},    {8, 1, 9, 1},  {15, 2, 4, 1},
-      {16, 3, 2, 1},  {17, 1, 6, 1},  {31, 2, 3, 1},   {33, 1, 5, 3},   {64, 2, 7, 1}, {100, 1, 3, 1},
-      {512, 2, 4, 1}, {768, 1, 2, 1}, {1023, 1, 2, 1},
+      {1, 1, 3, 1},  {2, 2, 5, 1},   {3, 1, 4, 1},   {7, 2, 3, 2},   {8, 1, 9, 1},
+      {15, 2, 4, 1}, {16, 3, 2, 1},  {17, 1, 6, 1},  {31, 2, 3, 1},  {33, 1, 5, 3},
+      {64, 2, 7, 1}, {100, 1, 3, 1}, {512, 2, 4, 1}, {768, 1, 2, 1}, {1023, 1, 2, 1},
   };
   for (const Case& c : cases) {
     for (const auto order : {SinusoidalOrder::kInterleaved, SinusoidalOrder::kConcat}) {
@@ -304,15 +304,22 @@ TEST(SinusoidalAdd, SameBitsForAnyThreadCount) {
 TEST(SinusoidalAdd, RejectsBadCalls) {
   const SinusoidalSpec spec{.dim = 8};
   Buffer x(DType::kF32, 2 * 3 * 8), y(DType::kF16, 2 * 3 * 8);
-  ExpectError([&] { AddSinusoidal(spec, EmbeddingAddCall::InPlace(x.View({2, 3, 1, 6}))); },
-              {"[sinusoidal] in.shape[3] = 6", "dim = 8"});
-  ExpectError([&] { AddSinusoidal(spec, {x.View({2, 3, 1, 8}), y.View({2, 3, 1, 8})}); },
-              {"out.dtype = \"f16\""});
-  ExpectError([&] { AddSinusoidal(spec, EmbeddingAddCall::InPlace(x.View({2, 3, 1, 8}), TokenPositions::Offset(-1))); },
-              {"[sinusoidal] offset = -1", "negative"});
-  ExpectError([&] {
-    AddSinusoidal(spec, EmbeddingAddCall::InPlace(x.View({2, 3, 1, 8}), TokenPositions::Ids({0, 1, 2})));
-  }, {"position_ids.size() = 3", "batch * seq = 6"});
+  ExpectError(
+      [&] {
+        AddSinusoidal(spec, EmbeddingAddCall::InPlace(x.View({2, 3, 1, 6})));
+      },
+      {"[sinusoidal] in.shape[3] = 6", "dim = 8"});
+  ExpectError([&] { AddSinusoidal(spec, {x.View({2, 3, 1, 8}), y.View({2, 3, 1, 8})}); }, {"out.dtype = \"f16\""});
+  ExpectError(
+      [&] {
+        AddSinusoidal(spec, EmbeddingAddCall::InPlace(x.View({2, 3, 1, 8}), TokenPositions::Offset(-1)));
+      },
+      {"[sinusoidal] offset = -1", "negative"});
+  ExpectError(
+      [&] {
+        AddSinusoidal(spec, EmbeddingAddCall::InPlace(x.View({2, 3, 1, 8}), TokenPositions::Ids({0, 1, 2})));
+      },
+      {"position_ids.size() = 3", "batch * seq = 6"});
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ TEST(T5Buckets, T5SmallBidirectional) {
   EXPECT_EQ(T5RelativeBucket(spec, -7), 7);
   EXPECT_EQ(T5RelativeBucket(spec, 1), 17);
   EXPECT_EQ(T5RelativeBucket(spec, 7), 23);
-  EXPECT_EQ(T5RelativeBucket(spec, -8), 8);     // first log bucket
-  EXPECT_EQ(T5RelativeBucket(spec, -16), 10);   // log2(16/8)/log2(16) * 8 = 2, exactly
+  EXPECT_EQ(T5RelativeBucket(spec, -8), 8);    // first log bucket
+  EXPECT_EQ(T5RelativeBucket(spec, -16), 10);  // log2(16/8)/log2(16) * 8 = 2, exactly
   EXPECT_EQ(T5RelativeBucket(spec, -127), 15);
   EXPECT_EQ(T5RelativeBucket(spec, -1000000), 15);
   EXPECT_EQ(T5RelativeBucket(spec, 1000000), 31);
@@ -94,12 +94,12 @@ TEST(T5Spec, RejectsBadFields) {
   ExpectError([] { T5RelativeBucket({.num_buckets = 2}, 0); }, {"num_buckets = 2", ">= 4"});
   ExpectError([] { T5RelativeBucket({.num_buckets = 0, .direction = T5Direction::kCausal}, 0); },
               {"num_buckets = 0", ">= 2"});
-  ExpectError([] { T5RelativeBucket({.num_buckets = 32, .max_distance = 8}, 0); },
-              {"max_distance = 8", "must be > 8"});
+  ExpectError([] { T5RelativeBucket({.num_buckets = 32, .max_distance = 8}, 0); }, {"max_distance = 8", "must be > 8"});
   ExpectError([] { T5RelativeBucket({.num_buckets = 32, .max_distance = 16, .direction = T5Direction::kCausal}, 0); },
               {"max_distance = 16", "must be > 16"});
   EXPECT_NO_THROW(T5RelativeBucket({.num_buckets = 31, .max_distance = 16, .direction = T5Direction::kCausal}, -3));
-  ExpectError([] { T5Bias({}, std::vector<double>(10), 2, 1, 1, 0); }, {"weights.size() = 10", "num_buckets * heads = 64"});
+  ExpectError([] { T5Bias({}, std::vector<double>(10), 2, 1, 1, 0); },
+              {"weights.size() = 10", "num_buckets * heads = 64"});
   ExpectError([] { T5BucketMatrix({}, 2, 2, -1); }, {"query_offset = -1"});
 }
 

@@ -62,9 +62,7 @@ struct Buffer {
     std::uniform_real_distribution<double> dist(low, high);
     for (std::int64_t i = 0; i < size(); ++i) Set(i, dist(rng));
   }
-  TensorView View(std::array<std::int64_t, 4> shape) {
-    return TensorView::Contiguous(bytes.data(), dtype, shape);
-  }
+  TensorView View(std::array<std::int64_t, 4> shape) { return TensorView::Contiguous(bytes.data(), dtype, shape); }
 };
 
 // Expects posenc::Error whose message contains every fragment.

@@ -64,9 +64,7 @@ struct Vocab {
     return m;
   }
   BpeTokenizer Make() const { return BpeTokenizer::FromGguf(Metadata()); }
-  std::int32_t Id(const std::string& token) const {
-    return *Make().TokenId(token);
-  }
+  std::int32_t Id(const std::string& token) const { return *Make().TokenId(token); }
 };
 
 std::int32_t B(char c) { return static_cast<unsigned char>(c); }
@@ -123,11 +121,14 @@ TEST(BpeTokenizer, BytesMissingFromTheVocabulary) {
   tokens[6] = "<six>";
   m["tokenizer.ggml.tokens"] = tokens;
   // No unknown token: dropped.
-  EXPECT_THAT(BpeTokenizer::FromGguf(m).Encode("a\x04" "b"), ElementsAre(B('a'), B('b')));
+  EXPECT_THAT(BpeTokenizer::FromGguf(m).Encode("a\x04"
+                                               "b"),
+              ElementsAre(B('a'), B('b')));
   EXPECT_THAT(BpeTokenizer::FromGguf(m).Encode("\x04"), ElementsAre());
   // The unknown token, once for a run (Hugging Face's fuse_unk).
   m["tokenizer.ggml.unknown_token_id"] = std::int64_t{0};
-  EXPECT_THAT(BpeTokenizer::FromGguf(m).Encode("a\x04\x06\x04" "b ab"),
+  EXPECT_THAT(BpeTokenizer::FromGguf(m).Encode("a\x04\x06\x04"
+                                               "b ab"),
               ElementsAre(B('a'), 0, B('b'), B(' '), 256));
   // <0xXX> tokens for the character's UTF-8 bytes (U+0104 is C4 84).
   tokens[5] = "<0xC4>";

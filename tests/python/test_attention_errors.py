@@ -149,10 +149,10 @@ def test_kv_lengths(attention):
 
 def test_default_query_positions_need_enough_keys(attention):
     with raises("[attention] q_len = 5: exceeds kv_len = 3: the default puts the queries at the end of the "
-                "keys; give q_offset or q_positions"):
+                "keys; give the query positions"):
         attention(Q, K[:, :3], V[:, :3])
     with raises("[attention] q_len = 5: exceeds kv_lengths[0] = 3: the default puts the queries at the end "
-                "of the keys; give q_offset or q_positions"):
+                "of the keys; give the query positions"):
         attention(Q, K, V, kv_lengths=[3, 5])
     attention(Q, K[:, :3], V[:, :3], q_offset=0)   # explicit positions are fine
 

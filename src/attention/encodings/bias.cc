@@ -19,8 +19,8 @@ void ValidateEncoding(const AlibiEncoding& e, const EncodingCall& call) {
 
 void ValidateEncoding(const T5BiasEncoding& e, const EncodingCall& call) {
   e.buckets.Validate();
-  Require(static_cast<std::int64_t>(e.weights.size()) == e.buckets.num_buckets * call.q_heads, kOp,
-          "t5.weights.size()", e.weights.size(),
+  Require(static_cast<std::int64_t>(e.weights.size()) == e.buckets.num_buckets * call.q_heads, kOp, "t5.weights.size()",
+          e.weights.size(),
           "must equal num_buckets * q_heads = " + std::to_string(e.buckets.num_buckets * call.q_heads));
 }
 

@@ -41,9 +41,9 @@ inline double AttentionFactor(const AlibiEncoding&) { return 1.0; }
 inline double AttentionFactor(const T5BiasEncoding&) { return 1.0; }
 inline double AttentionFactor(const ShawEncoding&) { return 1.0; }
 
-// Called with plan's dense q1/k1/v filled (unscaled, unrotated), positions
-// and q_factor set; the scale is folded into q after lowering (rotations
-// and per-token scales commute).
+// Called with in.q_positions resolved (QueryPositions), plan's dense
+// q1/k1/v filled (unscaled, unrotated), positions and q_factor set; the scale is folded into q after lowering
+// (rotations and per-token scales commute).
 void LowerEncoding(const NoPositionEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const RopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan);

@@ -54,7 +54,7 @@ void ValidateEncoding(const ReRopeEncoding& e, const EncodingCall& call) {
 }
 
 void LowerEncoding(const RopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan) {
-  RotateInPlace(e.spec, Unit(e.frequencies), plan.q1, in.q.shape, in.q_positions);
+  RotateInPlace(e.spec, Unit(e.frequencies), plan.q1, in.q.shape, *in.q_positions);
   RotateInPlace(e.spec, Unit(e.frequencies), plan.k1, in.k.shape, in.k_positions);
 }
 
@@ -67,7 +67,7 @@ void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, Attention
   plan.q2 = plan.q1;
   plan.k2 = plan.k1;
   const RopeFrequencies unit = Unit(e.frequencies);
-  RotateInPlace(e.spec, unit, plan.q1, q_shape, in.q_positions);
+  RotateInPlace(e.spec, unit, plan.q1, q_shape, *in.q_positions);
   RotateInPlace(e.spec, unit, plan.k1, k_shape, in.k_positions);
   // Every query token at one position (the window, or 1 for a constant shift).
   const auto all_at = [&](std::int64_t position) {
@@ -83,7 +83,7 @@ void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, Attention
   RopeFrequencies slow = unit, shift = unit;
   for (double& f : slow.inv_freq) f /= leak;
   for (double& f : shift.inv_freq) f *= w * (1 - 1 / leak);
-  RotateInPlace(e.spec, slow, plan.q2, q_shape, in.q_positions);
+  RotateInPlace(e.spec, slow, plan.q2, q_shape, *in.q_positions);
   RotateInPlace(e.spec, shift, plan.q2, q_shape, all_at(1));
   RotateInPlace(e.spec, slow, plan.k2, k_shape, in.k_positions);
 }

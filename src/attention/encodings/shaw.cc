@@ -17,12 +17,12 @@ void ValidateEncoding(const ShawEncoding& e, const EncodingCall& call) {
   e.spec.Validate();
   const std::int64_t rows = e.spec.Rows();
   if (e.spec.key_term || e.spec.query_term) {
-    Require(static_cast<std::int64_t>(e.rel_k.size()) == rows * call.head_dim, kOp, "shaw.rel_k.size()",
-            e.rel_k.size(), "must equal (2K+1) * head_dim = " + std::to_string(rows * call.head_dim));
+    Require(static_cast<std::int64_t>(e.rel_k.size()) == rows * call.head_dim, kOp, "shaw.rel_k.size()", e.rel_k.size(),
+            "must equal (2K+1) * head_dim = " + std::to_string(rows * call.head_dim));
   }
   if (e.spec.value_term) {
-    Require(static_cast<std::int64_t>(e.rel_v.size()) == rows * call.v_dim, kOp, "shaw.rel_v.size()",
-            e.rel_v.size(), "must equal (2K+1) * v_dim = " + std::to_string(rows * call.v_dim));
+    Require(static_cast<std::int64_t>(e.rel_v.size()) == rows * call.v_dim, kOp, "shaw.rel_v.size()", e.rel_v.size(),
+            "must equal (2K+1) * v_dim = " + std::to_string(rows * call.v_dim));
   }
 }
 
