@@ -1,7 +1,7 @@
 // Naive float64 attention with materialized scores: the references for every
-// relative position form (T5 bias, ALiBi here; Shaw, XLNet and DeBERTa in
-// their own headers). Slow and plain on purpose: fused attention kernels are
-// tested against these, and these against Hugging Face.
+// relative position form (T5 bias, ALiBi and Shaw here; XLNet and DeBERTa in
+// their own headers). None of this is reachable from attention.h. Slow and plain on purpose: fused attention kernels
+// are tested against these, and these against Hugging Face.
 //
 // Layout (all contiguous, row-major, float64):
 //   q  [batch, heads, q_len, head_dim]
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "posenc/alibi.h"
+#include "posenc/shaw_relative.h"
 #include "posenc/t5_bias.h"
 
 namespace posenc {
@@ -87,6 +88,12 @@ RelativeAttentionResult AlibiAttention(const RelativeAttentionInputs& inputs, co
 // scale q.k: the default scale here is 1.
 RelativeAttentionResult T5Attention(const RelativeAttentionInputs& inputs, const T5BucketSpec& spec,
                                     std::span<const double> weights);
+
+// Shaw / BERT relative: rel_k [spec.Rows(), head_dim] (needed when key_term
+// or query_term), rel_v [spec.Rows(), value_dim] (needed when value_term);
+// an unused table may be empty. Default scale 1/sqrt(head_dim).
+RelativeAttentionResult ShawAttention(const RelativeAttentionInputs& inputs, const ShawRelativeSpec& spec,
+                                      std::span<const double> rel_k, std::span<const double> rel_v);
 
 }  // namespace reference
 }  // namespace posenc

@@ -11,10 +11,10 @@
 // choose with `distance`.
 #pragma once
 
+// The spec only: the fused kernel takes it through attention.h
+// (ShawEncoding); the float64 reference is reference::ShawAttention in
+// relative_attention.h.
 #include <cstdint>
-#include <span>
-
-#include "posenc/relative_attention.h"
 
 namespace posenc {
 
@@ -36,13 +36,5 @@ struct ShawRelativeSpec {
   // Throws posenc::Error naming the first field that breaks a rule.
   void Validate() const;
 };
-
-namespace reference {
-// rel_k [Rows(), head_dim] (needed when key_term or query_term), rel_v
-// [Rows(), value_dim] (needed when value_term); an unused table may be empty.
-// Default scale 1/sqrt(head_dim).
-RelativeAttentionResult ShawAttention(const RelativeAttentionInputs& inputs, const ShawRelativeSpec& spec,
-                                      std::span<const double> rel_k, std::span<const double> rel_v);
-}  // namespace reference
 
 }  // namespace posenc

@@ -11,6 +11,19 @@ namespace {
 
 constexpr const char* kOp = "attention";
 
+// kv_lengths: empty, or one length in [0, kv_len] per batch row. Checked
+// before the default query positions read it.
+void ValidateKvLengths(const AttentionInputs& in) {
+  const std::int64_t batch = in.q.batch(), kv_len = in.k.seq();
+  if (in.kv_lengths.empty()) return;
+  Require(static_cast<std::int64_t>(in.kv_lengths.size()) == batch, kOp, "kv_lengths.size()", in.kv_lengths.size(),
+          "must equal batch = " + std::to_string(batch));
+  for (std::size_t b = 0; b < in.kv_lengths.size(); ++b) {
+    Require(in.kv_lengths[b] >= 0 && in.kv_lengths[b] <= kv_len, kOp, "kv_lengths[" + std::to_string(b) + "]",
+            in.kv_lengths[b], "must be in [0, kv_len = " + std::to_string(kv_len) + "] (cache overflow)");
+  }
+}
+
 }  // namespace
 
 void AttentionMask::Validate() const {
@@ -46,12 +59,9 @@ TokenPositions QueryPositions(const AttentionInputs& in) {
     return keys - q_len;
   };
   if (in.kv_lengths.empty()) return TokenPositions::Offset(last_of(kv_len, "kv_len"));
-  Require(static_cast<std::int64_t>(in.kv_lengths.size()) == in.q.batch(), kOp, "kv_lengths.size()",
-          in.kv_lengths.size(), "must equal batch = " + std::to_string(in.q.batch()));
+  ValidateKvLengths(in);
   std::vector<std::int64_t> offsets;
   for (std::size_t b = 0; b < in.kv_lengths.size(); ++b) {
-    Require(in.kv_lengths[b] >= 0 && in.kv_lengths[b] <= kv_len, kOp, "kv_lengths[" + std::to_string(b) + "]",
-            in.kv_lengths[b], "must be in [0, kv_len = " + std::to_string(kv_len) + "] (cache overflow)");
     offsets.push_back(last_of(in.kv_lengths[b], "kv_lengths[" + std::to_string(b) + "]"));
   }
   return TokenPositions::Offsets(std::move(offsets));
@@ -81,16 +91,9 @@ void ValidateAttention(const AttentionInputs& in, const AttentionOptions& option
     Require(view->dtype == in.q.dtype, kOp, "dtype", DTypeName(view->dtype), "q, k and v must share a dtype");
   }
   Require(in.out.dtype == in.q.dtype, kOp, "out.dtype", DTypeName(in.out.dtype), "must equal q's dtype");
+  ValidateKvLengths(in);
   QueryPositions(in).Validate(kOp, batch, q_len);
   in.k_positions.Validate(kOp, batch, kv_len);
-  if (!in.kv_lengths.empty()) {
-    Require(static_cast<std::int64_t>(in.kv_lengths.size()) == batch, kOp, "kv_lengths.size()", in.kv_lengths.size(),
-            "must equal batch = " + std::to_string(batch));
-    for (std::size_t b = 0; b < in.kv_lengths.size(); ++b) {
-      Require(in.kv_lengths[b] >= 0 && in.kv_lengths[b] <= kv_len, kOp, "kv_lengths[" + std::to_string(b) + "]",
-              in.kv_lengths[b], "must be in [0, kv_len = " + std::to_string(kv_len) + "] (cache overflow)");
-    }
-  }
   options.mask.Validate();
   const detail::EncodingCall call{
       .head_dim = head_dim, .v_dim = in.v.head_dim(), .q_heads = q_heads, .mask = options.mask};

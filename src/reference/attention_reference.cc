@@ -1,13 +1,14 @@
-// Plain attention in float64 with the whole score row materialized, each
-// positional method by its own definition. The fast kernel is tested
-// against this.
+// The fused kernel's float64 reference: each positional method by its own
+// definition (its logit and value below) over the one float64 attention of
+// materialized_attention.h. The fast kernel is tested against this.
 #include <cmath>
-#include <limits>
+#include <variant>
 #include <vector>
 
 #include "attention/attention_rules.h"
 #include "posenc/attention.h"
 #include "reference/element_io.h"
+#include "reference/materialized_attention.h"
 
 namespace posenc::reference {
 namespace {
@@ -109,52 +110,41 @@ void Attention(const AttentionInputs& call, const AttentionOptions& options) {
   const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   const std::int64_t kv_len = in.k.seq(), group = q_heads / in.k.heads(), v_dim = in.v.head_dim();
   const double scale = detail::SoftmaxScale(options, head_dim) * detail::AttentionFactorSquared(options.encoding);
-  const double cap = options.softcap;
-  for (std::int64_t b = 0; b < batch; ++b) {
+  const auto query_position = [&](std::int64_t b, std::int64_t i) { return in.q_positions->At(b, i, q_len); };
+  const auto key_position = [&](std::int64_t b, std::int64_t t) { return in.k_positions.At(b, t, kv_len); };
+  const auto* shaw = std::get_if<ShawEncoding>(&options.encoding);
+
+  MaterializedTerms terms;
+  terms.logit = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t t) {
+    const std::int64_t p = query_position(b, i), j = key_position(b, t);
+    const auto q = ReadHead(in.q, b, i, h);
+    const auto k = ReadHead(in.k, b, t, h / group);
+    const double q_scale = scale * detail::LognFactor(options.logn_train_length, p);
+    const double s = q_scale * std::visit(ScoreOf{q, k, p, j}, options.encoding) +
+                     std::visit(BiasOf{h, q_heads, p, j}, options.encoding);
+    return options.softcap > 0 ? options.softcap * std::tanh(s / options.softcap) : s;
+  };
+  terms.visible = [&](std::int64_t b, std::int64_t, std::int64_t i, std::int64_t t) {
     const std::int64_t keys = in.kv_lengths.empty() ? kv_len : in.kv_lengths[b];
+    return t < keys && detail::KeyVisible(options.mask, query_position(b, i), key_position(b, t));
+  };
+  terms.add_value = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t t, double weight, double* out) {
+    auto v = ReadHead(in.v, b, t, h / group);
+    if (shaw && shaw->spec.value_term) {  // v + a^V
+      const std::int64_t row = shaw->spec.Row(query_position(b, i), key_position(b, t));
+      for (std::int64_t d = 0; d < v_dim; ++d) v[d] += shaw->rel_v[row * v_dim + d];
+    }
+    for (std::int64_t d = 0; d < v_dim; ++d) out[d] += weight * v[d];
+  };
+  if (!options.sink_logits.empty()) terms.sink_logit = [&](std::int64_t h) { return options.sink_logits[h]; };
+
+  // output [batch, q_heads, q_len, v_dim] back to out [batch, q_len, q_heads, v_dim]
+  const auto output = MaterializedAttention({batch, q_heads, q_len, kv_len, v_dim}, terms).output;
+  for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < q_heads; ++h) {
       for (std::int64_t i = 0; i < q_len; ++i) {
-        const std::int64_t p = in.q_positions->At(b, i, q_len);
-        const auto q = ReadHead(in.q, b, i, h);
-        const double q_scale = scale * detail::LognFactor(options.logn_train_length, p);
-        // The materialized row of scores; -inf where masked.
-        std::vector<double> scores(static_cast<std::size_t>(keys), -std::numeric_limits<double>::infinity());
-        bool saw_nan = false;  // a visible NaN score makes the row NaN
-        double max_score =
-            options.sink_logits.empty() ? -std::numeric_limits<double>::infinity() : options.sink_logits[h];
-        for (std::int64_t t = 0; t < keys; ++t) {
-          const std::int64_t j = in.k_positions.At(b, t, kv_len);
-          if (!detail::KeyVisible(options.mask, p, j)) continue;
-          const auto k = ReadHead(in.k, b, t, h / group);
-          double s = q_scale * std::visit(ScoreOf{q, k, p, j}, options.encoding) +
-                     std::visit(BiasOf{h, q_heads, p, j}, options.encoding);
-          if (cap > 0) s = cap * std::tanh(s / cap);
-          scores[t] = s;
-          max_score = std::max(max_score, s);
-          saw_nan = saw_nan || std::isnan(s);
-        }
-        std::vector<double> out(static_cast<std::size_t>(v_dim), 0.0);
-        double denominator = options.sink_logits.empty() ? 0.0 : std::exp(options.sink_logits[h] - max_score);
-        if (std::isfinite(max_score)) {
-          for (std::int64_t t = 0; t < keys; ++t) {
-            if (!std::isfinite(scores[t])) continue;
-            const double weight = std::exp(scores[t] - max_score);
-            denominator += weight;
-            auto v = ReadHead(in.v, b, t, h / group);
-            if (const auto* shaw = std::get_if<ShawEncoding>(&options.encoding); shaw && shaw->spec.value_term) {
-              const std::int64_t row = shaw->spec.Row(p, in.k_positions.At(b, t, kv_len));
-              for (std::int64_t d = 0; d < v_dim; ++d) v[d] += shaw->rel_v[row * v_dim + d];  // v + a^V
-            }
-            for (std::int64_t d = 0; d < v_dim; ++d) out[d] += weight * v[d];
-          }
-        }
-        const std::int64_t offset = in.out.Offset(b, i, h);
-        for (std::int64_t d = 0; d < v_dim; ++d) {
-          WriteElement(in.out, offset + d,
-                       saw_nan           ? std::numeric_limits<double>::quiet_NaN()
-                       : denominator > 0 ? out[d] / denominator
-                                         : 0.0);
-        }
+        const double* row = output.data() + ((b * q_heads + h) * q_len + i) * v_dim;
+        for (std::int64_t d = 0; d < v_dim; ++d) WriteElement(in.out, in.out.Offset(b, i, h) + d, row[d]);
       }
     }
   }

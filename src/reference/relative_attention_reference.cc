@@ -1,9 +1,9 @@
-// Naive float64 attention for every relative position form: scores are
-// materialized in full, one dot product at a time. Readable on purpose.
+// The materialized float64 references of the relative position forms: each
+// form is its logit (and value term) over the one float64 attention of
+// materialized_attention.h. Readable on purpose.
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <limits>
 #include <string>
 
 #include "posenc/deberta_relative.h"
@@ -11,6 +11,7 @@
 #include "posenc/relative_attention.h"
 #include "posenc/shaw_relative.h"
 #include "posenc/xlnet_relative.h"
+#include "reference/materialized_attention.h"
 
 namespace posenc {
 
@@ -70,14 +71,11 @@ struct Indexer {
   const double* V(std::span<const double> v, std::int64_t b, std::int64_t h, std::int64_t j) const {
     return v.data() + ((b * s.heads + h) * s.k_len + j) * s.ValueDim();
   }
-  std::size_t Score(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
-    return static_cast<std::size_t>(((b * s.heads + h) * s.q_len + i) * s.k_len + j);
-  }
 };
 
-// Scores from `logit` (the full logit of one (b, h, i, j)), then mask,
-// softmax and output; value_extra(b, h, i, j, p, out) adds a form's value
-// term for one key.
+// The relative forms over the one float64 attention: `logit` is the full
+// logit of (b, h, i, j); value_extra(b, h, i, j, p, out) adds p times a
+// form's value term for one key; visibility is the mask and key padding.
 using LogitFn = std::function<double(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j)>;
 using ValueFn =
     std::function<void(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j, double p, double* out)>;
@@ -88,52 +86,18 @@ RelativeAttentionResult Attend(const RelativeAttentionInputs& in, const LogitFn&
   const Indexer at{s};
   const std::int64_t offset = in.QueryOffset();
   const std::int64_t value_dim = s.ValueDim();
-  RelativeAttentionResult result;
-  result.scores.resize(static_cast<std::size_t>(s.batch * s.heads * s.q_len * s.k_len));
-  result.probs.assign(result.scores.size(), 0.0);
-  result.output.assign(static_cast<std::size_t>(s.batch * s.heads * s.q_len * value_dim), 0.0);
-  const auto allowed = [&](std::int64_t b, std::int64_t i, std::int64_t j) {
+  MaterializedTerms terms;
+  terms.logit = logit;
+  terms.visible = [&](std::int64_t b, std::int64_t, std::int64_t i, std::int64_t j) {
     if (in.mask == RelativeAttentionMask::kCausal && j > offset + i) return false;
     return in.key_padding.empty() || in.key_padding[b * s.k_len + j] != 0;
   };
-  for (std::int64_t b = 0; b < s.batch; ++b) {
-    for (std::int64_t h = 0; h < s.heads; ++h) {
-      for (std::int64_t i = 0; i < s.q_len; ++i) {
-        double row_max = -std::numeric_limits<double>::infinity();
-        bool saw_nan = false;
-        for (std::int64_t j = 0; j < s.k_len; ++j) {
-          const double x = logit(b, h, i, j);
-          result.scores[at.Score(b, h, i, j)] = x;
-          if (allowed(b, i, j)) {
-            row_max = std::max(row_max, x);
-            saw_nan = saw_nan || std::isnan(x);
-          }
-        }
-        double* out = result.output.data() + ((b * s.heads + h) * s.q_len + i) * value_dim;
-        if (saw_nan) {  // a visible NaN logit makes the row NaN, as softmax would
-          std::fill_n(out, value_dim, std::numeric_limits<double>::quiet_NaN());
-          continue;
-        }
-        if (row_max == -std::numeric_limits<double>::infinity()) continue;  // nothing to attend to
-        double total = 0;
-        for (std::int64_t j = 0; j < s.k_len; ++j) {
-          if (!allowed(b, i, j)) continue;
-          const double e = std::exp(result.scores[at.Score(b, h, i, j)] - row_max);
-          result.probs[at.Score(b, h, i, j)] = e;
-          total += e;
-        }
-        for (std::int64_t j = 0; j < s.k_len; ++j) {
-          double& p = result.probs[at.Score(b, h, i, j)];
-          if (p == 0) continue;
-          p /= total;
-          const double* v = at.V(in.v, b, h, j);
-          for (std::int64_t d = 0; d < value_dim; ++d) out[d] += p * v[d];
-          if (value_extra) value_extra(b, h, i, j, p, out);
-        }
-      }
-    }
-  }
-  return result;
+  terms.add_value = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j, double p, double* out) {
+    const double* v = at.V(in.v, b, h, j);
+    for (std::int64_t d = 0; d < value_dim; ++d) out[d] += p * v[d];
+    if (value_extra) value_extra(b, h, i, j, p, out);
+  };
+  return MaterializedAttention({s.batch, s.heads, s.q_len, s.k_len, value_dim}, terms);
 }
 
 double ContentScale(const RelativeAttentionInputs& in, double form_default) { return in.scale.value_or(form_default); }

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "posenc/parallel.h"
-#include "posenc/shaw_relative.h"
+#include "posenc/relative_attention.h"
 #include "test_util.h"
 
 namespace posenc {
