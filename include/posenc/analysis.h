@@ -157,9 +157,4 @@ std::vector<double> SinusoidalDotMatrix(const SinusoidalSpec& spec, std::int64_t
 std::vector<double> RopeScoreMatrix(const RopeSpec& spec, const std::vector<double>& q, const std::vector<double>& k,
                                     std::int64_t positions);
 
-// R_p x in float64 for one head vector x [head_dim], by the spec's layout and
-// rotary_dim (the rest passes through), frequencies at sequence length 0.
-std::vector<double> RotateHeadF64(const RopeSpec& spec, const std::vector<double>& inv_freq,
-                                  const std::vector<double>& x, double position);
-
 }  // namespace posenc

@@ -59,6 +59,14 @@ namespace reference {
 //   x'_i = x_i cos(p w_k) - x_j sin(p w_k),  x'_j = x_i sin(p w_k) + x_j cos(p w_k)
 // scaled by the attention factor and rounded once to the output dtype.
 void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call);
+
+// The one scalar rotation every float64 RoPE in the library uses (the
+// reference above, the attention reference, the analyses): R_p x for one
+// head x [head_dim] by the spec's layout, pairs (2k, 2k+1) interleaved or
+// (k, k + rotary_dim/2) half-split, angle p * inv_freq[k] in double;
+// dimensions past rotary_dim pass through. No attention factor.
+std::vector<double> RotateHead(const RopeSpec& spec, std::span<const double> inv_freq, std::span<const double> x,
+                               double position);
 }  // namespace reference
 
 // Throws posenc::Error unless the call fits the spec (shapes, dtypes, head_dim,

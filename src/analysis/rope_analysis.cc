@@ -43,12 +43,6 @@ double Dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-// Pair k's two element indices in a head vector.
-std::pair<std::int64_t, std::int64_t> PairIndices(const RopeSpec& spec, std::int64_t k) {
-  if (spec.layout == RopeLayout::kInterleaved) return {2 * k, 2 * k + 1};
-  return {k, k + spec.Pairs()};
-}
-
 // Rotates a [rows, head_dim] float32 block (one head per row) by position
 // ids with the fast kernel; the result in double.
 std::vector<double> RotateF32(const RopeSpec& spec, const RopeFrequencies& freqs, const std::vector<double>& rows,
@@ -64,23 +58,6 @@ std::vector<double> RotateF32(const RopeSpec& spec, const RopeFrequencies& freqs
 }
 
 }  // namespace
-
-std::vector<double> RotateHeadF64(const RopeSpec& spec, const std::vector<double>& inv_freq,
-                                  const std::vector<double>& x, double position) {
-  constexpr const char* kOp = "analysis";
-  Require(static_cast<std::int64_t>(x.size()) == spec.head_dim, kOp, "x.size()", x.size(), "must equal head_dim");
-  Require(static_cast<std::int64_t>(inv_freq.size()) == spec.Pairs(), kOp, "inv_freq.size()", inv_freq.size(),
-          "must equal rotary_dim / 2");
-  std::vector<double> y = x;
-  for (std::int64_t k = 0; k < spec.Pairs(); ++k) {
-    const auto [i, j] = PairIndices(spec, k);
-    const double angle = std::fmod(position * inv_freq[static_cast<std::size_t>(k)], kTwoPi);
-    const double c = std::cos(angle), s = std::sin(angle);
-    y[i] = x[i] * c - x[j] * s;
-    y[j] = x[i] * s + x[j] * c;
-  }
-  return y;
-}
 
 RopeDims ComputeRopeDims(const RopeSpec& spec, std::int64_t original_length, double comparison_factor,
                          const std::vector<double>& longrope_factors) {
@@ -209,8 +186,10 @@ RopeDecay ComputeRopeDecay(const RopeSpec& spec, const RopeDecayOptions& options
       // Key at m, query Delta tokens later.
       const double m = query_positions[static_cast<std::size_t>(s)];
       const double n = m + static_cast<double>(delta);
-      ones_sum += std::abs(Dot(RotateHeadF64(spec, inv_freq, ones, n), RotateHeadF64(spec, inv_freq, ones, m)));
-      random_sum += std::abs(Dot(RotateHeadF64(spec, inv_freq, qs[s], n), RotateHeadF64(spec, inv_freq, ks[s], m)));
+      ones_sum +=
+          std::abs(Dot(reference::RotateHead(spec, inv_freq, ones, n), reference::RotateHead(spec, inv_freq, ones, m)));
+      random_sum += std::abs(
+          Dot(reference::RotateHead(spec, inv_freq, qs[s], n), reference::RotateHead(spec, inv_freq, ks[s], m)));
     }
     point.ones = ones_sum / static_cast<double>(options.samples);
     point.random = random_sum / static_cast<double>(options.samples);
@@ -246,14 +225,14 @@ RopeInvariance ComputeRopeInvariance(const RopeSpec& spec, std::int64_t max_posi
   // float64: rotate once per grid position, compare every pair (m, n).
   std::vector<std::vector<double>> rq, rk;
   for (std::int64_t p : grid) {
-    rq.push_back(RotateHeadF64(spec, freqs.inv_freq, q, static_cast<double>(p)));
-    rk.push_back(RotateHeadF64(spec, freqs.inv_freq, k, static_cast<double>(p)));
+    rq.push_back(reference::RotateHead(spec, freqs.inv_freq, q, static_cast<double>(p)));
+    rk.push_back(reference::RotateHead(spec, freqs.inv_freq, k, static_cast<double>(p)));
   }
   for (std::size_t a = 0; a < g; ++a) {
     for (std::size_t b = 0; b < g; ++b) {
       const double lhs = Dot(rq[a], rk[b]);
       const double rel = static_cast<double>(grid[a] - grid[b]);
-      const double rhs = Dot(RotateHeadF64(spec, freqs.inv_freq, q, rel), k);
+      const double rhs = Dot(reference::RotateHead(spec, freqs.inv_freq, q, rel), k);
       out.max_error_f64 = std::max(out.max_error_f64, std::abs(lhs - rhs));
       out.max_abs_score = std::max(out.max_abs_score, std::abs(rhs));
     }
@@ -302,8 +281,8 @@ std::vector<double> RopeScoreMatrix(const RopeSpec& spec, const std::vector<doub
   const auto n = static_cast<std::size_t>(positions);
   std::vector<std::vector<double>> rq(n), rk(n);
   for (std::size_t p = 0; p < n; ++p) {
-    rq[p] = RotateHeadF64(spec, inv_freq, q, static_cast<double>(p));
-    rk[p] = RotateHeadF64(spec, inv_freq, k, static_cast<double>(p));
+    rq[p] = reference::RotateHead(spec, inv_freq, q, static_cast<double>(p));
+    rk[p] = reference::RotateHead(spec, inv_freq, k, static_cast<double>(p));
   }
   std::vector<double> out(n * n);
   for (std::size_t m = 0; m < n; ++m) {

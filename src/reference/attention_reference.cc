@@ -7,26 +7,12 @@
 
 #include "attention/attention_rules.h"
 #include "posenc/attention.h"
+#include "posenc/rope.h"
 #include "reference/element_io.h"
 #include "reference/materialized_attention.h"
 
 namespace posenc::reference {
 namespace {
-
-// Rotates x (head_dim values, in place) by angle position * inv_freq[k] per
-// pair, in double.
-void Rotate(const RopeSpec& spec, const std::vector<double>& inv_freq, double position, std::vector<double>& x) {
-  const std::int64_t pairs = spec.Pairs();
-  for (std::int64_t k = 0; k < pairs; ++k) {
-    const std::int64_t i = spec.layout == RopeLayout::kInterleaved ? 2 * k : k;
-    const std::int64_t j = spec.layout == RopeLayout::kInterleaved ? 2 * k + 1 : k + pairs;
-    const double angle = position * inv_freq[k];
-    const double c = std::cos(angle), s = std::sin(angle);
-    const double xi = x[i], xj = x[j];
-    x[i] = xi * c - xj * s;
-    x[j] = xi * s + xj * c;
-  }
-}
 
 std::vector<double> ReadHead(const ConstTensorView& t, std::int64_t b, std::int64_t s, std::int64_t h) {
   std::vector<double> x(static_cast<std::size_t>(t.head_dim()));
@@ -63,27 +49,21 @@ struct ScoreOf {
     return sum;
   }
   double operator()(const RopeEncoding& e) const {
-    auto qr = q, kr = k;
-    Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(p), qr);
-    Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(j), kr);
-    return Dot(qr, kr);
+    return Dot(RotateHead(e.spec, e.frequencies.inv_freq, q, static_cast<double>(p)),
+               RotateHead(e.spec, e.frequencies.inv_freq, k, static_cast<double>(j)));
   }
   // Su's two score matrices: RoPE within the window, the clamped (or leaky)
   // relative position beyond it.
   double operator()(const ReRopeEncoding& e) const {
-    auto qr = q, kr = k;
+    const auto rotate = [&](const std::vector<double>& x, double position) {
+      return RotateHead(e.spec, e.frequencies.inv_freq, x, position);
+    };
     const double w = static_cast<double>(e.window);
-    if (static_cast<double>(p - j) < w) {
-      Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(p), qr);
-      Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(j), kr);
-    } else if (!e.leak) {
-      Rotate(e.spec, e.frequencies.inv_freq, w, qr);  // distance reads as w
-    } else {
-      const double leak = *e.leak;  // q at p/k + w(1 - 1/k), k at j/k
-      Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(p) / leak + w * (1 - 1 / leak), qr);
-      Rotate(e.spec, e.frequencies.inv_freq, static_cast<double>(j) / leak, kr);
-    }
-    return Dot(qr, kr);
+    if (static_cast<double>(p - j) < w)
+      return Dot(rotate(q, static_cast<double>(p)), rotate(k, static_cast<double>(j)));
+    if (!e.leak) return Dot(rotate(q, w), k);  // distance reads as w
+    const double leak = *e.leak;               // q at p/k + w(1 - 1/k), k at j/k
+    return Dot(rotate(q, static_cast<double>(p) / leak + w * (1 - 1 / leak)), rotate(k, static_cast<double>(j) / leak));
   }
 };
 

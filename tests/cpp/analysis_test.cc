@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "posenc/analysis.h"
+#include "posenc/rope.h"
 #include "posenc/rope_frequencies.h"
 #include "test_util.h"
 
@@ -333,7 +334,7 @@ TEST(ScoreMatrices, RopeScoresDependOnDifference) {
   const auto inv = ComputeRopeFrequencies(spec).inv_freq;
   for (std::size_t m = 0; m < 16; ++m) {
     for (std::size_t n = 0; n < 16; ++n) {
-      const auto rq = RotateHeadF64(spec, inv, q, static_cast<double>(m) - static_cast<double>(n));
+      const auto rq = reference::RotateHead(spec, inv, q, static_cast<double>(m) - static_cast<double>(n));
       double expected = 0.0;
       for (std::size_t i = 0; i < 8; ++i) expected += rq[i] * k[i];
       EXPECT_NEAR(s[m * 16 + n], expected, 1e-12);
