@@ -14,8 +14,8 @@
 #endif
 
 #include <cstring>
-#include <numbers>
 
+#include "angle_reduction-inl.h"
 #include "embedding_add_kernel.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/contrib/math/math-inl.h"
@@ -30,17 +30,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 inline void ExactSinusoid(const detail::EmbeddingAddPlan& plan, double position, double* HWY_RESTRICT sin_d,
                           double* HWY_RESTRICT cos_d) {
   const hn::ScalableTag<double> dd;
-  // 2*pi as two doubles: the reduced angle keeps ~1e-16 absolute accuracy for
-  // angles up to ~1e9, where Highway's Sin/Cos are accurate only near zero.
-  const auto two_pi_hi = hn::Set(dd, 6.283185307179586);
-  const auto two_pi_lo = hn::Set(dd, 2.4492935982947064e-16);
-  const auto inv_two_pi = hn::Set(dd, 0.5 / std::numbers::pi);
   const auto pos = hn::Set(dd, position);
   const size_t padded = plan.inv_freq_padded.size();
   for (size_t k = 0; k < padded; k += hn::Lanes(dd)) {
     const auto angle = hn::Mul(pos, hn::LoadU(dd, plan.inv_freq_padded.data() + k));
-    const auto turns = hn::Round(hn::Mul(angle, inv_two_pi));
-    const auto reduced = hn::NegMulAdd(turns, two_pi_lo, hn::NegMulAdd(turns, two_pi_hi, angle));
+    hn::Vec<decltype(dd)> turns;
+    const auto reduced = ReduceAngle(dd, angle, kFullTurn, turns);  // Sin/Cos want it near 0
     hn::StoreU(hn::Sin(dd, reduced), dd, sin_d + k);
     hn::StoreU(hn::Cos(dd, reduced), dd, cos_d + k);
   }

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "angle_reduction-inl.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "rope_kernel.h"
@@ -47,12 +48,9 @@ HWY_INLINE void ReduceQuarterTurns(DF df, const double* HWY_RESTRICT freq, doubl
   const hn::Rebind<double, decltype(dh)> dd;
   using VH = hn::Vec<decltype(dh)>;
   const auto reduce = [&](const double* f, VH& r_half, VH& q_half) {
-    // pi/2 split in two doubles: n * pio2_hi is subtracted by one FMA, exact
-    // enough that r keeps ~1e-16 absolute accuracy for angles up to ~1e9.
     const auto angle = hn::Mul(hn::Set(dd, position), hn::LoadU(dd, f));
-    const auto turns = hn::Round(hn::Mul(angle, hn::Set(dd, 0.6366197723675814)));
-    const auto r = hn::NegMulAdd(turns, hn::Set(dd, 6.123233995736766e-17),
-                                 hn::NegMulAdd(turns, hn::Set(dd, 1.5707963267948966), angle));
+    hn::Vec<decltype(dd)> turns;
+    const auto r = ReduceAngle(dd, angle, kQuarterTurn, turns);
     // n mod 4 = n - 4 floor(n / 4), exact in double.
     const auto q = hn::NegMulAdd(hn::Set(dd, 4.0), hn::Floor(hn::Mul(turns, hn::Set(dd, 0.25))), turns);
     r_half = hn::DemoteTo(dh, r);
