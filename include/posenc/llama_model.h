@@ -57,6 +57,30 @@ using LogitsSink = std::function<void(std::int64_t row_begin, std::int64_t rows,
 // Called after each layer (progress bars): layers done, layers in all.
 using LayerProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 
+// Receives the logits of chosen rows, in blocks: rows (indices into the
+// tokens of the call, increasing) and rows.size() * vocab floats.
+using RowLogitsSink = std::function<void(std::span<const std::int64_t> rows, std::span<const float> logits)>;
+
+// The decoding state of one sequence: every layer's keys (before RoPE, so
+// any positional method can rotate them at the positions it needs) and
+// values for the tokens run so far, at positions 0..tokens()-1. Made empty
+// by LlamaModel::NewCache; LlamaModel::Extend appends to it.
+class LlamaCache {
+ public:
+  std::int64_t tokens() const { return tokens_; }
+  // Forgets tokens [tokens, this->tokens()): a rewind, e.g. after scoring
+  // an answer by teacher forcing and before generating from the prompt.
+  void Truncate(std::int64_t tokens);
+
+ private:
+  friend class LlamaModel;
+  std::int64_t kv_dim_ = 0;  // kv_heads * head_dim floats per token and layer
+  std::int64_t tokens_ = 0;
+  // [layer][token * kv_dim]; a single shared layer for Forward's scratch
+  // cache (each layer attends only to the call's own tokens).
+  std::vector<std::vector<float>> keys_, values_;
+};
+
 class LlamaModel {
  public:
   // Opens, checks (every tensor present with its expected shape) and
@@ -80,6 +104,23 @@ class LlamaModel {
   // any thread count.
   void Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention, const LogitsSink& sink,
                const LayerProgress& progress = {}) const;
+
+  // An empty decoding cache for this model.
+  LlamaCache NewCache() const;
+
+  // Runs `tokens` after the cache's tokens (at positions cache.tokens()
+  // onwards) and appends their keys and values to the cache: prefill with
+  // many tokens, decoding with one. Sends the logits of the rows listed in
+  // `logit_rows` (indices into `tokens`, strictly increasing; e.g. only the
+  // last row to generate, or an answer's rows to score it) to `sink` — no
+  // other row's logits are computed. The results equal a Forward of all the
+  // cache's tokens and these to float tolerance, for any attention options
+  // (the same options at every call: plan a method for the final length).
+  // Throws posenc::Error (bad tokens or rows, a cache too large for this
+  // machine) before changing the cache.
+  void Extend(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+              std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+              const LayerProgress& progress = {}) const;
 
   // [n, vocab] logits (small n: tests and oracles).
   std::vector<float> Logits(std::span<const std::int32_t> tokens, const AttentionOptions& attention) const;
@@ -105,6 +146,10 @@ class LlamaModel {
 
  private:
   explicit LlamaModel(std::unique_ptr<Weights> weights);
+  // Extend after the checks, with the cache already grown to hold `tokens`.
+  void ExtendCached(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+                    std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+                    const LayerProgress& progress) const;
   std::unique_ptr<Weights> weights_;
 };
 

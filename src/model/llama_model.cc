@@ -2,6 +2,7 @@
 #include "posenc/llama_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -58,32 +59,91 @@ void LlamaModel::RequireActivationsFit(std::int64_t n) const {
                       sizeof(float));
 }
 
-void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
-                         const LogitsSink& sink, const LayerProgress& progress) const {
+void LlamaCache::Truncate(std::int64_t tokens) {
+  Require(tokens >= 0 && tokens <= tokens_, kOp, "cache.truncate", tokens,
+          "must be in [0, cached tokens = " + std::to_string(tokens_) + "]");
+  tokens_ = tokens;
+  for (auto& layer : keys_) layer.resize(static_cast<std::size_t>(tokens * kv_dim_));
+  for (auto& layer : values_) layer.resize(static_cast<std::size_t>(tokens * kv_dim_));
+}
+
+LlamaCache LlamaModel::NewCache() const {
+  const LlamaHyperparams& hp = hparams();
+  LlamaCache cache;
+  cache.kv_dim_ = hp.head_count_kv * hp.head_dim;
+  cache.keys_.resize(static_cast<std::size_t>(hp.block_count));
+  cache.values_.resize(static_cast<std::size_t>(hp.block_count));
+  return cache;
+}
+
+void LlamaModel::Extend(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+                        std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+                        const LayerProgress& progress) const {
   const Weights& w = *weights_;
   const LlamaHyperparams& hp = w.hp;
   CheckTokens(tokens, hp.vocab_size);
   const auto n = static_cast<std::int64_t>(tokens.size());
+  for (std::size_t r = 0; r < logit_rows.size(); ++r) {
+    Require(logit_rows[r] >= 0 && logit_rows[r] < n && (r == 0 || logit_rows[r] > logit_rows[r - 1]), kOp,
+            "logit_rows[" + std::to_string(r) + "]", logit_rows[r],
+            "must be a row of the call in [0, " + std::to_string(n) + "), after the previous one");
+  }
   RequireActivationsFit(n);
+  const std::int64_t kv_dim = hp.head_count_kv * hp.head_dim;
+  const std::int64_t start = cache.tokens_, total = start + n;
+  Require(cache.kv_dim_ == kv_dim &&
+              (cache.keys_.size() == 1 || static_cast<std::int64_t>(cache.keys_.size()) == hp.block_count),
+          kOp, "cache", Verbatim{"of another model"}, "must come from this model's NewCache");
+  RequireFitsInMemory(kOp, "tokens", total, "the key/value cache",
+                      2.0 * static_cast<double>(total) * static_cast<double>(kv_dim * cache.keys_.size()),
+                      sizeof(float));
+  for (auto& layer : cache.keys_) layer.resize(static_cast<std::size_t>(total * kv_dim));
+  for (auto& layer : cache.values_) layer.resize(static_cast<std::size_t>(total * kv_dim));
+  cache.tokens_ = total;
+  try {
+    ExtendCached(cache, tokens, attention, logit_rows, sink, progress);
+  } catch (...) {
+    cache.Truncate(start);  // attention options the kernel rejects, a throwing sink: the cache as it was
+    throw;
+  }
+}
+
+void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> tokens,
+                              const AttentionOptions& attention, std::span<const std::int64_t> logit_rows,
+                              const RowLogitsSink& sink, const LayerProgress& progress) const {
+  const Weights& w = *weights_;
+  const LlamaHyperparams& hp = w.hp;
+  const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length, hd = hp.head_dim;
   const std::int64_t q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd, qkv_dim = q_dim + 2 * kv_dim;
+  const std::int64_t total = cache.tokens_, start = total - n;
 
   std::vector<float> x(n * d), normed(n * d), qkv(n * qkv_dim), attn(n * q_dim), proj(n * d);
   std::vector<float> gate_up(n * 2 * ffn), hidden(n * ffn);
   model::GatherRows(w.token_embd, d, tokens, x);
 
-  // Views into qkv [n, q | k | v]: each token's row holds its q heads, then
-  // its k heads, then its v heads.
+  // q is a view into qkv [n, q | k | v]: each token's row holds its q heads,
+  // then its k heads, then its v heads. k and v are copied to the cache and
+  // attended to there: [total, kv_heads, head_dim], the new tokens last.
   const std::array<std::int64_t, 4> qkv_strides{n * qkv_dim, qkv_dim, hd, 1};
   AttentionInputs in;
   in.q = ConstTensorView{qkv.data(), DType::kF32, {1, n, hp.head_count, hd}, qkv_strides};
-  in.k = ConstTensorView{qkv.data() + q_dim, DType::kF32, {1, n, hp.head_count_kv, hd}, qkv_strides};
-  in.v = ConstTensorView{qkv.data() + q_dim + kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd}, qkv_strides};
   in.out = TensorView::Contiguous(attn.data(), DType::kF32, {1, n, hp.head_count, hd});
+  in.q_positions = TokenPositions::Offset(start);
 
-  for (const LlamaLayerWeights& layer : w.layers) {
+  for (std::size_t l = 0; l < w.layers.size(); ++l) {
+    const LlamaLayerWeights& layer = w.layers[l];
+    std::vector<float>& keys = cache.keys_[cache.keys_.size() == 1 ? 0 : l];
+    std::vector<float>& values = cache.values_[cache.values_.size() == 1 ? 0 : l];
     model::RmsNorm(x, layer.attn_norm, hp.rms_norm_eps, normed);
     MatMul(normed, n, layer.qkv, qkv);
+    for (std::int64_t t = 0; t < n; ++t) {
+      const float* row = qkv.data() + t * qkv_dim;
+      std::copy(row + q_dim, row + q_dim + kv_dim, keys.begin() + (start + t) * kv_dim);
+      std::copy(row + q_dim + kv_dim, row + qkv_dim, values.begin() + (start + t) * kv_dim);
+    }
+    in.k = ConstTensorView::Contiguous(keys.data(), DType::kF32, {1, total, hp.head_count_kv, hd});
+    in.v = ConstTensorView::Contiguous(values.data(), DType::kF32, {1, total, hp.head_count_kv, hd});
     Attention(in, attention);
     MatMul(attn, n, layer.attn_output, proj);
     model::AddInPlace(x, proj);
@@ -93,17 +153,38 @@ void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOp
     model::SwiGlu(gate_up, ffn, hidden);
     MatMul(hidden, n, layer.down, proj);
     model::AddInPlace(x, proj);
-    if (progress) progress(&layer - w.layers.data() + 1, hp.block_count);
+    if (progress) progress(static_cast<std::int64_t>(l) + 1, hp.block_count);
   }
 
+  // Logits of the chosen rows only, kLogitRows at a time.
   model::RmsNorm(x, w.output_norm, hp.rms_norm_eps, normed);
-  std::vector<float> logits(std::min(n, kLogitRows) * hp.vocab_size);
-  for (std::int64_t row = 0; row < n; row += kLogitRows) {
-    const std::int64_t rows = std::min(kLogitRows, n - row);
+  const auto chosen = static_cast<std::int64_t>(logit_rows.size());
+  std::vector<float> block_in(std::min(chosen, kLogitRows) * d), logits(std::min(chosen, kLogitRows) * hp.vocab_size);
+  for (std::int64_t first = 0; first < chosen; first += kLogitRows) {
+    const std::int64_t rows = std::min(kLogitRows, chosen - first);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::copy_n(normed.begin() + logit_rows[first + r] * d, d, block_in.begin() + r * d);
+    }
     const std::span<float> block(logits.data(), rows * hp.vocab_size);
-    MatMul(std::span<const float>(normed).subspan(row * d, rows * d), rows, w.output, block);
-    sink(row, rows, block);
+    MatMul(std::span<const float>(block_in).first(rows * d), rows, w.output, block);
+    sink(logit_rows.subspan(first, rows), block);
   }
+}
+
+void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+                         const LogitsSink& sink, const LayerProgress& progress) const {
+  // A scratch cache with one layer's keys and values, shared by the layers.
+  LlamaCache scratch = NewCache();
+  scratch.keys_.resize(1);
+  scratch.values_.resize(1);
+  std::vector<std::int64_t> rows(tokens.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<std::int64_t>(r);
+  Extend(
+      scratch, tokens, attention, rows,
+      [&](std::span<const std::int64_t> block_rows, std::span<const float> logits) {
+        sink(block_rows.front(), static_cast<std::int64_t>(block_rows.size()), logits);
+      },
+      progress);
 }
 
 std::vector<float> LlamaModel::Logits(std::span<const std::int32_t> tokens, const AttentionOptions& attention) const {

@@ -185,6 +185,89 @@ TEST(LlamaModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
   }
 }
 
+// Prefill then one token at a time through the cache gives the logits of
+// one full forward pass, for the model's RoPE and every method (planned for
+// the final length, as a decoder must).
+TEST(LlamaModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
+  const TinyModel tiny;
+  const std::int64_t n = 70, prefill = 61;
+  const auto tokens = RandomTokens(n, 5);
+  const LlamaHyperparams& hp = tiny.model.hparams();
+  const std::int64_t vocab = hp.vocab_size;
+  for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
+                             "window:window=9", "lambda:sinks=2,window=9", "yarn,logn"}) {
+    SCOPED_TRACE(method);
+    const AttentionOptions attention =
+        PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, n).attention;
+    const std::vector<float> full = tiny.model.Logits(tokens, attention);
+    std::vector<float> decoded(n * vocab, std::nanf(""));
+    const auto keep = [&](std::int64_t offset) {
+      return [&, offset](std::span<const std::int64_t> rows, std::span<const float> logits) {
+        for (std::size_t r = 0; r < rows.size(); ++r) {
+          std::copy_n(logits.begin() + r * vocab, vocab, decoded.begin() + (offset + rows[r]) * vocab);
+        }
+      };
+    };
+    LlamaCache cache = tiny.model.NewCache();
+    std::vector<std::int64_t> all(prefill);
+    for (std::int64_t r = 0; r < prefill; ++r) all[r] = r;
+    tiny.model.Extend(cache, std::span(tokens).first(prefill), attention, all, keep(0));
+    for (std::int64_t t = prefill; t < n; ++t) {
+      const std::int64_t row0 = 0;
+      tiny.model.Extend(cache, std::span(tokens).subspan(t, 1), attention, std::span(&row0, 1), keep(t));
+    }
+    EXPECT_EQ(cache.tokens(), n);
+    double max_diff = 0, max_abs = 0;
+    for (std::size_t i = 0; i < full.size(); ++i) {
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(full[i] - decoded[i])));
+      max_abs = std::max(max_abs, static_cast<double>(std::abs(full[i])));
+    }
+    EXPECT_LT(max_diff / max_abs, 1e-5);  // NaN (a row never written) fails too
+  }
+}
+
+// Only the listed rows' logits are made; a rewind replays exactly.
+TEST(LlamaModel, ExtendScoresChosenRowsAndTruncateRewinds) {
+  const TinyModel tiny;
+  const auto tokens = RandomTokens(20, 6);
+  const auto attention = tiny.model.DefaultAttention();
+  const std::int64_t vocab = tiny.model.hparams().vocab_size;
+  const std::vector<float> full = tiny.model.Logits(tokens, attention);
+  LlamaCache cache = tiny.model.NewCache();
+  const std::vector<std::int64_t> rows{3, 4, 11, 19};
+  std::vector<std::int64_t> seen;
+  const auto check = [&](std::int64_t offset) {
+    return [&, offset](std::span<const std::int64_t> block, std::span<const float> logits) {
+      ASSERT_EQ(logits.size(), block.size() * vocab);
+      for (std::size_t r = 0; r < block.size(); ++r) {
+        seen.push_back(offset + block[r]);
+        for (std::int64_t v = 0; v < vocab; ++v) {
+          EXPECT_NEAR(logits[r * vocab + v], full[(offset + block[r]) * vocab + v], 1e-4);
+        }
+      }
+    };
+  };
+  tiny.model.Extend(cache, tokens, attention, rows, check(0));
+  EXPECT_EQ(seen, rows);
+  cache.Truncate(10);
+  seen.clear();
+  const std::vector<std::int64_t> last{9};
+  tiny.model.Extend(cache, std::span(tokens).subspan(10), attention, last, check(10));
+  EXPECT_EQ(seen, std::vector<std::int64_t>{19});
+
+  ExpectError([&] { cache.Truncate(21); }, {"cache.truncate = 21", "[0, cached tokens = 20]"});
+  const std::vector<std::int64_t> unsorted{2, 1};
+  ExpectError([&] { tiny.model.Extend(cache, tokens, attention, unsorted, check(0)); },
+              {"logit_rows[1] = 1", "after the previous one"});
+  const std::vector<std::int64_t> outside{20};
+  ExpectError([&] { tiny.model.Extend(cache, tokens, attention, outside, check(0)); }, {"logit_rows[0] = 20"});
+  // Options the kernel rejects leave the cache as it was.
+  AttentionOptions bad = attention;
+  bad.mask.window = -1;
+  ExpectError([&] { tiny.model.Extend(cache, tokens, bad, last, check(0)); }, {"mask.window = -1"});
+  EXPECT_EQ(cache.tokens(), 20);
+}
+
 TEST(LlamaModel, RejectsBadTokens) {
   const TinyModel tiny;
   const auto attention = tiny.model.DefaultAttention();
