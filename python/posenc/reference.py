@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import _reference_attention as attention
+from ._posenc import reference as _reference
 from .rope import RopeSpec, _apply
 from .rope import apply_rope as fast_apply_rope
 
@@ -40,3 +40,6 @@ def apply_rope(spec: RopeSpec, *tensors: np.ndarray, **options: Any):
 
 _APPLY_ROPE_SIGNATURE = inspect.signature(fast_apply_rope)
 apply_rope.__signature__ = _APPLY_ROPE_SIGNATURE  # type: ignore[attr-defined]
+
+#: :func:`posenc.attention` on the float64 reference (bound in C++, same signature).
+attention = _reference.attention

@@ -1,12 +1,15 @@
-// Bindings for attention (posenc/attention.h): the tiled kernel and the
-// float64 reference on NumPy arrays. python/posenc/attention.py gives them
-// their Python signature; the positional encoding arrives here as a small
-// tuple that its encoding classes build (see EncodingFromTuple).
+// Bindings for attention (posenc/attention.h): posenc.attention and
+// posenc.reference.attention (the tiled kernel and the float64 reference) on
+// NumPy arrays, and the encoding classes that choose the positional encoding
+// (RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention,
+// ShawAttention), with their Python signatures and docstrings.
+// python/posenc/attention.py only re-exports them under its module docstring.
 //
-// Every rule about the arguments is the library's (ValidateAttention), so
-// errors are posenc::Error ("[attention] parameter = value: rule") and reach
-// Python as ValueError. The checks only a binding can make (ndim, dtype, byte
-// strides, the shape of position arrays) use the same format.
+// Arguments are converted here (args.h) and every rule about them is the
+// library's (ValidateAttention), so errors are posenc::Error ("[attention]
+// parameter = value: rule") and reach Python as ValueError. What only a
+// binding can check (types, ndim, dtype, byte strides, the shape of position
+// arrays and tables) uses the same format.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "bindings.h"
 #include "numpy_views.h"
 #include "posenc/attention.h"
@@ -30,44 +34,240 @@ namespace posenc::python {
 namespace {
 
 constexpr const char* kOp = "attention";
+constexpr const char* kPositionsRule = "must be an integer type (token positions)";
 
-using Int64Array = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
-using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+struct RopeSpecName {
+  static constexpr auto text = py::detail::const_name("posenc.RopeSpec");
+};
+struct StrName {
+  static constexpr auto text = py::detail::const_name("str");
+};
+struct EncodingName {
+  static constexpr auto text = py::detail::const_name("posenc.attention.Encoding");
+};
+using SpecArg = Arg<RopeSpecName>;
+using StrArg = Arg<StrName>;
+using EncodingArg = Arg<EncodingName>;
 
-// ---- arrays -----------------------------------------------------------------
+template <class T>
+std::vector<T> ToVector(const py::array_t<T, py::array::c_style | py::array::forcecast>& a) {
+  return {a.data(), a.data() + a.size()};
+}
 
-std::vector<std::int64_t> ToVector(const Int64Array& a) { return {a.data(), a.data() + a.size()}; }
-std::vector<double> ToVector(const DoubleArray& a) { return {a.data(), a.data() + a.size()}; }
+// ---- encodings ------------------------------------------------------------------
+
+// The base of the encoding classes: the library's encoding for one call.
+// `call_length` is the call's largest position + 1 (the frequency tables of
+// dynamic NTK and LongRoPE depend on it).
+struct AttentionEncoding {
+  virtual ~AttentionEncoding() = default;
+  virtual PositionEncoding ForCall(std::int64_t call_length, std::int64_t q_heads) const = 0;
+};
+
+// posenc.RopeSpec (python/posenc/rope.py) holds the bound posenc::RopeSpec in `_spec`.
+RopeSpec CoreSpec(const py::handle& spec) {
+  if (!py::isinstance(spec, py::module_::import("posenc.rope").attr("RopeSpec"))) {
+    ThrowError(kOp, "spec", TypeName(spec), "must be a posenc.RopeSpec");
+  }
+  return spec.attr("_spec").cast<RopeSpec>();
+}
+
+std::optional<std::int64_t> SeqLen(const std::optional<Int>& seq_len) {
+  if (!seq_len) return std::nullopt;
+  const std::int64_t n = ToInt(kOp, "seq_len", seq_len->object);
+  Require(n > 0, kOp, "seq_len", n, "must be > 0 (None: the call's largest position + 1)");
+  return n;
+}
+
+std::string SeqLenRepr(const std::optional<std::int64_t>& seq_len) {
+  return seq_len ? ", seq_len=" + std::to_string(*seq_len) : "";
+}
+
+struct RopeAttention : AttentionEncoding {
+  RopeAttention(const SpecArg& spec_arg, const std::optional<Int>& seq_len_arg)
+      : spec(spec_arg.object), core(CoreSpec(spec)), seq_len(SeqLen(seq_len_arg)) {}
+  PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
+    return RopeEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length))};
+  }
+  std::string Repr() const { return "RopeAttention(" + python::Repr(spec) + SeqLenRepr(seq_len) + ")"; }
+
+  py::object spec;  // the posenc.RopeSpec given
+  RopeSpec core;
+  std::optional<std::int64_t> seq_len;
+};
+
+struct ReRopeAttention : AttentionEncoding {
+  ReRopeAttention(const SpecArg& spec_arg, const Int& window_arg, const std::optional<Float>& leak_arg,
+                  const std::optional<Int>& seq_len_arg)
+      : spec(spec_arg.object), core(CoreSpec(spec)), window(ToInt(kOp, "window", window_arg.object)),
+        leak(leak_arg ? std::optional(ToFloat(kOp, "leak", leak_arg->object)) : std::nullopt),
+        seq_len(SeqLen(seq_len_arg)) {}
+  PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
+    return ReRopeEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length)), window, leak};
+  }
+  std::string Repr() const {
+    return "ReRopeAttention(" + python::Repr(spec) + ", window=" + std::to_string(window) +
+           (leak ? ", leak=" + python::Repr(py::float_(*leak)) : "") + SeqLenRepr(seq_len) + ")";
+  }
+
+  py::object spec;
+  RopeSpec core;
+  std::int64_t window;
+  std::optional<double> leak;  // none: ReRoPE
+  std::optional<std::int64_t> seq_len;
+};
+
+struct AlibiAttention : AttentionEncoding {
+  AlibiAttention(const ArrayLike& slopes_arg, const StrArg& form_arg) {
+    const py::object& form = form_arg.object;
+    const DoubleArray slopes(slopes_arg.object);
+    Require(slopes.ndim() == 1, kOp, "slopes.shape", Verbatim{ShapeOf(slopes)},
+            "must be (q_heads,): one slope per query head");
+    if (!py::isinstance<py::str>(form) ||
+        (form.cast<std::string>() != "distance" && form.cast<std::string>() != "key-position")) {
+      ThrowError(kOp, "form", python::Repr(form), "must be \"distance\" or \"key-position\"");
+    }
+    encoding = AlibiEncoding{ToVector(slopes), ParseAlibiForm(form.cast<std::string>())};
+  }
+  PositionEncoding ForCall(std::int64_t, std::int64_t) const override { return encoding; }
+  py::tuple Slopes() const { return py::tuple(py::cast(encoding.slopes)); }
+  std::string Form() const { return std::string(AlibiFormName(encoding.form)); }
+  std::string Repr() const {
+    return "AlibiAttention(slopes=" + python::Repr(py::cast(encoding.slopes)) + ", form='" + Form() + "')";
+  }
+
+  AlibiEncoding encoding;
+};
+
+struct T5BiasAttention : AttentionEncoding {
+  T5BiasAttention(const ArrayLike& weights_arg, const Int& max_distance_arg, const Bool& bidirectional_arg)
+      : weights(ReadOnlyCopy(weights_arg.object)) {
+    Require(weights.ndim() == 2, kOp, "weights.shape", Verbatim{ShapeOf(weights)}, "must be (num_buckets, q_heads)");
+    bidirectional = ToBool(kOp, "bidirectional", bidirectional_arg.object);
+    max_distance = ToInt(kOp, "max_distance", max_distance_arg.object);
+  }
+  PositionEncoding ForCall(std::int64_t, std::int64_t q_heads) const override {
+    Require(weights.shape(1) == q_heads, kOp, "t5.weights.shape[1]", weights.shape(1),
+            "must equal q_heads = " + std::to_string(q_heads) + " (weights are [num_buckets, q_heads])");
+    const T5BucketSpec buckets{weights.shape(0), max_distance,
+                               bidirectional ? T5Direction::kBidirectional : T5Direction::kCausal};
+    return T5BiasEncoding{buckets, ToVector(weights)};
+  }
+  std::string Repr() const {
+    return "T5BiasAttention(weights=<" + std::to_string(weights.shape(0)) + " buckets x " +
+           std::to_string(weights.shape(1)) + " heads>, max_distance=" + std::to_string(max_distance) +
+           ", bidirectional=" + (bidirectional ? "True" : "False") + ")";
+  }
+
+  DoubleArray weights;  // [num_buckets, q_heads], read-only
+  std::int64_t max_distance = 0;
+  bool bidirectional = true;
+};
+
+struct ShawAttention : AttentionEncoding {
+  ShawAttention(const std::optional<ArrayLike>& rel_k_arg, const std::optional<ArrayLike>& rel_v_arg,
+                const Int& max_distance_arg, bool query_minus_key, bool key_term, bool query_term) {
+    spec.max_distance = ToInt(kOp, "max_distance", max_distance_arg.object);
+    spec.distance = query_minus_key ? RelativeDistance::kQueryMinusKey : RelativeDistance::kKeyMinusQuery;
+    spec.key_term = key_term;
+    spec.query_term = query_term;
+    spec.value_term = rel_v_arg.has_value();
+    rel_k = Table("rel_k", rel_k_arg);
+    rel_v = Table("rel_v", rel_v_arg);
+    if ((key_term || query_term) && rel_k.is_none())
+      ThrowError(kOp, "rel_k", "None", "is needed for the key or query term");
+  }
+  // A table [2K+1, dim] as a read-only copy, or None.
+  py::object Table(const std::string& name, const std::optional<ArrayLike>& table) const {
+    if (!table) return py::none();
+    const DoubleArray array = ReadOnlyCopy(table->object);
+    const std::int64_t k = spec.max_distance;
+    if (array.ndim() != 2 || array.shape(0) % 2 == 0 || (array.shape(0) - 1) / 2 != k) {
+      const py::object rows = py::int_(k) * py::int_(2) + py::int_(1);  // 2K+1 without overflow
+      ThrowError(kOp, name + ".shape", ShapeOf(array), "must be (2K+1 = " + python::Repr(rows) + ", dim)");
+    }
+    return array;
+  }
+  PositionEncoding ForCall(std::int64_t, std::int64_t) const override {
+    ShawEncoding e{spec, {}, {}};
+    if (!rel_k.is_none()) e.rel_k = ToVector(rel_k.cast<DoubleArray>());
+    if (!rel_v.is_none()) e.rel_v = ToVector(rel_v.cast<DoubleArray>());
+    return e;
+  }
+  std::string Repr() const {
+    const auto flag = [](bool b) { return b ? "True" : "False"; };
+    return "ShawAttention(max_distance=" + std::to_string(spec.max_distance) +
+           ", query_minus_key=" + flag(spec.distance == RelativeDistance::kQueryMinusKey) +
+           ", key_term=" + flag(spec.key_term) + ", query_term=" + flag(spec.query_term) +
+           ", value_term=" + flag(spec.value_term) + ")";
+  }
+
+  ShawRelativeSpec spec;
+  py::object rel_k, rel_v;  // [2K+1, head_dim] and [2K+1, v_dim], read-only, or None
+};
+
+// The encoding argument: None (NoPE), an encoding object, or a RopeSpec as
+// shorthand for RopeAttention(spec). None or an AttentionEncoding comes back.
+py::object CheckEncoding(const py::object& encoding) {
+  if (encoding.is_none() || py::isinstance<AttentionEncoding>(encoding)) return encoding;
+  if (py::isinstance(encoding, py::module_::import("posenc.rope").attr("RopeSpec"))) {
+    return py::cast(RopeAttention(SpecArg{encoding}, std::nullopt));
+  }
+  ThrowError(kOp, "encoding", TypeName(encoding),
+             "must be None, a RopeSpec, RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention or "
+             "ShawAttention");
+}
 
 // ---- positions ----------------------------------------------------------------
 
-// The positions of one side (`side` is "q" or "k") from the wrapper's three
-// spellings, checked with names that say which side is wrong.
+// One side's positions ("q" or "k") as given: an offset (an int, or one per
+// row) or explicit positions, converted here; checked against the arrays'
+// shapes by Positions.
+struct SidePositions {
+  bool given = false;
+  std::int64_t offset = 0;
+  std::optional<Int64Array> offsets, ids;
+};
+
+SidePositions ConvertSide(const std::string& side, const std::optional<ArrayLike>& offset,
+                          const std::optional<ArrayLike>& positions) {
+  if (offset && positions) {
+    ThrowError(kOp, side + "_positions", "given", "give " + side + "_offset or " + side + "_positions, not both");
+  }
+  SidePositions out;
+  out.given = offset || positions;
+  if (positions) {
+    out.ids = ToInt64Array(kOp, side + "_positions", positions->object, kPositionsRule);
+  } else if (offset && ToArray(offset->object).ndim() == 0) {
+    out.offset = ToInt(kOp, side + "_offset", offset->object);
+  } else if (offset) {
+    out.offsets = ToInt64Array(kOp, side + "_offset", offset->object, kPositionsRule);
+    Require(out.offsets->ndim() == 1, kOp, side + "_offset.shape", Verbatim{ShapeOf(*out.offsets)},
+            "must be an integer or (batch,): one start per row");
+  }
+  return out;
+}
+
+// The library's positions of one side of `seq` tokens per row:
 //   offset     token s of every row at offset + s
 //   offsets    token s of row b at offsets[b] + s, shape (batch,)
 //   ids        explicit, shape (batch, seq), (1, seq) or (seq,)
-TokenPositions Positions(const std::string& side, std::int64_t batch, std::int64_t seq, std::int64_t offset,
-                         const std::optional<Int64Array>& offsets, const std::optional<Int64Array>& ids) {
-  if (ids) {
+TokenPositions Positions(const std::string& side, std::int64_t batch, std::int64_t seq, const SidePositions& given) {
+  if (given.ids) {
+    const Int64Array& ids = *given.ids;
     const std::string name = side + "_positions";
-    const py::ssize_t rows = ids->ndim() == 1 ? 1 : ids->shape(0);
-    const bool shaped = (ids->ndim() == 1 && ids->shape(0) == seq) ||
-                        (ids->ndim() == 2 && ids->shape(1) == seq && (rows == 1 || rows == batch));
+    const bool shaped = (ids.ndim() == 1 && ids.shape(0) == seq) ||
+                        (ids.ndim() == 2 && ids.shape(1) == seq && (ids.shape(0) == 1 || ids.shape(0) == batch));
     if (!shaped) {
-      std::string got = "(";
-      for (py::ssize_t axis = 0; axis < ids->ndim(); ++axis) {
-        if (axis > 0) got += ", ";
-        got += std::to_string(ids->shape(axis));
-      }
-      got += ids->ndim() == 1 ? ",)" : ")";
-      ThrowError(kOp, name + ".shape", got,
+      ThrowError(kOp, name + ".shape", ShapeOf(ids),
                  "must be (batch, " + side + "_len) = (" + std::to_string(batch) + ", " + std::to_string(seq) +
                      "), (1, " + side + "_len) or (" + side + "_len,)");
     }
+    const py::ssize_t rows = ids.ndim() == 1 ? 1 : ids.shape(0);
     std::vector<std::int64_t> all(static_cast<std::size_t>(batch * seq));
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t s = 0; s < seq; ++s) {
-        const std::int64_t value = ids->data()[(rows == 1 ? 0 : b) * seq + s];
+        const std::int64_t value = ids.data()[(rows == 1 ? 0 : b) * seq + s];
         Require(value >= 0, kOp, name + "[" + std::to_string(b) + ", " + std::to_string(s) + "]", value,
                 "must not be negative");
         all[static_cast<std::size_t>(b * seq + s)] = value;
@@ -76,122 +276,83 @@ TokenPositions Positions(const std::string& side, std::int64_t batch, std::int64
     return TokenPositions::Ids(std::move(all));
   }
   const std::string name = side + "_offset";
-  if (offsets) {
-    Require(offsets->ndim() == 1 && offsets->shape(0) == batch, kOp, name + ".size", offsets->size(),
+  if (given.offsets) {
+    const Int64Array& offsets = *given.offsets;
+    Require(offsets.shape(0) == batch, kOp, name + ".size", offsets.size(),
             "must equal batch = " + std::to_string(batch) + " (one start per sequence)");
     for (std::int64_t b = 0; b < batch; ++b) {
-      Require(offsets->data()[b] >= 0, kOp, name + "[" + std::to_string(b) + "]", offsets->data()[b],
+      Require(offsets.data()[b] >= 0, kOp, name + "[" + std::to_string(b) + "]", offsets.data()[b],
               "must not be negative");
     }
-    return TokenPositions::Offsets(ToVector(*offsets));
+    return TokenPositions::Offsets(ToVector(offsets));
   }
-  Require(offset >= 0, kOp, name, offset, "must not be negative");
-  return TokenPositions::Offset(offset);
-}
-
-// ---- encodings ------------------------------------------------------------------
-
-RopeFrequencies FrequenciesFor(const RopeSpec& spec, std::int64_t seq_len, std::int64_t call_length) {
-  return ComputeRopeFrequencies(spec, seq_len > 0 ? seq_len : call_length);
-}
-
-// The tuples python/posenc/attention.py builds (its classes' _core()):
-//   ("none",)
-//   ("rope", spec, seq_len)                 seq_len 0: the call's length
-//   ("rerope", spec, seq_len, window, leak)  leak None: plain ReRoPE
-//   ("alibi", slopes, form)
-//   ("t5", weights [num_buckets, heads], max_distance, bidirectional)
-// `call_length` is the largest position + 1 of the call (frequency tables of
-// dynamic NTK and LongRoPE depend on it).
-PositionEncoding EncodingFromTuple(const py::tuple& encoding, std::int64_t call_length, std::int64_t q_heads) {
-  const auto kind = encoding[0].cast<std::string>();
-  if (kind == "none") return NoPositionEncoding{};
-  if (kind == "rope") {
-    const auto& spec = encoding[1].cast<const RopeSpec&>();
-    return RopeEncoding{spec, FrequenciesFor(spec, encoding[2].cast<std::int64_t>(), call_length)};
-  }
-  if (kind == "rerope") {
-    const auto& spec = encoding[1].cast<const RopeSpec&>();
-    ReRopeEncoding e{spec, FrequenciesFor(spec, encoding[2].cast<std::int64_t>(), call_length),
-                     encoding[3].cast<std::int64_t>(), std::nullopt};
-    if (!encoding[4].is_none()) e.leak = encoding[4].cast<double>();
-    return e;
-  }
-  if (kind == "alibi") {
-    return AlibiEncoding{ToVector(encoding[1].cast<DoubleArray>()), ParseAlibiForm(encoding[2].cast<std::string>())};
-  }
-  if (kind == "t5") {
-    const auto weights = encoding[1].cast<DoubleArray>();
-    Require(weights.ndim() == 2, kOp, "t5.weights.ndim", weights.ndim(), "must be 2 ([num_buckets, q_heads])");
-    Require(weights.shape(1) == q_heads, kOp, "t5.weights.shape[1]", weights.shape(1),
-            "must equal q_heads = " + std::to_string(q_heads) + " (weights are [num_buckets, q_heads])");
-    T5BucketSpec buckets;
-    buckets.num_buckets = weights.shape(0);
-    buckets.max_distance = encoding[2].cast<std::int64_t>();
-    buckets.direction = encoding[3].cast<bool>() ? T5Direction::kBidirectional : T5Direction::kCausal;
-    return T5BiasEncoding{buckets, ToVector(weights)};
-  }
-  if (kind == "shaw") {
-    ShawEncoding e;
-    e.spec.max_distance = encoding[1].cast<std::int64_t>();
-    e.spec.distance = encoding[2].cast<bool>() ? RelativeDistance::kQueryMinusKey : RelativeDistance::kKeyMinusQuery;
-    e.spec.key_term = encoding[3].cast<bool>();
-    e.spec.query_term = encoding[4].cast<bool>();
-    e.spec.value_term = !encoding[6].is_none();
-    if (!encoding[5].is_none()) e.rel_k = ToVector(encoding[5].cast<DoubleArray>());
-    if (e.spec.value_term) e.rel_v = ToVector(encoding[6].cast<DoubleArray>());
-    return e;
-  }
-  ThrowError(kOp, "encoding", FormatValue(kind), "unknown encoding kind");
+  Require(given.offset >= 0, kOp, name, given.offset, "must not be negative");
+  return TokenPositions::Offset(given.offset);
 }
 
 // ---- the call -------------------------------------------------------------------
 
-py::array AttentionArrays(const py::array& q, const py::array& k, const py::array& v, const py::tuple& encoding,
-                          bool causal, std::int64_t window, std::int64_t sinks, std::optional<double> softmax_scale,
-                          std::int64_t logn_train_length, const std::optional<DoubleArray>& sink_logits, double softcap,
-                          std::optional<std::int64_t> q_offset, const std::optional<Int64Array>& q_offsets,
-                          const std::optional<Int64Array>& q_ids, std::int64_t k_offset,
-                          const std::optional<Int64Array>& k_offsets, const std::optional<Int64Array>& k_ids,
-                          const std::optional<Int64Array>& kv_lengths, bool reference) {
+template <bool kReference>
+py::array AttentionArrays(const ArrayLike& q_arg, const ArrayLike& k_arg, const ArrayLike& v_arg,
+                          const EncodingArg& encoding_arg, const Bool& causal, const Int& window, const Int& sinks,
+                          const std::optional<Float>& softmax_scale, const Int& logn_train_length,
+                          const std::optional<ArrayLike>& sink_logits, const Float& softcap,
+                          const std::optional<ArrayLike>& q_offset, const std::optional<ArrayLike>& q_positions,
+                          const std::optional<ArrayLike>& k_offset, const std::optional<ArrayLike>& k_positions,
+                          const std::optional<ArrayLike>& kv_lengths) {
+  // The arguments, converted in the order of the signature.
+  const py::object encoding = CheckEncoding(encoding_arg.object);
+  AttentionOptions options;
+  options.mask.causal = ToBool(kOp, "causal", causal.object);
+  const SidePositions q_side = ConvertSide("q", q_offset, q_positions);
+  const SidePositions k_side = ConvertSide("k", k_offset, k_positions);
+  AttentionInputs in;
+  if (kv_lengths) {
+    const Int64Array lengths = ToInt64Array(kOp, "kv_lengths", kv_lengths->object, kPositionsRule);
+    Require(lengths.ndim() == 1, kOp, "kv_lengths.ndim", lengths.ndim(), "must be 1 ((batch,))");
+    in.kv_lengths = ToVector(lengths);
+  }
+  if (softmax_scale) options.softmax_scale = ToFloat(kOp, "softmax_scale", softmax_scale->object);
+  options.mask.window = ToInt(kOp, "window", window.object);
+  options.mask.sinks = ToInt(kOp, "sinks", sinks.object);
+  options.logn_train_length = ToInt(kOp, "logn_train_length", logn_train_length.object);
+  if (sink_logits) {
+    const py::array logits = ToArray(sink_logits->object);
+    const char kind = logits.dtype().kind();
+    if (kind != 'i' && kind != 'u' && kind != 'f') {
+      ThrowError(kOp, "sink_logits.dtype", py::str(logits.dtype()).cast<std::string>(), "must be numbers");
+    }
+    const DoubleArray values(logits);
+    Require(values.ndim() == 1, kOp, "sink_logits.ndim", values.ndim(), "must be 1 ((q_heads,))");
+    options.sink_logits = ToVector(values);
+  }
+  options.softcap = ToFloat(kOp, "softcap", softcap.object);
+
+  // The arrays and positions.
   constexpr const char* kQ = "[batch, q_len, q_heads, head_dim]";
   constexpr const char* kKv = "[batch, kv_len, kv_heads, dim]";
-  AttentionInputs in;
+  const py::array q = ToArray(q_arg.object), k = ToArray(k_arg.object), v = ToArray(v_arg.object);
   in.q = ArrayView(q, kOp, "q", kQ, false);
   in.k = ArrayView(k, kOp, "k", kKv, false);
   in.v = ArrayView(v, kOp, "v", kKv, false);
-  const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
+  const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2];
   const std::int64_t kv_len = in.k.seq();
-  // kv_lengths and the batch sizes are checked by ValidateAttention; the
-  // positions need batch to agree first.
+  // The rest of the shapes are checked by ValidateAttention; the positions
+  // need batch to agree first.
   Require(in.k.batch() == batch, kOp, "k.batch", in.k.batch(), "must equal q.batch = " + std::to_string(batch));
-  if (kv_lengths) {
-    Require(kv_lengths->ndim() == 1, kOp, "kv_lengths.ndim", kv_lengths->ndim(), "must be 1 ((batch,))");
-    in.kv_lengths = ToVector(*kv_lengths);
-  }
-  in.k_positions = Positions("k", batch, kv_len, k_offset, k_offsets, k_ids);
-  if (q_offset || q_offsets || q_ids) {
-    in.q_positions = Positions("q", batch, q_len, q_offset.value_or(0), q_offsets, q_ids);
-  }  // else the library's default: the queries are the last q_len tokens of the keys
+  in.k_positions = Positions("k", batch, kv_len, k_side);
+  if (q_side.given) in.q_positions = Positions("q", batch, q_len, q_side);
+  // else the library's default: the queries are the last q_len tokens of the keys
 
   const std::int64_t call_length =
       std::max(QueryPositions(in).Length(batch, q_len), in.k_positions.Length(batch, kv_len));
-  AttentionOptions options;
-  options.encoding = EncodingFromTuple(encoding, call_length, q_heads);
-  options.mask = AttentionMask{causal, window, sinks};
-  options.softmax_scale = softmax_scale;
-  options.logn_train_length = logn_train_length;
-  if (sink_logits) {
-    Require(sink_logits->ndim() == 1, kOp, "sink_logits.ndim", sink_logits->ndim(), "must be 1 ((q_heads,))");
-    options.sink_logits = ToVector(*sink_logits);
-  }
-  options.softcap = softcap;
+  if (!encoding.is_none()) options.encoding = encoding.cast<const AttentionEncoding&>().ForCall(call_length, q_heads);
 
   py::array out(q.dtype(), std::vector<py::ssize_t>{batch, q_len, q_heads, in.v.head_dim()});
   in.out = TensorView::Contiguous(out.mutable_data(), in.q.dtype, {batch, q_len, q_heads, in.v.head_dim()});
   {
-    py::gil_scoped_release release;  // q, k, v are kept alive by the caller's references
-    if (reference) {
+    py::gil_scoped_release release;  // q, k, v are kept alive by the references above
+    if constexpr (kReference) {
       reference::Attention(in, options);
     } else {
       Attention(in, options);
@@ -200,15 +361,196 @@ py::array AttentionArrays(const py::array& q, const py::array& k, const py::arra
   return out;
 }
 
+constexpr const char* kAttentionDoc = R"doc(Attention of q over k and v with a positional encoding and a mask.
+
+Args:
+    q, k, v: ``[batch, q_len, q_heads, head_dim]``,
+        ``[batch, kv_len, kv_heads, head_dim]``, ``[batch, kv_len, kv_heads, v_dim]``
+        of one dtype (float32, float16, ``ml_dtypes.bfloat16``).
+    encoding: ``None`` (NoPE), a :class:`RopeSpec` (shorthand for
+        ``RopeAttention(spec)``), :class:`RopeAttention`,
+        :class:`ReRopeAttention`, :class:`AlibiAttention`,
+        :class:`T5BiasAttention` or :class:`ShawAttention`.
+    causal: a query at position p sees keys at positions j <= p.
+    window: if > 0, a query sees only keys with ``p - j < window``
+        (``|p - j|`` when not causal): exactly ``window`` keys up to and
+        including its own position. Hugging Face's ``sliding_window`` is
+        this number (Mistral, Gemma 2); flash-attention's
+        ``window_size=(left, right)`` on causal rows is ``left + 1``.
+    sinks: with a window, keys at positions ``j < sinks`` stay visible
+        too: the Λ-shaped mask of LM-Infinite / StreamingLLM.
+    softmax_scale: multiplies q.k; default ``1 / sqrt(head_dim)``.
+    logn_train_length: if > 0, a query at position p is scaled by
+        ``max(1, log(p + 1) / log(logn_train_length))`` (log-n scaling).
+    sink_logits: learned per-head sink logits (gpt-oss), shape
+        ``(q_heads,)``: a virtual key with this logit and a zero value in
+        every softmax. Not StreamingLLM's sinks (see ``sinks``).
+    softcap: if > 0, each logit s becomes ``softcap * tanh(s / softcap)``
+        (Gemma 2's ``attn_logit_softcapping``), after scale and bias.
+    q_offset: query s of every row is at ``q_offset + s``; a sequence
+        gives one start per row. Default: the queries are the last
+        ``q_len`` of each row's keys (``kv_len - q_len``, or
+        ``kv_lengths[b] - q_len``).
+    q_positions: explicit query positions, ``(batch, q_len)``,
+        ``(1, q_len)`` or ``(q_len,)``; instead of ``q_offset``.
+    k_offset, k_positions: the same for the keys (default offset 0).
+    kv_lengths: valid keys per row, ``(batch,)``; keys past it are never
+        seen (a batch of caches of different lengths).
+
+Returns:
+    ``out`` ``[batch, q_len, q_heads, v_dim]`` in q's dtype. A query that
+    sees no key gets zeros.
+
+Raises:
+    ValueError: ``[attention] parameter = value: rule``, e.g.
+        ``[attention] mask.window = -1: must be >= 0 (0: no window)``.
+)doc";
+
+constexpr const char* kReferenceDoc = R"doc(:func:`posenc.attention` on the float64 reference: every score row
+materialized, each encoding by its own definition (ReRoPE as two score
+matrices selected by ``p - j < window``), one rounding to the output
+dtype at the end. Single-threaded and slow; same arguments and rules.
+)doc";
+
+template <bool kReference>
+void DefAttention(py::module_& m, const char* module_name, const char* doc) {
+  m.def("attention", &AttentionArrays<kReference>, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
+        py::arg("encoding") = py::none(), py::arg("causal") = true, py::arg("window") = 0, py::arg("sinks") = 0,
+        py::arg("softmax_scale") = py::none(), py::arg("logn_train_length") = 0, py::arg("sink_logits") = py::none(),
+        py::arg("softcap") = 0.0, py::arg("q_offset") = py::none(), py::arg("q_positions") = py::none(),
+        py::arg("k_offset") = py::none(), py::arg("k_positions") = py::none(), py::arg("kv_lengths") = py::none(), doc);
+  m.attr("attention").attr("__module__") = module_name;
+}
+
+// The encoding classes live in posenc.attention (where attention.py
+// re-exports them): their reprs, pickles and doctests say so.
+template <class T>
+py::class_<T, AttentionEncoding> EncodingClass(py::module_& m, const char* name, const char* doc) {
+  py::class_<T, AttentionEncoding> cls(m, name, doc);
+  cls.attr("__module__") = "posenc.attention";
+  cls.def("__repr__", &T::Repr);
+  return cls;
+}
+
 }  // namespace
 
 void BindAttention(py::module_& m) {
-  m.def("attention", &AttentionArrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("encoding"), py::arg("causal"),
-        py::arg("window"), py::arg("sinks"), py::arg("softmax_scale"), py::arg("logn_train_length"),
-        py::arg("sink_logits"), py::arg("softcap"), py::arg("q_offset"), py::arg("q_offsets"), py::arg("q_ids"),
-        py::arg("k_offset"), py::arg("k_offsets"), py::arg("k_ids"), py::arg("kv_lengths"), py::arg("reference"),
-        "Attention of q [batch, q_len, q_heads, d] over k, v [batch, kv_len, kv_heads, d|v_dim]; "
-        "returns out [batch, q_len, q_heads, v_dim] in q's dtype.");
+  py::class_<AttentionEncoding>(m, "AttentionEncoding", "The base of posenc.attention's encoding classes.");
+
+  EncodingClass<RopeAttention>(m, "RopeAttention",
+                               R"doc(RoPE inside attention: q at position p and k at position j are rotated
+by ``spec``'s frequencies (any scaling method, either pair layout, partial
+rotary), so the score depends on ``p - j`` only. YaRN's and LongRoPE's
+attention factor scales q and k (logits by its square), as in Hugging Face.
+
+Args:
+    spec: the :class:`RopeSpec`.
+    seq_len: the length the frequency table is built for (it matters for
+        dynamic NTK and LongRoPE only). ``None``: the call's largest
+        position + 1, which is what Hugging Face does for a forward pass.
+)doc")
+      .def(py::init<const SpecArg&, const std::optional<Int>&>(), py::arg("spec"), py::arg("seq_len") = py::none())
+      .def_readonly("spec", &RopeAttention::spec)
+      .def_readonly("seq_len", &RopeAttention::seq_len);
+
+  EncodingClass<ReRopeAttention>(m, "ReRopeAttention",
+                                 R"doc(ReRoPE and Leaky ReRoPE (Su Jianlin 2023, "Rectified Rotary Position
+Embeddings", github.com/bojone/rerope): relative distances ``d = p - j``
+below ``window`` use RoPE as usual; beyond it the distance reads as
+``window`` (ReRoPE) or grows by ``1/leak`` (Leaky ReRoPE:
+``window + (d - window) / leak``). Causal attention only. ReRoPE is
+Self-Extend with an infinite group size and neighbour window ``window``.
+
+Args:
+    spec: the :class:`RopeSpec`.
+    window: the distance below which RoPE is exact, > 0 (Su used 512 for
+        a 4096-token model).
+    leak: ``None`` for ReRoPE, or k > 1 for Leaky ReRoPE.
+    seq_len: as in :class:`RopeAttention`.
+)doc")
+      .def(py::init<const SpecArg&, const Int&, const std::optional<Float>&, const std::optional<Int>&>(),
+           py::arg("spec"), py::arg("window"), py::arg("leak") = py::none(), py::arg("seq_len") = py::none())
+      .def_readonly("spec", &ReRopeAttention::spec)
+      .def_readonly("window", &ReRopeAttention::window)
+      .def_readonly("leak", &ReRopeAttention::leak)
+      .def_readonly("seq_len", &ReRopeAttention::seq_len);
+
+  EncodingClass<AlibiAttention>(m, "AlibiAttention",
+                                R"doc(ALiBi (Press et al. 2021): head h adds a linear bias to its logits
+(after the softmax scale), by ``form``:
+
+* ``"distance"``: ``-slopes[h] * |p - j|``, the paper's symmetric form
+  (also right for encoders, ``causal=False``);
+* ``"key-position"``: ``+slopes[h] * j``, BLOOM's ``build_alibi_tensor``.
+  On causal rows it differs from "distance" by a constant per row, so the
+  attention is the same.
+
+Args:
+    slopes: one slope per query head, in head order (never sorted), e.g.
+        ``2 ** (-8 * (h + 1) / heads)`` for a power-of-two head count.
+    form: ``"distance"`` or ``"key-position"``.
+)doc")
+      .def(py::init<const ArrayLike&, const StrArg&>(), py::arg("slopes"), py::arg("form") = "distance")
+      .def_property_readonly("slopes", &AlibiAttention::Slopes)
+      .def_property_readonly("form", &AlibiAttention::Form);
+
+  EncodingClass<T5BiasAttention>(m, "T5BiasAttention",
+                                 R"doc(T5's relative position bias (Raffel et al. 2020): a learned scalar per
+(bucket, head) added to the logits, the bucket of ``j - p`` as Hugging
+Face's ``T5Attention._relative_position_bucket``. T5 does not scale its
+logits: pass ``softmax_scale=1.0`` for T5 models.
+
+Args:
+    weights: ``[num_buckets, q_heads]``, laid out as Hugging Face's
+        ``relative_attention_bias.weight``.
+    max_distance: distances from ``num_buckets/2`` (per side) up to this
+        share buckets logarithmically (T5: 128).
+    bidirectional: True for the encoder (half the buckets per sign),
+        False for decoder self-attention (future keys map to bucket 0).
+)doc")
+      .def(py::init<const ArrayLike&, const Int&, const Bool&>(), py::arg("weights"), py::arg("max_distance") = 128,
+           py::arg("bidirectional") = true)
+      .def_readonly("weights", &T5BiasAttention::weights)
+      .def_readonly("max_distance", &T5BiasAttention::max_distance)
+      .def_readonly("bidirectional", &T5BiasAttention::bidirectional)
+      .def_property_readonly("num_buckets", [](const T5BiasAttention& t5) { return t5.weights.shape(0); });
+
+  EncodingClass<ShawAttention>(m, "ShawAttention",
+                               R"doc(Shaw et al. (2018) relative position representations, and BERT's
+``relative_key`` / ``relative_key_query``: learned vectors per relative
+distance clipped to ``[-K, K]``, shared by all heads.
+
+Args:
+    rel_k: ``[2K+1, head_dim]`` added to the keys inside the score
+        (``q . a^K``), or None when only values are used.
+    rel_v: ``[2K+1, v_dim]`` added to the values in the output, or None.
+    max_distance: K.
+    query_minus_key: BERT's distance ``i - j`` instead of Shaw's ``j - i``.
+    key_term: the ``q . a^K`` term (Shaw; BERT relative_key and
+        relative_key_query).
+    query_term: the ``k . a^K`` term (BERT relative_key_query).
+
+Example:
+    >>> import numpy as np, posenc
+    >>> q = k = v = np.ones((1, 4, 2, 8), np.float32)
+    >>> enc = posenc.ShawAttention(np.zeros((5, 8)), None, max_distance=2)
+    >>> posenc.attention(q, k, v, encoding=enc, causal=False).shape
+    (1, 4, 2, 8)
+)doc")
+      .def(py::init<const std::optional<ArrayLike>&, const std::optional<ArrayLike>&, const Int&, bool, bool, bool>(),
+           py::arg("rel_k"), py::arg("rel_v") = py::none(), py::kw_only(), py::arg("max_distance"),
+           py::arg("query_minus_key") = false, py::arg("key_term") = true, py::arg("query_term") = false)
+      .def_readonly("rel_k", &ShawAttention::rel_k)
+      .def_readonly("rel_v", &ShawAttention::rel_v)
+      .def_property_readonly("max_distance", [](const ShawAttention& s) { return s.spec.max_distance; })
+      .def_property_readonly("query_minus_key",
+                             [](const ShawAttention& s) { return s.spec.distance == RelativeDistance::kQueryMinusKey; })
+      .def_property_readonly("key_term", [](const ShawAttention& s) { return s.spec.key_term; })
+      .def_property_readonly("query_term", [](const ShawAttention& s) { return s.spec.query_term; });
+
+  DefAttention<false>(m, "posenc.attention", kAttentionDoc);
+  py::module_ reference = m.def_submodule("reference", "posenc.reference.attention");
+  DefAttention<true>(reference, "posenc.reference", kReferenceDoc);
 }
 
 }  // namespace posenc::python

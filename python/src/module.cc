@@ -1,6 +1,8 @@
-// posenc._posenc: the compiled half of the `posenc` Python package. The
-// pythonic API (argument parsing, docstrings, NumPy conveniences) is in
-// python/posenc/*.py; this module only exposes the C++ library.
+// posenc._posenc: the compiled half of the `posenc` Python package. Attention
+// and its encoding classes are bound with their Python signatures and
+// docstrings (bind_attention.cc; python/posenc/attention.py re-exports them);
+// for the rest, the pythonic API (argument parsing, docstrings, NumPy
+// conveniences) is in python/posenc/*.py and this module exposes the library.
 #include <pybind11/pybind11.h>
 
 #include <cstring>
