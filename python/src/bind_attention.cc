@@ -423,12 +423,22 @@ void DefAttention(py::module_& m, const char* module_name, const char* doc) {
 }
 
 // The encoding classes live in posenc.attention (where attention.py
-// re-exports them): their reprs, pickles and doctests say so.
+// re-exports them): their reprs, pickles and doctests say so. `fields` are
+// the constructor's parameters, which are also attributes: a pickle holds
+// them and unpickling calls the constructor with them.
 template <class T>
-py::class_<T, AttentionEncoding> EncodingClass(py::module_& m, const char* name, const char* doc) {
+py::class_<T, AttentionEncoding> EncodingClass(py::module_& m, const char* name, std::vector<const char*> fields,
+                                               const char* doc) {
   py::class_<T, AttentionEncoding> cls(m, name, doc);
   cls.attr("__module__") = "posenc.attention";
   cls.def("__repr__", &T::Repr);
+  cls.def(py::pickle(
+      [fields](const py::object& self) {
+        py::dict state;
+        for (const char* field : fields) state[field] = self.attr(field);
+        return state;
+      },
+      [](const py::dict& state) { return py::type::of<T>()(**state).template cast<T>(); }));
   return cls;
 }
 
@@ -437,7 +447,7 @@ py::class_<T, AttentionEncoding> EncodingClass(py::module_& m, const char* name,
 void BindAttention(py::module_& m) {
   py::class_<AttentionEncoding>(m, "AttentionEncoding", "The base of posenc.attention's encoding classes.");
 
-  EncodingClass<RopeAttention>(m, "RopeAttention",
+  EncodingClass<RopeAttention>(m, "RopeAttention", {"spec", "seq_len"},
                                R"doc(RoPE inside attention: q at position p and k at position j are rotated
 by ``spec``'s frequencies (any scaling method, either pair layout, partial
 rotary), so the score depends on ``p - j`` only. YaRN's and LongRoPE's
@@ -453,7 +463,7 @@ Args:
       .def_readonly("spec", &RopeAttention::spec)
       .def_readonly("seq_len", &RopeAttention::seq_len);
 
-  EncodingClass<ReRopeAttention>(m, "ReRopeAttention",
+  EncodingClass<ReRopeAttention>(m, "ReRopeAttention", {"spec", "window", "leak", "seq_len"},
                                  R"doc(ReRoPE and Leaky ReRoPE (Su Jianlin 2023, "Rectified Rotary Position
 Embeddings", github.com/bojone/rerope): relative distances ``d = p - j``
 below ``window`` use RoPE as usual; beyond it the distance reads as
@@ -475,7 +485,7 @@ Args:
       .def_readonly("leak", &ReRopeAttention::leak)
       .def_readonly("seq_len", &ReRopeAttention::seq_len);
 
-  EncodingClass<AlibiAttention>(m, "AlibiAttention",
+  EncodingClass<AlibiAttention>(m, "AlibiAttention", {"slopes", "form"},
                                 R"doc(ALiBi (Press et al. 2021): head h adds a linear bias to its logits
 (after the softmax scale), by ``form``:
 
@@ -494,7 +504,7 @@ Args:
       .def_property_readonly("slopes", &AlibiAttention::Slopes)
       .def_property_readonly("form", &AlibiAttention::Form);
 
-  EncodingClass<T5BiasAttention>(m, "T5BiasAttention",
+  EncodingClass<T5BiasAttention>(m, "T5BiasAttention", {"weights", "max_distance", "bidirectional"},
                                  R"doc(T5's relative position bias (Raffel et al. 2020): a learned scalar per
 (bucket, head) added to the logits, the bucket of ``j - p`` as Hugging
 Face's ``T5Attention._relative_position_bucket``. T5 does not scale its
@@ -516,6 +526,7 @@ Args:
       .def_property_readonly("num_buckets", [](const T5BiasAttention& t5) { return t5.weights.shape(0); });
 
   EncodingClass<ShawAttention>(m, "ShawAttention",
+                               {"rel_k", "rel_v", "max_distance", "query_minus_key", "key_term", "query_term"},
                                R"doc(Shaw et al. (2018) relative position representations, and BERT's
 ``relative_key`` / ``relative_key_query``: learned vectors per relative
 distance clipped to ``[-K, K]``, shared by all heads.

@@ -4,6 +4,7 @@ spellings that must agree, strided inputs, dtypes, threads, docstrings."""
 from __future__ import annotations
 
 import doctest
+import pickle
 import sys
 import threading
 
@@ -132,6 +133,30 @@ def test_reprs():
     t5 = posenc.T5BiasAttention(np.zeros((32, 8)), bidirectional=False)
     assert t5.num_buckets == 32 and not t5.weights.flags.writeable
     assert repr(t5) == "T5BiasAttention(weights=<32 buckets x 8 heads>, max_distance=128, bidirectional=False)"
+
+
+def test_encodings_are_typed_values():
+    """Bound classes: keyword-only arguments where the signature has ``*``,
+    read-only attributes, pickles that rebuild the same encoding."""
+    encodings = [posenc.RopeAttention(SPEC, seq_len=64), posenc.ReRopeAttention(SPEC, 8, leak=2.0),
+                 posenc.AlibiAttention([0.5, 0.25], form="key-position"),
+                 posenc.T5BiasAttention(np.ones((32, 2)), max_distance=40, bidirectional=False),
+                 posenc.ShawAttention(np.ones((5, 32)), np.ones((5, 32)), max_distance=2, query_term=True)]
+    rng = np.random.default_rng(0)
+    q, k, v = qkv(rng, q_heads=2)
+    for encoding in encodings:
+        copy = pickle.loads(pickle.dumps(encoding))
+        assert type(copy) is type(encoding) and repr(copy) == repr(encoding)
+        assert np.array_equal(posenc.attention(q, k, v, encoding=copy), posenc.attention(q, k, v, encoding=encoding))
+    with pytest.raises(AttributeError):
+        encodings[0].seq_len = 8
+    with pytest.raises(TypeError):
+        posenc.ShawAttention(np.ones((5, 32)), None, 2)          # max_distance is keyword-only
+    with pytest.raises(TypeError):
+        posenc.attention(q, k, v, None)                           # so is everything after v
+    with pytest.raises(TypeError):
+        posenc.reference.attention(q, k, v, None)
+    assert posenc.attention.__module__ == "posenc.attention" and posenc.ShawAttention.__module__ == "posenc.attention"
 
 
 @pytest.mark.parametrize("module", ["posenc.attention", "posenc.gguf"])
