@@ -78,6 +78,19 @@ struct ReRopeEncoding {
   std::optional<double> leak;  // none: ReRoPE; k: Leaky ReRoPE
 };
 
+// Self-Extend (Jin et al. 2024, "LLM Maybe LongLM: Self-Extend LLM Context
+// Window Without Tuning", datamllab/LongLM): distances d = p - j below
+// `window` (the neighbour window W) use RoPE at the true positions; beyond
+// it q sits at floor(p / G) + W - floor(W / G) and k at floor(j / G), with
+// G = `group`: grouped positions, shifted so that the two parts join at
+// d = W. Causal only. Same single pass as ReRoPE (group = 1 is plain RoPE).
+struct SelfExtendEncoding {
+  RopeSpec spec;
+  RopeFrequencies frequencies;
+  std::int64_t group = 0;   // G >= 1
+  std::int64_t window = 0;  // W >= 1
+};
+
 // ALiBi: slopes per query head (AlibiSlopes), bias by form (alibi.h).
 struct AlibiEncoding {
   std::vector<double> slopes;
@@ -102,8 +115,8 @@ struct ShawEncoding {
   std::vector<double> rel_v;
 };
 
-using PositionEncoding =
-    std::variant<NoPositionEncoding, RopeEncoding, ReRopeEncoding, AlibiEncoding, T5BiasEncoding, ShawEncoding>;
+using PositionEncoding = std::variant<NoPositionEncoding, RopeEncoding, ReRopeEncoding, SelfExtendEncoding,
+                                      AlibiEncoding, T5BiasEncoding, ShawEncoding>;
 
 struct AttentionOptions {
   PositionEncoding encoding = NoPositionEncoding{};

@@ -23,12 +23,18 @@
 //   lambda        the Λ mask: sinks = 4 first tokens + window = L_train keys;
 //                 the sinks' distances read as L_train - 1 (LM-Infinite's
 //                 distance cap, as a ReRoPE map)
+//   self-extend   Self-Extend (Jin et al. 2024), neighbour window =
+//                 L_train / 2, group = the smallest G that keeps every
+//                 grouped distance inside the training length:
+//                 floor((L - 1) / G) + W - floor(W / G) <= L_train - 1
+//                 (G = 1, plain RoPE, when L <= L_train)
 // and `logn` adds log-n query scaling with L_train to any of them.
 //
 // Text form (CLI, Python): NAME[:key=value,...][,logn], e.g. "yarn",
 // "yarn:factor=4", "leaky-rerope:window=512,k=16", "lambda:sinks=8,logn",
-// "ntk:logn". Keys: factor (linear, ntk, dynamic-ntk, yarn), window
-// (rerope, leaky-rerope, window, lambda), k (leaky-rerope), sinks (lambda).
+// "ntk:logn", "self-extend:group=8,window=1024". Keys: factor (linear,
+// ntk, dynamic-ntk, yarn), window (rerope, leaky-rerope, window, lambda,
+// self-extend), k (leaky-rerope), sinks (lambda), group (self-extend).
 #pragma once
 
 #include <cstdint>
@@ -52,10 +58,11 @@ enum class ExtensionMethod {
   kLeakyReRope,
   kWindow,
   kLambda,
+  kSelfExtend,
 };
 
-// The parameters of the text form (NAME:factor=F,window=W,k=K,sinks=S).
-enum class ExtensionParameter { kFactor, kWindow, kK, kSinks };
+// The parameters of the text form (NAME:factor=F,window=W,k=K,sinks=S,group=G).
+enum class ExtensionParameter { kFactor, kWindow, kK, kSinks, kGroup };
 std::string_view ExtensionParameterName(ExtensionParameter parameter);  // "factor"
 
 // The one table of methods: their names, the parameters each takes and a
@@ -84,9 +91,10 @@ struct ContextExtension {
   std::optional<std::int64_t> window;
   std::optional<double> k;
   std::optional<std::int64_t> sinks;
+  std::optional<std::int64_t> group;
   bool logn = false;
   // Throws posenc::Error for a parameter the method does not take or a value
-  // out of range (factor < 1, window < 1, k < 1, sinks < 0).
+  // out of range (factor < 1, window < 1, k < 1, sinks < 0, group < 1).
   void Validate() const;
 };
 

@@ -44,6 +44,10 @@ const std::vector<ExtensionMethodInfo> kMethods = {
      "lambda",
      {ExtensionParameter::kWindow, ExtensionParameter::kSinks},
      "the Λ mask: the first `sinks` keys and the last `window` keys, sinks at distance window - 1"},
+    {ExtensionMethod::kSelfExtend,
+     "self-extend",
+     {ExtensionParameter::kGroup, ExtensionParameter::kWindow},
+     "Self-Extend: exact distances inside the window, positions floor(p / group) beyond it"},
 };
 
 const ExtensionMethodInfo& InfoOf(ExtensionMethod method) {
@@ -100,7 +104,7 @@ void SetParameter(ContextExtension& ext, std::string_view item) {
   }
   const auto eq = item.find('=');
   Require(eq != std::string_view::npos, kOp, "parameter", std::string(item),
-          "must be key=value (keys: factor, window, k, sinks) or logn");
+          "must be key=value (keys: factor, window, k, sinks, group) or logn");
   const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
   if (key == "factor") {
     ext.factor = ParseNumber(key, value);
@@ -110,8 +114,10 @@ void SetParameter(ContextExtension& ext, std::string_view item) {
     ext.k = ParseNumber(key, value);
   } else if (key == "sinks") {
     ext.sinks = ParseCount(key, value);
+  } else if (key == "group") {
+    ext.group = ParseCount(key, value);
   } else {
-    ThrowError(kOp, "parameter", FormatValue(std::string(key)), "is not one of factor, window, k, sinks, logn");
+    ThrowError(kOp, "parameter", FormatValue(std::string(key)), "is not one of factor, window, k, sinks, group, logn");
   }
 }
 
@@ -125,6 +131,7 @@ std::string_view ExtensionParameterName(ExtensionParameter parameter) {
     case ExtensionParameter::kWindow: return "window";
     case ExtensionParameter::kK: return "k";
     case ExtensionParameter::kSinks: return "sinks";
+    case ExtensionParameter::kGroup: return "group";
   }
   return "?";
 }
@@ -154,7 +161,7 @@ const std::vector<ExtensionMethod>& AllExtensionMethods() {
 std::string ExtensionMethodsSynopsis() {
   std::string text;
   for (const auto& info : kMethods) text += (text.empty() ? "" : " | ") + std::string(info.name);
-  return text + ", with optional :factor=F,window=W,k=K,sinks=S and ,logn";
+  return text + ", with optional :factor=F,window=W,k=K,sinks=S,group=G and ,logn";
 }
 
 void ContextExtension::Validate() const {
@@ -176,6 +183,10 @@ void ContextExtension::Validate() const {
   if (sinks) {
     RequireTakes(method, ExtensionParameter::kSinks, FormatValue(*sinks));
     Require(*sinks >= 0, kOp, "sinks", *sinks, "must be >= 0");
+  }
+  if (group) {
+    RequireTakes(method, ExtensionParameter::kGroup, FormatValue(*group));
+    Require(*group >= 1, kOp, "group", *group, "must be >= 1 (1: plain RoPE)");
   }
 }
 
@@ -230,6 +241,7 @@ std::string FormatContextExtension(const ContextExtension& ext) {
   if (ext.window) add("window=" + std::to_string(*ext.window));
   if (ext.k) add("k=" + FormatNumber(*ext.k));
   if (ext.sinks) add("sinks=" + std::to_string(*ext.sinks));
+  if (ext.group) add("group=" + std::to_string(*ext.group));
   if (ext.logn) add("logn");
   const std::string name(ExtensionMethodName(ext.method));
   return params.empty() ? name : name + ":" + params;
@@ -252,6 +264,7 @@ ExtensionPlan PlanContextExtension(const ContextExtension& extension, const Rope
   const double s = std::max(1.0, static_cast<double>(target_length) / static_cast<double>(train_length));
   RopeSpec spec = model_rope;
   std::optional<ReRopeEncoding> rerope;
+  std::optional<SelfExtendEncoding> self_extend;
   switch (extension.method) {
     case ExtensionMethod::kNone:
     case ExtensionMethod::kWindow: break;
@@ -301,6 +314,18 @@ ExtensionPlan PlanContextExtension(const ContextExtension& extension, const Rope
       // as distance window - 1, the largest one inside it.
       rerope = ReRopeEncoding{spec, {}, *r.window - 1, std::nullopt};
       break;
+    case ExtensionMethod::kSelfExtend: {
+      r.window = extension.window.value_or(train_length / 2);
+      Require(*r.window < train_length, kOp, "window", *r.window,
+              "must be < the training length " + std::to_string(train_length) + " (distances inside it stay exact)");
+      // The smallest group whose longest grouped distance stays trained.
+      const auto longest = [&](std::int64_t g) { return (target_length - 1) / g + *r.window - *r.window / g; };
+      std::int64_t g = 1;
+      while (longest(g) > train_length - 1) ++g;
+      r.group = extension.group.value_or(g);
+      self_extend = SelfExtendEncoding{spec, {}, *r.group, *r.window};
+      break;
+    }
   }
   if (extension.method == ExtensionMethod::kWindow) r.window = extension.window.value_or(train_length);
 
@@ -308,10 +333,14 @@ ExtensionPlan PlanContextExtension(const ContextExtension& extension, const Rope
   if (rerope) {
     rerope->frequencies = frequencies;
     plan.attention.encoding = *rerope;
+  } else if (self_extend) {
+    self_extend->frequencies = frequencies;
+    plan.attention.encoding = *self_extend;
   } else {
     plan.attention.encoding = RopeEncoding{spec, frequencies};
   }
-  if (r.window && extension.method != ExtensionMethod::kReRope && extension.method != ExtensionMethod::kLeakyReRope) {
+  // The window of the distance maps is theirs; of window and lambda, a mask's.
+  if (r.window && (extension.method == ExtensionMethod::kWindow || extension.method == ExtensionMethod::kLambda)) {
     plan.attention.mask.window = *r.window;
   }
   if (r.sinks) plan.attention.mask.sinks = *r.sinks;
@@ -331,6 +360,9 @@ bool SameAsModelRope(const ExtensionPlan& plan, const RopeSpec& model_rope, std:
   if (const auto* rerope = std::get_if<ReRopeEncoding>(&a.encoding)) {
     // Distances d >= window read differently; the longest is length - 1.
     return rerope->window >= length - 1 && same_table(rerope->frequencies);
+  }
+  if (const auto* grouped = std::get_if<SelfExtendEncoding>(&a.encoding)) {
+    return (grouped->group == 1 || grouped->window >= length - 1) && same_table(grouped->frequencies);
   }
   return false;
 }

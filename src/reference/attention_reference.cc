@@ -65,6 +65,15 @@ struct ScoreOf {
     const double leak = *e.leak;               // q at p/k + w(1 - 1/k), k at j/k
     return Dot(rotate(q, static_cast<double>(p) / leak + w * (1 - 1 / leak)), rotate(k, static_cast<double>(j) / leak));
   }
+  // Self-Extend as LongLM writes it: neighbour scores from the true
+  // positions, grouped scores from floor(p/G) + W - floor(W/G) and floor(j/G).
+  double operator()(const SelfExtendEncoding& e) const {
+    const auto rotate = [&](const std::vector<double>& x, std::int64_t position) {
+      return RotateHead(e.spec, e.frequencies.inv_freq, x, static_cast<double>(position));
+    };
+    if (p - j < e.window) return Dot(rotate(q, p), rotate(k, j));
+    return Dot(rotate(q, p / e.group + e.window - e.window / e.group), rotate(k, j / e.group));
+  }
 };
 
 // The additive bias for head h, query at p, key at j.
@@ -74,6 +83,7 @@ struct BiasOf {
   double operator()(const NoPositionEncoding&) const { return 0.0; }
   double operator()(const RopeEncoding&) const { return 0.0; }
   double operator()(const ReRopeEncoding&) const { return 0.0; }
+  double operator()(const SelfExtendEncoding&) const { return 0.0; }
   double operator()(const ShawEncoding&) const { return 0.0; }
   double operator()(const AlibiEncoding& e) const { return AlibiBiasAt(e.form, e.slopes[head], p, j); }
   double operator()(const T5BiasEncoding& e) const {

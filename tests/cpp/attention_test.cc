@@ -95,6 +95,8 @@ std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t hea
       {"rope-yarn", RopeEncoding{yarn, ComputeRopeFrequencies(yarn)}},
       {"rerope", ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 20, std::nullopt}},
       {"leaky-rerope", ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 20, 16.0}},
+      {"self-extend", SelfExtendEncoding{rope, ComputeRopeFrequencies(rope), 4, 20}},
+      {"self-extend-yarn", SelfExtendEncoding{yarn, ComputeRopeFrequencies(yarn), 3, 7}},
       {"alibi", AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = q_heads}), AlibiForm::kDistance}},
       {"alibi-key", AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = q_heads}), AlibiForm::kKeyPosition}},
       {"t5", T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64, .direction = T5Direction::kCausal},
@@ -252,7 +254,11 @@ TEST(Attention, NanPropagatesToTheRowsThatSeeIt) {
        T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64, .direction = T5Direction::kCausal},
                       t5_weights}},
   };
-  for (const auto& [name, encoding] : cases) {
+  for (const auto& test_case : cases) {
+    // Named references, not a structured binding: clang 14 cannot capture
+    // structured bindings in the lambdas below.
+    const std::string& name = test_case.first;
+    const PositionEncoding& encoding = test_case.second;
     SCOPED_TRACE(name);
     Tensors t(shape, DType::kF32, 3);
     if (name == "nan in q") t.q.Set((4 * 2 + 0) * 32 + 5, nan);  // token 4, head 0
@@ -336,6 +342,22 @@ TEST(Attention, BadArgumentsAreErrors) {
         Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, 0.5}});
       },
       {"rerope.leak = 0.5", "> 1"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = SelfExtendEncoding{rope, ComputeRopeFrequencies(rope), 0, 8}});
+      },
+      {"self_extend.group = 0", ">= 1"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = SelfExtendEncoding{rope, ComputeRopeFrequencies(rope), 2, 0}});
+      },
+      {"self_extend.window = 0"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out), {.encoding = SelfExtendEncoding{rope, ComputeRopeFrequencies(rope), 2, 8},
+                                  .mask = {.causal = false}});
+      },
+      {"Self-Extend", "causal"});
   ExpectError(
       [&] {
         Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, std::nullopt},

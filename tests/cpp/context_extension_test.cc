@@ -26,12 +26,13 @@ ExtensionPlan Plan(const char* text, std::int64_t target) {
 TEST(ContextExtension, ParsesAndFormatsTheTextForm) {
   for (const char* text :
        {"none", "linear", "linear:factor=4", "ntk:factor=2.5,logn", "dynamic-ntk", "yarn:logn", "rerope:window=512",
-        "leaky-rerope:window=512,k=16", "window:window=100", "lambda:window=4096,sinks=8", "lambda:logn"}) {
+        "leaky-rerope:window=512,k=16", "window:window=100", "lambda:window=4096,sinks=8", "lambda:logn", "self-extend",
+        "self-extend:window=1024,group=8", "self-extend:group=4,logn"}) {
     EXPECT_EQ(FormatContextExtension(ParseContextExtension(text)), text);
   }
   EXPECT_EQ(FormatContextExtension(ParseContextExtension("ntk+logn")), "ntk:logn");
   EXPECT_EQ(ParseContextExtension("leaky-rerope:k=16").k, 16.0);
-  EXPECT_EQ(AllExtensionMethods().size(), 9u);
+  EXPECT_EQ(AllExtensionMethods().size(), 10u);
   for (const ExtensionMethod method : AllExtensionMethods()) {
     EXPECT_EQ(ParseExtensionMethod(ExtensionMethodName(method)), method);
   }
@@ -45,6 +46,8 @@ TEST(ContextExtension, RejectsBadTextWithTheRule) {
   ExpectError([] { ParseContextExtension("rerope:factor=2"); }, {"factor = 2", "not rerope"});
   ExpectError([] { ParseContextExtension("linear:window=8"); }, {"window = 8", "not linear"});
   ExpectError([] { ParseContextExtension("leaky-rerope:k=0.5"); }, {"k = 0.5", ">= 1"});
+  ExpectError([] { ParseContextExtension("self-extend:group=0"); }, {"group = 0", ">= 1"});
+  ExpectError([] { ParseContextExtension("rerope:group=2"); }, {"group = 2", "parameter of self-extend, not rerope"});
   ExpectError([] { ParseContextExtension("window:window=0"); }, {"window = 0", ">= 1"});
   ExpectError([] { ParseContextExtension("lambda:sinks=-1"); }, {"sinks = -1", ">= 0"});
   ExpectError([] { ParseContextExtension("lambda:window=1"); }, {"window = 1", ">= 2"});
@@ -108,6 +111,19 @@ TEST(ContextExtension, DefaultsFollowTrainingAndTargetLengths) {
   EXPECT_EQ(lambda.attention.mask.sinks, 4);
   EXPECT_EQ(std::get<ReRopeEncoding>(lambda.attention.encoding).window, 8191);
 
+  // Self-Extend, W = 4096 at 16384 tokens: G = 3 would read the longest
+  // distance as 5461 + 4096 - 1365 = 8192 > 8191, so G = 4 (7167).
+  const auto grouped = Plan("self-extend", 16384);
+  EXPECT_EQ(grouped.resolved.window, 4096);
+  EXPECT_EQ(grouped.resolved.group, 4);
+  const auto& self_extend = std::get<SelfExtendEncoding>(grouped.attention.encoding);
+  EXPECT_EQ(self_extend.group, 4);
+  EXPECT_EQ(self_extend.window, 4096);
+  EXPECT_EQ(grouped.attention.mask.window, 0);
+  EXPECT_EQ(Plan("self-extend", 8192).resolved.group, 1);
+  EXPECT_EQ(Plan("self-extend", 12288).resolved.group, 2);  // 6143 + 4096 - 2048 = 8191
+  EXPECT_EQ(Plan("self-extend:group=16,window=512", 16384).resolved.group, 16);
+
   EXPECT_EQ(Plan("ntk:logn", 16384).attention.logn_train_length, 8192);
   EXPECT_EQ(Plan("ntk", 16384).attention.logn_train_length, 0);
   EXPECT_EQ(FormatContextExtension(Plan("leaky-rerope:window=512,k=16", 16384).resolved),
@@ -118,8 +134,8 @@ TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
   const auto same = [](const char* text, std::int64_t length) {
     return SameAsModelRope(Plan(text, length), SmolLmRope(), length);
   };
-  for (const char* text :
-       {"none", "linear", "ntk", "dynamic-ntk", "yarn", "leaky-rerope", "window", "lambda", "ntk:logn"}) {
+  for (const char* text : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "leaky-rerope", "window", "lambda",
+                           "ntk:logn", "self-extend"}) {
     EXPECT_TRUE(same(text, 8192)) << text;
     EXPECT_TRUE(same(text, 100)) << text;
     EXPECT_FALSE(same(text, 8193) && std::string(text) != "none") << text;
@@ -127,12 +143,15 @@ TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
   EXPECT_TRUE(same("none", 100000));
   EXPECT_TRUE(same("rerope", 4097));  // distances up to 4096 = window read as themselves
   EXPECT_FALSE(same("rerope", 4098));
+  EXPECT_TRUE(same("self-extend:group=4", 4097));
+  EXPECT_FALSE(same("self-extend:group=4", 4098));
   EXPECT_FALSE(same("linear:factor=2", 100));
   EXPECT_FALSE(same("window:window=50", 100));
 }
 
 TEST(ContextExtension, RejectsPlansThatCannotWork) {
   ExpectError([] { Plan("rerope:window=8192", 16384); }, {"window = 8192", "< the training length 8192"});
+  ExpectError([] { Plan("self-extend:window=9000", 16384); }, {"window = 9000", "< the training length 8192"});
   RopeSpec scaled = SmolLmRope();
   scaled.scaling = LinearScaling{2};
   ExpectError([&] { PlanContextExtension(ParseContextExtension("yarn"), scaled, 8192, 16384); },

@@ -90,9 +90,9 @@ TEST(LlamaModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
   const TinyModel tiny;
   const auto tokens = RandomTokens(70, 3);  // beyond the training length 32
   const LlamaHyperparams& hp = tiny.model.hparams();
-  for (const char* method :
-       {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope", "rerope:window=5", "window",
-        "window:window=9", "lambda", "lambda:sinks=2,window=9", "ntk:logn", "yarn,logn"}) {
+  for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
+                             "rerope:window=5", "window", "window:window=9", "lambda", "lambda:sinks=2,window=9",
+                             "ntk:logn", "yarn,logn", "self-extend", "self-extend:group=3,window=7"}) {
     SCOPED_TRACE(method);
     const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70);
     const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, plan.attention);
@@ -195,7 +195,7 @@ TEST(LlamaModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
   const LlamaHyperparams& hp = tiny.model.hparams();
   const std::int64_t vocab = hp.vocab_size;
   for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
-                             "window:window=9", "lambda:sinks=2,window=9", "yarn,logn"}) {
+                             "window:window=9", "lambda:sinks=2,window=9", "yarn,logn", "self-extend"}) {
     SCOPED_TRACE(method);
     const AttentionOptions attention =
         PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, n).attention;

@@ -30,6 +30,7 @@ struct EncodingCall {
 void ValidateEncoding(const NoPositionEncoding& e, const EncodingCall& call);
 void ValidateEncoding(const RopeEncoding& e, const EncodingCall& call);
 void ValidateEncoding(const ReRopeEncoding& e, const EncodingCall& call);
+void ValidateEncoding(const SelfExtendEncoding& e, const EncodingCall& call);
 void ValidateEncoding(const AlibiEncoding& e, const EncodingCall& call);
 void ValidateEncoding(const T5BiasEncoding& e, const EncodingCall& call);
 void ValidateEncoding(const ShawEncoding& e, const EncodingCall& call);
@@ -37,6 +38,7 @@ void ValidateEncoding(const ShawEncoding& e, const EncodingCall& call);
 inline double AttentionFactor(const NoPositionEncoding&) { return 1.0; }
 inline double AttentionFactor(const RopeEncoding& e) { return e.frequencies.attention_factor; }
 inline double AttentionFactor(const ReRopeEncoding& e) { return e.frequencies.attention_factor; }
+inline double AttentionFactor(const SelfExtendEncoding& e) { return e.frequencies.attention_factor; }
 inline double AttentionFactor(const AlibiEncoding&) { return 1.0; }
 inline double AttentionFactor(const T5BiasEncoding&) { return 1.0; }
 inline double AttentionFactor(const ShawEncoding&) { return 1.0; }
@@ -47,6 +49,7 @@ inline double AttentionFactor(const ShawEncoding&) { return 1.0; }
 void LowerEncoding(const NoPositionEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const RopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
+void LowerEncoding(const SelfExtendEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const AlibiEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const T5BiasEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const ShawEncoding& e, const AttentionInputs& in, AttentionPlan& plan);

@@ -53,6 +53,13 @@ void ValidateEncoding(const ReRopeEncoding& e, const EncodingCall& call) {
   Require(call.mask.causal, kOp, "mask.causal", Verbatim{"false"}, "ReRoPE is defined for causal attention");
 }
 
+void ValidateEncoding(const SelfExtendEncoding& e, const EncodingCall& call) {
+  ValidateRotary("self_extend", e.spec, e.frequencies, call);
+  Require(e.group >= 1, kOp, "self_extend.group", e.group, "must be >= 1 (1: plain RoPE)");
+  Require(e.window >= 1, kOp, "self_extend.window", e.window, "must be >= 1");
+  Require(call.mask.causal, kOp, "mask.causal", Verbatim{"false"}, "Self-Extend is defined for causal attention");
+}
+
 void LowerEncoding(const RopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan) {
   RotateInPlace(e.spec, Unit(e.frequencies), plan.q1, in.q.shape, *in.q_positions);
   RotateInPlace(e.spec, Unit(e.frequencies), plan.k1, in.k.shape, in.k_positions);
@@ -86,6 +93,27 @@ void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, Attention
   RotateInPlace(e.spec, slow, plan.q2, q_shape, *in.q_positions);
   RotateInPlace(e.spec, shift, plan.q2, q_shape, all_at(1));
   RotateInPlace(e.spec, slow, plan.k2, k_shape, in.k_positions);
+}
+
+// q1/k1: RoPE at the true positions (distances below the window). q2/k2:
+// the grouped positions, q at floor(p/G) + W - floor(W/G) and k at
+// floor(j/G).
+void LowerEncoding(const SelfExtendEncoding& e, const AttentionInputs& in, AttentionPlan& plan) {
+  const std::array<std::int64_t, 4> q_shape = in.q.shape, k_shape = in.k.shape;
+  plan.rerope_window = e.window;
+  plan.q2 = plan.q1;
+  plan.k2 = plan.k1;
+  const RopeFrequencies unit = Unit(e.frequencies);
+  RotateInPlace(e.spec, unit, plan.q1, q_shape, *in.q_positions);
+  RotateInPlace(e.spec, unit, plan.k1, k_shape, in.k_positions);
+  const std::int64_t shift = e.window - e.window / e.group;
+  const auto grouped = [&](const std::vector<std::int64_t>& positions, std::int64_t add) {
+    std::vector<std::int64_t> out(positions.size());
+    for (std::size_t t = 0; t < positions.size(); ++t) out[t] = positions[t] / e.group + add;
+    return TokenPositions::Ids(std::move(out));
+  };
+  RotateInPlace(e.spec, unit, plan.q2, q_shape, grouped(plan.q_positions, shift));
+  RotateInPlace(e.spec, unit, plan.k2, k_shape, grouped(plan.k_positions, 0));
 }
 
 }  // namespace posenc::detail
