@@ -1,0 +1,92 @@
+// Greedy decoding over the Llama model's cache (include/posenc/generation.h).
+#include "posenc/generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+constexpr const char* kOp = "generate";
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+double GenerateResult::PrefillTokensPerSecond() const {
+  return prefill_seconds > 0 ? static_cast<double>(prompt_tokens) / prefill_seconds : 0;
+}
+
+double GenerateResult::DecodeTokensPerSecond() const {
+  return decode_seconds > 0 ? static_cast<double>(decode_passes) / decode_seconds : 0;
+}
+
+std::int32_t Argmax(std::span<const float> logits) {
+  Require(!logits.empty(), kOp, "logits.size()", 0, "must be >= 1");
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[i]))) best = i;
+  }
+  return static_cast<std::int32_t>(best);
+}
+
+std::vector<float> Prefill(const LlamaModel& model, LlamaCache& cache, std::span<const std::int32_t> prompt,
+                           const AttentionOptions& attention, const LayerProgress& progress) {
+  Require(!prompt.empty(), kOp, "prompt.size()", 0, "must be >= 1 token");
+  std::vector<float> last;
+  const std::int64_t row = static_cast<std::int64_t>(prompt.size()) - 1;
+  model.Extend(
+      cache, prompt, attention, std::span(&row, 1),
+      [&](std::span<const std::int64_t>, std::span<const float> logits) { last.assign(logits.begin(), logits.end()); },
+      progress);
+  return last;
+}
+
+GenerateResult DecodeGreedy(const LlamaModel& model, LlamaCache& cache, std::span<const float> next_logits,
+                            const AttentionOptions& attention, const GenerateOptions& options,
+                            const TokenCallback& on_token) {
+  Require(options.max_tokens >= 1, kOp, "max_tokens", options.max_tokens, "must be >= 1");
+  Require(static_cast<std::int64_t>(next_logits.size()) == model.hparams().vocab_size, kOp, "next_logits.size()",
+          next_logits.size(), "must equal vocab_size = " + std::to_string(model.hparams().vocab_size));
+  GenerateResult result;
+  std::vector<float> logits(next_logits.begin(), next_logits.end());
+  const std::int64_t row = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const std::int32_t token = Argmax(logits);
+    result.tokens.push_back(token);
+    if (on_token) on_token(token);
+    const bool stop =
+        std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) != options.stop_tokens.end();
+    if (stop || static_cast<std::int64_t>(result.tokens.size()) == options.max_tokens) break;
+    model.Extend(cache, std::span(&token, 1), attention, std::span(&row, 1),
+                 [&](std::span<const std::int64_t>, std::span<const float> step) {
+                   std::copy(step.begin(), step.end(), logits.begin());
+                 });
+    ++result.decode_passes;
+  }
+  result.decode_seconds = SecondsSince(start);
+  return result;
+}
+
+GenerateResult Generate(const LlamaModel& model, std::span<const std::int32_t> prompt,
+                        const AttentionOptions& attention, const GenerateOptions& options,
+                        const TokenCallback& on_token, const LayerProgress& progress) {
+  Require(options.max_tokens >= 1, kOp, "max_tokens", options.max_tokens, "must be >= 1");
+  LlamaCache cache = model.NewCache();
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<float> logits = Prefill(model, cache, prompt, attention, progress);
+  const double prefill_seconds = SecondsSince(start);
+  GenerateResult result = DecodeGreedy(model, cache, logits, attention, options, on_token);
+  result.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  result.prefill_seconds = prefill_seconds;
+  return result;
+}
+
+}  // namespace posenc

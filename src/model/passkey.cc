@@ -1,0 +1,146 @@
+// Passkey retrieval prompts and scoring (include/posenc/passkey.h).
+#include "posenc/passkey.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string_view>
+
+#include "model/model_ops.h"
+#include "posenc/error.h"
+#include "posenc/generation.h"
+
+namespace posenc {
+namespace {
+
+constexpr const char* kOp = "passkey";
+constexpr std::string_view kTask =
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you "
+    "about the important information there.";
+constexpr std::string_view kFiller =
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+constexpr std::string_view kQuestion = "What is the pass key? The pass key is";
+
+// The first n characters of the filler repeated forever, joined by spaces.
+std::string Filler(std::size_t n) {
+  std::string out;
+  out.reserve(n + kFiller.size() + 1);
+  while (out.size() < n) {
+    if (!out.empty()) out += ' ';
+    out += kFiller;
+  }
+  out.resize(n);
+  return out;
+}
+
+struct PromptText {
+  std::string before_key;  // the task line and the filler prefix, each ended by "\n"
+  std::string text;        // the whole prompt
+};
+
+PromptText TextWithFiller(std::size_t filler, double depth, const std::string& key) {
+  const auto prefix = static_cast<std::size_t>(static_cast<double>(filler) * depth);
+  PromptText p;
+  p.before_key = std::string(kTask) + "\n" + Filler(prefix) + "\n";
+  p.text = p.before_key + "The pass key is " + key + ". Remember it. " + key + " is the pass key.\n" +
+           Filler(filler - prefix) + "\n" + std::string(kQuestion);
+  return p;
+}
+
+std::uint64_t SplitMix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::string PasskeyKey(std::uint64_t seed, std::int64_t trial) {
+  Require(trial >= 0, kOp, "trial", trial, "must be >= 0");
+  const std::uint64_t x = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(trial)));
+  return std::to_string(10000 + x % 90000);
+}
+
+PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t length, double depth,
+                                const std::string& key, std::int64_t reserve) {
+  Require(std::isfinite(depth) && depth >= 0 && depth <= 1, kOp, "depth", depth,
+          "must be in [0, 1] (the share of the filler before the key)");
+  Require(key.size() == 5 && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }), kOp,
+          "key", key, "must be five digits");
+  Require(reserve >= 0, kOp, "reserve", reserve, "must be >= 0");
+  const auto tokens_with = [&](std::size_t filler) {
+    return static_cast<std::int64_t>(tokenizer.Encode(TextWithFiller(filler, depth, key).text).size());
+  };
+  const std::int64_t fixed = tokens_with(0);
+  Require(length >= fixed + reserve, kOp, "length", length,
+          "must be at least the prompt's fixed parts (" + std::to_string(fixed) + " tokens) + " +
+              std::to_string(reserve) + " for the answer");
+  // The most filler characters that fit: tokens grow with characters
+  // (about four a token), so bisect between 0 and a bound that is too long.
+  std::size_t lo = 0, hi = 64;
+  while (tokens_with(hi) + reserve <= length) hi *= 2;
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    (tokens_with(mid) + reserve <= length ? lo : hi) = mid;
+  }
+  const PromptText text = TextWithFiller(lo, depth, key);
+  PasskeyPrompt p;
+  p.key = key;
+  p.depth = depth;
+  p.prompt = tokenizer.Encode(text.text);
+  p.key_position = static_cast<std::int64_t>(tokenizer.Encode(text.before_key).size());
+  // The answer's tokens as they follow the prompt; where the tokenizer would
+  // merge across the boundary, the answer encoded on its own.
+  const std::vector<std::int32_t> full = tokenizer.Encode(text.text + " " + key);
+  if (full.size() > p.prompt.size() && std::equal(p.prompt.begin(), p.prompt.end(), full.begin())) {
+    p.answer.assign(full.begin() + static_cast<std::ptrdiff_t>(p.prompt.size()), full.end());
+  } else {
+    p.answer = tokenizer.Encode(" " + key);
+  }
+  return p;
+}
+
+PasskeyScore ScorePasskey(const LlamaModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,
+                          const AttentionOptions& attention, std::int64_t max_new_tokens) {
+  Require(max_new_tokens >= 1, kOp, "max_new_tokens", max_new_tokens, "must be >= 1");
+  Require(!prompt.answer.empty(), kOp, "answer.size()", 0, "must be >= 1");
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t vocab = model.hparams().vocab_size;
+  const auto answer = static_cast<std::int64_t>(prompt.answer.size());
+  LlamaCache cache = model.NewCache();
+  const std::vector<float> first = Prefill(model, cache, prompt.prompt, attention);
+
+  // Teacher forcing: the prompt's last logits predict answer[0]; answer[i]
+  // run through the model predicts answer[i + 1].
+  std::vector<float> logits(static_cast<std::size_t>(answer * vocab));
+  std::copy(first.begin(), first.end(), logits.begin());
+  if (answer > 1) {
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(answer - 1));
+    for (std::int64_t r = 0; r < answer - 1; ++r) rows[r] = r;
+    model.Extend(cache, std::span(prompt.answer).first(answer - 1), attention, rows,
+                 [&](std::span<const std::int64_t> block, std::span<const float> values) {
+                   std::copy(values.begin(), values.end(), logits.begin() + (block.front() + 1) * vocab);
+                 });
+  }
+  std::vector<double> nll(static_cast<std::size_t>(answer));
+  model::NegativeLogLikelihood(logits, vocab, prompt.answer, nll);
+  PasskeyScore score;
+  score.answer_exact = true;
+  for (std::int64_t i = 0; i < answer; ++i) {
+    score.answer_nll += nll[i] / static_cast<double>(answer);
+    score.answer_exact = score.answer_exact && Argmax(std::span(logits).subspan(i * vocab, vocab)) == prompt.answer[i];
+  }
+
+  // Greedy generation from the prompt alone.
+  cache.Truncate(static_cast<std::int64_t>(prompt.prompt.size()));
+  GenerateOptions options{.max_tokens = max_new_tokens};
+  if (tokenizer.eos_id()) options.stop_tokens.push_back(*tokenizer.eos_id());
+  const GenerateResult generated = DecodeGreedy(model, cache, first, attention, options);
+  score.generated = tokenizer.Decode(generated.tokens);
+  score.generated_has_key = score.generated.find(prompt.key) != std::string::npos;
+  score.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return score;
+}
+
+}  // namespace posenc

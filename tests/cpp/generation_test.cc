@@ -1,0 +1,146 @@
+// Greedy generation and passkey retrieval on the tiny random-weight model
+// (tests/cpp/tiny_llama.h, a byte-level vocabulary: one token a character).
+// Generation is held to full forward passes; the passkey prompt to its
+// definition and to the token budget.
+#include "posenc/generation.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "posenc/context_extension.h"
+#include "posenc/passkey.h"
+#include "test_util.h"
+#include "tiny_llama.h"
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+using testing::TinyLlamaGguf;
+
+struct Tiny {
+  std::vector<unsigned char> bytes = TinyLlamaGguf({});
+  GgufFile file = GgufFile::Parse(std::as_bytes(std::span(bytes)));
+  LlamaModel model = LlamaModel::FromGguf(file);
+  BpeTokenizer tokenizer = BpeTokenizer::FromGguf(file.metadata());
+};
+
+// Argmax of one full forward pass over the prompt and what was generated.
+std::vector<std::int32_t> GreedyByFullForwards(const LlamaModel& model, std::vector<std::int32_t> tokens,
+                                               const AttentionOptions& attention, std::int64_t count) {
+  const std::int64_t vocab = model.hparams().vocab_size;
+  std::vector<std::int32_t> generated;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::vector<float> logits = model.Logits(tokens, attention);
+    const std::int32_t next = Argmax(std::span(logits).last(vocab));
+    generated.push_back(next);
+    tokens.push_back(next);
+  }
+  return generated;
+}
+
+TEST(Generation, GreedyDecodingWithTheCacheEqualsFullForwards) {
+  const Tiny tiny;
+  const std::vector<std::int32_t> prompt = tiny.tokenizer.Encode("The pass key is 12345. What is it?");
+  const LlamaHyperparams& hp = tiny.model.hparams();
+  for (const char* method : {"none", "yarn", "self-extend:group=2,window=8", "lambda:sinks=2,window=9"}) {
+    SCOPED_TRACE(method);
+    const std::int64_t count = 12;
+    const AttentionOptions attention = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length,
+                                                            static_cast<std::int64_t>(prompt.size()) + count)
+                                           .attention;
+    std::vector<std::int32_t> streamed;
+    const GenerateResult r =
+        Generate(tiny.model, prompt, attention, {.max_tokens = count}, [&](std::int32_t t) { streamed.push_back(t); });
+    EXPECT_EQ(r.tokens, GreedyByFullForwards(tiny.model, prompt, attention, count));
+    EXPECT_EQ(streamed, r.tokens);
+    EXPECT_EQ(r.prompt_tokens, static_cast<std::int64_t>(prompt.size()));
+    EXPECT_EQ(r.decode_passes, count - 1);
+  }
+}
+
+TEST(Generation, StopsAtAStopTokenAndChecksItsArguments) {
+  const Tiny tiny;
+  const std::vector<std::int32_t> prompt = tiny.tokenizer.Encode("hello");
+  const auto attention = tiny.model.DefaultAttention();
+  const GenerateResult all = Generate(tiny.model, prompt, attention, {.max_tokens = 6});
+  const GenerateResult stopped =
+      Generate(tiny.model, prompt, attention, {.max_tokens = 6, .stop_tokens = {all.tokens[2]}});
+  const auto first = std::find(all.tokens.begin(), all.tokens.end(), all.tokens[2]);
+  EXPECT_EQ(stopped.tokens, std::vector<std::int32_t>(all.tokens.begin(), first + 1));
+  ExpectError([&] { Generate(tiny.model, prompt, attention, {.max_tokens = 0}); }, {"[generate] max_tokens = 0"});
+  ExpectError([&] { Generate(tiny.model, {}, attention, {.max_tokens = 1}); }, {"prompt.size() = 0"});
+  const std::vector<float> ties{1, 3, 3, std::nanf("")};
+  EXPECT_EQ(Argmax(ties), 1);
+}
+
+TEST(Passkey, KeysAreFiveDigitsFixedBySeedAndTrial) {
+  std::set<std::string> keys;
+  for (std::int64_t trial = 0; trial < 50; ++trial) {
+    const std::string key = PasskeyKey(7, trial);
+    ASSERT_EQ(key.size(), 5u);
+    EXPECT_EQ(key, PasskeyKey(7, trial));
+    keys.insert(key);
+  }
+  EXPECT_GT(keys.size(), 45u);
+  EXPECT_NE(PasskeyKey(7, 0), PasskeyKey(8, 0));
+  ExpectError([] { PasskeyKey(0, -1); }, {"trial = -1"});
+}
+
+TEST(Passkey, PromptIsTheLandmarkPromptAtTheRequestedLengthAndDepth) {
+  const Tiny tiny;
+  const std::string task =
+      "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you "
+      "about the important information there.\n";
+  const std::string line = "The pass key is 31416. Remember it. 31416 is the pass key.\n";
+  const std::string question = "\nWhat is the pass key? The pass key is";
+  for (const double depth : {0.0, 0.5, 1.0}) {
+    SCOPED_TRACE(depth);
+    const PasskeyPrompt p = MakePasskeyPrompt(tiny.tokenizer, 1000, depth, "31416", 10);
+    const std::string text = tiny.tokenizer.Decode(p.prompt);
+    EXPECT_EQ(static_cast<std::int64_t>(p.prompt.size()), 1000 - 10);  // one token a character: exactly full
+    EXPECT_EQ(text.substr(0, task.size()), task);
+    EXPECT_EQ(text.substr(text.size() - question.size()), question);
+    EXPECT_EQ(tiny.tokenizer.Decode(std::span(p.prompt).subspan(p.key_position, line.size())), line);
+    EXPECT_EQ(tiny.tokenizer.Decode(p.answer), " 31416");
+    const std::size_t filler = text.size() - task.size() - 1 - line.size() - question.size();
+    const std::size_t before = static_cast<std::size_t>(p.key_position) - task.size() - 1;
+    EXPECT_EQ(before, static_cast<std::size_t>(static_cast<double>(filler) * depth));
+    EXPECT_EQ(text.substr(task.size(), 20), depth == 0 ? "\nThe pass key is 314" : "The grass is green. ");
+  }
+  ExpectError([&] { MakePasskeyPrompt(tiny.tokenizer, 1000, 1.5, "31416", 10); }, {"[passkey] depth = 1.5"});
+  ExpectError([&] { MakePasskeyPrompt(tiny.tokenizer, 1000, 0.5, "3141", 10); }, {"key = \"3141\"", "five digits"});
+  ExpectError([&] { MakePasskeyPrompt(tiny.tokenizer, 200, 0.5, "31416", 10); }, {"length = 200", "fixed parts"});
+}
+
+// The scores are what full forward passes over prompt + answer say.
+TEST(Passkey, ScoresAgreeWithFullForwardPasses) {
+  const Tiny tiny;
+  const PasskeyPrompt p = MakePasskeyPrompt(tiny.tokenizer, 300, 0.5, "27182", 8);
+  const auto attention = tiny.model.DefaultAttention();
+  const PasskeyScore score = ScorePasskey(tiny.model, tiny.tokenizer, p, attention, 8);
+
+  std::vector<std::int32_t> all = p.prompt;
+  all.insert(all.end(), p.answer.begin(), p.answer.end());
+  const std::vector<double> nll = tiny.model.NextTokenNll(all, attention);
+  const std::vector<float> logits = tiny.model.Logits(all, attention);
+  const std::int64_t vocab = tiny.model.hparams().vocab_size;
+  double mean = 0;
+  bool exact = true;
+  for (std::size_t i = 0; i < p.answer.size(); ++i) {
+    const std::size_t row = p.prompt.size() - 1 + i;
+    mean += nll[row] / static_cast<double>(p.answer.size());
+    exact = exact && Argmax(std::span(logits).subspan(row * vocab, vocab)) == p.answer[i];
+  }
+  EXPECT_NEAR(score.answer_nll, mean, 1e-4 * std::abs(mean));
+  EXPECT_EQ(score.answer_exact, exact);
+  const auto greedy = GreedyByFullForwards(tiny.model, p.prompt, attention, 8);
+  EXPECT_EQ(score.generated, tiny.tokenizer.Decode(greedy));
+  EXPECT_EQ(score.generated_has_key, score.generated.find("27182") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace posenc
