@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _args, _posenc
 
 __all__ = ["RopeSpec", "apply_rope", "permute_qk_weights"]
-
-_DIRECTIONS = ("forward", "backward", "inverse")
-
 
 def _error(parameter: str, value: Any, rule: str) -> ValueError:
     """A ValueError in the C++ library's format: "[rope] parameter = value: rule"."""
@@ -275,124 +272,10 @@ def _index(name: str, value: Any) -> int:
     return _args.integer("rope", name, value)
 
 
-def _int64_array(name: str, value: Any) -> np.ndarray:
-    return _args.int64_array("rope", name, value,
-                             dtype_rule="must be an integer type (positions are token indices)")
-
-
-def _positions(offset, offsets, position_ids, batch: int, seq: int):
-    """(offset, offsets, position_ids) as the C++ binding takes them."""
-    given = [name for name, v in (("offsets", offsets), ("position_ids", position_ids)) if v is not None]
-    offset = _index("offset", offset)
-    if offset != 0:
-        given.insert(0, "offset")
-    if len(given) > 1:
-        raise _error(given[1], "given", f"give only one of offset, offsets and position_ids (also got {given[0]})")
-    offsets_array = ids_array = None
-    if offsets is not None:
-        offsets_array = _int64_array("offsets", offsets)
-        if offsets_array.ndim != 1:
-            raise _error("offsets.shape", offsets_array.shape, f"must be (batch,) = ({batch},): one start per sequence")
-    if position_ids is not None:
-        ids = _int64_array("position_ids", position_ids)
-        if ids.ndim == 1:
-            ids = ids[None, :]
-        if seq < 0:  # operands[0] is not 4-D: the binding reports that
-            ids_array = np.ascontiguousarray(ids)
-        elif ids.ndim != 2 or ids.shape[1] != seq or ids.shape[0] not in (1, batch):
-            raise _error(
-                "position_ids.shape", ids.shape,
-                f"must be (batch, seq) = ({batch}, {seq}), (1, seq) or (seq,)")
-        else:
-            ids_array = np.ascontiguousarray(np.broadcast_to(ids, (batch, seq)))
-    return offset, offsets_array, ids_array
-
-
-def _apply(spec, tensors, offset, offsets, position_ids, direction, inplace, frequencies, reference):
-    if not isinstance(spec, RopeSpec):
-        raise _error("spec", type(spec).__name__, "must be a posenc.RopeSpec")
-    if not tensors:
-        raise _error("operands", "()", "give at least one [batch, seq, heads, head_dim] array")
-    if direction not in _DIRECTIONS:
-        raise _error("direction", repr(direction), 'must be "forward", "backward" or "inverse"')
-    arrays = []
-    for i, t in enumerate(tensors):
-        if inplace and not isinstance(t, np.ndarray):
-            raise _error(f"operands[{i}]", type(t).__name__, "inplace=True needs NumPy arrays")
-        arrays.append(np.asarray(t))
-    # ndim, dtype and strides are checked by the binding; (batch, seq) here only
-    # shapes position_ids.
-    batch, seq = arrays[0].shape[:2] if arrays[0].ndim == 4 else (1, -1)
-    offset, offsets_array, ids_array = _positions(offset, offsets, position_ids, batch, seq)
-    inv_freq, attention_factor = None, 1.0
-    if frequencies is not None:
-        try:
-            inv_freq, attention_factor = frequencies
-        except (TypeError, ValueError):
-            raise _error("frequencies", type(frequencies).__name__,
-                         "must be (inv_freq, attention_factor) as spec.frequencies() returns") from None
-        inv_freq = np.ascontiguousarray(inv_freq, dtype=np.float64)
-        attention_factor = float(attention_factor)
-        if inv_freq.ndim != 1:
-            raise _error("frequencies[0].shape", inv_freq.shape, f"must be (rotary_dim / 2,) = ({spec.pairs},)")
-    outputs = arrays if inplace else [np.empty(a.shape, dtype=a.dtype) for a in arrays]
-    _posenc.apply_rope(spec._spec, arrays, outputs, offset, offsets_array, ids_array, direction,
-                       inv_freq, attention_factor, reference)
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-def apply_rope(
-    spec: RopeSpec,
-    *tensors: np.ndarray,
-    offset: int = 0,
-    offsets: Optional[Sequence[int]] = None,
-    position_ids: Optional[Any] = None,
-    direction: str = "forward",
-    inplace: bool = False,
-    frequencies: Optional[Tuple[np.ndarray, float]] = None,
-):
-    """Rotates q, k (and any further tensors) by their token positions.
-
-    Args:
-        spec: the :class:`RopeSpec`.
-        *tensors: ``[batch, seq, heads, head_dim]`` arrays of one dtype
-            (float32, float16 or ``ml_dtypes.bfloat16``) with the same batch and
-            seq; head counts may differ (GQA: 8 query heads, 2 key heads). Any
-            strides, but the last axis must be contiguous.
-        offset: token s of every sequence is at position ``offset + s``.
-        offsets: one start per sequence: token s of row b is at ``offsets[b] + s``
-            (batched decode with ragged caches).
-        position_ids: explicit positions, shape ``(batch, seq)``, ``(1, seq)`` or
-            ``(seq,)`` (packed sequences, left padding, speculative decoding).
-            Give at most one of offset, offsets and position_ids.
-        direction: ``"forward"`` (y = a R(p) x), ``"backward"`` (the gradient,
-            a R(p)^T dy) or ``"inverse"`` (undoes forward), with a the attention
-            factor.
-        inplace: overwrite the input arrays instead of returning new ones (they
-            must be writeable and must not overlap one another).
-        frequencies: ``(inv_freq, attention_factor)`` from :meth:`RopeSpec.frequencies`
-            to reuse; by default they are computed for this call's length
-            (largest position + 1), which is what dynamic NTK and LongRoPE need.
-
-    Returns:
-        The rotated array, or a tuple of them (one per input). With
-        ``inplace=True`` these are the input arrays themselves.
-
-    Raises:
-        ValueError: naming the tensor by position, e.g.
-            ``[rope] operands[1].batch = 3: must equal operands[0].batch = 2``.
-
-    Example::
-
-        >>> spec = posenc.RopeSpec(head_dim=64)
-        >>> q = np.ones((2, 4, 8, 64), np.float32); k = np.ones((2, 4, 2, 64), np.float32)
-        >>> q_rot, k_rot = posenc.apply_rope(spec, q, k, offsets=[0, 17])
-        >>> back = posenc.apply_rope(spec, q_rot, offsets=[0, 17], direction="inverse")
-        >>> bool(np.allclose(back, q, atol=1e-5))
-        True
-    """
-    return _apply(spec, tensors, offset, offsets, position_ids, direction, inplace, frequencies,
-                  reference=False)
+# Bound in C++ (python/src/bind_rope.cc) with its signature and docstring:
+# keyword-only arguments after the tensors, converted and checked there and by
+# the library.
+apply_rope = _posenc.apply_rope
 
 
 def permute_qk_weights(w, heads: int, head_dim: int, rotary_dim: Optional[int] = None,

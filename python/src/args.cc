@@ -51,6 +51,13 @@ bool ToBool(std::string_view op, const std::string& name, const py::handle& valu
   return py::bool_(py::reinterpret_borrow<py::object>(value));
 }
 
+RopeSpec ToRopeSpec(std::string_view op, const py::handle& value) {
+  if (!py::isinstance(value, py::module_::import("posenc.rope").attr("RopeSpec"))) {
+    ThrowError(op, "spec", TypeName(value), "must be a posenc.RopeSpec");
+  }
+  return value.attr("_spec").cast<RopeSpec>();
+}
+
 py::array ToArray(const py::handle& value) { return py::array(py::reinterpret_borrow<py::object>(value)); }
 
 Int64Array ToInt64Array(std::string_view op, const std::string& name, const py::handle& value,

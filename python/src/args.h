@@ -3,7 +3,7 @@
 // integer", "[attention] q_offset = 9223372036854775808: must fit in a signed
 // 64-bit integer") and not pybind11's TypeError listing the signatures.
 //
-// A parameter declared as Int, Float, Bool, ArrayLike or another Arg<Name>
+// A parameter declared as Int, Float, Bool, Str, ArrayLike, SpecArg (any Arg<Name>)
 // accepts any Python object and shows as Name::text in signatures (int,
 // float, bool, ...); the function converts arg.object with To*(op, name, ...),
 // which apply the same rules as posenc._args does for the Python functions.
@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "posenc/rope_spec.h"
 
 namespace posenc::python {
 
@@ -33,14 +35,22 @@ struct FloatName {
 struct BoolName {
   static constexpr auto text = pybind11::detail::const_name("bool");
 };
+struct StrName {
+  static constexpr auto text = pybind11::detail::const_name("str");
+};
 struct ArrayLikeName {
   static constexpr auto text = pybind11::detail::const_name("numpy.typing.ArrayLike");
+};
+struct RopeSpecName {
+  static constexpr auto text = pybind11::detail::const_name("posenc.RopeSpec");
 };
 
 using Int = Arg<IntName>;              // a Python int or NumPy integer (anything with __index__)
 using Float = Arg<FloatName>;          // an int or float (NumPy's too), never a bool
 using Bool = Arg<BoolName>;            // True or False (numpy.bool_ too)
+using Str = Arg<StrName>;              // a str, checked against the parameter's words
 using ArrayLike = Arg<ArrayLikeName>;  // anything np.asarray takes
+using SpecArg = Arg<RopeSpecName>;     // a posenc.RopeSpec
 
 using Int64Array = pybind11::array_t<std::int64_t, pybind11::array::c_style | pybind11::array::forcecast>;
 using DoubleArray = pybind11::array_t<double, pybind11::array::c_style | pybind11::array::forcecast>;
@@ -51,6 +61,10 @@ inline constexpr std::string_view kInt64Rule = "must fit in a signed 64-bit inte
 std::int64_t ToInt(std::string_view op, const std::string& name, const pybind11::handle& value);
 double ToFloat(std::string_view op, const std::string& name, const pybind11::handle& value);
 bool ToBool(std::string_view op, const std::string& name, const pybind11::handle& value);
+
+// The posenc::RopeSpec inside a posenc.RopeSpec (python/posenc/rope.py keeps
+// it in `_spec`); anything else is "[op] spec = dict: must be a posenc.RopeSpec".
+RopeSpec ToRopeSpec(std::string_view op, const pybind11::handle& value);
 
 // np.asarray(value), with NumPy's own error for what it cannot convert.
 pybind11::array ToArray(const pybind11::handle& value);

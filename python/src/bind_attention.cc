@@ -36,17 +36,9 @@ namespace {
 constexpr const char* kOp = "attention";
 constexpr const char* kPositionsRule = "must be an integer type (token positions)";
 
-struct RopeSpecName {
-  static constexpr auto text = py::detail::const_name("posenc.RopeSpec");
-};
-struct StrName {
-  static constexpr auto text = py::detail::const_name("str");
-};
 struct EncodingName {
   static constexpr auto text = py::detail::const_name("posenc.attention.Encoding");
 };
-using SpecArg = Arg<RopeSpecName>;
-using StrArg = Arg<StrName>;
 using EncodingArg = Arg<EncodingName>;
 
 template <class T>
@@ -64,14 +56,6 @@ struct AttentionEncoding {
   virtual PositionEncoding ForCall(std::int64_t call_length, std::int64_t q_heads) const = 0;
 };
 
-// posenc.RopeSpec (python/posenc/rope.py) holds the bound posenc::RopeSpec in `_spec`.
-RopeSpec CoreSpec(const py::handle& spec) {
-  if (!py::isinstance(spec, py::module_::import("posenc.rope").attr("RopeSpec"))) {
-    ThrowError(kOp, "spec", TypeName(spec), "must be a posenc.RopeSpec");
-  }
-  return spec.attr("_spec").cast<RopeSpec>();
-}
-
 std::optional<std::int64_t> SeqLen(const std::optional<Int>& seq_len) {
   if (!seq_len) return std::nullopt;
   const std::int64_t n = ToInt(kOp, "seq_len", seq_len->object);
@@ -85,7 +69,7 @@ std::string SeqLenRepr(const std::optional<std::int64_t>& seq_len) {
 
 struct RopeAttention : AttentionEncoding {
   RopeAttention(const SpecArg& spec_arg, const std::optional<Int>& seq_len_arg)
-      : spec(spec_arg.object), core(CoreSpec(spec)), seq_len(SeqLen(seq_len_arg)) {}
+      : spec(spec_arg.object), core(ToRopeSpec(kOp, spec)), seq_len(SeqLen(seq_len_arg)) {}
   PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
     return RopeEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length))};
   }
@@ -99,7 +83,7 @@ struct RopeAttention : AttentionEncoding {
 struct ReRopeAttention : AttentionEncoding {
   ReRopeAttention(const SpecArg& spec_arg, const Int& window_arg, const std::optional<Float>& leak_arg,
                   const std::optional<Int>& seq_len_arg)
-      : spec(spec_arg.object), core(CoreSpec(spec)), window(ToInt(kOp, "window", window_arg.object)),
+      : spec(spec_arg.object), core(ToRopeSpec(kOp, spec)), window(ToInt(kOp, "window", window_arg.object)),
         leak(leak_arg ? std::optional(ToFloat(kOp, "leak", leak_arg->object)) : std::nullopt),
         seq_len(SeqLen(seq_len_arg)) {}
   PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
@@ -118,7 +102,7 @@ struct ReRopeAttention : AttentionEncoding {
 };
 
 struct AlibiAttention : AttentionEncoding {
-  AlibiAttention(const ArrayLike& slopes_arg, const StrArg& form_arg) {
+  AlibiAttention(const ArrayLike& slopes_arg, const Str& form_arg) {
     const py::object& form = form_arg.object;
     const DoubleArray slopes(slopes_arg.object);
     Require(slopes.ndim() == 1, kOp, "slopes.shape", Verbatim{ShapeOf(slopes)},
@@ -500,7 +484,7 @@ Args:
         ``2 ** (-8 * (h + 1) / heads)`` for a power-of-two head count.
     form: ``"distance"`` or ``"key-position"``.
 )doc")
-      .def(py::init<const ArrayLike&, const StrArg&>(), py::arg("slopes"), py::arg("form") = "distance")
+      .def(py::init<const ArrayLike&, const Str&>(), py::arg("slopes"), py::arg("form") = "distance")
       .def_property_readonly("slopes", &AlibiAttention::Slopes)
       .def_property_readonly("form", &AlibiAttention::Form);
 
@@ -560,7 +544,7 @@ Example:
       .def_property_readonly("query_term", [](const ShawAttention& s) { return s.spec.query_term; });
 
   DefAttention<false>(m, "posenc.attention", kAttentionDoc);
-  py::module_ reference = m.def_submodule("reference", "posenc.reference.attention");
+  py::module_ reference = m.def_submodule("reference", "The float64 reference kernels (posenc.reference).");
   DefAttention<true>(reference, "posenc.reference", kReferenceDoc);
 }
 

@@ -1,6 +1,8 @@
 // Bindings for RoPE: the spec (built from Hugging Face-style scaling dicts),
 // its frequency table, apply_rope on NumPy arrays (fast and reference), the
-// Q/K weight permutation and the thread count.
+// Q/K weight permutation and the thread count. apply_rope is bound with its
+// Python signature (keyword-only after the tensors) and docstring;
+// python/posenc/rope.py and reference.py re-export it, and wrap the rest.
 //
 // Everything that can be wrong with an argument is reported as posenc::Error
 // ("[op] parameter = value: rule"), which pybind11 turns into ValueError. The
@@ -9,6 +11,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/typing.h>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "bindings.h"
 #include "numpy_views.h"
 #include "posenc/error.h"
@@ -39,8 +43,6 @@ namespace {
 
 constexpr const char* kOp = "rope";
 constexpr const char* kLayout = "[batch, seq, heads, head_dim]";
-
-std::string Repr(const py::handle& value) { return py::repr(value).cast<std::string>(); }
 
 // ---- scaling dicts with Hugging Face spellings ------------------------------
 
@@ -120,67 +122,190 @@ py::array_t<double> ToArray(const std::vector<double>& values) {
   return out;
 }
 
-// ---- arrays -----------------------------------------------------------------
+// ---- apply_rope -------------------------------------------------------------
 
-RopeDirection ParseDirection(const std::string& name) {
-  if (name == "forward") return RopeDirection::kForward;
-  if (name == "backward") return RopeDirection::kBackward;
-  if (name == "inverse") return RopeDirection::kInverse;
-  ThrowError(kOp, "direction", FormatValue(name), "must be \"forward\", \"backward\" or \"inverse\"");
+struct FrequenciesName {
+  static constexpr auto text = py::detail::const_name("tuple[numpy.ndarray, float]");
+};
+using Rotated = py::typing::Union<py::array, py::typing::Tuple<py::array, py::ellipsis>>;
+
+constexpr const char* kPositionsRule = "must be an integer type (positions are token indices)";
+
+RopeDirection DirectionOf(const Str& direction) {
+  const py::object& name = direction.object;
+  if (py::isinstance<py::str>(name)) {
+    const auto text = name.cast<std::string>();
+    if (text == "forward") return RopeDirection::kForward;
+    if (text == "backward") return RopeDirection::kBackward;
+    if (text == "inverse") return RopeDirection::kInverse;
+  }
+  ThrowError(kOp, "direction", Repr(name), "must be \"forward\", \"backward\" or \"inverse\"");
 }
-
-using Int64Array = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
-using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 
 std::vector<std::int64_t> ToVector(const Int64Array& a) {
   return std::vector<std::int64_t>(a.data(), a.data() + a.size());
 }
 
-// outputs[i] receives the rotation of inputs[i] (the same array for in place).
-void ApplyRopeArrays(const RopeSpec& spec, const std::vector<py::array>& inputs, const std::vector<py::array>& outputs,
-                     std::int64_t offset, const std::optional<Int64Array>& offsets,
-                     const std::optional<Int64Array>& position_ids, const std::string& direction,
-                     const std::optional<DoubleArray>& inv_freq, double attention_factor, bool reference) {
-  Require(!inputs.empty(), kOp, "operands", 0, "give at least one tensor to rotate");
-  Require(outputs.size() == inputs.size(), kOp, "outputs", outputs.size(),
-          "must be one per input tensor (" + std::to_string(inputs.size()) + ")");
-  RopeCall call;
-  call.direction = ParseDirection(direction);
-  if (position_ids) {
-    call.positions = RopePositions::Ids(ToVector(*position_ids));
-  } else if (offsets) {
-    call.positions = RopePositions::Offsets(ToVector(*offsets));
-  } else {
-    call.positions = RopePositions::Offset(offset);
+// The positions from apply_rope's three spellings (at most one; offset 0 is
+// the default). (batch, seq) of the first operand shape position_ids: (seq,)
+// and (1, seq) are broadcast to every row. Position values are the library's
+// to check.
+RopePositions PositionsOf(const Int& offset_arg, const std::optional<ArrayLike>& offsets_arg,
+                          const std::optional<ArrayLike>& ids_arg, const py::array& first) {
+  const std::int64_t offset = ToInt(kOp, "offset", offset_arg.object);
+  std::vector<std::string> given;
+  if (offset != 0) given.push_back("offset");
+  if (offsets_arg) given.push_back("offsets");
+  if (ids_arg) given.push_back("position_ids");
+  if (given.size() > 1) {
+    ThrowError(kOp, given[1], "given", "give only one of offset, offsets and position_ids (also got " + given[0] + ")");
   }
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string name = "operands[" + std::to_string(i) + "]";
-    const TensorView in = ArrayView(inputs[i], kOp, name, kLayout, /*writeable=*/false);
-    const TensorView out = ArrayView(outputs[i], kOp, name, kLayout, /*writeable=*/true);
-    call.operands.push_back({in, out});
+  const std::int64_t batch = first.ndim() == 4 ? first.shape(0) : 1, seq = first.ndim() == 4 ? first.shape(1) : -1;
+  if (offsets_arg) {
+    const Int64Array offsets = ToInt64Array(kOp, "offsets", offsets_arg->object, kPositionsRule);
+    Require(offsets.ndim() == 1, kOp, "offsets.shape", Verbatim{ShapeOf(offsets)},
+            "must be (batch,) = (" + std::to_string(batch) + ",): one start per sequence");
+    return RopePositions::Offsets(ToVector(offsets));
   }
-  const ConstTensorView& first = call.operands.front().in;
+  if (!ids_arg) return RopePositions::Offset(offset);
+  const Int64Array ids = ToInt64Array(kOp, "position_ids", ids_arg->object, kPositionsRule);
+  if (seq < 0) return RopePositions::Ids(ToVector(ids));  // operands[0] is not 4-D: its view says so
+  const bool one_row = ids.ndim() == 1 || (ids.ndim() == 2 && ids.shape(0) == 1);
+  if (ids.ndim() < 1 || ids.ndim() > 2 || ids.shape(ids.ndim() - 1) != seq || !(one_row || ids.shape(0) == batch)) {
+    ThrowError(
+        kOp, "position_ids.shape", ids.ndim() == 1 ? "(1, " + std::to_string(ids.shape(0)) + ")" : ShapeOf(ids),
+        "must be (batch, seq) = (" + std::to_string(batch) + ", " + std::to_string(seq) + "), (1, seq) or (seq,)");
+  }
+  std::vector<std::int64_t> all(static_cast<std::size_t>(batch * seq));
+  for (std::int64_t b = 0; b < batch; ++b) std::copy_n(ids.data() + (one_row ? 0 : b * seq), seq, all.data() + b * seq);
+  return RopePositions::Ids(std::move(all));
+}
 
-  RopeFrequencies frequencies;
-  if (inv_freq) {
-    frequencies.inv_freq.assign(inv_freq->data(), inv_freq->data() + inv_freq->size());
-    Require(std::isfinite(attention_factor) && attention_factor > 0, kOp, "attention_factor", attention_factor,
-            "must be a finite number > 0");
-    frequencies.attention_factor = attention_factor;
+// frequencies=(inv_freq, attention_factor), as RopeSpec.frequencies() returns them.
+RopeFrequencies FrequenciesOf(const py::object& given, const RopeSpec& spec) {
+  py::tuple pair;
+  try {
+    pair = py::tuple(given);
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
   }
-  py::gil_scoped_release release;  // the arrays are kept alive by the caller's references
-  if (!inv_freq) {
-    // The table for this call's length. Invalid positions (a negative offset)
-    // are reported by the apply functions' own checks, so clamp here rather
-    // than report them as a negative sequence length.
-    const std::int64_t length = std::max<std::int64_t>(0, call.positions.Length(first.batch(), first.seq()));
-    frequencies = ComputeRopeFrequencies(spec, length);
+  if (!pair || pair.size() != 2) {
+    ThrowError(kOp, "frequencies", TypeName(given),
+               "must be (inv_freq, attention_factor) as spec.frequencies() returns");
   }
-  if (reference) {
-    reference::ApplyRope(spec, frequencies, call);
-  } else {
-    ApplyRope(spec, frequencies, call);
+  const DoubleArray inv_freq{py::object(pair[0])};
+  const double attention_factor = py::float_(pair[1]);
+  // np.ascontiguousarray makes a scalar (inv_freq,): only more axes are wrong here.
+  Require(inv_freq.ndim() <= 1, kOp, "frequencies[0].shape", Verbatim{ShapeOf(inv_freq)},
+          "must be (rotary_dim / 2,) = (" + std::to_string(spec.Pairs()) + ",)");
+  Require(std::isfinite(attention_factor) && attention_factor > 0, kOp, "attention_factor", attention_factor,
+          "must be a finite number > 0");
+  return RopeFrequencies{{inv_freq.data(), inv_freq.data() + inv_freq.size()}, attention_factor};
+}
+
+// Rotates each tensor into a new array (or in place); the arguments are
+// converted in the order of the signature.
+template <bool kReference>
+Rotated ApplyRopeArrays(const SpecArg& spec_arg, const py::args& tensors, const Int& offset,
+                        const std::optional<ArrayLike>& offsets, const std::optional<ArrayLike>& position_ids,
+                        const Str& direction, bool inplace, const std::optional<Arg<FrequenciesName>>& frequencies) {
+  const RopeSpec spec = ToRopeSpec(kOp, spec_arg.object);
+  if (tensors.empty()) ThrowError(kOp, "operands", "()", "give at least one [batch, seq, heads, head_dim] array");
+  RopeCall call;
+  call.direction = DirectionOf(direction);
+  std::vector<py::array> inputs, outputs;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (inplace && !py::isinstance<py::array>(tensors[i])) {
+      ThrowError(kOp, "operands[" + std::to_string(i) + "]", TypeName(tensors[i]), "inplace=True needs NumPy arrays");
+    }
+    inputs.push_back(python::ToArray(tensors[i]));
   }
+  call.positions = PositionsOf(offset, offsets, position_ids, inputs.front());
+  const std::optional<RopeFrequencies> given_frequencies =
+      frequencies ? std::optional(FrequenciesOf(frequencies->object, spec)) : std::nullopt;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const py::array& in = inputs[i];
+    outputs.push_back(inplace ? in
+                              : py::array(in.dtype(), std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim())));
+    const std::string name = "operands[" + std::to_string(i) + "]";
+    call.operands.push_back({ArrayView(in, kOp, name, kLayout, /*writeable=*/false),
+                             ArrayView(outputs[i], kOp, name, kLayout, /*writeable=*/true)});
+  }
+  {
+    const ConstTensorView& first = call.operands.front().in;
+    py::gil_scoped_release release;  // the arrays are kept alive by inputs and outputs
+    // Without given frequencies, the table for this call's length. Invalid
+    // positions (a negative offset) are reported by the apply functions' own
+    // checks, so clamp here rather than report them as a negative length.
+    const RopeFrequencies table =
+        given_frequencies ? *given_frequencies
+                          : ComputeRopeFrequencies(
+                                spec, std::max<std::int64_t>(0, call.positions.Length(first.batch(), first.seq())));
+    if constexpr (kReference) {
+      reference::ApplyRope(spec, table, call);
+    } else {
+      ApplyRope(spec, table, call);
+    }
+  }
+  return py::reinterpret_borrow<Rotated>(outputs.size() == 1 ? py::object(outputs.front())
+                                                             : py::tuple(py::cast(outputs)));
+}
+
+constexpr const char* kApplyRopeDoc = R"doc(Rotates q, k (and any further tensors) by their token positions.
+
+Args:
+    spec: the :class:`RopeSpec`.
+    *tensors: ``[batch, seq, heads, head_dim]`` arrays of one dtype
+        (float32, float16 or ``ml_dtypes.bfloat16``) with the same batch and
+        seq; head counts may differ (GQA: 8 query heads, 2 key heads). Any
+        strides, but the last axis must be contiguous.
+    offset: token s of every sequence is at position ``offset + s``.
+    offsets: one start per sequence: token s of row b is at ``offsets[b] + s``
+        (batched decode with ragged caches).
+    position_ids: explicit positions, shape ``(batch, seq)``, ``(1, seq)`` or
+        ``(seq,)`` (packed sequences, left padding, speculative decoding).
+        Give at most one of offset, offsets and position_ids.
+    direction: ``"forward"`` (y = a R(p) x), ``"backward"`` (the gradient,
+        a R(p)^T dy) or ``"inverse"`` (undoes forward), with a the attention
+        factor.
+    inplace: overwrite the input arrays instead of returning new ones (they
+        must be writeable and must not overlap one another).
+    frequencies: ``(inv_freq, attention_factor)`` from :meth:`RopeSpec.frequencies`
+        to reuse; by default they are computed for this call's length
+        (largest position + 1), which is what dynamic NTK and LongRoPE need.
+
+Returns:
+    The rotated array, or a tuple of them (one per input). With
+    ``inplace=True`` these are the input arrays themselves.
+
+Raises:
+    ValueError: naming the tensor by position, e.g.
+        ``[rope] operands[1].batch = 3: must equal operands[0].batch = 2``.
+
+Example::
+
+    >>> spec = posenc.RopeSpec(head_dim=64)
+    >>> q = np.ones((2, 4, 8, 64), np.float32); k = np.ones((2, 4, 2, 64), np.float32)
+    >>> q_rot, k_rot = posenc.apply_rope(spec, q, k, offsets=[0, 17])
+    >>> back = posenc.apply_rope(spec, q_rot, offsets=[0, 17], direction="inverse")
+    >>> bool(np.allclose(back, q, atol=1e-5))
+    True
+)doc";
+
+constexpr const char* kReferenceApplyRopeDoc = R"doc(:func:`posenc.apply_rope` on the scalar float64 reference kernel
+(single-threaded, slow). Same arguments, same results to within one
+rounding of the output dtype.
+)doc";
+
+// apply_rope(spec, *tensors, offset=0, offsets=None, position_ids=None,
+// direction="forward", inplace=False, frequencies=None): keyword-only after
+// the tensors.
+template <bool kReference>
+void DefApplyRope(py::module_& m, const char* module_name, const char* doc) {
+  m.def("apply_rope", &ApplyRopeArrays<kReference>, py::arg("spec"), py::arg("offset") = 0,
+        py::arg("offsets") = py::none(), py::arg("position_ids") = py::none(), py::arg("direction") = "forward",
+        py::arg("inplace") = false, py::arg("frequencies") = py::none(), doc);
+  m.attr("apply_rope").attr("__module__") = module_name;
 }
 
 void PermuteRows(const py::array& weight, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim,
@@ -245,10 +370,9 @@ void BindRope(py::module_& m) {
       },
       py::arg("config_json"), "(RopeSpec, max_position_embeddings) from a config.json text");
 
-  m.def("apply_rope", &ApplyRopeArrays, py::arg("spec"), py::arg("inputs"), py::arg("outputs"), py::arg("offset"),
-        py::arg("offsets"), py::arg("position_ids"), py::arg("direction"), py::arg("inv_freq"),
-        py::arg("attention_factor"), py::arg("reference"),
-        "Rotates inputs[i] into outputs[i] (arrays [batch, seq, heads, head_dim]).");
+  DefApplyRope<false>(m, "posenc.rope", kApplyRopeDoc);
+  py::module_ reference = m.def_submodule("reference", "The float64 reference kernels (posenc.reference).");
+  DefApplyRope<true>(reference, "posenc.reference", kReferenceApplyRopeDoc);
 
   m.def("permute_qk_rows", &PermuteRows, py::arg("w"), py::arg("heads"), py::arg("head_dim"), py::arg("rotary_dim"),
         py::arg("to"), "Permutes the rows of a C-contiguous weight in place.");

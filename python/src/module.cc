@@ -1,8 +1,9 @@
 // posenc._posenc: the compiled half of the `posenc` Python package. Attention
-// and its encoding classes are bound with their Python signatures and
-// docstrings (bind_attention.cc; python/posenc/attention.py re-exports them);
-// for the rest, the pythonic API (argument parsing, docstrings, NumPy
-// conveniences) is in python/posenc/*.py and this module exposes the library.
+// with its encoding classes (bind_attention.cc) and apply_rope (bind_rope.cc)
+// are bound with their Python signatures and docstrings, which
+// python/posenc/*.py re-export; for the rest, the pythonic API (argument
+// parsing, docstrings, NumPy conveniences) is in python/posenc/*.py and this
+// module exposes the library.
 #include <pybind11/pybind11.h>
 
 #include <cstring>
