@@ -15,6 +15,8 @@ void AddTableCommands(CLI::App& app);            // posenc table show
 void AddAnalyzeCommands(CLI::App& app);          // posenc analyze dims | decay | heatmap | linear-map
 void AddPplCommand(CLI::App& app);               // posenc ppl
 void AddStudyCommand(CLI::App& app);             // posenc study
+void AddGenerateCommand(CLI::App& app);          // posenc generate
+void AddPasskeyCommand(CLI::App& app);           // posenc passkey
 void AddBenchModelCommand(CLI::App& bench);      // posenc bench model (under `bench`)
 
 }  // namespace posenc::cli

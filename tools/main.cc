@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   posenc::cli::AddAnalyzeCommands(app);
   posenc::cli::AddPplCommand(app);
   posenc::cli::AddStudyCommand(app);
+  posenc::cli::AddGenerateCommand(app);
+  posenc::cli::AddPasskeyCommand(app);
   posenc::cli::RejectIntegersOutsideInt64(app);
   if (std::string known; IsUnknownCommand(app, argc, argv, &known)) {
     std::cerr << "posenc: error: unknown command " << posenc::QuoteForMessage(argv[1]) << "; commands: " << known

@@ -244,6 +244,19 @@ std::string HeatmapPanel(const Heatmap& map, const TempDir& dir, int index) {
          << "set xrange [-0.5:" << map.cols - 0.5 << "]\n"
          << "set yrange [" << map.rows - 0.5 << ":-0.5]\n"  // row 0 on top, as a matrix
          << (map.square_cells ? "set size ratio -1\n" : "") << "set tics out\nunset key\n";
+  const auto tics = [&](const char* axis, const std::vector<std::string>& labels, std::int64_t count) {
+    if (labels.empty()) {
+      script << "set " << axis << " autofreq\n";
+      return;
+    }
+    Require(static_cast<std::int64_t>(labels.size()) == count, kOp, std::string("heatmap ") + axis, labels.size(),
+            "must label every row or column");
+    script << "set " << axis << " (";
+    for (std::size_t i = 0; i < labels.size(); ++i) script << (i ? ", " : "") << Quote(labels[i]) << " " << i;
+    script << ")\n";
+  };
+  tics("xtics", map.col_labels, map.cols);
+  tics("ytics", map.row_labels, map.rows);
   double lo = map.range_min, hi = map.range_max;
   if (map.diverging) {
     double extent = std::max(std::abs(lo), std::abs(hi));
@@ -261,7 +274,11 @@ std::string HeatmapPanel(const Heatmap& map, const TempDir& dir, int index) {
       script << "set autoscale cbfix\n";
     }
   }
-  script << "plot " << Quote(file) << " matrix with image\n";
+  if (map.rows >= 2 && map.cols >= 2) {
+    script << "plot " << Quote(file) << " matrix with image\n";
+  } else {  // gnuplot draws no image under 2 x 2: one filled box a cell
+    script << "plot " << Quote(file) << " matrix using 1:2:(0.5):(0.5):3 with boxxyerror fs solid lc palette\n";
+  }
   return script.str();
 }
 

@@ -39,6 +39,8 @@ struct Heatmap {
   double range_min = 0.0, range_max = 0.0;
   bool square_cells = true;  // false: the panel's shape, whatever rows/cols
   std::string palette;       // gnuplot `set palette` arguments when not diverging; empty: a default
+  // Labels of the columns and rows (empty: their indices).
+  std::vector<std::string> col_labels, row_labels;
 };
 
 // Each writes `png_path` or throws posenc::Error naming the path. With
