@@ -1,9 +1,16 @@
-// posenc bench model [--model FILE.gguf] [--ctx N] [--reps R] [--threads T] [--json]
+// posenc bench model [--model FILE.gguf] [--ctx N] [--reps R] [--decode-cache C]
+//                    [--decode-tokens D] [--threads T] [--json]
 //
 // Prefill throughput of the default model (SmolLM2-135M) over one window of
 // N tokens (2048 by default), the model FLOPs per token (linear layers,
 // causal attention and logits: LlamaModel::ForwardFlops), and the ratio of
 // the FLOP/s achieved to the FMA peak measured in the same run.
+//
+// Decode throughput: D tokens generated one at a time after C tokens in the
+// key/value cache (8192 by default). A decode step reads every weight and
+// the whole cache once, so it is bound by memory: its bytes per token
+// (float32 weights + the cache's keys and values) times tokens/s is compared
+// with the copy bandwidth measured in the same run.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,6 +18,7 @@
 
 #include "commands.h"
 #include "machine_limits.h"
+#include "posenc/generation.h"
 #include "model_inputs.h"
 #include "posenc/parallel.h"
 #include "rope_workload.h"
@@ -22,6 +30,8 @@ struct BenchModelOptions {
   std::string model = kDefaultModelPath;
   std::int64_t ctx = 2048;
   int reps = 2;
+  std::int64_t decode_cache = 8192;
+  std::int64_t decode_tokens = 16;
   int threads = 0;
   bool json = false;
 };
@@ -45,6 +55,19 @@ void Run(const BenchModelOptions& o) {
   const double tokens_per_s = static_cast<double>(o.ctx) / seconds;
   const double gflops = flops / seconds / 1e9;
   const double ratio = gflops / peak.gflops;
+
+  // Decode: a prefilled cache, then single-token steps (what generation does).
+  const LlamaHyperparams& hp = model.hparams();
+  std::vector<std::int32_t> context(static_cast<std::size_t>(o.decode_cache));
+  for (auto& t : context) t = static_cast<std::int32_t>(rng() % hp.vocab_size);
+  const GenerateResult decoded = Generate(model, context, attention, {.max_tokens = o.decode_tokens + 1});
+  const bench::CopyBandwidth copy = bench::MeasureCopyBandwidth();
+  const double decode_tokens_per_s = decoded.DecodeTokensPerSecond();
+  const double weight_bytes = 4.0 * (model.ForwardFlops(1) - model.ForwardFlops(0)) / 2;  // one float per multiply-add
+  const double cache_bytes = 4.0 * 2 * static_cast<double>(hp.block_count * hp.head_count_kv * hp.head_dim) *
+                             static_cast<double>(o.decode_cache);
+  const double decode_gbps = (weight_bytes + cache_bytes) * decode_tokens_per_s / 1e9;
+  const double decode_ratio = decode_gbps / copy.gbps;
   if (o.json) {
     nlohmann::ordered_json out{{"tokens_per_s", tokens_per_s},
                                {"flops_per_token", flops / static_cast<double>(o.ctx)},
@@ -52,6 +75,12 @@ void Run(const BenchModelOptions& o) {
                                {"peak_gflops", peak.gflops},
                                {"ratio", ratio},
                                {"seconds", seconds},
+                               {"decode_tokens_per_s", decode_tokens_per_s},
+                               {"decode_cache_tokens", o.decode_cache},
+                               {"decode_bytes_per_token", weight_bytes + cache_bytes},
+                               {"decode_gbps", decode_gbps},
+                               {"copy_gbps", copy.gbps},
+                               {"decode_ratio", decode_ratio},
                                {"ctx", o.ctx},
                                {"threads", NumThreads()},
                                {"target", peak.target},
@@ -59,7 +88,6 @@ void Run(const BenchModelOptions& o) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  const LlamaHyperparams& hp = model.hparams();
   std::printf("model %s: %lld layers, d %lld, %lld/%lld heads x %lld, ffn %lld, vocab %lld (loaded in %.1f s)\n",
               o.model.c_str(), static_cast<long long>(hp.block_count), static_cast<long long>(hp.embedding_length),
               static_cast<long long>(hp.head_count), static_cast<long long>(hp.head_count_kv),
@@ -71,6 +99,11 @@ void Run(const BenchModelOptions& o) {
       "%.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
       tokens_per_s, flops / static_cast<double>(o.ctx) / 1e6, gflops, 100 * ratio, peak.gflops, peak.target);
   std::printf("floor: ratio >= 0.35: %s\n", ratio >= 0.35 ? "yes" : "NO");
+  std::printf(
+      "decode after %lld cached tokens, %lld steps: %.1f tokens/s, %.0f MB read per token (weights + cache) = %.1f "
+      "GB/s = %.1f%% of the copy bandwidth measured now (%.1f GB/s)\n",
+      static_cast<long long>(o.decode_cache), static_cast<long long>(o.decode_tokens), decode_tokens_per_s,
+      (weight_bytes + cache_bytes) / 1e6, decode_gbps, 100 * decode_ratio, copy.gbps);
 }
 
 }  // namespace
@@ -83,6 +116,12 @@ void AddBenchModelCommand(CLI::App& bench) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   model->add_option("--reps", o->reps, "Timed repetitions (best counts)")->check(CLI::Range(1, 100));
+  model->add_option("--decode-cache", o->decode_cache, "Tokens in the cache before the decode steps")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  model->add_option("--decode-tokens", o->decode_tokens, "Decode steps timed")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   model->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
   model->add_flag("--json", o->json, "Print one JSON object");
   model->callback([o] { Run(*o); });
