@@ -9,8 +9,10 @@ package gives it a NumPy interface.
 * :func:`apply_rope` rotates q and k arrays ``[batch, seq, heads, head_dim]``
   (float32, float16, ``ml_dtypes.bfloat16``) by offsets or position ids.
 * :func:`attention` computes attention with a positional encoding
-  (:class:`RopeAttention`, :class:`ReRopeAttention`, :class:`AlibiAttention`,
-  :class:`T5BiasAttention`) and masks (causal, sliding window, sinks).
+  (:class:`RopeAttention`, :class:`ReRopeAttention`,
+  :class:`SelfExtendAttention`, :class:`AlibiAttention`,
+  :class:`T5BiasAttention`, :class:`ShawAttention`) and masks (causal,
+  sliding window, sinks).
 * :class:`GgufFile` reads GGUF metadata and dequantizes its tensors.
 * :mod:`posenc.reference` has the plain float64 reference kernels.
 * :class:`LlamaModel` runs a Llama-family GGUF model (logits, next-token
@@ -46,7 +48,8 @@ from . import reference
 from .rope import RopeSpec, apply_rope, permute_qk_weights
 from . import encodings
 from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative references
-from .attention import AlibiAttention, ReRopeAttention, RopeAttention, ShawAttention, T5BiasAttention, attention
+from .attention import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention, ShawAttention,
+                        T5BiasAttention, attention)
 from .gguf import GgufFile
 from . import tokenizer
 from . import analysis
@@ -65,6 +68,7 @@ __all__ = [
     "attention",
     "RopeAttention",
     "ReRopeAttention",
+    "SelfExtendAttention",
     "AlibiAttention",
     "T5BiasAttention",
     "ShawAttention",

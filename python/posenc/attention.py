@@ -20,6 +20,8 @@ of them:
 * :class:`RopeAttention` rotates q and k by their positions inside the call
   (pass them unrotated).
 * :class:`ReRopeAttention`: ReRoPE / Leaky ReRoPE (Su Jianlin 2023).
+* :class:`SelfExtendAttention`: Self-Extend (Jin et al. 2024, LongLM): exact
+  RoPE inside a neighbour window, grouped positions beyond it.
 * :class:`AlibiAttention`: ALiBi slopes per query head.
 * :class:`T5BiasAttention`: T5's bucketed relative bias.
 * :class:`ShawAttention`: Shaw et al. / BERT learned relative keys and values.
@@ -52,17 +54,20 @@ Example (Llama-3-8B-shaped GQA with RoPE, one decode step after 9 tokens)::
 
 from typing import Union
 
-from ._posenc import AlibiAttention, ReRopeAttention, RopeAttention, ShawAttention, T5BiasAttention, attention
+from ._posenc import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention, ShawAttention,
+                      T5BiasAttention, attention)
 from .rope import RopeSpec
 
 __all__ = [
     "AlibiAttention",
     "ReRopeAttention",
     "RopeAttention",
+    "SelfExtendAttention",
     "T5BiasAttention",
     "ShawAttention",
     "attention",
 ]
 
 #: What ``attention(..., encoding=...)`` takes.
-Encoding = Union[None, RopeSpec, RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention, ShawAttention]
+Encoding = Union[None, RopeSpec, RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention, T5BiasAttention,
+                 ShawAttention]

@@ -1,8 +1,8 @@
 // Bindings for attention (posenc/attention.h): posenc.attention and
 // posenc.reference.attention (the tiled kernel and the float64 reference) on
 // NumPy arrays, and the encoding classes that choose the positional encoding
-// (RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention,
-// ShawAttention), with their Python signatures and docstrings.
+// (RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention,
+// T5BiasAttention, ShawAttention), with their Python signatures and docstrings.
 // python/posenc/attention.py only re-exports them under its module docstring.
 //
 // Arguments are converted here (args.h) and every rule about them is the
@@ -98,6 +98,26 @@ struct ReRopeAttention : AttentionEncoding {
   RopeSpec core;
   std::int64_t window;
   std::optional<double> leak;  // none: ReRoPE
+  std::optional<std::int64_t> seq_len;
+};
+
+struct SelfExtendAttention : AttentionEncoding {
+  SelfExtendAttention(const SpecArg& spec_arg, const Int& group_arg, const Int& window_arg,
+                      const std::optional<Int>& seq_len_arg)
+      : spec(spec_arg.object), core(ToRopeSpec(kOp, spec)), group(ToInt(kOp, "group", group_arg.object)),
+        window(ToInt(kOp, "window", window_arg.object)), seq_len(SeqLen(seq_len_arg)) {}
+  PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
+    return SelfExtendEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length)), group, window};
+  }
+  std::string Repr() const {
+    return "SelfExtendAttention(" + python::Repr(spec) + ", group=" + std::to_string(group) +
+           ", window=" + std::to_string(window) + SeqLenRepr(seq_len) + ")";
+  }
+
+  py::object spec;
+  RopeSpec core;
+  std::int64_t group;
+  std::int64_t window;
   std::optional<std::int64_t> seq_len;
 };
 
@@ -198,8 +218,8 @@ py::object CheckEncoding(const py::object& encoding) {
     return py::cast(RopeAttention(SpecArg{encoding}, std::nullopt));
   }
   ThrowError(kOp, "encoding", TypeName(encoding),
-             "must be None, a RopeSpec, RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention or "
-             "ShawAttention");
+             "must be None, a RopeSpec, RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention, "
+             "T5BiasAttention or ShawAttention");
 }
 
 // ---- positions ----------------------------------------------------------------
@@ -353,8 +373,9 @@ Args:
         of one dtype (float32, float16, ``ml_dtypes.bfloat16``).
     encoding: ``None`` (NoPE), a :class:`RopeSpec` (shorthand for
         ``RopeAttention(spec)``), :class:`RopeAttention`,
-        :class:`ReRopeAttention`, :class:`AlibiAttention`,
-        :class:`T5BiasAttention` or :class:`ShawAttention`.
+        :class:`ReRopeAttention`, :class:`SelfExtendAttention`,
+        :class:`AlibiAttention`, :class:`T5BiasAttention` or
+        :class:`ShawAttention`.
     causal: a query at position p sees keys at positions j <= p.
     window: if > 0, a query sees only keys with ``p - j < window``
         (``|p - j|`` when not causal): exactly ``window`` keys up to and
@@ -392,7 +413,8 @@ Raises:
 
 constexpr const char* kReferenceDoc = R"doc(:func:`posenc.attention` on the float64 reference: every score row
 materialized, each encoding by its own definition (ReRoPE as two score
-matrices selected by ``p - j < window``), one rounding to the output
+matrices selected by ``p - j < window``, Self-Extend likewise as LongLM
+writes it), one rounding to the output
 dtype at the end. Single-threaded and slow; same arguments and rules.
 )doc";
 
@@ -468,6 +490,39 @@ Args:
       .def_readonly("window", &ReRopeAttention::window)
       .def_readonly("leak", &ReRopeAttention::leak)
       .def_readonly("seq_len", &ReRopeAttention::seq_len);
+
+  EncodingClass<SelfExtendAttention>(m, "SelfExtendAttention", {"spec", "group", "window", "seq_len"},
+                                     R"doc(Self-Extend (Jin et al. 2024, "LLM Maybe LongLM: Self-Extend LLM Context
+Window Without Tuning", github.com/datamllab/LongLM): a query at position
+p and a key at position j closer than ``window`` (``p - j < window``, the
+neighbour attention) use RoPE at their true positions; farther keys use
+grouped positions, the query at ``p // group + window - window // group``
+and the key at ``j // group`` (LongLM's ``group_size_1`` is ``group``, its
+``group_size_2`` is ``window``): a distance ``d >= window`` reads as
+about ``window + (d - window) / group``, so the two parts meet at
+``window``. Causal attention only. ``group=1`` is plain RoPE; ReRoPE is
+the limit of an infinite group.
+
+Args:
+    spec: the :class:`RopeSpec`.
+    group: the group size G >= 1 (LongLM used 2 to 64).
+    window: the neighbour window W >= 1 (LongLM used 512 to 2048 for
+        Llama-2 models trained on 4096 tokens).
+    seq_len: as in :class:`RopeAttention`.
+
+Example:
+    >>> import numpy as np, posenc
+    >>> spec = posenc.RopeSpec(head_dim=8)
+    >>> q = k = v = np.ones((1, 6, 2, 8), np.float32)
+    >>> posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=2, window=4)).shape
+    (1, 6, 2, 8)
+)doc")
+      .def(py::init<const SpecArg&, const Int&, const Int&, const std::optional<Int>&>(), py::arg("spec"),
+           py::arg("group"), py::arg("window"), py::arg("seq_len") = py::none())
+      .def_readonly("spec", &SelfExtendAttention::spec)
+      .def_readonly("group", &SelfExtendAttention::group)
+      .def_readonly("window", &SelfExtendAttention::window)
+      .def_readonly("seq_len", &SelfExtendAttention::seq_len);
 
   EncodingClass<AlibiAttention>(m, "AlibiAttention", {"slopes", "form"},
                                 R"doc(ALiBi (Press et al. 2021): head h adds a linear bias to its logits

@@ -19,8 +19,8 @@ void BindEncodings(pybind11::module_& m);
 
 // posenc.attention and posenc.reference.attention: the tiled kernel and the
 // float64 reference with every positional encoding and mask, and the encoding
-// classes RopeAttention, ReRopeAttention, AlibiAttention, T5BiasAttention and
-// ShawAttention (bind_attention.cc).
+// classes RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention,
+// T5BiasAttention and ShawAttention (bind_attention.cc).
 void BindAttention(pybind11::module_& m);
 
 // posenc.GgufFile: GGUF metadata, tensor list and dequantization (bind_gguf.cc).

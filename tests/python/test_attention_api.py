@@ -43,7 +43,8 @@ def test_position_spellings_agree(rng):
 
 def test_relative_encodings_ignore_a_common_shift(rng):
     q, k, v = qkv(rng)
-    for encoding in (SPEC, posenc.ReRopeAttention(SPEC, 4, leak=2.0), posenc.AlibiAttention([0.5, 0.25, 0.1, 0.05]),
+    for encoding in (SPEC, posenc.ReRopeAttention(SPEC, 4, leak=2.0), posenc.SelfExtendAttention(SPEC, 2, 3),
+                     posenc.AlibiAttention([0.5, 0.25, 0.1, 0.05]),
                      posenc.T5BiasAttention(rng.standard_normal((32, 4)), max_distance=40, bidirectional=False)):
         a = posenc.reference.attention(q, k, v, encoding=encoding)
         b = posenc.reference.attention(q, k, v, encoding=encoding, q_offset=1000, k_offset=1000)
@@ -139,6 +140,7 @@ def test_encodings_are_typed_values():
     """Bound classes: keyword-only arguments where the signature has ``*``,
     read-only attributes, pickles that rebuild the same encoding."""
     encodings = [posenc.RopeAttention(SPEC, seq_len=64), posenc.ReRopeAttention(SPEC, 8, leak=2.0),
+                 posenc.SelfExtendAttention(SPEC, 2, 3, seq_len=64),
                  posenc.AlibiAttention([0.5, 0.25], form="key-position"),
                  posenc.T5BiasAttention(np.ones((32, 2)), max_distance=40, bidirectional=False),
                  posenc.ShawAttention(np.ones((5, 32)), np.ones((5, 32)), max_distance=2, query_term=True)]

@@ -92,7 +92,7 @@ def test_t5_weights(attention):
 
 def test_unknown_encoding(attention):
     with raises("[attention] encoding = str: must be None, a RopeSpec, RopeAttention, ReRopeAttention, "
-                "AlibiAttention, T5BiasAttention or ShawAttention"):
+                "SelfExtendAttention, AlibiAttention, T5BiasAttention or ShawAttention"):
         attention(Q, K, V, encoding="rope")
 
 

@@ -65,6 +65,9 @@ CALLS = [
     ("attention", "seq_len", lambda v: posenc.RopeAttention(SPEC, seq_len=v)),
     ("attention", "window", lambda v: posenc.ReRopeAttention(SPEC, window=v)),
     ("attention", "seq_len", lambda v: posenc.ReRopeAttention(SPEC, window=4, seq_len=v)),
+    ("attention", "group", lambda v: posenc.SelfExtendAttention(SPEC, group=v, window=4)),
+    ("attention", "window", lambda v: posenc.SelfExtendAttention(SPEC, group=2, window=v)),
+    ("attention", "seq_len", lambda v: posenc.SelfExtendAttention(SPEC, 2, 4, seq_len=v)),
     ("attention", "max_distance", lambda v: posenc.T5BiasAttention(T5_WEIGHTS, max_distance=v)),
     ("attention", "max_distance", lambda v: posenc.ShawAttention(np.zeros((3, 8)), max_distance=v)),
     # sinusoidal and learned absolute encodings
