@@ -16,8 +16,10 @@ package gives it a NumPy interface.
 * :class:`GgufFile` reads GGUF metadata and dequantizes its tensors.
 * :mod:`posenc.reference` has the plain float64 reference kernels.
 * :class:`LlamaModel` runs a Llama-family GGUF model (logits, next-token
-  losses) under a context-extension method; :func:`perplexity` evaluates it
-  in windows.
+  losses, greedy generation through a key/value cache) under a
+  context-extension method; :func:`perplexity` evaluates it in windows.
+* :func:`passkey_prompt` and :meth:`LlamaModel.score_passkey`: passkey
+  retrieval (a key hidden in filler at a depth, asked for at the end).
 * :func:`permute_qk_weights` converts Q/K projection rows between the
   interleaved and half-split pair layouts.
 
@@ -55,6 +57,8 @@ from . import tokenizer
 from . import analysis
 from .tokenizer import BpeTokenizer
 from .model import LlamaModel, perplexity
+from . import passkey
+from .passkey import PasskeyPrompt, passkey_key, passkey_prompt
 
 __version__ = _metadata.version("posenc")  # from the VERSION file, via pyproject.toml
 
@@ -77,6 +81,9 @@ __all__ = [
     "analysis",
     "LlamaModel",
     "perplexity",
+    "passkey_key",
+    "passkey_prompt",
+    "PasskeyPrompt",
 ] + encodings.__all__
 
 

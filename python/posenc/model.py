@@ -1,24 +1,27 @@
-"""A Llama-family model from a GGUF file, and perplexity under a
-context-extension method.
+"""A Llama-family model from a GGUF file; perplexity, greedy generation and
+passkey retrieval under a context-extension method.
 
 :class:`LlamaModel` runs a llama-architecture GGUF (SmolLM2, TinyLlama,
 Llama 2/3, ...) in float32 with the C++ engine: weights dequantized once at
 load, SIMD matmuls and posenc's attention kernel, multithreaded, GIL
 released. Its RoPE is whatever the chosen context-extension ``method`` makes
-of the model's own (the text form of ``posenc/context_extension.h``)::
+of the model's own (the text form of ``posenc/context_extension.h``,
+``NAME[:key=value,...][,logn]``)::
 
-    none  linear[:factor=F]  ntk[:factor=A]  dynamic-ntk[:factor=F]  yarn[:factor=F]
-    rerope[:window=W]  leaky-rerope[:window=W,k=K]  window[:window=W]
-    lambda[:sinks=S,window=W]          and ",logn" (or ":logn") on any of them
+{methods}
 
 Parameters not given default from the model's training length
 (``hparams["context_length"]``) and the target length (the longest sequence
 the method must serve; :meth:`LlamaModel.logits` uses the sequence's own
-length unless told), e.g. ``"yarn"`` at twice the training length is YaRN
-with factor 2.
+length unless told, :meth:`LlamaModel.generate` the prompt plus the tokens
+to generate), e.g. ``"yarn"`` at twice the training length is YaRN with
+factor 2.
 
 :func:`perplexity` evaluates ``exp(mean NLL)`` over a token stream in
 windows of ``context`` tokens, each one forward pass from position 0.
+:meth:`LlamaModel.generate` continues a prompt greedily through a key/value
+cache; :meth:`LlamaModel.score_passkey` runs one passkey-retrieval trial on
+a prompt from :func:`posenc.passkey_prompt`.
 
 Example::
 
@@ -45,6 +48,23 @@ from . import _args, _posenc
 from .rope import RopeSpec
 
 __all__ = ["LlamaModel", "perplexity"]
+
+
+def _method_list() -> str:
+    """The methods of the module docstring, one a line, from the library's
+    table (posenc::ExtensionMethodTable), so that a new method shows here."""
+    lines = []
+    for name, parameters, summary in _posenc.extension_method_table():
+        form = name + ("[:" + ",".join(f"{p}={p[0].upper()}" for p in parameters) + "]" if parameters else "")
+        lines.append((form, summary))
+    width = max(len(form) for form, _ in lines) + 2
+    text = [f"    {form:<{width}}{summary}" for form, summary in lines]
+    text.append('    and ",logn" on any of them (":logn" when it is the only parameter): log-n query scaling')
+    return "\n".join(text)
+
+
+if __doc__ is not None:  # python -OO strips docstrings
+    __doc__ = __doc__.replace("{methods}", _method_list())
 
 
 def _tokens(tokens: Any, op: str = "model") -> np.ndarray:
@@ -169,6 +189,83 @@ class LlamaModel:
         ids = _tokens(tokens)
         return self._model.next_token_nll(ids, _method(method, "model"),
                                           _optional_index("target_length", target_length, "model"))
+
+    def generate(self, tokens: Any, *, max_tokens: int, method: str = "none",
+                 stop_tokens: Optional[Any] = None) -> Dict[str, Any]:
+        """Greedy continuation of ``tokens``: the prompt prefilled in one
+        pass, then each new token the argmax of the last logits (the lowest
+        id among equal ones), run through the model alone against the
+        key/value cache. The method is planned for ``len(tokens) +
+        max_tokens`` tokens, so it runs as over the whole sequence.
+
+        Args:
+            tokens: the prompt's token ids (any integer array-like, at
+                least one; add BOS yourself if the model wants one).
+            max_tokens: tokens to generate at most, >= 1.
+            method: context-extension method, text form (module docstring).
+            stop_tokens: token ids after which generation stops (the stop
+                token is returned too), e.g. ``[tokenizer.eos_id]``. None:
+                generate ``max_tokens``.
+
+        Returns:
+            dict with ``tokens`` (the generated ids, a list), ``prompt_tokens``,
+            ``prefill_tokens_per_s``, ``decode_tokens_per_s`` (single-token
+            passes per second; 0 when only one token was generated),
+            ``prefill_seconds``, ``decode_seconds`` and ``method`` (the text
+            form with every default filled in).
+
+        Raises:
+            ValueError: e.g. ``[generate] max_tokens = 0: must be >= 1``.
+        """
+        ids = _tokens(tokens, "generate")
+        count = _index("max_tokens", max_tokens, "generate")
+        stops: list = []
+        if stop_tokens is not None and np.size(stop_tokens) > 0:
+            if np.ndim(stop_tokens) > 1:
+                raise _args.error("generate", "stop_tokens.ndim", np.ndim(stop_tokens),
+                                  "must be 0 or 1 (a token id or a sequence of them)")
+            stops = _args.int64_array("generate", "stop_tokens", stop_tokens,
+                                      dtype_rule="must be an integer type (token ids)", low=0,
+                                      high=_args.INT32_MAX, rule="must be < 2^31 (a token id)",
+                                      low_rule="must be >= 0 (a token id)").reshape(-1).tolist()
+        return self._model.generate(ids, count, _method(method, "generate"), stops)
+
+    def score_passkey(self, tokenizer: Any, prompt: Any, *, method: str = "none", max_new_tokens: int = 12,
+                      target_length: Optional[int] = None) -> Dict[str, Any]:
+        """One passkey-retrieval trial (``posenc/passkey.h``): the prompt
+        prefilled once; the answer ``" " + key`` scored by teacher forcing;
+        the cache rewound to the prompt and ``max_new_tokens`` generated
+        greedily (stopping at the tokenizer's end-of-text token).
+
+        Args:
+            tokenizer: the model's :class:`posenc.BpeTokenizer` (decodes the
+                generated tokens).
+            prompt: a :class:`posenc.PasskeyPrompt` from
+                :func:`posenc.passkey_prompt`.
+            method: context-extension method, text form (module docstring).
+            max_new_tokens: tokens generated, >= 1.
+            target_length: the length the method is planned for; default the
+                longest sequence the trial runs, ``len(prompt.prompt) +
+                max(len(prompt.answer), max_new_tokens)`` (``posenc passkey``
+                plans for its ``--lengths`` value instead: pass that to match).
+
+        Returns:
+            dict with ``generated_has_key`` (the key appears in the generated
+            text: the YaRN paper's rule), ``answer_exact`` (every answer token
+            is the argmax under teacher forcing), ``answer_nll`` (mean -ln p
+            of the answer tokens), ``generated`` (the text; bytes that are not
+            UTF-8 as U+FFFD), ``seconds``, ``prompt_tokens`` and ``method``
+            (the text form with every default filled in).
+        """
+        from .tokenizer import BpeTokenizer  # noqa: PLC0415  (tokenizer imports nothing from here)
+        if not isinstance(tokenizer, BpeTokenizer):
+            raise ValueError(f"[passkey] tokenizer = {type(tokenizer).__name__}: must be a posenc.BpeTokenizer")
+        if not isinstance(prompt, _posenc.PasskeyPrompt):
+            raise ValueError(f"[passkey] prompt = {type(prompt).__name__}: must be a posenc.PasskeyPrompt "
+                             "(from posenc.passkey_prompt)")
+        return self._model.score_passkey(tokenizer._core, prompt, _method(method, "passkey"),
+                                         _index("max_new_tokens", max_new_tokens, "passkey"),
+                                         _optional_index("target_length", target_length, "passkey"))
 
     def resolve_method(self, method: str, target_length: int) -> str:
         """The text form of ``method`` with every default filled in for this

@@ -1,6 +1,8 @@
-// Bindings for the Llama-family model and perplexity (posenc/llama_model.h,
-// posenc/context_extension.h, posenc/perplexity.h): posenc.LlamaModel and
-// posenc.perplexity wrap these (python/posenc/model.py).
+// Bindings for the Llama-family model, perplexity, greedy generation and
+// passkey retrieval (posenc/llama_model.h, posenc/context_extension.h,
+// posenc/perplexity.h, posenc/generation.h, posenc/passkey.h):
+// posenc.LlamaModel, posenc.perplexity and posenc.passkey wrap these
+// (python/posenc/model.py, python/posenc/passkey.py).
 //
 // Tokens cross as a C-contiguous int32 NumPy array (model.py converts any
 // integer array-like and rejects values outside int32); ids outside the
@@ -8,24 +10,32 @@
 // parameter are posenc::Error from the library, which pybind11 turns into
 // ValueError. A context-extension method crosses in its text form
 // ("yarn:factor=2,logn") and is planned here against the model's own RoPE
-// and training length. The GIL is released around loading and every forward
-// pass; logits are written straight into the NumPy array they are returned in.
+// and training length: for generation, for the prompt plus the tokens to
+// generate (as posenc generate does). The GIL is released around loading and
+// every forward pass; logits are written straight into the NumPy array they
+// are returned in. Generated text that is not UTF-8 (a token can end inside
+// a character) reaches Python with U+FFFD, as BpeTokenizer.decode gives it.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "bindings.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
+#include "posenc/generation.h"
 #include "posenc/llama_model.h"
+#include "posenc/passkey.h"
 #include "posenc/perplexity.h"
+#include "posenc/tokenizer.h"
 
 namespace py = pybind11;
 
@@ -126,6 +136,87 @@ py::dict Perplexity(const LlamaModel& model, const TokenArray& tokens, std::int6
   return d;
 }
 
+// `n` tokens and `more` after them as one length, for planning a method:
+// an error naming `name` (in `op`'s messages) when the sum leaves int64.
+std::int64_t LengthWith(const char* op, const char* name, std::int64_t n, std::int64_t more) {
+  Require(more <= std::numeric_limits<std::int64_t>::max() - n, op, name, more,
+          "must be at most 2^63 - 1 - " + std::to_string(n) + " (the prompt's tokens)");
+  return n + more;
+}
+
+// Bytes as a str, with U+FFFD for what is not UTF-8.
+py::str Utf8Replace(const std::string& bytes) {
+  return py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
+}
+
+// Greedy generation, as posenc generate: the method planned for the prompt
+// plus max_tokens, prefill then one token at a time through the cache.
+py::dict GenerateTokens(const LlamaModel& model, const TokenArray& tokens, std::int64_t max_tokens,
+                        const std::string& method, const std::vector<std::int32_t>& stop_tokens) {
+  constexpr const char* kGenerate = "generate";
+  const auto ids = TokenSpan(tokens);
+  Require(max_tokens >= 1, kGenerate, "max_tokens", max_tokens, "must be >= 1");
+  const std::int64_t n = static_cast<std::int64_t>(ids.size());
+  const std::int64_t length = LengthWith(kGenerate, "max_tokens", n, max_tokens);
+  const LlamaHyperparams& hp = model.hparams();
+  const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, length);
+  GenerateOptions options;
+  options.max_tokens = max_tokens;
+  options.stop_tokens = stop_tokens;
+  GenerateResult r;
+  {
+    py::gil_scoped_release release;
+    r = Generate(model, ids, plan.attention, options);
+  }
+  py::dict d;
+  d["tokens"] = r.tokens;
+  d["prompt_tokens"] = r.prompt_tokens;
+  d["prefill_tokens_per_s"] = r.PrefillTokensPerSecond();
+  d["decode_tokens_per_s"] = r.DecodeTokensPerSecond();
+  d["prefill_seconds"] = r.prefill_seconds;
+  d["decode_seconds"] = r.decode_seconds;
+  d["method"] = FormatContextExtension(plan.resolved);
+  return d;
+}
+
+// One passkey trial. The method is planned for `target_length`, by default
+// the longest sequence the trial runs: the prompt plus the longer of the
+// answer (teacher forcing) and the generated tokens.
+py::dict ScorePasskeyTrial(const LlamaModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,
+                           const std::string& method, std::int64_t max_new_tokens,
+                           std::optional<std::int64_t> target_length) {
+  constexpr const char* kPasskey = "passkey";
+  const auto n = static_cast<std::int64_t>(prompt.prompt.size());
+  const auto answer = static_cast<std::int64_t>(prompt.answer.size());
+  const std::int64_t target =
+      target_length.value_or(LengthWith(kPasskey, "max_new_tokens", n, std::max(answer, max_new_tokens)));
+  Require(target >= 1, kPasskey, "target_length", target, "must be >= 1 (tokens)");
+  const LlamaHyperparams& hp = model.hparams();
+  const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, target);
+  PasskeyScore score;
+  {
+    py::gil_scoped_release release;
+    score = ScorePasskey(model, tokenizer, prompt, plan.attention, max_new_tokens);
+  }
+  py::dict d;
+  d["generated_has_key"] = score.generated_has_key;
+  d["answer_exact"] = score.answer_exact;
+  d["answer_nll"] = score.answer_nll;
+  d["generated"] = Utf8Replace(score.generated);
+  d["seconds"] = score.seconds;
+  d["prompt_tokens"] = n;
+  d["method"] = FormatContextExtension(plan.resolved);
+  return d;
+}
+
+std::string PasskeyPromptRepr(const PasskeyPrompt& p) {
+  std::string answer;
+  for (const std::int32_t id : p.answer) answer += (answer.empty() ? "" : ", ") + std::to_string(id);
+  return "PasskeyPrompt(key='" + p.key + "', prompt=<" + std::to_string(p.prompt.size()) + " tokens>, answer=[" +
+         answer + "], key_position=" + std::to_string(p.key_position) + ", depth=" + Repr(py::float_(p.depth)) + ")";
+}
+
 }  // namespace
 
 void BindModel(py::module_& m) {
@@ -144,7 +235,15 @@ void BindModel(py::module_& m) {
            "n - 1 float64 values -log p(tokens[i + 1] | tokens[:i + 1]).")
       .def(
           "forward_flops", [](const LlamaModel& model, std::int64_t n) { return model.ForwardFlops(n); }, py::arg("n"),
-          "Floating-point operations of one forward pass over n tokens.");
+          "Floating-point operations of one forward pass over n tokens.")
+      .def("generate", &GenerateTokens, py::arg("tokens"), py::arg("max_tokens"), py::arg("method"),
+           py::arg("stop_tokens"),
+           "Greedy generation after int32 `tokens` as a dict (tokens, prompt_tokens, prefill_tokens_per_s, "
+           "decode_tokens_per_s, prefill_seconds, decode_seconds, method).")
+      .def("score_passkey", &ScorePasskeyTrial, py::arg("tokenizer"), py::arg("prompt"), py::arg("method"),
+           py::arg("max_new_tokens"), py::arg("target_length"),
+           "posenc::ScorePasskey as a dict (generated_has_key, answer_exact, answer_nll, generated, seconds, "
+           "prompt_tokens, method).");
 
   m.def("perplexity", &Perplexity, py::arg("model"), py::arg("tokens"), py::arg("context"), py::arg("stride"),
         py::arg("method"), py::arg("max_windows"),
@@ -160,6 +259,50 @@ void BindModel(py::module_& m) {
       },
       py::arg("method"), py::arg("rope"), py::arg("train_length"), py::arg("target_length"),
       "The text form of `method` with every default filled in for this model and length.");
+
+  m.def("extension_methods_synopsis", &ExtensionMethodsSynopsis,
+        "The context-extension methods' text form in one line (posenc::ExtensionMethodsSynopsis).");
+  m.def(
+      "extension_method_table",
+      [] {
+        py::list table;
+        for (const ExtensionMethodInfo& info : ExtensionMethodTable()) {
+          py::list parameters;
+          for (const ExtensionParameter p : info.parameters) parameters.append(std::string(ExtensionParameterName(p)));
+          table.append(py::make_tuple(std::string(info.name), py::tuple(parameters), std::string(info.summary)));
+        }
+        return table;
+      },
+      "The context-extension methods (posenc::ExtensionMethodTable): (name, parameters, summary) tuples.");
+
+  py::class_<PasskeyPrompt>(m, "PasskeyPrompt",
+                            R"doc(A passkey retrieval prompt (made by :func:`posenc.passkey_prompt`).
+
+Attributes:
+    key: the five-digit key, a str.
+    prompt: the prompt's token ids (a list; no BOS).
+    answer: the token ids of ``" " + key`` as they follow the prompt.
+    key_position: the index of the first token of the key line.
+    depth: the requested share of the filler before the key line.
+)doc")
+      .def_readonly("key", &PasskeyPrompt::key)
+      .def_readonly("prompt", &PasskeyPrompt::prompt)
+      .def_readonly("answer", &PasskeyPrompt::answer)
+      .def_readonly("key_position", &PasskeyPrompt::key_position)
+      .def_readonly("depth", &PasskeyPrompt::depth)
+      .def("__repr__", &PasskeyPromptRepr)
+      .attr("__module__") = "posenc.passkey";
+  m.def("passkey_key", &PasskeyKey, py::arg("seed"), py::arg("trial"),
+        "The five-digit key of trial `trial` from `seed` (posenc::PasskeyKey).");
+  m.def(
+      "passkey_prompt",
+      [](const BpeTokenizer& tokenizer, std::int64_t length, double depth, const std::string& key,
+         std::int64_t reserve) {
+        py::gil_scoped_release release;
+        return MakePasskeyPrompt(tokenizer, length, depth, key, reserve);
+      },
+      py::arg("tokenizer"), py::arg("length"), py::arg("depth"), py::arg("key"), py::arg("reserve"),
+      "posenc::MakePasskeyPrompt.");
 }
 
 }  // namespace posenc::python

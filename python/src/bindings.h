@@ -34,8 +34,9 @@ void BindTokenizer(pybind11::module_& m);
 void BindAnalysis(pybind11::module_& m);
 
 // posenc.LlamaModel and posenc.perplexity: the Llama-family model from GGUF,
-// its logits and next-token losses under a context-extension method, and
-// windowed perplexity (bind_model.cc).
+// its logits, next-token losses and greedy generation under a
+// context-extension method, windowed perplexity, passkey retrieval prompts and
+// trials, and the table of context-extension methods (bind_model.cc).
 void BindModel(pybind11::module_& m);
 
 }  // namespace posenc::python

@@ -134,7 +134,7 @@ def test_concurrent_python_threads_get_correct_results():
         assert got.tobytes() == want.tobytes()
 
 
-@pytest.mark.parametrize("module", [posenc, posenc.rope, posenc.reference],
+@pytest.mark.parametrize("module", [posenc, posenc.rope, posenc.reference, posenc.passkey],
                          ids=lambda m: m.__name__)
 def test_docstring_examples(module):
     result = doctest.testmod(module, extraglobs={"posenc": posenc, "np": np},

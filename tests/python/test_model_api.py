@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import sys
 import threading
 
 import numpy as np
@@ -171,8 +172,27 @@ def test_tiny_file_has_a_working_tokenizer(tiny_dir, model):
 # ---- context-extension methods ---------------------------------------------------------
 
 METHODS = ["none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope", "window", "lambda",
-           "ntk:logn", "yarn:factor=4", "linear:factor=2,logn", "leaky-rerope:window=8,k=4",
-           "lambda:sinks=2,window=16", "rerope:window=8", "window:window=16", "lambda:sinks=2,logn"]
+           "self-extend", "ntk:logn", "yarn:factor=4", "linear:factor=2,logn", "leaky-rerope:window=8,k=4",
+           "lambda:sinks=2,window=16", "rerope:window=8", "window:window=16", "lambda:sinks=2,logn",
+           "self-extend:group=4,window=16", "self-extend:logn"]
+
+
+def test_every_method_of_the_table_is_tested_and_documented(model):
+    """The module docstring's list is made from the library's table at import:
+    every method with its parameters and summary, self-extend included."""
+    table = posenc._posenc.extension_method_table()
+    names = [name for name, _, _ in table]
+    assert names[0] == "none" and "self-extend" in names and len(set(names)) == len(names)
+    assert set(names) <= {m.split(":")[0].split(",")[0] for m in METHODS}
+    doc = sys.modules["posenc.model"].__doc__
+    assert "{methods}" not in doc
+    for name, parameters, summary in table:
+        form = name + ("[:" + ",".join(f"{p}={p[0].upper()}" for p in parameters) + "]" if parameters else "")
+        line = next(line for line in doc.splitlines() if line.split() and line.split()[0] == form)
+        assert line.endswith(summary), line
+        assert model.resolve_method(name, 2 * CONTEXT).split(":")[0].split(",")[0] == name
+    synopsis = posenc._posenc.extension_methods_synopsis()
+    assert synopsis.startswith(" | ".join(names) + ", with optional :") and "group=G" in synopsis
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -20,8 +20,11 @@ different summation orders), and under an absolute bound.
     (HF 4.49 takes YaRN's original length from max_position_embeddings, which
     the GGUF loader sets from llama.context_length: the same L_train).
 (b) SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model; skipped with the reason
-    when it cannot be had): logits over 128 tokens of the GPL-3 and
-    perplexity at context 512 over 2 non-overlapping windows.
+    when it cannot be had): logits over 128 tokens of the GPL-3,
+    perplexity at context 512 over 2 non-overlapping windows, greedy
+    generation (LlamaModel.generate vs HF's argmax decoding through its own
+    key/value cache, as generate(do_sample=False)) and a passkey trial (the
+    key found; the answer's NLL vs HF's).
 """
 
 from __future__ import annotations
@@ -281,3 +284,73 @@ def test_smollm_perplexity_matches_hf(smollm_ours, smollm_hf, gpl3_ids):
     np.testing.assert_allclose(ours_nll, hf_nll[:511], rtol=0, atol=2e-3)
     assert got["mean_nll"] == pytest.approx(
         float(np.concatenate([ours_nll, smollm_ours.next_token_nll(ids[512:])]).mean()), rel=1e-9, abs=1e-9)
+
+
+def first_divergence(a, b) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def hf_greedy(model, ids, max_tokens: int, stops) -> list:
+    """Greedy decoding as transformers' generate(do_sample=False) does it: one
+    forward pass over the prompt, then one token at a time with HF's own
+    key/value cache (past_key_values), each token the argmax of the last
+    logits, stopping after a stop token. (model.generate itself cannot run
+    here: its FSDP check imports torch.distributed modules that fail under
+    torch 1.13 with Python 3.11.)"""
+    tokens = []
+    with torch.no_grad():
+        out = model(torch.as_tensor([ids]), use_cache=True)
+        for _ in range(max_tokens):
+            token = int(out.logits[0, -1].argmax())
+            tokens.append(token)
+            if token in stops:
+                break
+            out = model(torch.as_tensor([[token]]), past_key_values=out.past_key_values, use_cache=True)
+    return tokens
+
+
+def test_smollm_greedy_generation_matches_hf(smollm_ours, smollm_hf, smollm_path):
+    """posenc's LlamaModel.generate (prefill + one token at a time through its
+    cache) vs HF greedy decoding through HF's cache, ChatML prompts,
+    stopping at <|im_end|> or end of text."""
+    tok = posenc.BpeTokenizer.from_gguf(str(smollm_path))
+    stops = [tok.eos_id, tok.token_id("<|im_end|>")]
+    cases = [
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+        "<|im_start|>user\nList three colours of the rainbow.<|im_end|>\n<|im_start|>assistant\n",
+    ]
+    for text in cases:
+        ids = tok.encode(text)
+        start = time.perf_counter()
+        ours = smollm_ours.generate(ids, max_tokens=16, stop_tokens=stops)
+        ours_s = time.perf_counter() - start
+        start = time.perf_counter()
+        expected = hf_greedy(smollm_hf, ids, 16, stops)
+        hf_s = time.perf_counter() - start
+        print(f"\nSmolLM2 greedy: {tok.decode(ours['tokens'])!r} ({len(ours['tokens'])} tokens; posenc {ours_s:.2f} s, "
+              f"prefill {ours['prefill_tokens_per_s']:.0f} tokens/s, decode {ours['decode_tokens_per_s']:.1f} "
+              f"tokens/s; HF {hf_s:.2f} s)")
+        if ours["tokens"] != expected:
+            # Only a near-tie may flip in float32 (cf. the argmax agreement above):
+            # at the first difference HF's own top two logits must be within 1e-3.
+            i = first_divergence(ours["tokens"], expected)
+            top = np.sort(hf_logits(smollm_hf, ids + expected[:i])[-1])[-2:]
+            assert i < min(len(ours["tokens"]), len(expected)) and top[1] - top[0] < 1e-3, (ours["tokens"], expected)
+        assert ours["tokens"][-1] in stops or len(ours["tokens"]) == 16
+
+
+def test_smollm_passkey(smollm_ours, smollm_hf, smollm_path):
+    """A passkey trial well inside the training length: the model finds the
+    key, and the answer's NLL equals HF's on prompt + answer (float32, as the
+    per-token NLL in test_smollm_perplexity_matches_hf)."""
+    tok = posenc.BpeTokenizer.from_gguf(str(smollm_path))
+    prompt = posenc.passkey_prompt(tok, 256, 0.5, posenc.passkey_key(0, 1), reserve=8)
+    score = smollm_ours.score_passkey(tok, prompt, max_new_tokens=8)
+    logits = hf_logits(smollm_hf, prompt.prompt + prompt.answer[:-1])[len(prompt.prompt) - 1:]
+    logp = torch.log_softmax(torch.from_numpy(logits), -1).numpy()
+    nll = -logp[np.arange(len(prompt.answer)), prompt.answer]
+    print(f"\nSmolLM2 passkey {prompt.key} at depth 0.5 in {len(prompt.prompt)} tokens: generated "
+          f"{score['generated']!r}, answer NLL {score['answer_nll']:.4f} (HF {nll.mean():.4f}), {score['seconds']:.2f} s")
+    assert score["generated_has_key"] and score["answer_exact"]
+    assert (logits.argmax(-1) == prompt.answer).all()
+    assert score["answer_nll"] == pytest.approx(float(nll.mean()), abs=2e-3)
