@@ -1,5 +1,6 @@
 // Half-precision conversions against the compiler's own IEEE conversions
-// (GCC's _Float16 and a float-to-bfloat16 re-derivation in double).
+// (_Float16, or Arm's __fp16 on aarch64, and a float-to-bfloat16
+// re-derivation in double).
 #include "posenc/dtype.h"
 
 #include <bit>
@@ -11,10 +12,19 @@
 namespace posenc {
 namespace {
 
+// The compiler's IEEE binary16. GCC's C++ has no _Float16 on aarch64 before
+// GCC 13 (Debian 12's cross compiler is GCC 12); Arm's __fp16 (IEEE format,
+// round-to-nearest-even conversions) stands in for it there.
+#if defined(__aarch64__) && defined(__ARM_FP16_FORMAT_IEEE)
+using CompilerF16 = __fp16;
+#else
+using CompilerF16 = _Float16;
+#endif
+
 TEST(DType, F16DecodesEveryBitPatternLikeTheCompiler) {
   for (std::uint32_t h = 0; h < 65536; ++h) {
     const float ours = F16ToF32(static_cast<std::uint16_t>(h));
-    const float compiler = static_cast<float>(std::bit_cast<_Float16>(static_cast<std::uint16_t>(h)));
+    const float compiler = static_cast<float>(std::bit_cast<CompilerF16>(static_cast<std::uint16_t>(h)));
     if (std::isnan(compiler)) {
       EXPECT_TRUE(std::isnan(ours)) << h;
     } else {
@@ -31,7 +41,7 @@ TEST(DType, F16EncodesLikeTheCompiler) {
     std::uint32_t b = bits(rng);
     if (i % 4 == 1) b = (b & 0xFFFFE000u) | 0x1000u;  // a tie at f16 precision
     const float f = std::bit_cast<float>(b);
-    const auto compiler = std::bit_cast<std::uint16_t>(static_cast<_Float16>(f));
+    const auto compiler = std::bit_cast<std::uint16_t>(static_cast<CompilerF16>(f));
     if (std::isnan(f)) {
       EXPECT_TRUE(std::isnan(F16ToF32(F32ToF16(f))));
     } else {
