@@ -89,7 +89,13 @@ PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t leng
   p.key = key;
   p.depth = depth;
   p.prompt = tokenizer.Encode(text.text);
-  p.key_position = static_cast<std::int64_t>(tokenizer.Encode(text.before_key).size());
+  // The token holding the key line's first byte, counted in the prompt's
+  // own tokens (the text before it, encoded alone, can merge differently
+  // at its end: SmolLM2 joins a final "\n\n").
+  for (std::size_t bytes = 0; p.key_position < static_cast<std::int64_t>(p.prompt.size()); ++p.key_position) {
+    bytes += tokenizer.Decode(std::span(p.prompt).subspan(p.key_position, 1)).size();
+    if (bytes > text.before_key.size()) break;
+  }
   // The answer's tokens as they follow the prompt; where the tokenizer would
   // merge across the boundary, the answer encoded on its own.
   const std::vector<std::int32_t> full = tokenizer.Encode(text.text + " " + key);

@@ -137,8 +137,8 @@ def test_prompt_is_the_landmark_prompt(tokenizer, depth, length, reserve):
     assert len(p.prompt) + reserve <= length
     longer = generate_prompt_landmark(n_garbage + 1, int((n_garbage + 1) * depth), key)
     assert len(tokenizer.encode(longer)) + reserve > length
-    # The key line starts at key_position (within a token: see test_key_position_is_exact).
-    assert abs(p.key_position - key_line_start(tokenizer, p.prompt, expected)) <= 1
+    # The key line starts in the token at key_position.
+    assert p.key_position == key_line_start(tokenizer, p.prompt, expected)
     assert tokenizer.decode(p.prompt[p.key_position:]).lstrip("\n").startswith(
         f"The pass key is {key}. Remember it.")
     # The answer: " K" as it follows the prompt.
@@ -155,13 +155,7 @@ def key_line_start(tokenizer, prompt, text: str) -> int:
     return next(i for i in range(len(prompt)) if len(tokenizer.decode(prompt[:i + 1])) > before)
 
 
-KEY_POSITION_BUG = ("posenc::MakePasskeyPrompt counts key_position as len(Encode(text before the key line)): where "
-                    "that text ends in whitespace that the tokenizer merges at the end of a string (SmolLM2's "
-                    "'\\n\\n', ' \\n') but not inside the prompt, it points one token early, at the newline "
-                    "before the key line")
-
-
-@pytest.mark.parametrize("name", ["tiny", pytest.param("smollm2", marks=pytest.mark.xfail(reason=KEY_POSITION_BUG))])
+@pytest.mark.parametrize("name", ["tiny", "smollm2"])
 def test_key_position_is_exact(request, name):
     if name == "smollm2" and not SMOLLM.is_file():
         pytest.skip(f"{SMOLLM} is missing")
