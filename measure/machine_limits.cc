@@ -76,7 +76,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <vector>
 
 #include "hwy/aligned_allocator.h"

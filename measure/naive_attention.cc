@@ -10,7 +10,7 @@
 namespace posenc::bench {
 
 void NaiveCausalAttention(const AttentionInputs& in, const RopeEncoding& rope) {
-  const std::int64_t batch = in.q.shape[0], n = in.q.shape[1], q_heads = in.q.shape[2], dim = in.q.shape[3];
+  const std::int64_t n = in.q.shape[1], q_heads = in.q.shape[2], dim = in.q.shape[3];  // batch 1
   const std::int64_t kv_heads = in.k.heads(), group = q_heads / kv_heads;
   // Rotated copies of q and k, dense [n][heads][dim] (batch 1).
   std::vector<float> q(static_cast<const float*>(in.q.data), static_cast<const float*>(in.q.data) + n * q_heads * dim);

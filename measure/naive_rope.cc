@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 
+#include "posenc/dtype.h"
 #include "posenc/error.h"
 #include "posenc/parallel.h"
 
@@ -38,8 +39,13 @@ struct Bf16Storage {
 };
 struct F16Storage {  // the compiler's conversions: F16C instructions in the x86-64-v3 clone
   using T = std::uint16_t;
+#if defined(__FLT16_MANT_DIG__)  // the compiler has _Float16 (GCC 12 on x86-64)
   static float Load(T v) { return static_cast<float>(std::bit_cast<_Float16>(v)); }
   static T Store(float v) { return std::bit_cast<T>(static_cast<_Float16>(v)); }
+#else  // e.g. clang 14 on x86-64: the library's conversions by bits
+  static float Load(T v) { return F16ToF32(v); }
+  static T Store(float v) { return F32ToF16(v); }
+#endif
   static T Neg(T v) { return static_cast<T>(v ^ 0x8000u); }
 };
 

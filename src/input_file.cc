@@ -15,7 +15,7 @@ namespace {
 
 std::string Gibibytes(double bytes) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%.1f GiB", bytes / double(1ull << 30));
+  std::snprintf(text, sizeof(text), "%.1f GiB", bytes / static_cast<double>(1ull << 30));
   return text;
 }
 
@@ -65,8 +65,8 @@ std::string ReadRegularFile(std::string_view op, std::string_view parameter, con
 }
 
 std::uint64_t PhysicalMemoryBytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const std::int64_t pages = ::sysconf(_SC_PHYS_PAGES);
+  const std::int64_t page_size = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return UINT64_MAX;  // unknown: the allocator decides
   return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
 }

@@ -121,13 +121,13 @@ inline void FillTrigTables(const double* HWY_RESTRICT freq, size_t n, double pos
 
 // Half-split: y_k = x_k c_k - x_{k+P} s_k,  y_{k+P} = x_k s_k + x_{k+P} c_k.
 template <typename T>
-HWY_INLINE void RotateHalfSplit(const T* HWY_RESTRICT in, T* out, size_t pairs, const float* HWY_RESTRICT c_table,
-                                const float* HWY_RESTRICT s_table) {
+HWY_INLINE void RotateHalfSplit(const T* HWY_RESTRICT in, T* out, size_t pairs, const float* HWY_RESTRICT cos_table,
+                                const float* HWY_RESTRICT sin_table) {
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
   const auto rotate = [&](auto x1, auto x2, size_t k, auto&& store) {
-    const auto c = hn::Load(df, c_table + k);
-    const auto s = hn::Load(df, s_table + k);
+    const auto c = hn::Load(df, cos_table + k);
+    const auto s = hn::Load(df, sin_table + k);
     store(hn::MulSub(x1, c, hn::Mul(x2, s)), hn::MulAdd(x1, s, hn::Mul(x2, c)));
   };
   size_t k = 0;
@@ -212,14 +212,14 @@ struct Bf16EvenOdd {
 // Half-split bf16, pairs a multiple of 2N; tables in blocks of 2N pairs,
 // each the N even pairs then the N odd ones.
 HWY_INLINE void RotateHalfSplitBf16(const hwy::bfloat16_t* HWY_RESTRICT in, hwy::bfloat16_t* out, size_t pairs,
-                                    const float* HWY_RESTRICT c_table, const float* HWY_RESTRICT s_table) {
+                                    const float* HWY_RESTRICT cos_table, const float* HWY_RESTRICT sin_table) {
   using B = Bf16EvenOdd;
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
   for (size_t k = 0; k < pairs; k += 2 * lanes) {
     const auto v1 = B::Load(in + k), v2 = B::Load(in + pairs + k);
-    const auto ce = hn::Load(df, c_table + k), co = hn::Load(df, c_table + k + lanes);
-    const auto se = hn::Load(df, s_table + k), so = hn::Load(df, s_table + k + lanes);
+    const auto ce = hn::Load(df, cos_table + k), co = hn::Load(df, cos_table + k + lanes);
+    const auto se = hn::Load(df, sin_table + k), so = hn::Load(df, sin_table + k + lanes);
     const auto x1e = B::Even(v1), x1o = B::Odd(v1), x2e = B::Even(v2), x2o = B::Odd(v2);
     const auto y1e = hn::MulSub(x1e, ce, hn::Mul(x2e, se));
     const auto y1o = hn::MulSub(x1o, co, hn::Mul(x2o, so));
@@ -233,13 +233,13 @@ HWY_INLINE void RotateHalfSplitBf16(const hwy::bfloat16_t* HWY_RESTRICT in, hwy:
 // Interleaved bf16, pairs a multiple of N: the even/odd halves are exactly
 // the two members of each pair, so the tables are per pair, in order.
 HWY_INLINE void RotateInterleavedBf16(const hwy::bfloat16_t* HWY_RESTRICT in, hwy::bfloat16_t* out, size_t pairs,
-                                      const float* HWY_RESTRICT c_table, const float* HWY_RESTRICT s_table) {
+                                      const float* HWY_RESTRICT cos_table, const float* HWY_RESTRICT sin_table) {
   using B = Bf16EvenOdd;
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df);
   for (size_t k = 0; k < pairs; k += lanes) {
     const auto v = B::Load(in + 2 * k);
-    const auto c = hn::Load(df, c_table + k), s = hn::Load(df, s_table + k);
+    const auto c = hn::Load(df, cos_table + k), s = hn::Load(df, sin_table + k);
     const auto e = B::Even(v), o = B::Odd(v);
     // The same roundings as RotateInterleaved: e c - o s and o c + e s.
     const auto ye = hn::MulSub(e, c, hn::Mul(o, s));

@@ -31,7 +31,7 @@ void RequireNoAliasing(const RopeCall& call) {
     const std::string name = "operands[" + std::to_string(i) + "]";
     if (op.out.data != op.in.data) {
       const auto [in_begin, in_end] = ByteRange(op.in);
-      const auto [out_begin, out_end] = ByteRange(ConstTensorView(op.out));
+      const auto [out_begin, out_end] = ByteRange(static_cast<ConstTensorView>(op.out));
       Require(out_end <= in_begin || in_end <= out_begin, "rope", name + ".out", Verbatim{"overlaps its input"},
               "an output is either the input itself (in place) or separate memory");
     }

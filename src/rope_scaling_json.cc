@@ -104,7 +104,7 @@ class ScalingReader {
   // Call after reading every key the method knows: anything left is unknown.
   void RejectUnknown(const std::string& type) const {
     for (const auto& [key, value] : object_.items()) {
-      if (used_.count(key) || std::find(std::begin(kOtherKeys), std::end(kOtherKeys), key) != std::end(kOtherKeys)) {
+      if (used_.contains(key) || std::find(std::begin(kOtherKeys), std::end(kOtherKeys), key) != std::end(kOtherKeys)) {
         continue;
       }
       std::string known;

@@ -95,7 +95,7 @@ std::vector<DecayComparison> CompareDecay(const RopeModelConfig& config, const s
   if (const auto* own = std::get_if<LongRopeScaling>(&configured.scaling)) {
     LongRopeScaling long_set = *own;
     long_set.short_factor = own->long_factor;  // the long set at every length
-    specs.push_back({base + ", LongRoPE long factors", with(configured.theta, long_set)});
+    specs.emplace_back(base + ", LongRoPE long factors", with(configured.theta, long_set));
   }
   RopeDecayOptions options = o.decay;
   options.distances = LogSpacedDistances(o.compare_max_distance, o.compare_points);

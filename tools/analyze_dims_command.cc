@@ -125,11 +125,11 @@ void RunDims(const DimsOptions& o) {
   LinePlot wavelength = panel("(a) wavelength 2pi/theta_i against the original length L",
                               "wavelength (tokens per turn, log scale)", &RopeDim::wavelength);
   wavelength.key_position = "inside top left";
-  wavelength.reference_lines.push_back({static_cast<double>(length), "original length L = " + std::to_string(length)});
+  wavelength.reference_lines.emplace_back(static_cast<double>(length), "original length L = " + std::to_string(length));
   LinePlot rotations = panel("(b) rotations within L = L / wavelength (dashed: one turn; colours as in (a))",
                              "full turns within L tokens (log scale)", &RopeDim::rotations);
   rotations.key_position = "off";
-  rotations.reference_lines.push_back({1.0, "one turn"});
+  rotations.reference_lines.emplace_back(1.0, "one turn");
   DrawLinePlotGrid(
       {wavelength, rotations},
       "RoPE pairs of " + name + ": which turn fully within L = " + std::to_string(length) +

@@ -108,10 +108,10 @@ void RunLinearMap(const LinearMapOptions& o) {
       solved.y.push_back(map.solved_deviation_by_shift[i]);
     }
     plot.series.push_back(solved);
-    plot.reference_lines.push_back({std::max(inv.max_error_f64, 1e-18),
-                                    "RoPE <R_m q, R_n k> - <R_{m-n} q, k>, float64: " + Short(inv.max_error_f64)});
-    plot.reference_lines.push_back(
-        {std::max(inv.max_error_f32, 1e-18), "same, float32 through ApplyRope: " + Short(inv.max_error_f32)});
+    plot.reference_lines.emplace_back(std::max(inv.max_error_f64, 1e-18),
+                                      "RoPE <R_m q, R_n k> - <R_{m-n} q, k>, float64: " + Short(inv.max_error_f64));
+    plot.reference_lines.emplace_back(std::max(inv.max_error_f32, 1e-18),
+                                      "same, float32 through ApplyRope: " + Short(inv.max_error_f32));
     DrawLinePlot(plot, o.out);
     Wrote(o.out, o.json);
   }

@@ -115,6 +115,7 @@ void RunBenchRope(const BenchRopeOptions& options, std::ostream& out) {
   probe.Run();  // warm-up
   probe.Reset();
   std::vector<DTypeResult> results;
+  results.reserve(dtypes.size());
   for (DType dtype : dtypes) results.push_back(MeasureDType(dtype, options, probe));
   const bench::CopyBandwidth copy = probe.Best();
 

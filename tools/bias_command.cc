@@ -86,7 +86,7 @@ void RunT5(const T5Options& o) {
   for (std::int64_t j = 0; j < o.key_len; ++j) std::printf(" %4lld", static_cast<long long>(j));
   std::printf("\n");
   for (std::int64_t i = 0; i < o.query_len; ++i) {
-    std::printf("%8lld", static_cast<long long>(offset + i));
+    std::printf("%8lld", static_cast<long long>(offset) + i);
     for (std::int64_t j = 0; j < o.key_len; ++j) std::printf(" %4d", flat[i * o.key_len + j]);
     std::printf("\n");
   }

@@ -34,9 +34,8 @@ bool StandardOutputWritten() {
   return std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Parses the command line and runs its command; returns the exit status.
+int Run(int argc, char** argv) {
   CLI::App app{"posenc: positional encodings for transformers — compute, apply, measure"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "posenc " POSENC_VERSION);
@@ -73,4 +72,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+// Building the commands can throw too (std::bad_alloc): an error, never an
+// uncaught exception.
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "posenc: error: " << e.what() << "\n";
+    return 1;
+  }
 }

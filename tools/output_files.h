@@ -15,7 +15,7 @@
 // raised again when the object is destroyed, after the commit.
 #pragma once
 
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigaction, not in <csignal>
 
 #include <array>
 #include <string>

@@ -151,7 +151,7 @@ void DrawPasskeyHeatmaps(const PasskeyReport& r, const std::string& png_path, Ou
     for (const double depth : r.depths) {
       char label[32];
       std::snprintf(label, sizeof label, "%g", depth);
-      map.row_labels.push_back(label);
+      map.row_labels.emplace_back(label);
     }
     for (const double depth : r.depths) {
       for (const auto length : r.lengths) {

@@ -48,7 +48,7 @@ void Run(const SinusoidalOptions& o) {
               static_cast<long long>(o.dim), o.order.c_str(), o.spacing.c_str(), o.base,
               static_cast<long long>(o.start), static_cast<long long>(o.start + o.positions - 1));
   for (std::int64_t p = 0; p < o.positions; ++p) {
-    std::printf("%8lld:", static_cast<long long>(o.start + p));
+    std::printf("%8lld:", static_cast<long long>(o.start) + p);
     for (std::int64_t d = 0; d < o.dim; ++d) std::printf(" %10.6f", flat[p * o.dim + d]);
     std::printf("\n");
   }

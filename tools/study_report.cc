@@ -136,7 +136,8 @@ void DrawStudyPlot(const StudyReport& r, const std::string& png_path, OutputFile
   excess.y_label = "loss - best loss (nats)";
   double top_loss = 0, bottom_loss = std::numeric_limits<double>::infinity(), top_excess = 0;
   for (std::size_t m = 0; m < curves.size(); ++m) {
-    PlotSeries a{r.methods[m], {}, {}, false, "lines lw 2"}, b = a;
+    PlotSeries a{r.methods[m], {}, {}, false, "lines lw 2"};
+    PlotSeries b = a;
     for (std::size_t i = 0; i < points; ++i) {
       const double x = static_cast<double>(curves[m].start[i]) + 0.5 * static_cast<double>(r.bucket);
       a.x.push_back(x), a.y.push_back(curves[m].mean_nll[i]);

@@ -52,7 +52,7 @@ struct RopeScalingContext {
 // reads, or rope_type, type, rope_theta or partial_rotary_factor (which
 // transformers v5 keeps in rope_parameters); any other key is an error
 // naming it and the method's keys, so a misspelt key never passes silently.
-RopeScaling RopeScalingFromJson(std::string_view json, const RopeScalingContext& context = {});
+RopeScaling RopeScalingFromJson(std::string_view text, const RopeScalingContext& context = {});
 
 // The one serialized form of a scaling: a Hugging Face rope_scaling object
 // ({"rope_type": "yarn", "factor": 4.0, ...}) with every field posenc keeps,

@@ -116,7 +116,7 @@ HWY_INLINE void TileRows(std::int64_t rows, const float* HWY_RESTRICT x, std::in
   Tile<R>(x, ldx, panel, kc, y, ldy, cols, resume);
 }
 
-void MatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
+inline void MatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
   const PackedWeights::Layout& w = *plan.w;
   const std::int64_t k = w.k, n = w.n;
   for (std::int64_t block = begin; block < end; ++block) {

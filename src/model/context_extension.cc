@@ -152,6 +152,7 @@ ExtensionMethod ParseExtensionMethod(std::string_view name) {
 const std::vector<ExtensionMethod>& AllExtensionMethods() {
   static const std::vector<ExtensionMethod> all = [] {
     std::vector<ExtensionMethod> methods;
+    methods.reserve(kMethods.size());
     for (const auto& info : kMethods) methods.push_back(info.method);
     return methods;
   }();

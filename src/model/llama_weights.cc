@@ -62,7 +62,7 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file) {
   std::vector<LlamaLayerWeights> layers;
   layers.reserve(hp.block_count);
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
-    const auto read = [&](const char* name, std::vector<std::int64_t> shape) {
+    const auto read = [&](const char* name, const std::vector<std::int64_t>& shape) {
       return ReadLlamaTensor(file, Block(l, name), shape);
     };
     std::vector<float> qkv = StackRows(StackRows(read("attn_q.weight", {d, q_dim}), read("attn_k.weight", {d, kv_dim})),

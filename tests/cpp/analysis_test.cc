@@ -106,7 +106,7 @@ TEST(RopeDims, RejectsBadInput) {
 TEST(RopeDecay, BoundAtZeroIsHalfOfPairsPlusOne) {
   for (std::int64_t d : {8, 64, 128, 256}) {
     const RopeSpec spec{.theta = 10000.0, .head_dim = d};
-    const double p = static_cast<double>(d / 2);
+    const double p = static_cast<double>(d) / 2.0;  // d is even
     EXPECT_NEAR(RopeDecayBound(ComputeRopeFrequencies(spec).inv_freq, 0.0), (p + 1.0) / 2.0, 1e-12) << d;
   }
   const RopeDecay decay = ComputeRopeDecay(Llama2Spec(), {.max_distance = 0, .samples = 4});
@@ -192,7 +192,9 @@ TEST(SinusoidalLinearMap, ShiftMatrixIsBlockRotation) {
   // Interleaved: pair j at rows/cols (2j, 2j+1); everything else zero.
   for (std::size_t r = 0; r < 6; ++r) {
     for (std::size_t c = 0; c < 6; ++c) {
-      if (r / 2 != c / 2) EXPECT_EQ(t[r * 6 + c], 0.0);
+      if (r / 2 != c / 2) {
+        EXPECT_EQ(t[r * 6 + c], 0.0);
+      }
     }
   }
   EXPECT_DOUBLE_EQ(t[2 * 6 + 2], std::cos(3.0 * w[1]));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "posenc/parallel.h"
 #include "posenc/relative_attention.h"
@@ -56,7 +57,7 @@ void Compare(Tensors& t, const AttentionOptions& options, DType dtype, const std
   const std::int64_t out_size = t.shape.batch * t.shape.q_len * t.shape.q_heads * t.shape.head_dim;
   Buffer expected(dtype, out_size);
   auto reference_inputs = t.Inputs(expected);
-  reference_inputs.kv_lengths = kv_lengths;
+  reference_inputs.kv_lengths = std::move(kv_lengths);
   if (q_ids) {  // explicit ids: row b's queries at b + 2 s (not consecutive)
     std::vector<std::int64_t> ids;
     for (std::int64_t b = 0; b < t.shape.batch; ++b)

@@ -47,7 +47,7 @@ class GgufBuilder {
     ++kv_count_;
     return *this;
   }
-  GgufBuilder& Tensor(const std::string& name, std::vector<std::uint64_t> shape, std::uint32_t type,
+  GgufBuilder& Tensor(const std::string& name, const std::vector<std::uint64_t>& shape, std::uint32_t type,
                       const std::vector<unsigned char>& data) {
     String(infos_, name);
     Put(infos_, static_cast<std::uint32_t>(shape.size()));

@@ -104,7 +104,7 @@ TEST(Gguf, EveryTruncationIsAnErrorNeverACrash) {
                          .Bytes();
   ASSERT_NO_THROW(ParseBytes(bytes));
   for (std::size_t size = 0; size + 1 < bytes.size() - 30; ++size) {
-    const std::vector<unsigned char> prefix(bytes.begin(), bytes.begin() + static_cast<long>(size));
+    const std::vector<unsigned char> prefix(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size));
     EXPECT_THROW(ParseBytes(prefix), Error) << "prefix of " << size << " bytes";
   }
 }

@@ -57,6 +57,7 @@ TEST(Npy, ReadsFloat32Float16Float64) {
   EXPECT_EQ(std::vector<float>(t.values().begin(), t.values().end()), values);
 
   std::vector<std::uint16_t> halves;
+  halves.reserve(values.size());
   for (float v : values) halves.push_back(F32ToF16(v));
   const auto h =
       LearnedTable::FromNpy(MakeNpy("{'descr': '<f2', 'fortran_order': False, 'shape': (4, 3)}", halves.data(), 24, 2));

@@ -211,7 +211,7 @@ TEST(GgufConfig, SmolLm2StyleLlama) {
 TEST(GgufConfig, YarnKeysAndRoundTrip) {
   auto meta = LlamaGguf();
   meta["general.architecture"] = std::string("qwen2");
-  for (auto key :
+  for (const auto* key :
        {"rope.freq_base", "embedding_length", "attention.head_count", "rope.dimension_count", "context_length"}) {
     meta["qwen2." + std::string(key)] = meta["llama." + std::string(key)];
   }

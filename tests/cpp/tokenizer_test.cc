@@ -47,6 +47,7 @@ struct Vocab {
 
   GgufMetadata Metadata() const {
     std::vector<std::string> tokens;
+    tokens.reserve(256 + extra.size());
     for (int b = 0; b < 256; ++b) tokens.push_back(ByteChar(static_cast<unsigned char>(b)));
     tokens.insert(tokens.end(), extra.begin(), extra.end());
     std::vector<std::int64_t> types(tokens.size(), 1);
