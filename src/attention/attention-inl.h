@@ -54,7 +54,7 @@ HWY_INLINE void ScoreChunk(D df, const float* HWY_RESTRICT q, std::int64_t dim, 
     const auto k1 = hn::Load(df, keys + d * 2 * n + n);
 #define POSENC_FMA(r)                            \
   {                                              \
-    const auto qv = hn::Set(df, q[r * dim + d]); \
+    const auto qv = hn::Set(df, q[(r)*dim + d]); \
     lo##r = hn::MulAdd(qv, k0, lo##r);           \
     hi##r = hn::MulAdd(qv, k1, hi##r);           \
   }
@@ -62,8 +62,8 @@ HWY_INLINE void ScoreChunk(D df, const float* HWY_RESTRICT q, std::int64_t dim, 
 #undef POSENC_FMA
   }
 #define POSENC_STORE(r)                   \
-  hn::Store(lo##r, df, s + r * s_stride); \
-  hn::Store(hi##r, df, s + r * s_stride + n);
+  hn::Store(lo##r, df, s + (r)*s_stride); \
+  hn::Store(hi##r, df, s + (r)*s_stride + n);
   POSENC_TILE_ROWS(POSENC_STORE)
 #undef POSENC_STORE
 }
@@ -76,8 +76,8 @@ HWY_INLINE void AccumulateValues(D df, const float* HWY_RESTRICT p, std::int64_t
   const size_t n = hn::Lanes(df);
   for (std::int64_t c = 0; c < columns; c += 2 * static_cast<std::int64_t>(n)) {
 #define POSENC_LOAD(r)                            \
-  auto lo##r = hn::Load(df, o + r * columns + c); \
-  auto hi##r = hn::Load(df, o + r * columns + c + n);
+  auto lo##r = hn::Load(df, o + (r)*columns + c); \
+  auto hi##r = hn::Load(df, o + (r)*columns + c + n);
     POSENC_TILE_ROWS(POSENC_LOAD)
 #undef POSENC_LOAD
     for (std::int64_t j = 0; j < keys; ++j) {
@@ -85,7 +85,7 @@ HWY_INLINE void AccumulateValues(D df, const float* HWY_RESTRICT p, std::int64_t
       const auto v1 = hn::Load(df, values + j * columns + c + n);
 #define POSENC_FMA(r)                                 \
   {                                                   \
-    const auto pv = hn::Set(df, p[r * p_stride + j]); \
+    const auto pv = hn::Set(df, p[(r)*p_stride + j]); \
     lo##r = hn::MulAdd(pv, v0, lo##r);                \
     hi##r = hn::MulAdd(pv, v1, hi##r);                \
   }
@@ -93,8 +93,8 @@ HWY_INLINE void AccumulateValues(D df, const float* HWY_RESTRICT p, std::int64_t
 #undef POSENC_FMA
     }
 #define POSENC_STORE(r)                      \
-  hn::Store(lo##r, df, o + r * columns + c); \
-  hn::Store(hi##r, df, o + r * columns + c + n);
+  hn::Store(lo##r, df, o + (r)*columns + c); \
+  hn::Store(hi##r, df, o + (r)*columns + c + n);
     POSENC_TILE_ROWS(POSENC_STORE)
 #undef POSENC_STORE
   }

@@ -65,10 +65,10 @@ std::vector<std::int64_t> AllPositions(const TokenPositions& positions, std::int
 
 }  // namespace
 
-void Attention(const AttentionInputs& call, const AttentionOptions& options) {
-  ValidateAttention(call, options);
-  AttentionInputs in = call;
-  in.q_positions = QueryPositions(call);  // the encodings' lowering reads *in.q_positions
+void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
+  ValidateAttention(inputs, options);
+  AttentionInputs in = inputs;
+  in.q_positions = QueryPositions(inputs);  // the encodings' lowering reads *in.q_positions
   detail::AttentionPlan plan{};
   const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   plan.batch = batch;

@@ -93,10 +93,10 @@ struct BiasOf {
 
 }  // namespace
 
-void Attention(const AttentionInputs& call, const AttentionOptions& options) {
-  ValidateAttention(call, options);
-  AttentionInputs in = call;
-  in.q_positions = QueryPositions(call);
+void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
+  ValidateAttention(inputs, options);
+  AttentionInputs in = inputs;
+  in.q_positions = QueryPositions(inputs);
   const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   const std::int64_t kv_len = in.k.seq(), group = q_heads / in.k.heads(), v_dim = in.v.head_dim();
   const double scale = detail::SoftmaxScale(options, head_dim) * detail::AttentionFactorSquared(options.encoding);

@@ -56,7 +56,7 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
   }
 
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
-    const auto tensor = [&](const char* name, std::vector<std::int64_t> shape) {
+    const auto tensor = [&](const char* name, const std::vector<std::int64_t>& shape) {
       return ReadLlamaTensor(file, "blk." + std::to_string(l) + "." + name, shape);
     };
     const Matrix a = RmsNorm(x, tensor("attn_norm.weight", {d}), hp.rms_norm_eps);

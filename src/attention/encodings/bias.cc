@@ -34,7 +34,7 @@ void LowerEncoding(const T5BiasEncoding& e, const AttentionInputs&, AttentionPla
   const auto [k_min, k_max] = std::minmax_element(plan.k_positions.begin(), plan.k_positions.end());
   plan.bias = BiasKind::kRelativeTable;
   plan.relative_min = plan.kv_len ? *k_min - *q_max : 0;
-  plan.relative_span = (plan.kv_len ? *k_max - *q_min - plan.relative_min + 1 : 1) + plan.kRelativePadding;
+  plan.relative_span = (plan.kv_len ? *k_max - *q_min - plan.relative_min + 1 : 1) + AttentionPlan::kRelativePadding;
   plan.relative_table.resize(static_cast<std::size_t>(plan.q_heads * plan.relative_span));
   for (std::int64_t r = 0; r < plan.relative_span; ++r) {
     const std::int64_t bucket = T5RelativeBucket(e.buckets, plan.relative_min + r);
