@@ -37,6 +37,18 @@ void RotateInPlace(const RopeSpec& spec, const RopeFrequencies& frequencies, std
   ApplyRope(spec, frequencies, RopeCall{{RopeOperand::InPlace(view)}, positions});
 }
 
+// The two-score-matrix encodings (ReRoPE, Self-Extend): q2/k2 start as
+// unrotated copies for the far part; q1/k1 become RoPE at the true
+// positions, used below `window`.
+void LowerNearPair(const RopeSpec& spec, const RopeFrequencies& unit, std::int64_t window, const AttentionInputs& in,
+                   AttentionPlan& plan) {
+  plan.rerope_window = window;
+  plan.q2 = plan.q1;
+  plan.k2 = plan.k1;
+  RotateInPlace(spec, unit, plan.q1, in.q.shape, *in.q_positions);
+  RotateInPlace(spec, unit, plan.k1, in.k.shape, in.k_positions);
+}
+
 }  // namespace
 
 void ValidateEncoding(const RopeEncoding& e, const EncodingCall& call) {
@@ -70,12 +82,8 @@ void LowerEncoding(const RopeEncoding& e, const AttentionInputs& in, AttentionPl
 // p/k + w(1 - 1/k) and k at j/k (Leaky ReRoPE).
 void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan) {
   const std::array<std::int64_t, 4> q_shape = in.q.shape, k_shape = in.k.shape;
-  plan.rerope_window = e.window;
-  plan.q2 = plan.q1;
-  plan.k2 = plan.k1;
   const RopeFrequencies unit = Unit(e.frequencies);
-  RotateInPlace(e.spec, unit, plan.q1, q_shape, *in.q_positions);
-  RotateInPlace(e.spec, unit, plan.k1, k_shape, in.k_positions);
+  LowerNearPair(e.spec, unit, e.window, in, plan);
   // Every query token at one position (the window, or 1 for a constant shift).
   const auto all_at = [&](std::int64_t position) {
     return TokenPositions::Ids(std::vector<std::int64_t>(static_cast<std::size_t>(q_shape[0] * q_shape[1]), position));
@@ -100,12 +108,8 @@ void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, Attention
 // floor(j/G).
 void LowerEncoding(const SelfExtendEncoding& e, const AttentionInputs& in, AttentionPlan& plan) {
   const std::array<std::int64_t, 4> q_shape = in.q.shape, k_shape = in.k.shape;
-  plan.rerope_window = e.window;
-  plan.q2 = plan.q1;
-  plan.k2 = plan.k1;
   const RopeFrequencies unit = Unit(e.frequencies);
-  RotateInPlace(e.spec, unit, plan.q1, q_shape, *in.q_positions);
-  RotateInPlace(e.spec, unit, plan.k1, k_shape, in.k_positions);
+  LowerNearPair(e.spec, unit, e.window, in, plan);
   const std::int64_t shift = e.window - e.window / e.group;
   const auto grouped = [&](const std::vector<std::int64_t>& positions, std::int64_t add) {
     std::vector<std::int64_t> out(positions.size());
