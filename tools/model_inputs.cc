@@ -23,4 +23,18 @@ std::vector<std::int32_t> TokenizeFile(const BpeTokenizer& tokenizer, const std:
       ReadRegularFile("text", "path", path, kMaxTextBytes, "the text is read and tokenized in memory"));
 }
 
+void AddMethodsOption(CLI::App& command, const std::shared_ptr<std::vector<ContextExtension>>& methods,
+                      const std::string& default_help) {
+  command.add_option_function<std::vector<std::string>>(
+      "--methods",
+      [methods](const std::vector<std::string>& lists) {
+        std::string all;
+        for (const std::string& list : lists) all += (all.empty() ? "" : ";") + list;
+        *methods = ParseContextExtensionList(all);
+      },
+      "Methods in the ppl --method form, as separate arguments or separated by ';' (--methods none "
+      "yarn:factor=2,logn \"rerope:window=512;lambda\"); default: " +
+          default_help);
+}
+
 }  // namespace posenc::cli

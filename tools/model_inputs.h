@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "posenc/context_extension.h"
 #include "posenc/llama_model.h"
 #include "posenc/tokenizer.h"
 
@@ -26,5 +30,10 @@ LoadedModel LoadModel(const std::string& path);
 // The tokens of a UTF-8 text file, as they are (no BOS: the default model's
 // GGUF sets add_bos_token false). Throws posenc::Error naming the path.
 std::vector<std::int32_t> TokenizeFile(const BpeTokenizer& tokenizer, const std::string& path);
+
+// --methods for study and passkey: method texts as separate arguments or
+// joined by ';', parsed into `methods` (ParseContextExtensionList's rules).
+void AddMethodsOption(CLI::App& command, const std::shared_ptr<std::vector<ContextExtension>>& methods,
+                      const std::string& default_help);
 
 }  // namespace posenc::cli

@@ -148,24 +148,22 @@ void Run(const PasskeyOptions& o) {
                            .trial = trial,
                            .key = key,
                            .same_as_none = planned.same_as_none};
-          const std::string rope_form = "none";
-          if (auto it = cached(planned.same_as_none ? rope_form : cell.resolved, lengths[l], depth, trial);
-              it != finished.end()) {
-            PasskeyCell copy = *it;
-            copy.method = cell.method;
-            copy.resolved = cell.resolved;
-            copy.same_as_none = cell.same_as_none;
-            report.cells.push_back(copy);
-            if (planned.same_as_none) model_rope = *it;
+          // A finished trial to reuse: from an earlier run, or none's of this
+          // run for a method that is the model's own RoPE here.
+          const std::string stored_as = planned.same_as_none ? "none" : cell.resolved;
+          std::optional<PasskeyCell> earlier;
+          if (auto it = cached(stored_as, lengths[l], depth, trial); it != finished.end()) {
+            earlier = *it;
             ++reused;
-            continue;
+          } else if (planned.same_as_none) {
+            earlier = model_rope;
           }
-          if (planned.same_as_none && model_rope) {
-            PasskeyCell copy = *model_rope;
-            copy.method = cell.method;
-            copy.resolved = cell.resolved;
-            copy.same_as_none = true;
-            report.cells.push_back(copy);
+          if (earlier) {
+            if (planned.same_as_none) model_rope = earlier;
+            earlier->method = cell.method;
+            earlier->resolved = cell.resolved;
+            earlier->same_as_none = cell.same_as_none;
+            report.cells.push_back(*earlier);
             continue;
           }
           if (!prompt) prompt = MakePasskeyPrompt(loaded.tokenizer, lengths[l], depth, key, o.max_new_tokens);
@@ -180,7 +178,7 @@ void Run(const PasskeyOptions& o) {
           // Stored under the form that identifies the computation: the
           // model's own RoPE as "none", whichever method asked for it.
           PasskeyCell stored = cell;
-          if (planned.same_as_none) stored.resolved = rope_form;
+          stored.resolved = stored_as;
           AppendCell(cells_path, stored, fingerprint);
           if (planned.same_as_none) model_rope = stored;
           report.cells.push_back(cell);
@@ -229,15 +227,8 @@ void AddPasskeyCommand(CLI::App& app) {
   cmd->add_option("--trials", o->trials, "Keys per (length, depth)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}))
       ->capture_default_str();
-  cmd->add_option_function<std::vector<std::string>>(
-      "--methods",
-      [o](const std::vector<std::string>& lists) {
-        std::string all;
-        for (const std::string& list : lists) all += (all.empty() ? "" : ";") + list;
-        o->methods = ParseContextExtensionList(all);
-      },
-      "Methods in the ppl --method form, separated by ';' or as separate arguments (default: none yarn "
-      "self-extend lambda)");
+  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
+                   "none yarn self-extend lambda");
   cmd->add_option("--seed", o->seed, "Seed of the keys")->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens generated per trial")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{256}))

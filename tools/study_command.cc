@@ -139,15 +139,8 @@ void AddStudyCommand(CLI::App& app) {
   study->add_option("--lengths", o->lengths, "Context lengths, comma-separated (default 12288: 1.5x SmolLM2's 8192)")
       ->delimiter(',')
       ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 24));
-  study->add_option_function<std::vector<std::string>>(
-      "--methods",
-      [o](const std::vector<std::string>& lists) {
-        std::string all;
-        for (const std::string& list : lists) all += (all.empty() ? "" : ";") + list;
-        o->methods = ParseContextExtensionList(all);
-      },
-      "Methods in the ppl --method form, as separate arguments or separated by ';' (--methods none "
-      "yarn:factor=2,logn \"rerope:window=512;lambda\"); default: every method with its defaults");
+  AddMethodsOption(*study, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
+                   "every method with its defaults");
   study->add_option("--windows", o->windows, "Windows per length (the loss at each position is their mean)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
