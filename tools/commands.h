@@ -17,6 +17,7 @@ void AddPplCommand(CLI::App& app);               // posenc ppl
 void AddStudyCommand(CLI::App& app);             // posenc study
 void AddGenerateCommand(CLI::App& app);          // posenc generate
 void AddPasskeyCommand(CLI::App& app);           // posenc passkey
+void AddGridCommands(CLI::App& app);             // posenc grid cell | status | merge
 void AddBenchModelCommand(CLI::App& bench);      // posenc bench model (under `bench`)
 
 }  // namespace posenc::cli

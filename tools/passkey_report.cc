@@ -127,8 +127,8 @@ std::string PasskeyJson(const PasskeyReport& r) {
                                    {"seed", r.seed},       {"max_new_tokens", r.max_new_tokens},
                                    {"trials", r.trials},   {"lengths", r.lengths},
                                    {"depths", r.depths},   {"methods", r.methods},
-                                   {"threads", r.threads}, {"seconds", r.seconds},
-                                   {"summary", summary},   {"cells", cells}};
+                                   {"seconds", r.seconds}, {"summary", summary},
+                                   {"cells", cells}};
   // Generated text need not be UTF-8 (a token can end inside a character): U+FFFD for those bytes.
   return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

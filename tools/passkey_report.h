@@ -39,8 +39,7 @@ struct PasskeyReport {
   std::int64_t train_length = 0;
   std::uint64_t seed = 0;
   std::int64_t max_new_tokens = 0;
-  int threads = 1;
-  double seconds = 0;                 // this run's compute (cached cells excluded)
+  double seconds = 0;                 // the trials' compute, added up
   std::vector<std::string> methods;   // rows, in the order asked
   std::vector<std::int64_t> lengths;  // ascending
   std::vector<double> depths;         // ascending

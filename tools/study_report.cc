@@ -65,7 +65,7 @@ std::string StudyMarkdown(const StudyReport& r) {
   out << "Perplexity of " << std::filesystem::path(r.model).filename().string() << " (trained on " << train
       << " tokens) on " << std::filesystem::path(r.text).filename().string() << ", " << r.windows
       << (r.windows == 1 ? " window" : " windows") << " from the start of the text at each length; "
-      << Fixed(r.seconds, 0) << " s on " << r.threads << " threads.\n";
+      << Fixed(r.seconds, 0) << " s of compute (the cells' times added up).\n";
   bool any_same = false;
   for (const std::int64_t length : r.lengths) {
     const bool beyond = length > r.train_length;
@@ -97,9 +97,8 @@ std::string StudyMarkdown(const StudyReport& r) {
 
 std::string StudyJson(const StudyReport& r) {
   Json json{
-      {"model", r.model},        {"text", r.text},     {"text_tokens", r.text_tokens}, {"train_length", r.train_length},
-      {"windows", r.windows},    {"bucket", r.bucket}, {"threads", r.threads},         {"seconds", r.seconds},
-      {"results", Json::array()}};
+      {"model", r.model},     {"text", r.text},     {"text_tokens", r.text_tokens}, {"train_length", r.train_length},
+      {"windows", r.windows}, {"bucket", r.bucket}, {"seconds", r.seconds},         {"results", Json::array()}};
   for (const StudyCell& c : r.cells) {
     Json cell{{"method", c.method},
               {"resolved", c.resolved},

@@ -28,9 +28,8 @@ struct StudyReport {
   std::int64_t text_tokens = 0;
   std::int64_t train_length = 0;
   std::int64_t windows = 1;
-  std::int64_t bucket = 256;  // tokens per point of the loss curves
-  int threads = 1;
-  double seconds = 0;
+  std::int64_t bucket = 256;          // tokens per point of the loss curves
+  double seconds = 0;                 // the cells' compute, added up
   std::vector<std::string> methods;   // rows, in the order asked
   std::vector<std::int64_t> lengths;  // ascending
   std::vector<StudyCell> cells;

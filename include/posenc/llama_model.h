@@ -136,9 +136,15 @@ class LlamaModel {
   // are not subtracted.
   double ForwardFlops(std::int64_t n) const;
 
-  // Throws unless the activations of a Forward of n tokens (float32: the
-  // residual stream, q/k/v, attention output, gate/up, [64, vocab] logits)
-  // fit in this machine's memory: a context too long for the machine is an
+  // Bytes, for sizing work before doing it: the float32 weights as loaded;
+  // the activations of a Forward or Extend of n tokens (the residual
+  // stream, q/k/v, attention output, gate/up, [64, vocab] logits); a
+  // decoding cache holding n tokens (keys and values of every layer).
+  double WeightBytes() const;
+  double ActivationBytes(std::int64_t n) const;
+  double CacheBytes(std::int64_t n) const;
+
+  // Throws unless ActivationBytes(n) fit in this machine's memory: a context too long for the machine is an
   // error before anything is allocated, not a bad_alloc halfway through.
   void RequireActivationsFit(std::int64_t n) const;
 

@@ -46,7 +46,7 @@ AttentionOptions LlamaModel::DefaultAttention() const {
   return options;
 }
 
-void LlamaModel::RequireActivationsFit(std::int64_t n) const {
+double LlamaModel::ActivationBytes(std::int64_t n) const {
   const LlamaHyperparams& hp = hparams();
   const std::int64_t q_dim = hp.head_count * hp.head_dim, kv_dim = hp.head_count_kv * hp.head_dim;
   // Per token: x, normed, proj (3 d), qkv, attn, gate_up, hidden (as Forward
@@ -54,8 +54,28 @@ void LlamaModel::RequireActivationsFit(std::int64_t n) const {
   const double per_token = 3.0 * static_cast<double>(hp.embedding_length) + 2.0 * static_cast<double>(q_dim + kv_dim) +
                            static_cast<double>(q_dim) + 3.0 * static_cast<double>(hp.feed_forward_length) +
                            static_cast<double>(q_dim + 2 * kv_dim);
-  RequireFitsInMemory(kOp, "tokens", n, "the activations of one forward pass",
-                      static_cast<double>(n) * per_token + static_cast<double>(kLogitRows * hp.vocab_size),
+  return sizeof(float) * (static_cast<double>(n) * per_token + static_cast<double>(kLogitRows * hp.vocab_size));
+}
+
+double LlamaModel::WeightBytes() const {
+  const Weights& w = *weights_;
+  const auto packed = [](const PackedWeights& p) { return static_cast<double>(p.rows() * p.cols()); };
+  double floats = static_cast<double>(w.token_embd.size() + w.output_norm.size()) + packed(w.output);
+  for (const LlamaLayerWeights& l : w.layers) {
+    floats += static_cast<double>(l.attn_norm.size() + l.ffn_norm.size()) + packed(l.qkv) + packed(l.attn_output) +
+              packed(l.gate_up) + packed(l.down);
+  }
+  return sizeof(float) * floats;
+}
+
+double LlamaModel::CacheBytes(std::int64_t n) const {
+  const LlamaHyperparams& hp = hparams();
+  return 2.0 * sizeof(float) * static_cast<double>(n) * static_cast<double>(hp.block_count) *
+         static_cast<double>(hp.head_count_kv * hp.head_dim);
+}
+
+void LlamaModel::RequireActivationsFit(std::int64_t n) const {
+  RequireFitsInMemory(kOp, "tokens", n, "the activations of one forward pass", ActivationBytes(n) / sizeof(float),
                       sizeof(float));
 }
 

@@ -2,7 +2,8 @@
 # Outputs replace the old ones whole or not at all (tools/output_files.h):
 # a target that is a directory, and a disk that fills up (a file-size limit
 # stands in for it), are errors naming the file (exit 2), and the previous
-# study.md / PNG stay as they were, with no temporaries left beside them.
+# study.md / PNG stay as they were, with no temporaries left beside them
+# (nor beside the grid's cells).
 #   outputs_are_all_or_nothing.sh POSENC MODEL.gguf TEXT WORKDIR
 set -u
 posenc=$1 model=$2 text=$3 dir=$4
@@ -17,7 +18,9 @@ rc=$?
 [ $rc -eq 2 ] || fail "directory target: exit $rc, expected 2: $(cat "$dir/log")"
 grep -q 'out = ".*isdir/study.json": is a directory' "$dir/log" || fail "directory target: $(cat "$dir/log")"
 [ ! -e "$dir/isdir/study.md" ] || fail "directory target: study.md was written"
-[ -z "$(ls -A "$dir/isdir" | grep -v '^study.json$')" ] || fail "directory target left: $(ls -A "$dir/isdir")"
+# Only the grid's own files (its plan, the finished cells, their logs) stay.
+[ -z "$(ls -A "$dir/isdir" | grep -v -e '^study.json$' -e '^grid.json$' -e '^cells$' -e '^logs$')" ] ||
+  fail "directory target left: $(ls -A "$dir/isdir")"
 
 # A full disk: files may hold at most 4 KB (writes past it fail with EFBIG
 # once SIGXFSZ is ignored). The old outputs survive.
@@ -33,7 +36,9 @@ grep -Eq 'cannot be written: File too large|was not drawn whole by gnuplot' "$di
 rc=$?
 [ $rc -eq 2 ] || fail "full disk analyze: exit $rc, expected 2: $(cat "$dir/log")"
 [ "$(cat "$dir/full/decay.png")" = old-picture ] || fail "full disk: decay.png replaced"
-[ -z "$(ls -A "$dir/full" | grep -v -e '^study.md$' -e '^decay.png$')" ] || fail "full disk left: $(ls -A "$dir/full")"
+[ -z "$(ls -A "$dir/full" | grep -v -e '^study.md$' -e '^decay.png$' -e '^grid.json$' -e '^cells$' -e '^logs$')" ] ||
+  fail "full disk left: $(ls -A "$dir/full")"
+[ -z "$(ls -A "$dir/full/cells" | grep -v '\.json$')" ] || fail "full disk left: $(ls -A "$dir/full/cells")"
 
 # And with room, all three files appear.
 study "$dir/full" >"$dir/log" 2>&1 || fail "study: $(cat "$dir/log")"

@@ -124,7 +124,9 @@ TEST(LlamaModel, ExtensionMethodsChangeTheOutputOnlyWhereTheyShould) {
   const auto same_rows = [&](const std::vector<float>& other) {
     std::int64_t rows = 0;
     while (rows < 70 && row_diff(other, rows) < 1e-4) ++rows;
-    if (rows < 70) EXPECT_GT(row_diff(other, rows), 1e-3) << "row " << rows;
+    if (rows < 70) {
+      EXPECT_GT(row_diff(other, rows), 1e-3) << "row " << rows;
+    }
     return rows;
   };
   EXPECT_EQ(same_rows(logits("rerope")), 17);  // window 16: distances 0..16 -> row 16 has distance 16 = window
