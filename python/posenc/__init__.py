@@ -13,7 +13,8 @@ package gives it a NumPy interface.
   :class:`SelfExtendAttention`, :class:`AlibiAttention`,
   :class:`T5BiasAttention`, :class:`ShawAttention`) and masks (causal,
   sliding window, sinks).
-* :class:`GgufFile` reads GGUF metadata and dequantizes its tensors.
+* :class:`GgufFile` reads GGUF metadata and dequantizes its tensors;
+  :func:`write_gguf` writes metadata and float32 tensors (checkpoints).
 * :mod:`posenc.reference` has the plain float64 reference kernels.
 * :class:`LlamaModel` runs a Llama-family GGUF model (logits, next-token
   losses, greedy generation through a key/value cache) under a
@@ -52,7 +53,7 @@ from . import encodings
 from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative references
 from .attention import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention, ShawAttention,
                         T5BiasAttention, attention)
-from .gguf import GgufFile
+from .gguf import GgufFile, write_gguf
 from . import tokenizer
 from . import analysis
 from .tokenizer import BpeTokenizer
@@ -77,6 +78,7 @@ __all__ = [
     "T5BiasAttention",
     "ShawAttention",
     "GgufFile",
+    "write_gguf",
     "BpeTokenizer",
     "analysis",
     "LlamaModel",

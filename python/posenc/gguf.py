@@ -1,4 +1,5 @@
-"""Reading GGUF model files (llama.cpp's format, versions 2 and 3).
+"""Reading GGUF model files (llama.cpp's format, versions 2 and 3), and
+writing them (version 3: metadata and float32 tensors, e.g. checkpoints).
 
 :class:`GgufFile` memory-maps a file and checks every length, count and
 offset against the bytes that are really there: a truncated or corrupt file
@@ -19,18 +20,27 @@ Example::
     >>> name, shape, type_name = f.tensors[0]                   # doctest: +SKIP
     >>> f.dequantize(name).shape == tuple(reversed(shape))      # doctest: +SKIP
     True
+
+Writing (:func:`write_gguf`), read back by :class:`GgufFile` and by gguf-py::
+
+    >>> import numpy as np
+    >>> posenc.write_gguf("ckpt.gguf", {"general.architecture": "llama",
+    ...                                 "llama.context_length": np.uint32(256)},
+    ...                   {"token_embd.weight": np.zeros((100, 64), np.float32)})  # doctest: +SKIP
+    >>> posenc.GgufFile("ckpt.gguf").tensors                   # doctest: +SKIP
+    [('token_embd.weight', (64, 100), 'F32')]
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import numpy as np
 
-from . import _posenc
+from . import _args, _posenc
 
-__all__ = ["GgufFile"]
+__all__ = ["GgufFile", "write_gguf"]
 
 
 class GgufFile:
@@ -89,3 +99,153 @@ class GgufFile:
 
     def __repr__(self) -> str:
         return f"GgufFile({self.path!r}, version={self.version}, tensors={len(self.tensors)}, metadata={len(self.metadata)})"
+
+
+_OP = "gguf write"
+_ARRAY_DTYPES = {np.dtype(np.int32): "int32", np.dtype(np.int64): "int64", np.dtype(np.float32): "float32"}
+_VALUE_RULE = ("must be a str, bool, int, float, a NumPy int32/uint32/int64/float32/float64 scalar, a non-empty list "
+               "of str, of int or of float, or a 1-D NumPy array of int32, int64, float32 or str")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _add_value(writer: Any, key: str, value: Any) -> None:
+    """Adds `value` under `key` with the GGUF type its Python type maps to
+    (the table in :func:`write_gguf`)."""
+    name = f"metadata[{key!r}]"
+    # NumPy scalars first: numpy.float64 is a float and numpy.bool_ is not a bool.
+    if isinstance(value, (bool, np.bool_)):
+        writer.add_bool(key, bool(value))
+    elif isinstance(value, np.uint32):
+        writer.add_uint32(key, int(value))
+    elif isinstance(value, np.int32):
+        writer.add_int32(key, int(value))
+    elif isinstance(value, np.int64):
+        writer.add_int64(key, int(value))
+    elif isinstance(value, np.float32):
+        writer.add_float32(key, float(value))
+    elif isinstance(value, np.float64):
+        writer.add_float64(key, float(value))
+    elif isinstance(value, np.generic):
+        raise _args.error(_OP, f"{name}.dtype", value.dtype,
+                          "NumPy scalars must be int32, uint32, int64, float32, float64 or bool")
+    elif isinstance(value, int):
+        writer.add_int64(key, _args.integer(_OP, name, value))
+    elif isinstance(value, float):
+        writer.add_float32(key, value)
+    elif isinstance(value, str):
+        writer.add_string(key, value)
+    elif isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise _args.error(_OP, f"{name}.shape", value.shape, "a metadata array must be 1-D")
+        if value.dtype.kind == "U":
+            writer.add_string_array(key, value.tolist())
+        elif value.dtype.newbyteorder("=") in _ARRAY_DTYPES:
+            kind = _ARRAY_DTYPES[value.dtype.newbyteorder("=")]
+            getattr(writer, f"add_{kind}_array")(key, np.ascontiguousarray(value, dtype=kind))
+        else:
+            raise _args.error(_OP, f"{name}.dtype", value.dtype,
+                              "a metadata array must be int32, int64, float32 or str")
+    elif isinstance(value, (list, tuple)):
+        _add_list(writer, key, name, value)
+    else:
+        raise _args.error(_OP, name, _shown(value), _VALUE_RULE)
+
+
+def _add_list(writer: Any, key: str, name: str, items: Any) -> None:
+    if not items:
+        raise _args.error(_OP, name, _shown(items), "an empty list has no item type: pass an empty NumPy array of "
+                          "int32, int64 or float32 (or leave the key out)")
+    if all(isinstance(item, str) for item in items):
+        writer.add_string_array(key, list(items))
+    elif all(isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)) for item in items):
+        writer.add_int64_array(key, _args.int64_array(_OP, name, [int(item) for item in items]))
+    elif all(isinstance(item, (float, np.floating)) for item in items):
+        writer.add_float32_array(key, np.array(items, dtype=np.float32))
+    else:
+        raise _args.error(_OP, name, _shown(items), "list items must be all str, all int or all float "
+                          "(bools and mixed lists have no GGUF array type here)")
+
+
+def write_gguf(path: Union[str, os.PathLike], metadata: Mapping[str, Any], tensors: Mapping[str, np.ndarray], *,
+               alignment: int = 32) -> None:
+    """Writes a GGUF file (version 3) that :class:`GgufFile`, gguf-py's
+    ``GGUFReader`` and llama.cpp read: the metadata, then the tensors as F32,
+    each in the order of its dict, laid out as gguf-py's ``GGUFWriter`` does.
+
+    The file appears whole or not at all: it is written to a temporary file
+    beside ``path``, flushed to disk and renamed onto it, so an error (a
+    missing directory, ``path`` a directory, a full disk) leaves an existing
+    file as it was and no temporary behind.
+
+    Args:
+        path: the file to write (replaced if it exists).
+        metadata: key -> value. The GGUF type of each value is taken from
+            its Python type:
+
+            ========================================  ==================
+            ``str``                                   string
+            ``bool`` (or ``numpy.bool_``)             bool
+            ``int``                                   int64
+            ``float``                                 float32
+            ``numpy.uint32`` / ``int32`` / ``int64``  uint32 / int32 / int64
+            ``numpy.float32`` / ``float64``           float32 / float64
+            list of ``str``                           array of string
+            list of ``int``                           array of int64
+            list of ``float``                         array of float32
+            1-D NumPy array of int32, int64,          array of that type
+            float32 or str
+            ========================================  ==================
+
+            A Python ``int`` is written as int64, which holds every value
+            that fits 64 bits with a sign and which posenc and gguf-py read
+            as they read any integer; llama.cpp itself wants uint32 for its
+            counts and lengths (``llama.context_length``,
+            ``llama.block_count``, ...): pass those as ``numpy.uint32(n)``.
+            A ``float`` becomes float32 (rounded to nearest), as gguf-py
+            does; pass ``numpy.float64(x)`` to keep all of its bits. An
+            empty list has no item type and is an error; an empty NumPy
+            array is written as an empty array of its dtype.
+            ``general.alignment`` is not a key here: use ``alignment``.
+        tensors: name -> float32 array in NumPy order (``[rows, cols]``),
+            1 to 4 dims, none of them 0; written as F32 with the ggml
+            shape, the NumPy shape reversed (what gguf-py writes), so
+            ``GgufFile(path).dequantize(name)`` returns the same array.
+            Arrays of another dtype are refused rather than rounded: convert
+            them with ``.astype(numpy.float32)``. Names are at most 63 bytes
+            (llama.cpp's limit).
+        alignment: of the tensor data, a power of two from 8 to 2^20;
+            written as ``general.alignment`` (uint32) when it is not the
+            default 32.
+
+    Raises:
+        ValueError: a value of a type without a GGUF mapping, an empty or
+            too long key or name, a tensor that is not float32 or has no
+            dims, more than 4 or a zero one, or a file that cannot be
+            written, e.g. ``[gguf write] tensors['w'].dtype = float64: must
+            be float32 ...`` or ``[gguf write] path = "out/x.gguf": cannot be
+            written: No such file or directory``.
+    """
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        path = os.fsdecode(path)
+    writer = _posenc.GgufWriter(_args.integer(_OP, "alignment", alignment, allow_bool=False, low=0, high=2**32 - 1,
+                                              rule="must be a power of two from 8 to 1048576"))
+    for key, value in metadata.items():
+        if not isinstance(key, str):
+            raise _args.error(_OP, "metadata key", _shown(key), "must be a str")
+        _add_value(writer, key, value)
+    for name, value in tensors.items():
+        if not isinstance(name, str):
+            raise _args.error(_OP, "tensor name", _shown(name), "must be a str")
+        array = np.asarray(value)
+        if array.dtype.kind != "f" or array.dtype.itemsize != 4:
+            raise _args.error(_OP, f"tensors[{name!r}].dtype", array.dtype,
+                              "must be float32 (convert with .astype(numpy.float32): posenc does not round silently)")
+        if not 1 <= array.ndim <= 4 or 0 in array.shape:
+            raise _args.error(_OP, f"tensors[{name!r}].shape", array.shape, "must have 1 to 4 dims, each >= 1")
+        writer.add_tensor(name, list(reversed(array.shape)), np.ascontiguousarray(array, dtype=np.float32))
+    writer.write(path)

@@ -1,7 +1,8 @@
 // Bindings for the GGUF reader (posenc/gguf.h): open a file, read its
-// metadata and tensor list, dequantize a tensor to float32. Thin on purpose:
-// python/posenc/gguf.py gives the class its Python interface (NumPy shape
-// order, docstrings).
+// metadata and tensor list, dequantize a tensor to float32; and for the
+// writer (posenc/gguf_writer.h), one typed method per value type. Thin on
+// purpose: python/posenc/gguf.py gives them their Python interface (NumPy
+// shape order, value types from Python types, docstrings).
 //
 // A bad file is a posenc::Error ("path: [gguf] what = value: rule"), which
 // pybind11 turns into ValueError.
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -26,6 +28,7 @@
 #include "bindings.h"
 #include "posenc/error.h"
 #include "posenc/gguf.h"
+#include "posenc/gguf_writer.h"
 
 namespace py = pybind11;
 
@@ -122,6 +125,61 @@ py::array_t<float> Dequantize(const GgufFile& file, const std::string& name) {
   return out;
 }
 
+// A scalar adder returning nothing (the C++ methods return the writer for
+// chaining; bound as is, pybind11 would copy it on every call).
+template <class T, GgufWriter& (GgufWriter::*Add)(std::string_view, T)>
+void AddScalar(GgufWriter& writer, const std::string& key, T value) {
+  (writer.*Add)(key, value);
+}
+
+template <class T>
+std::span<const T> Items(const py::array_t<T, py::array::c_style>& items) {
+  return {items.data(), static_cast<std::size_t>(items.size())};
+}
+
+// The writer's methods, bound one per value type (python/posenc/gguf.py
+// chooses them from the Python types). Arrays arrive as contiguous NumPy
+// arrays of exactly the item type: the Python side converts and checks them.
+// The adds keep the GIL (they copy a few bytes, and a writer is not for two
+// threads at once); Write, which only reads the writer, releases it.
+void BindGgufWriter(py::module_& m) {
+  using Writer = GgufWriter;
+  py::class_<Writer>(m, "GgufWriter", "posenc::GgufWriter (used by posenc.write_gguf)")
+      .def(py::init<std::uint32_t>(), py::arg("alignment"))
+      .def("add_string", &AddScalar<std::string_view, &Writer::AddString>)
+      .def("add_bool", &AddScalar<bool, &Writer::AddBool>)
+      .def("add_uint32", &AddScalar<std::uint32_t, &Writer::AddUint32>)
+      .def("add_int32", &AddScalar<std::int32_t, &Writer::AddInt32>)
+      .def("add_int64", &AddScalar<std::int64_t, &Writer::AddInt64>)
+      .def("add_float32", &AddScalar<float, &Writer::AddFloat32>)
+      .def("add_float64", &AddScalar<double, &Writer::AddFloat64>)
+      .def("add_string_array", [](Writer& w, const std::string& key,
+                                  const std::vector<std::string>& items) { w.AddStringArray(key, items); })
+      .def("add_int32_array",
+           [](Writer& w, const std::string& key, const py::array_t<std::int32_t, py::array::c_style>& items) {
+             w.AddInt32Array(key, Items(items));
+           })
+      .def("add_int64_array",
+           [](Writer& w, const std::string& key, const py::array_t<std::int64_t, py::array::c_style>& items) {
+             w.AddInt64Array(key, Items(items));
+           })
+      .def("add_float32_array",
+           [](Writer& w, const std::string& key, const py::array_t<float, py::array::c_style>& items) {
+             w.AddFloat32Array(key, Items(items));
+           })
+      // `shape` in ggml order; `data` a contiguous float32 array (copied).
+      .def("add_tensor",
+           [](Writer& w, const std::string& name, const std::vector<std::int64_t>& shape,
+              const py::array_t<float, py::array::c_style>& data) { w.AddTensor(name, shape, Items(data)); })
+      .def(
+          "write",
+          [](const Writer& w, const std::string& path) {
+            py::gil_scoped_release release;
+            w.Write(path);
+          },
+          py::arg("path"));
+}
+
 }  // namespace
 
 void BindGguf(py::module_& m) {
@@ -137,6 +195,7 @@ void BindGguf(py::module_& m) {
       .def("tensors", &Tensors, py::arg("path"),
            "(name, ggml shape, type) per tensor; `path` names the file in errors.")
       .def("dequantize", &Dequantize, py::arg("name"));
+  BindGgufWriter(m);
 }
 
 }  // namespace posenc::python
