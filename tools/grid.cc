@@ -152,7 +152,10 @@ GridScan ScanGrid(const std::string& dir, const Grid& grid) {
         StampMismatch(grid, params.value("version", std::string()), params.value("model_sha256", std::string()),
                       params.value("text_sha256", std::string()));
     if (!why.empty()) {
-      scan.foreign.push_back(path + ": computed by " + why);
+      std::string note = path;
+      note += ": computed by ";
+      note += why;
+      scan.foreign.push_back(std::move(note));
     } else if (grid.cells.contains(key)) {
       scan.finished[key] = cell->at("result");
     } else {

@@ -108,7 +108,7 @@ bool OnPath(const std::string& program) {
   std::stringstream dirs(path != nullptr ? path : "");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+    if (!dir.empty() && ::access((std::filesystem::path(dir) / program).c_str(), X_OK) == 0) return true;
   }
   return false;
 }
@@ -157,7 +157,7 @@ void RunLocal(const std::string& dir, const Grid& grid, const std::vector<std::s
   std::map<pid_t, std::string> running;
   std::vector<std::string> failed;
   std::size_t next = 0, done = 0;
-  while (running.size() > 0 || (next < keys.size() && failed.empty())) {
+  while (!running.empty() || (next < keys.size() && failed.empty())) {
     while (running.size() < static_cast<std::size_t>(jobs) && next < keys.size() && failed.empty()) {
       const std::string& key = keys[next++];
       running[Spawn({program, "grid", "cell", dir, key, "--threads", std::to_string(threads)}, CellLogPath(dir, key),
@@ -220,7 +220,7 @@ std::string SubmitSlurmArray(const std::string& dir, const Grid& grid, const std
   // Without --mem, ask for the cells' estimated peak plus a margin: Slurm's
   // default may be far less, or the whole node.
   const std::string mem =
-      !o.mem.empty() ? o.mem : std::to_string(static_cast<long long>(memory * 1.25 / 1e6) + 256) + "M";
+      !o.mem.empty() ? o.mem : std::to_string(static_cast<std::int64_t>(memory * 1.25 / 1e6) + 256) + "M";
   std::string script = "#!/bin/sh\n# posenc " + grid.kind + " grid " + abs_dir + ": " + std::to_string(keys.size()) +
                        " cells, one array task each (posenc grid cell).\n";
   script += "#SBATCH --job-name=posenc-" + grid.kind + "\n";
@@ -242,7 +242,7 @@ std::string SubmitSlurmArray(const std::string& dir, const Grid& grid, const std
   }
   const CommandOutput submitted =
       RunProgram({"sbatch", "--parsable", script_path}, slurm_dir + "/" + stamp + ".sbatch");
-  const std::string id = submitted.output.substr(0, submitted.output.find(';'));  // "id[;cluster]"
+  std::string id = submitted.output.substr(0, submitted.output.find(';'));  // "id[;cluster]"
   Require(WIFEXITED(submitted.status) && WEXITSTATUS(submitted.status) == 0 && !id.empty() &&
               id.find_first_not_of("0123456789") == std::string::npos,
           kOp, "sbatch", script_path, "failed (" + DescribeStatus(submitted.status) + "): " + submitted.output);
@@ -261,17 +261,20 @@ bool SlurmJobActive(const std::string& id, const std::string& scratch) {
   ThrowError(kOp, "squeue", FormatValue(id), "failed (" + DescribeStatus(q.status) + "): " + q.output);
 }
 
-void WaitForSlurm(const std::string& dir, const Grid& grid, const std::string& id, std::size_t cells) {
+// Polls until the job has left the queue, reporting cells as their files
+// appear (existence only: the merge reads and checks them).
+void WaitForSlurm(const std::string& dir, const std::string& id, const std::vector<std::string>& keys) {
   Require(OnPath("squeue"), kOp, "executor", Verbatim{"slurm"}, "needs squeue on PATH to wait (or use --no-wait)");
   const auto start = std::chrono::steady_clock::now();
   std::size_t reported = 0;
-  const std::size_t before = ScanGrid(dir, grid).finished.size();
   for (int poll = 0;; ++poll) {
     std::this_thread::sleep_for(std::chrono::seconds(poll < 5 ? 1 : 5));
     const bool active = SlurmJobActive(id, dir + "/slurm/squeue.out");
-    const std::size_t finished = ScanGrid(dir, grid).finished.size() - before;
+    const auto finished = static_cast<std::size_t>(std::count_if(
+        keys.begin(), keys.end(), [&](const std::string& key) { return std::filesystem::exists(CellPath(dir, key)); }));
     if (finished != reported) {
-      std::fprintf(stderr, "  job %s: %zu/%zu cells finished, %.0f s\n", id.c_str(), finished, cells, Seconds(start));
+      std::fprintf(stderr, "  job %s: %zu/%zu cells finished, %.0f s\n", id.c_str(), finished, keys.size(),
+                   Seconds(start));
       reported = finished;
     }
     if (!active) return;
@@ -323,7 +326,7 @@ bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& o,
             id.c_str(), keys.size(), dir.c_str(), dir.c_str());
         return false;
       }
-      WaitForSlurm(dir, grid, id, keys.size());
+      WaitForSlurm(dir, id, keys);
     }
   }
   *report = MergeGrid(dir, grid);

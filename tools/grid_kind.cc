@@ -11,7 +11,7 @@ constexpr const char* kOp = "grid";
 // The path of input `name`, after checking its digest.
 std::string CheckedInput(const Grid& grid, const char* name) {
   const nlohmann::json& input = grid.inputs.at(name);
-  const std::string path = input.at("path").get<std::string>();
+  std::string path = input.at("path").get<std::string>();
   const std::string planned = input.at("sha256").get<std::string>();
   const std::string now = FileSha256(kOp, path);
   Require(now == planned, kOp, name, path,

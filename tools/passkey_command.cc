@@ -45,6 +45,7 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
   const LlamaModel& model = loaded.model;
   const LlamaHyperparams& hp = model.hparams();
   std::vector<std::string> names;
+  names.reserve(methods.size());
   for (const auto& m : methods) names.push_back(FormatContextExtension(m));
   Grid grid{.kind = "passkey",
             .version = GridVersion(),

@@ -54,6 +54,7 @@ Grid PlanGrid(const StudyOptions& o, const std::vector<std::int64_t>& lengths,
                 " tokens");
   }
   std::vector<std::string> names;
+  names.reserve(extensions.size());
   for (const auto& e : extensions) names.push_back(FormatContextExtension(e));
   Grid grid{.kind = "study",
             .version = GridVersion(),
