@@ -1,0 +1,150 @@
+// A tiny decoder-only byte-level language model with every positional scheme:
+// its loss and gradients, for "train short, test long" (Press et al. 2022).
+//
+// The model (pre-norm, no biases, d = d_model, hd = d / heads, F = ffn_hidden):
+//   x = token_embd[token] (+ the position's sinusoid or learned row)
+//   per block:  x += attn_output( Attention( attn_qkv( RmsNorm(x) ) ) )
+//               x += ffn_down( GeluTanh( ffn_up( RmsNorm(x) ) ) )
+//   logits = RmsNorm(x) token_embd^T      (output projection tied to the
+//                                          token embedding, as GPT-2)
+// Attention is causal, one softmax per (sequence, head) over keys j <= i,
+// scores q_i.k_j / sqrt(hd) plus the scheme's term:
+//   nope        nothing
+//   sinusoidal  Vaswani et al.'s sinusoid added to the input (interleaved)
+//   learned     a trained row per position added to the input
+//   shaw        Shaw et al. 2018, relative keys and values: a^K, a^V per
+//               clipped distance j - i in [-shaw_clip, shaw_clip], one table
+//               per layer shared by the heads (ShawRelativeSpec layout)
+//   t5          T5's causal buckets of i - j, a learned bias per (bucket,
+//               head), one table shared by every layer (as in T5)
+//   alibi       -slope_h (i - j), AlibiSlopes' fixed slopes
+//   rope        q and k rotated by RoPE, half-split pairs
+//   kerple      KERPLE-log (Chi et al. 2022): -r1_h log(1 + r2_h (i - j)),
+//               per layer and head, r = softplus(raw) > 0 (the paper clamps
+//               r >= 0.01 after each step instead; softplus keeps the loss
+//               smooth and needs nothing from the optimizer)
+//
+// The MLP is GELU (tanh approximation) as in GPT-2 and in the models of the
+// ALiBi and KERPLE papers: two matrices, one activation.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace posenc {
+
+enum class PositionScheme { kNope, kSinusoidal, kLearned, kShaw, kT5, kAlibi, kRope, kKerple };
+
+// "nope", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "kerple".
+std::string_view PositionSchemeName(PositionScheme scheme);
+// Throws posenc::Error naming the value and the list for an unknown name.
+PositionScheme ParsePositionScheme(std::string_view name);
+// Every scheme, in the order above.
+std::span<const PositionScheme> AllPositionSchemes();
+
+// What a learned table does past its train_length rows (evaluation only).
+enum class LearnedPastTable {
+  kError,         // an error naming the position and the table size
+  kHierarchical,  // Su's hierarchical decomposition (learned_table.h), to train_length^2
+};
+std::string_view LearnedPastTableName(LearnedPastTable policy);  // "error" / "hierarchical"
+LearnedPastTable ParseLearnedPastTable(std::string_view name);
+
+struct TinyLmConfig {
+  static constexpr std::int64_t kVocab = 256;  // bytes
+  std::int64_t d_model = 128;
+  std::int64_t layers = 4;
+  std::int64_t heads = 4;
+  std::int64_t ffn_hidden = 512;
+  std::int64_t train_length = 128;
+  PositionScheme scheme = PositionScheme::kRope;
+  std::int64_t shaw_clip = 16;         // shaw: distances clip to [-shaw_clip, shaw_clip]
+  std::int64_t t5_buckets = 32;        // t5: buckets (all on the past side: causal)
+  std::int64_t t5_max_distance = 128;  // t5: distances from here share the last bucket
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  LearnedPastTable learned_past_table = LearnedPastTable::kError;
+
+  std::int64_t HeadDim() const { return d_model / heads; }
+};
+
+// Throws posenc::Error "[tiny_lm] parameter = value: rule" for the first
+// field that breaks a rule (sizes >= 1, heads dividing d_model,
+// train_length >= 2, an even head_dim for rope, the T5 bucket rules, ...).
+void ValidateTinyLmConfig(const TinyLmConfig& config);
+
+// One float32 tensor, row-major, outermost dimension first (PyTorch order;
+// GGUF's ne lists the same dimensions reversed).
+struct TinyLmTensor {
+  std::string name;  // GGUF style: "token_embd.weight", "blk.0.attn_qkv.weight"
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
+struct TinyLmBlock {
+  TinyLmTensor attn_norm;       // "blk.N.attn_norm.weight"   [d]
+  TinyLmTensor attn_qkv;        // "blk.N.attn_qkv.weight"    [3d, d]: q | k | v rows, head h at rows h*hd..
+  TinyLmTensor attn_output;     // "blk.N.attn_output.weight" [d, d]
+  TinyLmTensor ffn_norm;        // "blk.N.ffn_norm.weight"    [d]
+  TinyLmTensor ffn_up;          // "blk.N.ffn_up.weight"      [F, d]
+  TinyLmTensor ffn_down;        // "blk.N.ffn_down.weight"    [d, F]
+  TinyLmTensor attn_rel_k;      // shaw:   "blk.N.attn_rel_k.weight" [2 shaw_clip + 1, hd]
+  TinyLmTensor attn_rel_v;      // shaw:   "blk.N.attn_rel_v.weight" [2 shaw_clip + 1, hd]
+  TinyLmTensor attn_kerple_r1;  // kerple: "blk.N.attn_kerple_r1.weight" [heads], raw (r1 = softplus)
+  TinyLmTensor attn_kerple_r2;  // kerple: "blk.N.attn_kerple_r2.weight" [heads], raw (r2 = softplus)
+};
+
+// A scheme's tensors are empty (no name, no shape) under other schemes.
+struct TinyLmParams {
+  TinyLmTensor token_embd;     // "token_embd.weight"    [256, d], also the output projection
+  TinyLmTensor position_embd;  // learned: "position_embd.weight" [train_length, d]
+  TinyLmTensor attn_rel_b;     // t5: "attn_rel_b.weight" [t5_buckets, heads], every layer's
+  std::vector<TinyLmBlock> blocks;
+  TinyLmTensor output_norm;  // "output_norm.weight" [d]
+};
+
+// The config's tensors with their names and shapes, all zero.
+TinyLmParams ZeroTinyLmParams(const TinyLmConfig& config);
+// Deterministic on every machine: element e of a tensor depends only on
+// (seed, tensor name, e) (SplitMix64 counters, Box-Muller written here), so
+// two schemes with one seed share every tensor they have in common.
+// Normal(0, 0.02); attn_output and ffn_down / sqrt(2 layers) (GPT-2);
+// position_embd 0.01 (GPT-2's wpe); norms 1; KERPLE r1 ~ U(0, 2),
+// r2 ~ U(0, 1), at least 0.01 (the paper's init and clamp).
+TinyLmParams InitTinyLm(const TinyLmConfig& config, std::uint64_t seed);
+// Throws posenc::Error naming the tensor unless params has exactly the
+// config's tensors (names, shapes, sizes).
+void ValidateTinyLmParams(const TinyLmConfig& config, const TinyLmParams& params);
+// Every tensor of the config's model, in a fixed order (token_embd,
+// position_embd, attn_rel_b, blocks in order, output_norm): what a
+// checkpoint writes and an optimizer walks (params and grads side by side).
+std::vector<TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, TinyLmParams& params);
+std::vector<const TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, const TinyLmParams& params);
+
+struct TinyLmLossResult {
+  double loss = 0.0;                  // mean cross-entropy (natural log) over batch * length
+  std::vector<double> position_loss;  // [length]: at each position, the mean over the batch
+};
+
+// tokens: [batch, length + 1] bytes; inputs are tokens[b, 0..length-1] at
+// positions 0..length-1, targets tokens[b, 1..length]. float32 throughout,
+// matrix products through MatMul. With grads non-null, *grads is
+// overwritten with d loss / d every parameter (ZeroTinyLmParams' layout; not &params);
+// gradients need length <= train_length. Evaluation (grads null) may run
+// past train_length; a learned table then needs kHierarchical.
+// The loss and every gradient are bitwise identical for any thread count.
+TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
+                            std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
+                            TinyLmParams* grads = nullptr);
+
+namespace reference {
+// The same loss in float64 (parameters read as float32, exactly), one
+// sequence at a time, written as the formulas read: no MatMul, no threads.
+TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
+                            std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length);
+}  // namespace reference
+
+}  // namespace posenc

@@ -1,0 +1,208 @@
+// Causal multi-head attention of the tiny model, forward and backward,
+// materialized one (sequence, head) at a time:
+//   s_ij = scale (q_i.k_j + q_i.a^K_c) + bias_h[i - j]   for j <= i
+//   p_i  = softmax_j(s_i)                                (float32, max subtracted)
+//   o_i  = sum_j p_ij (v_j + a^V_c)
+// scale = 1/sqrt(hd); a^K, a^V (Shaw) are rows of the layer's tables for the
+// clipped distance class c = min(i - j, K) (table row K - c, which is
+// ShawRelativeSpec::Row for d = j - i); bias_h (ALiBi, T5, KERPLE) depends
+// on i - j only. Without Shaw or bias those terms are absent.
+//
+// Backward, with do_i = dL/do_i:
+//   dp_ij = do_i.(v_j + a^V_c)     ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij')
+//   dq_i  = scale sum_j ds_ij (k_j + a^K_c)     dk_j = scale sum_i ds_ij q_i
+//   dv_j  = sum_i p_ij do_i         da^K_c = scale sum ds_ij q_i   da^V_c = sum p_ij do_i
+//   dbias_h[delta] = sum over pairs with i - j = delta of ds_ij
+// The probabilities are recomputed by the same function as the forward
+// (bit for bit the same), so nothing [T, T] is stored.
+//
+// Threads: ParallelFor over the B*H (sequence, head) tasks. A task writes
+// only its own rows and columns of the outputs, and its own partials of the
+// shared parameters (bias, Shaw tables), which are summed afterwards in task
+// order: results do not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "posenc/parallel.h"
+#include "train/tiny_lm_internal.h"
+
+namespace posenc::tiny_lm {
+namespace {
+
+float Dot(const float* a, const float* b, std::int64_t n) {
+  float sum = 0.0f;
+  for (std::int64_t e = 0; e < n; ++e) sum += a[e] * b[e];
+  return sum;
+}
+
+// y += alpha x over n floats (vectorizes: every y[e] has its own chain).
+void Axpy(float alpha, const float* x, float* y, std::int64_t n) {
+  for (std::int64_t e = 0; e < n; ++e) y[e] += alpha * x[e];
+}
+
+// One (sequence b, head h) of qkv [N, 3d].
+class HeadTask {
+ public:
+  HeadTask(const AttentionShape& shape, const AttentionTerms& terms, const float* qkv, std::int64_t b, std::int64_t h)
+      : shape_(shape), terms_(terms), qkv_(qkv), b_(b), h_(h), hd_(shape.head_dim),
+        scale_(1.0f / std::sqrt(static_cast<float>(shape.head_dim))) {}
+
+  std::int64_t hd() const { return hd_; }
+  float scale() const { return scale_; }
+  bool shaw() const { return !terms_.rel_k.empty(); }
+  // Row n of the [N, *] tensors and the head's column in a [*, d] block.
+  std::int64_t Row(std::int64_t t) const { return b_ * shape_.length + t; }
+  std::int64_t Column() const { return h_ * hd_; }
+  const float* Q(std::int64_t t) const { return qkv_ + Row(t) * 3 * shape_.d() + Column(); }
+  const float* K(std::int64_t t) const { return Q(t) + shape_.d(); }
+  const float* V(std::int64_t t) const { return Q(t) + 2 * shape_.d(); }
+  // Shaw: the number of distance classes of row i, and class c's rows.
+  std::int64_t Classes(std::int64_t i) const { return shaw() ? std::min(i, terms_.shaw_clip) + 1 : 0; }
+  std::int64_t ClassOf(std::int64_t i, std::int64_t j) const { return std::min(i - j, terms_.shaw_clip); }
+  std::int64_t TableRow(std::int64_t c) const { return terms_.shaw_clip - c; }
+  const float* RelK(std::int64_t c) const { return terms_.rel_k.data() + TableRow(c) * hd_; }
+  const float* RelV(std::int64_t c) const { return terms_.rel_v.data() + TableRow(c) * hd_; }
+
+  // p[0..i]: row i's probabilities; q_rel[c] = q_i.a^K_c for Shaw.
+  void RowProbabilities(std::int64_t i, float* p, float* q_rel) const {
+    const float* q = Q(i);
+    for (std::int64_t c = 0; c < Classes(i); ++c) q_rel[c] = Dot(q, RelK(c), hd_);
+    const float* bias = terms_.distance_bias.empty() ? nullptr : terms_.distance_bias.data() + h_ * shape_.length + i;
+    float max = -std::numeric_limits<float>::infinity();
+    for (std::int64_t j = 0; j <= i; ++j) {
+      float s = Dot(q, K(j), hd_);
+      if (shaw()) s += q_rel[ClassOf(i, j)];
+      s *= scale_;
+      if (bias != nullptr) s += *(bias - j);  // bias_h[i - j]
+      p[j] = s;
+      max = std::max(max, s);
+    }
+    float sum = 0.0f;
+    for (std::int64_t j = 0; j <= i; ++j) {
+      p[j] = std::exp(p[j] - max);
+      sum += p[j];
+    }
+    const float inv = 1.0f / sum;
+    for (std::int64_t j = 0; j <= i; ++j) p[j] *= inv;
+  }
+
+  // mass[c] = sum of w[j] over the keys of class c (Shaw).
+  void ClassSums(std::int64_t i, const float* w, float* mass) const {
+    std::fill(mass, mass + Classes(i), 0.0f);
+    for (std::int64_t j = 0; j <= i; ++j) mass[ClassOf(i, j)] += w[j];
+  }
+
+ private:
+  const AttentionShape& shape_;
+  const AttentionTerms& terms_;
+  const float* qkv_;
+  std::int64_t b_, h_, hd_;
+  float scale_;
+};
+
+// Scratch of one thread: [T] rows and [K + 1] classes.
+struct Scratch {
+  std::vector<float> p, dp, q_rel, do_rel, mass, ds_mass;
+  Scratch(std::int64_t length, std::int64_t classes)
+      : p(length), dp(length), q_rel(classes), do_rel(classes), mass(classes), ds_mass(classes) {}
+};
+
+}  // namespace
+
+void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, std::span<const float> qkv,
+                      std::span<float> out) {
+  const std::int64_t d = shape.d(), length = shape.length;
+  ParallelFor(shape.batch * shape.heads, 1, [&](std::int64_t begin, std::int64_t end) {
+    Scratch scratch(length, terms.shaw_clip + 1);
+    for (std::int64_t task = begin; task < end; ++task) {
+      const HeadTask head(shape, terms, qkv.data(), task / shape.heads, task % shape.heads);
+      for (std::int64_t i = 0; i < length; ++i) {
+        head.RowProbabilities(i, scratch.p.data(), scratch.q_rel.data());
+        float* o = out.data() + head.Row(i) * d + head.Column();
+        std::fill(o, o + head.hd(), 0.0f);
+        for (std::int64_t j = 0; j <= i; ++j) Axpy(scratch.p[j], head.V(j), o, head.hd());
+        if (!head.shaw()) continue;
+        head.ClassSums(i, scratch.p.data(), scratch.mass.data());
+        for (std::int64_t c = 0; c < head.Classes(i); ++c) Axpy(scratch.mass[c], head.RelV(c), o, head.hd());
+      }
+    }
+  });
+}
+
+AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTerms& terms, std::span<const float> qkv,
+                                 std::span<const float> dout) {
+  const std::int64_t d = shape.d(), length = shape.length, hd = shape.head_dim, tasks = shape.batch * shape.heads;
+  const std::int64_t table = terms.rel_k.empty() ? 0 : (2 * terms.shaw_clip + 1) * hd;
+  const bool bias = !terms.distance_bias.empty();
+  AttentionGrads grads;
+  grads.dqkv.assign(static_cast<std::size_t>(shape.batch * length * 3 * d), 0.0f);
+  // Per-task partials of the shared parameters: [tasks, T] and [tasks, table].
+  std::vector<double> dbias_part(bias ? static_cast<std::size_t>(tasks * length) : 0, 0.0);
+  std::vector<double> drel_k_part(static_cast<std::size_t>(tasks * table), 0.0);
+  std::vector<double> drel_v_part(drel_k_part.size(), 0.0);
+  ParallelFor(tasks, 1, [&](std::int64_t begin, std::int64_t end) {
+    Scratch scratch(length, terms.shaw_clip + 1);
+    std::vector<float>& p = scratch.p;
+    std::vector<float>& ds = scratch.dp;  // dp, then ds in place
+    for (std::int64_t task = begin; task < end; ++task) {
+      const HeadTask head(shape, terms, qkv.data(), task / shape.heads, task % shape.heads);
+      const auto dq_of = [&](std::int64_t t) { return grads.dqkv.data() + head.Row(t) * 3 * d + head.Column(); };
+      for (std::int64_t i = 0; i < length; ++i) {
+        head.RowProbabilities(i, p.data(), scratch.q_rel.data());
+        const float* q = head.Q(i);
+        const float* g = dout.data() + head.Row(i) * d + head.Column();
+        for (std::int64_t c = 0; c < head.Classes(i); ++c) scratch.do_rel[c] = Dot(g, head.RelV(c), hd);
+        float weighted = 0.0f;  // sum_j p_ij dp_ij
+        for (std::int64_t j = 0; j <= i; ++j) {
+          ds[j] = Dot(g, head.V(j), hd) + (head.shaw() ? scratch.do_rel[head.ClassOf(i, j)] : 0.0f);
+          weighted += p[j] * ds[j];
+        }
+        for (std::int64_t j = 0; j <= i; ++j) ds[j] = p[j] * (ds[j] - weighted);
+        float* dq = dq_of(i);
+        for (std::int64_t j = 0; j <= i; ++j) {
+          Axpy(ds[j], head.K(j), dq, hd);
+          Axpy(head.scale() * ds[j], q, dq_of(j) + d, hd);  // dk_j
+          Axpy(p[j], g, dq_of(j) + 2 * d, hd);              // dv_j
+          if (bias) dbias_part[task * length + (i - j)] += ds[j];
+        }
+        if (head.shaw()) {
+          head.ClassSums(i, p.data(), scratch.mass.data());
+          head.ClassSums(i, ds.data(), scratch.ds_mass.data());
+          for (std::int64_t c = 0; c < head.Classes(i); ++c) {
+            Axpy(scratch.ds_mass[c], head.RelK(c), dq, hd);
+            double* drk = drel_k_part.data() + task * table + head.TableRow(c) * hd;
+            double* drv = drel_v_part.data() + task * table + head.TableRow(c) * hd;
+            for (std::int64_t e = 0; e < hd; ++e) {
+              drk[e] += static_cast<double>(head.scale() * scratch.ds_mass[c]) * q[e];
+              drv[e] += static_cast<double>(scratch.mass[c]) * g[e];
+            }
+          }
+        }
+        for (std::int64_t e = 0; e < hd; ++e) dq[e] *= head.scale();
+      }
+    }
+  });
+  // The shared parameters: partials summed in task order (b, then h).
+  if (bias) {
+    grads.dbias.assign(static_cast<std::size_t>(shape.heads * length), 0.0);
+    for (std::int64_t task = 0; task < tasks; ++task) {
+      const std::int64_t h = task % shape.heads;
+      for (std::int64_t t = 0; t < length; ++t) grads.dbias[h * length + t] += dbias_part[task * length + t];
+    }
+  }
+  if (table > 0) {
+    grads.drel_k.assign(static_cast<std::size_t>(table), 0.0);
+    grads.drel_v.assign(static_cast<std::size_t>(table), 0.0);
+    for (std::int64_t task = 0; task < tasks; ++task) {
+      for (std::int64_t e = 0; e < table; ++e) {
+        grads.drel_k[e] += drel_k_part[task * table + e];
+        grads.drel_v[e] += drel_v_part[task * table + e];
+      }
+    }
+  }
+  return grads;
+}
+
+}  // namespace posenc::tiny_lm

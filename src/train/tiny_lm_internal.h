@@ -1,0 +1,111 @@
+// Internal pieces of the tiny language model (include/posenc/tiny_lm.h): the
+// checks both losses share, the position schemes' tables and their
+// gradients, the float32 steps of the forward and backward passes.
+//
+// Shapes: B batch, T length, N = B*T rows (row n = b*T + t), d = d_model,
+// H heads, hd = d/H, F = ffn_hidden, L layers, V = 256.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "posenc/rope.h"
+#include "posenc/tiny_lm.h"
+
+namespace posenc::tiny_lm {
+
+inline constexpr const char* kOp = "tiny_lm";
+
+// Throws posenc::Error unless the config, the params, the tokens and the
+// length fit (tiny_lm_config.cc). `gradients`: a training call.
+void ValidateLossCall(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
+                      std::int64_t batch, std::int64_t length, bool gradients);
+
+// ----------------------------------------------------- tiny_lm_positions.cc
+
+double Softplus(double x);
+double Sigmoid(double x);
+
+// Whether the scheme adds a bias depending only on (head, i - j): ALiBi, T5, KERPLE.
+bool HasDistanceBias(PositionScheme scheme);
+
+// Positions added to the input embeddings, float64 [T, d] (sinusoidal,
+// learned; learned past train_length by Su's hierarchical decomposition);
+// empty for the other schemes.
+std::vector<double> InputPositions(const TinyLmConfig& config, const TinyLmParams& params, std::int64_t length);
+
+// The distance bias of one layer, float64 [H, T]: entry h*T + delta is the
+// bias of a query i and key j = i - delta. Empty unless HasDistanceBias.
+std::vector<double> DistanceBias(const TinyLmConfig& config, const TinyLmParams& params, std::int64_t layer,
+                                 std::int64_t length);
+
+// dbias[l]: d loss / d DistanceBias(layer l) [H, T]. Writes the gradients of
+// the scheme's parameters (t5: attn_rel_b; kerple: attn_kerple_r1/r2).
+void DistanceBiasBackward(const TinyLmConfig& config, const TinyLmParams& params,
+                          const std::vector<std::vector<double>>& dbias, std::int64_t length, TinyLmParams& grads);
+
+RopeSpec TinyLmRopeSpec(const TinyLmConfig& config);
+
+// RoPE on the q and k columns of qkv [N, 3d], in place, positions 0..T-1 of
+// every sequence: kForward rotates, kBackward maps gradients back.
+void RotateQueriesKeys(const TinyLmConfig& config, const RopeFrequencies& frequencies, std::span<float> qkv,
+                       std::int64_t batch, std::int64_t length, RopeDirection direction);
+
+// ----------------------------------------------------- tiny_lm_attention.cc
+
+struct AttentionShape {
+  std::int64_t batch = 0, length = 0, heads = 0, head_dim = 0;
+  std::int64_t d() const { return heads * head_dim; }
+};
+
+// One layer's positional terms, float32.
+struct AttentionTerms {
+  std::span<const float> distance_bias;  // [H, T] or empty
+  std::span<const float> rel_k, rel_v;   // shaw: [2K + 1, hd] each, or empty
+  std::int64_t shaw_clip = 0;            // K
+};
+
+// qkv [N, 3d] (q and k already rotated for RoPE) -> out [N, d], heads side
+// by side. Parallel over (b, h); each row's softmax in a fixed order.
+void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, std::span<const float> qkv,
+                      std::span<float> out);
+
+struct AttentionGrads {
+  std::vector<float> dqkv;     // [N, 3d]
+  std::vector<double> dbias;   // [H, T] when terms have a distance bias
+  std::vector<double> drel_k;  // [2K + 1, hd] when shaw
+  std::vector<double> drel_v;
+};
+
+// Given dout [N, d], the gradients of qkv and of the terms. Parameter
+// partials are kept per (b, h) and summed in (b, h) order afterwards.
+AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTerms& terms, std::span<const float> qkv,
+                                 std::span<const float> dout);
+
+// ----------------------------------------------------------- tiny_lm_ops.cc
+
+// y [rows, out] = x [rows, in] W^T, W = w [out, in], through MatMul.
+void LinearForward(std::span<const float> x, std::int64_t rows, const TinyLmTensor& w, std::span<float> y);
+// dx [rows, in] = dy W (overwritten) and dw [out, in] = dy^T x (overwritten),
+// both through MatMul with explicitly transposed operands.
+void LinearBackward(std::span<const float> x, std::span<const float> dy, std::int64_t rows, const TinyLmTensor& w,
+                    std::span<float> dx, std::span<float> dw);
+
+// y = x / rms(x) * gain per row of [rows, d]; inv_rms [rows] kept for the backward.
+void RmsNormForward(std::span<const float> x, std::span<const float> gain, double eps, std::span<float> y,
+                    std::span<float> inv_rms);
+// dx += d loss / dx (accumulated into the residual gradient); dgain overwritten.
+void RmsNormBackward(std::span<const float> x, std::span<const float> gain, std::span<const float> inv_rms,
+                     std::span<const float> dy, std::span<float> dx, std::span<float> dgain);
+
+// GELU, tanh approximation, element-wise.
+void GeluForward(std::span<const float> u, std::span<float> a);
+void GeluBackward(std::span<const float> u, std::span<const float> da, std::span<float> du);
+
+// Per row of logits [rows, V]: row_loss = logsumexp - logit[target]
+// (float64); with dlogits non-empty, dlogits = (softmax - onehot) * scale.
+void CrossEntropy(std::span<const float> logits, std::span<const std::uint8_t> targets, float scale,
+                  std::span<double> row_loss, std::span<float> dlogits);
+
+}  // namespace posenc::tiny_lm

@@ -1,0 +1,204 @@
+// The tiny model's float32 loss and gradients: the forward pass keeps each
+// block's activations, the backward pass walks them in reverse.
+//
+// Forward (rows n = b*T + t, N = B*T):
+//   x [N, d]    = token_embd[input] + positions[t]
+//   block l:    attn_in = RmsNorm(x)         qkv [N, 3d] = attn_in Wqkv^T (RoPE on q, k)
+//               att [N, d] = Attention(qkv)  x += att Wo^T
+//               ffn_in = RmsNorm(x)          up [N, F] = ffn_in Wup^T
+//               act = Gelu(up)               x += act Wdown^T
+//   xf = RmsNorm(x), logits [N, 256] = xf token_embd^T, loss = mean CE.
+#include <algorithm>
+#include <vector>
+
+#include "posenc/error.h"
+#include "posenc/rope_frequencies.h"
+#include "train/tiny_lm_internal.h"
+
+namespace posenc {
+namespace {
+
+using tiny_lm::AttentionShape;
+using tiny_lm::AttentionTerms;
+
+// What the backward pass needs of one block (the forward's intermediates).
+struct BlockActivations {
+  std::vector<float> x_in;      // [N, d] residual stream entering the block
+  std::vector<float> attn_rms;  // [N] 1 / rms
+  std::vector<float> attn_in;   // [N, d]
+  std::vector<float> qkv;       // [N, 3d], q and k rotated (RoPE)
+  std::vector<float> att;       // [N, d]
+  std::vector<float> x_mid;     // [N, d] after the attention residual
+  std::vector<float> ffn_rms;   // [N]
+  std::vector<float> ffn_in;    // [N, d]
+  std::vector<float> up;        // [N, F]
+  std::vector<float> act;       // [N, F]
+};
+
+// The per-call state: shapes, the scheme's tables, the activations.
+struct Pass {
+  const TinyLmConfig& config;
+  const TinyLmParams& params;
+  std::int64_t batch, length, rows, d, ffn;
+  AttentionShape shape;
+  RopeFrequencies rope;
+  std::vector<std::vector<float>> distance_bias;  // [L][H, T] or empty
+
+  Pass(const TinyLmConfig& c, const TinyLmParams& p, std::int64_t b, std::int64_t t)
+      : config(c), params(p), batch(b), length(t), rows(b * t), d(c.d_model),
+        ffn(c.ffn_hidden), shape{.batch = b, .length = t, .heads = c.heads, .head_dim = c.HeadDim()} {
+    if (c.scheme == PositionScheme::kRope) rope = ComputeRopeFrequencies(tiny_lm::TinyLmRopeSpec(c), t);
+    if (tiny_lm::HasDistanceBias(c.scheme)) {
+      for (std::int64_t l = 0; l < c.layers; ++l) {
+        const std::vector<double> bias = tiny_lm::DistanceBias(c, p, l, t);
+        distance_bias.emplace_back(bias.begin(), bias.end());
+      }
+    }
+  }
+
+  AttentionTerms Terms(std::int64_t l) const {
+    const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(l)];
+    AttentionTerms terms;
+    if (!distance_bias.empty()) terms.distance_bias = distance_bias[static_cast<std::size_t>(l)];
+    if (config.scheme == PositionScheme::kShaw) {
+      terms.rel_k = block.attn_rel_k.values;
+      terms.rel_v = block.attn_rel_v.values;
+      terms.shaw_clip = config.shaw_clip;
+    }
+    return terms;
+  }
+
+  std::vector<float> Floats(std::int64_t width) const {
+    return std::vector<float>(static_cast<std::size_t>(rows * width));
+  }
+
+  // x [N, d] -> x after block l; a keeps its intermediates.
+  void BlockForward(std::int64_t l, std::vector<float>& x, BlockActivations& a) const {
+    const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(l)];
+    std::vector<float> delta = Floats(d);
+    a.x_in = x;
+    a.attn_rms = Floats(1);
+    a.attn_in = Floats(d);
+    a.qkv = Floats(3 * d);
+    a.att = Floats(d);
+    tiny_lm::RmsNormForward(x, block.attn_norm.values, config.norm_eps, a.attn_in, a.attn_rms);
+    tiny_lm::LinearForward(a.attn_in, rows, block.attn_qkv, a.qkv);
+    if (config.scheme == PositionScheme::kRope) {
+      tiny_lm::RotateQueriesKeys(config, rope, a.qkv, batch, length, RopeDirection::kForward);
+    }
+    tiny_lm::AttentionForward(shape, Terms(l), a.qkv, a.att);
+    tiny_lm::LinearForward(a.att, rows, block.attn_output, delta);
+    for (std::size_t e = 0; e < x.size(); ++e) x[e] += delta[e];
+    a.x_mid = x;
+    a.ffn_rms = Floats(1);
+    a.ffn_in = Floats(d);
+    a.up = Floats(ffn);
+    a.act = Floats(ffn);
+    tiny_lm::RmsNormForward(x, block.ffn_norm.values, config.norm_eps, a.ffn_in, a.ffn_rms);
+    tiny_lm::LinearForward(a.ffn_in, rows, block.ffn_up, a.up);
+    tiny_lm::GeluForward(a.up, a.act);
+    tiny_lm::LinearForward(a.act, rows, block.ffn_down, delta);
+    for (std::size_t e = 0; e < x.size(); ++e) x[e] += delta[e];
+  }
+
+  // dx: d loss / d (block l's output) on entry, / d (its input) on return.
+  // Writes block l's parameter gradients; returns d loss / d its distance bias.
+  std::vector<double> BlockBackward(std::int64_t l, const BlockActivations& a, std::vector<float>& dx,
+                                    TinyLmBlock& g) const {
+    const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(l)];
+    std::vector<float> dact = Floats(ffn), dup = Floats(ffn), din = Floats(d);
+    tiny_lm::LinearBackward(a.act, dx, rows, block.ffn_down, dact, g.ffn_down.values);
+    tiny_lm::GeluBackward(a.up, dact, dup);
+    tiny_lm::LinearBackward(a.ffn_in, dup, rows, block.ffn_up, din, g.ffn_up.values);
+    tiny_lm::RmsNormBackward(a.x_mid, block.ffn_norm.values, a.ffn_rms, din, dx, g.ffn_norm.values);
+
+    std::vector<float> datt = Floats(d);
+    tiny_lm::LinearBackward(a.att, dx, rows, block.attn_output, datt, g.attn_output.values);
+    tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, Terms(l), a.qkv, datt);
+    if (config.scheme == PositionScheme::kRope) {
+      tiny_lm::RotateQueriesKeys(config, rope, ag.dqkv, batch, length, RopeDirection::kBackward);
+    }
+    tiny_lm::LinearBackward(a.attn_in, ag.dqkv, rows, block.attn_qkv, din, g.attn_qkv.values);
+    tiny_lm::RmsNormBackward(a.x_in, block.attn_norm.values, a.attn_rms, din, dx, g.attn_norm.values);
+    if (config.scheme == PositionScheme::kShaw) {
+      std::copy(ag.drel_k.begin(), ag.drel_k.end(), g.attn_rel_k.values.begin());
+      std::copy(ag.drel_v.begin(), ag.drel_v.end(), g.attn_rel_v.values.begin());
+    }
+    return std::move(ag.dbias);
+  }
+};
+
+}  // namespace
+
+TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
+                            std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
+                            TinyLmParams* grads) {
+  tiny_lm::ValidateLossCall(config, params, tokens, batch, length, grads != nullptr);
+  Require(grads != &params, tiny_lm::kOp, "grads", Verbatim{"&params"},
+          "must be another TinyLmParams (the params are read while the gradients are written)");
+  const Pass pass(config, params, batch, length);
+  const std::int64_t n_rows = pass.rows, d = pass.d, vocab = TinyLmConfig::kVocab;
+  std::vector<std::uint8_t> inputs(static_cast<std::size_t>(n_rows)), targets(inputs.size());
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t t = 0; t < length; ++t) {
+      inputs[b * length + t] = tokens[b * (length + 1) + t];
+      targets[b * length + t] = tokens[b * (length + 1) + t + 1];
+    }
+  }
+
+  // Embedding (+ positions), then the blocks. Evaluation keeps one block's
+  // activations at a time.
+  const std::vector<double> positions = tiny_lm::InputPositions(config, params, length);
+  std::vector<float> x = pass.Floats(d);
+  for (std::int64_t n = 0; n < n_rows; ++n) {
+    const float* e = params.token_embd.values.data() + inputs[n] * d;
+    const double* p = positions.empty() ? nullptr : positions.data() + (n % length) * d;
+    for (std::int64_t c = 0; c < d; ++c) x[n * d + c] = e[c] + (p ? static_cast<float>(p[c]) : 0.0f);
+  }
+  std::vector<BlockActivations> acts(grads ? static_cast<std::size_t>(config.layers) : 1);
+  for (std::int64_t l = 0; l < config.layers; ++l) pass.BlockForward(l, x, acts[grads ? l : 0]);
+
+  std::vector<float> final_rms = pass.Floats(1), xf = pass.Floats(d), logits = pass.Floats(vocab);
+  tiny_lm::RmsNormForward(x, params.output_norm.values, config.norm_eps, xf, final_rms);
+  tiny_lm::LinearForward(xf, n_rows, params.token_embd, logits);
+  std::vector<double> row_loss(static_cast<std::size_t>(n_rows));
+  std::vector<float> dlogits = grads ? pass.Floats(vocab) : std::vector<float>();
+  tiny_lm::CrossEntropy(logits, targets, 1.0f / static_cast<float>(n_rows), row_loss, dlogits);
+
+  TinyLmLossResult result;
+  result.position_loss.assign(static_cast<std::size_t>(length), 0.0);
+  for (std::int64_t t = 0; t < length; ++t) {
+    for (std::int64_t b = 0; b < batch; ++b) result.position_loss[t] += row_loss[b * length + t];
+    result.position_loss[t] /= static_cast<double>(batch);
+    result.loss += result.position_loss[t];
+  }
+  result.loss /= static_cast<double>(length);
+  if (grads == nullptr) return result;
+
+  // Backward. The output projection is the token embedding: its gradient
+  // is the logits' part plus the input rows' part, added in row order.
+  TinyLmParams& g = *grads;
+  g = ZeroTinyLmParams(config);
+  std::vector<float> dxf = pass.Floats(d), dx = pass.Floats(d);
+  tiny_lm::LinearBackward(xf, dlogits, n_rows, params.token_embd, dxf, g.token_embd.values);
+  tiny_lm::RmsNormBackward(x, params.output_norm.values, final_rms, dxf, dx, g.output_norm.values);
+  std::vector<std::vector<double>> dbias(static_cast<std::size_t>(config.layers));
+  for (std::int64_t l = config.layers - 1; l >= 0; --l) {
+    dbias[l] = pass.BlockBackward(l, acts[l], dx, g.blocks[static_cast<std::size_t>(l)]);
+  }
+  tiny_lm::DistanceBiasBackward(config, params, dbias, length, g);
+  for (std::int64_t n = 0; n < n_rows; ++n) {
+    float* de = g.token_embd.values.data() + inputs[n] * d;
+    for (std::int64_t c = 0; c < d; ++c) de[c] += dx[n * d + c];
+  }
+  if (config.scheme == PositionScheme::kLearned) {
+    // length <= train_length here (ValidateLossCall): row t is position t.
+    for (std::int64_t n = 0; n < n_rows; ++n) {
+      float* dp = g.position_embd.values.data() + (n % length) * d;
+      for (std::int64_t c = 0; c < d; ++c) dp[c] += dx[n * d + c];
+    }
+  }
+  return result;
+}
+
+}  // namespace posenc

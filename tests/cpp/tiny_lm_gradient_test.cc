@@ -1,0 +1,144 @@
+// The tiny model's float32 loss against the float64 reference, and its
+// gradients against central differences of the reference, for every scheme
+// over a grid of odd shapes; every tensor of every scheme is sampled.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "tiny_lm_test_util.h"
+
+namespace posenc {
+namespace {
+
+using testing::GradientClose;
+using testing::kTinyGrid;
+using testing::RandomBytes;
+using testing::RandomTinyParams;
+using testing::TinyConfig;
+
+class TinyLmScheme : public ::testing::TestWithParam<PositionScheme> {};
+
+std::string SchemeTestName(const ::testing::TestParamInfo<PositionScheme>& info) {
+  return std::string(PositionSchemeName(info.param));
+}
+
+TEST_P(TinyLmScheme, LossMatchesFloat64Reference) {
+  double worst = 0;
+  for (const testing::TinyShape& shape : kTinyGrid) {
+    const TinyLmConfig config = TinyConfig(GetParam(), shape);
+    const TinyLmParams params = RandomTinyParams(config, 7);
+    const std::vector<std::uint8_t> tokens = RandomBytes(shape.batch, shape.length, 11);
+    const TinyLmLossResult fast = TinyLmLoss(config, params, tokens, shape.batch, shape.length);
+    const TinyLmLossResult exact = reference::TinyLmLoss(config, params, tokens, shape.batch, shape.length);
+    ASSERT_EQ(fast.position_loss.size(), static_cast<std::size_t>(shape.length));
+    EXPECT_NEAR(fast.loss, exact.loss, 1e-5 * exact.loss);
+    for (std::int64_t t = 0; t < shape.length; ++t) {
+      EXPECT_NEAR(fast.position_loss[t], exact.position_loss[t], 1e-5 * exact.position_loss[t]) << "t = " << t;
+    }
+    worst = std::max(worst, std::abs(fast.loss - exact.loss) / exact.loss);
+    // The loss is the mean of the position losses, and near ln 256 for random bytes.
+    double mean = 0;
+    for (const double l : exact.position_loss) mean += l / static_cast<double>(shape.length);
+    EXPECT_NEAR(exact.loss, mean, 1e-12);
+    EXPECT_GT(exact.loss, 3.0);
+  }
+  std::printf("[%s] worst relative loss error vs float64: %.2e\n", std::string(PositionSchemeName(GetParam())).c_str(),
+              worst);
+}
+
+// d loss / d (tensor t, element e) of the float64 reference by central
+// differences. The step is the float32 one actually taken: the reference
+// reads float32 parameters.
+double NumericGradient(const TinyLmConfig& config, TinyLmParams& params, std::size_t t, std::size_t e,
+                       const std::vector<std::uint8_t>& tokens, std::int64_t batch, std::int64_t length) {
+  float& value = TinyLmTensorList(config, params)[t]->values[e];
+  const float original = value;
+  constexpr double kStep = 1e-3;
+  const auto plus = static_cast<float>(original + kStep), minus = static_cast<float>(original - kStep);
+  value = plus;
+  const double loss_plus = reference::TinyLmLoss(config, params, tokens, batch, length).loss;
+  value = minus;
+  const double loss_minus = reference::TinyLmLoss(config, params, tokens, batch, length).loss;
+  value = original;
+  return (loss_plus - loss_minus) / (static_cast<double>(plus) - static_cast<double>(minus));
+}
+
+// The entries checked per tensor: the first, the last, the largest analytic
+// gradient and three random ones.
+std::vector<std::size_t> Samples(const std::vector<float>& grad, std::mt19937& rng) {
+  std::vector<std::size_t> picks{0, grad.size() - 1};
+  const auto largest =
+      std::max_element(grad.begin(), grad.end(), [](float a, float b) { return std::abs(a) < std::abs(b); });
+  picks.push_back(static_cast<std::size_t>(largest - grad.begin()));
+  std::uniform_int_distribution<std::size_t> any(0, grad.size() - 1);
+  for (int i = 0; i < 3; ++i) picks.push_back(any(rng));
+  return picks;
+}
+
+struct Worst {
+  double abs = 0, rel = 0;  // rel over entries with |fd| >= 1e-3
+  std::string where;
+};
+
+TEST_P(TinyLmScheme, GradientsMatchFiniteDifferences) {
+  Worst worst;
+  std::mt19937 rng(3);
+  for (const testing::TinyShape& shape : kTinyGrid) {
+    const TinyLmConfig config = TinyConfig(GetParam(), shape);
+    TinyLmParams params = RandomTinyParams(config, 5);
+    const std::vector<std::uint8_t> tokens = RandomBytes(shape.batch, shape.length, 13);
+    TinyLmParams grads;
+    TinyLmLoss(config, params, tokens, shape.batch, shape.length, &grads);
+    const std::vector<const TinyLmTensor*> list = TinyLmTensorList(config, std::as_const(grads));
+    for (std::size_t t = 0; t < list.size(); ++t) {
+      const TinyLmTensor& grad = *list[t];
+      double largest = 0;
+      for (const std::size_t e : Samples(grad.values, rng)) {
+        const double numeric = NumericGradient(config, params, t, e, tokens, shape.batch, shape.length);
+        const double analytic = grad.values[e];
+        EXPECT_PRED2(GradientClose, analytic, numeric) << grad.name << "[" << e << "], d_model " << shape.d_model;
+        largest = std::max(largest, std::abs(numeric));
+        const double err = std::abs(analytic - numeric);
+        if (err > worst.abs) worst.abs = err;
+        if (std::abs(numeric) >= 1e-3 && err / std::abs(numeric) > worst.rel) {
+          worst.rel = err / std::abs(numeric);
+          worst.where = grad.name + "[" + std::to_string(e) + "]";
+        }
+      }
+      // Every tensor is really checked: some sampled entry has a gradient.
+      EXPECT_GT(largest, 1e-4) << grad.name << " had no sampled gradient to compare";
+    }
+  }
+  std::printf("[%s] worst gradient error vs finite differences: abs %.2e, rel %.2e (%s)\n",
+              std::string(PositionSchemeName(GetParam())).c_str(), worst.abs, worst.rel, worst.where.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyLm, TinyLmScheme,
+                         ::testing::ValuesIn(AllPositionSchemes().begin(), AllPositionSchemes().end()), SchemeTestName);
+
+// The comparison can fail: a gradient 1% off, on the largest entry of each
+// tensor of a model, is refused by GradientClose.
+TEST(TinyLmGradientCheck, RefusesAGradientOnePercentOff) {
+  const testing::TinyShape shape = kTinyGrid[1];
+  const TinyLmConfig config = TinyConfig(PositionScheme::kShaw, shape);
+  TinyLmParams params = RandomTinyParams(config, 5);
+  const std::vector<std::uint8_t> tokens = RandomBytes(shape.batch, shape.length, 13);
+  TinyLmParams grads;
+  TinyLmLoss(config, params, tokens, shape.batch, shape.length, &grads);
+  const std::vector<const TinyLmTensor*> list = TinyLmTensorList(config, std::as_const(grads));
+  for (std::size_t t = 0; t < list.size(); ++t) {
+    const std::vector<float>& g = list[t]->values;
+    const auto e = static_cast<std::size_t>(
+        std::max_element(g.begin(), g.end(), [](float a, float b) { return std::abs(a) < std::abs(b); }) - g.begin());
+    const double numeric = NumericGradient(config, params, t, e, tokens, shape.batch, shape.length);
+    EXPECT_TRUE(GradientClose(g[e], numeric)) << list[t]->name;
+    EXPECT_FALSE(GradientClose(1.01 * g[e], numeric)) << list[t]->name;
+  }
+}
+
+}  // namespace
+}  // namespace posenc
