@@ -129,14 +129,22 @@ void ParallelFor(std::int64_t n, std::int64_t min_chunk, const std::function<voi
   Pool& workers = GetPool();
   const std::int64_t chunks = std::max<std::int64_t>(1, n / std::max<std::int64_t>(1, min_chunk));
   const int slices = static_cast<int>(std::min<std::int64_t>(workers.size(), chunks));
+  // A ParallelFor inside `body` runs serially on its thread (the pool is
+  // busy, and pool_mutex is held), on one slice as on many.
+  struct Inside {
+    Inside() { inside_parallel_for = true; }
+    ~Inside() { inside_parallel_for = false; }
+    Inside(const Inside&) = delete;
+    Inside& operator=(const Inside&) = delete;
+  };
   if (slices == 1) {
+    const Inside inside;
     body(0, n);
     return;
   }
   workers.Run(slices, [&](int t) {
-    inside_parallel_for = true;
+    const Inside inside;
     body(t * n / slices, (t + 1) * n / slices);
-    inside_parallel_for = false;
   });
 }
 

@@ -22,14 +22,23 @@ TEST(ParallelFor, CoversEveryIndexExactlyOnce) {
   SetNumThreads(2);
 }
 
+// Also when the outer call runs on one slice (one thread, or one chunk):
+// it once held the pool's lock there and the inner call waited for it
+// forever.
 TEST(ParallelFor, NestedCallsRunInline) {
-  std::atomic<int> total = 0;
-  ParallelFor(4, 1, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) {
-      ParallelFor(10, 1, [&](std::int64_t b2, std::int64_t e2) { total += static_cast<int>(e2 - b2); });
+  for (int threads : {1, 2}) {
+    SetNumThreads(threads);
+    for (std::int64_t outer : {1, 4}) {
+      std::atomic<int> total = 0;
+      ParallelFor(outer, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+          ParallelFor(10, 1, [&](std::int64_t b2, std::int64_t e2) { total += static_cast<int>(e2 - b2); });
+        }
+      });
+      EXPECT_EQ(total, 10 * outer) << threads << " threads, outer " << outer;
     }
-  });
-  EXPECT_EQ(total, 40);
+  }
+  SetNumThreads(2);
 }
 
 TEST(ParallelFor, ThreadCountMustBePositive) {
