@@ -1,5 +1,7 @@
 #include "grid_kind.h"
 
+#include <cstdio>
+
 #include "file_digest.h"
 #include "posenc/error.h"
 
@@ -21,6 +23,30 @@ std::string CheckedInput(const Grid& grid, const char* name) {
 }
 
 }  // namespace
+
+double TotalCellSeconds(const std::map<std::string, nlohmann::json>& results) {
+  double seconds = 0;
+  for (const auto& [key, result] : results) seconds += result.at("seconds").get<double>();
+  return seconds;
+}
+
+GridReport WriteGridReport(const Grid& grid, double seconds, const std::string& dir, const std::string& name,
+                           const std::string& noun, std::string markdown, std::string json,
+                           const std::function<void(const std::string& png, OutputFiles& files)>& draw) {
+  GridReport out{.markdown = std::move(markdown),
+                 .json = std::move(json),
+                 .files = {dir + "/" + name + ".md", dir + "/" + name + ".json", dir + "/" + name + ".png"}};
+  char summary[200];
+  std::snprintf(summary, sizeof summary, "%s: %zu %s, %zu cells, %.0f s (%.1f min) of compute", name.c_str(),
+                grid.entries.size(), noun.c_str(), grid.cells.size(), seconds, seconds / 60);
+  out.summary = summary;
+  OutputFiles files(name);
+  files.Write(out.files[0], out.markdown);
+  files.Write(out.files[1], out.json);
+  draw(out.files[2], files);
+  files.Commit();
+  return out;
+}
 
 const GridKind& FindGridKind(const std::string& name) {
   for (const GridKind* kind : {&StudyGridKind(), &PasskeyGridKind()}) {

@@ -3,6 +3,7 @@
 // merge the finished cells into the kind's report.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 
 #include "grid.h"
 #include "model_inputs.h"
+#include "output_files.h"
 
 namespace posenc::cli {
 
@@ -33,6 +35,16 @@ struct GridKind {
   // grid is there); `seconds` is the cells' compute time added up.
   GridReport (*merge)(const Grid& grid, const std::map<std::string, nlohmann::json>& results, const std::string& dir);
 };
+
+// The finished cells' compute time, added up.
+double TotalCellSeconds(const std::map<std::string, nlohmann::json>& results);
+
+// Writes DIR/NAME.md, DIR/NAME.json and DIR/NAME.png (drawn by `draw` into
+// the path it is given) together or not at all, and returns them with the
+// closing line "NAME: <entries> <noun>, <cells> cells, <seconds> of compute".
+GridReport WriteGridReport(const Grid& grid, double seconds, const std::string& dir, const std::string& name,
+                           const std::string& noun, std::string markdown, std::string json,
+                           const std::function<void(const std::string& png, OutputFiles& files)>& draw);
 
 // Throws posenc::Error naming the kind when there is no such kind.
 const GridKind& FindGridKind(const std::string& name);

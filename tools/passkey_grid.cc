@@ -56,19 +56,9 @@ GridReport Merge(const Grid& grid, const std::map<std::string, nlohmann::json>& 
     cell.update(results.at(entry.key));
     report.cells.push_back(PasskeyCellFromJson(cell));
   }
-  for (const auto& [key, result] : results) report.seconds += result.at("seconds").get<double>();
-  GridReport out{.markdown = PasskeyMarkdown(report), .json = PasskeyJson(report)};
-  out.files = {dir + "/passkey.md", dir + "/passkey.json", dir + "/passkey.png"};
-  char summary[160];
-  std::snprintf(summary, sizeof summary, "passkey: %zu trials, %zu cells, %.0f s (%.1f min) of compute",
-                grid.entries.size(), grid.cells.size(), report.seconds, report.seconds / 60);
-  out.summary = summary;
-  OutputFiles files("passkey");
-  files.Write(out.files[0], out.markdown);
-  files.Write(out.files[1], out.json);
-  DrawPasskeyHeatmaps(report, out.files[2], files);
-  files.Commit();
-  return out;
+  report.seconds = TotalCellSeconds(results);
+  return WriteGridReport(grid, report.seconds, dir, "passkey", "trials", PasskeyMarkdown(report), PasskeyJson(report),
+                         [&](const std::string& png, OutputFiles& files) { DrawPasskeyHeatmaps(report, png, files); });
 }
 
 }  // namespace

@@ -53,19 +53,9 @@ GridReport Merge(const Grid& grid, const std::map<std::string, nlohmann::json>& 
                             .tokens_per_s = result.at("tokens_per_s").get<double>(),
                             .position_nll = result.at("position_nll").get<std::vector<double>>()});
   }
-  for (const auto& [key, result] : results) report.seconds += result.at("seconds").get<double>();
-  GridReport out{.markdown = StudyMarkdown(report), .json = StudyJson(report)};
-  out.files = {dir + "/study.md", dir + "/study.json", dir + "/study.png"};
-  char summary[160];
-  std::snprintf(summary, sizeof summary, "study: %zu results, %zu cells, %.0f s (%.1f min) of compute",
-                grid.entries.size(), grid.cells.size(), report.seconds, report.seconds / 60);
-  out.summary = summary;
-  OutputFiles files("study");
-  files.Write(out.files[0], out.markdown);
-  files.Write(out.files[1], out.json);
-  DrawStudyPlot(report, out.files[2], files);
-  files.Commit();
-  return out;
+  report.seconds = TotalCellSeconds(results);
+  return WriteGridReport(grid, report.seconds, dir, "study", "results", StudyMarkdown(report), StudyJson(report),
+                         [&](const std::string& png, OutputFiles& files) { DrawStudyPlot(report, png, files); });
 }
 
 }  // namespace
