@@ -1,0 +1,64 @@
+// Evaluating the tiny byte-level model (tiny_lm.h) on a held-out text at
+// any length, the training length or far past it ("test long"), and the
+// byte-unigram floor a model must beat to have learned anything.
+//
+// A length-T evaluation reads `windows` windows of T + 1 bytes at evenly
+// spaced offsets from the start of the text (never overlapping: fewer
+// windows when the text is short), predicts bytes 1..T of each from the
+// bytes before them, and averages the cross-entropy (natural log) over
+// every prediction and, per position t, over the windows. Deterministic:
+// the same offsets and batches on every machine and thread count.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <numbers>
+#include <span>
+#include <vector>
+
+#include "posenc/tiny_lm.h"
+
+namespace posenc {
+
+struct TinyLmEvalResult {
+  std::int64_t length = 0;
+  std::int64_t windows = 0;           // evaluated (at most the number asked for)
+  double loss = 0.0;                  // mean nats per byte over windows * length predictions
+  std::vector<double> position_loss;  // [length]: position t's mean over the windows
+  double seconds = 0.0;
+  double tokens_per_s = 0.0;
+
+  double BitsPerByte() const { return loss / std::numbers::ln2; }
+  double Perplexity() const { return std::exp(loss); }
+};
+
+// The start of each window: count = min(windows, text_bytes / (length + 1))
+// windows, window w at w * floor(text_bytes / count). Throws posenc::Error
+// for length < 1, windows < 1, and a text shorter than one window.
+std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_t length, std::int64_t windows);
+
+// The loss of `params` over the windows of `text` at `length` (TinyLmLoss
+// without gradients, several windows a call). A length past a learned
+// model's table needs config.learned_past_table = kHierarchical (else the
+// error names the position and the table). `progress(done, total)` (may be
+// empty) counts windows.
+TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& params,
+                                std::span<const std::uint8_t> text, std::int64_t length, std::int64_t windows,
+                                const std::function<void(std::int64_t done, std::int64_t total)>& progress = {});
+
+// How often each byte value occurs.
+using ByteCounts = std::array<std::int64_t, 256>;
+ByteCounts CountBytes(std::span<const std::uint8_t> text);
+
+// The byte-unigram baseline: the mean cross-entropy (nats per byte) of
+// `text` under the byte frequencies `counts` (of a training corpus), with
+// add-one smoothing so that a byte the corpus never had costs
+// log(total + 256), not infinity:
+//   p(b) = (counts[b] + 1) / (sum counts + 256),  loss = -mean log p(text[i]).
+// A model that learned nothing about context cannot beat it. Throws
+// posenc::Error for an empty text or a negative count.
+double ByteUnigramLoss(const ByteCounts& counts, std::span<const std::uint8_t> text);
+
+}  // namespace posenc

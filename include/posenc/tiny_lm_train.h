@@ -1,0 +1,122 @@
+// Training the tiny byte-level model (tiny_lm.h) on a corpus, for "train
+// short, test long": every scheme is trained at one length L = train_length
+// with the same data, init seed, optimizer and budget, then evaluated at
+// 1x..16x L (tiny_lm_eval.h) from a checkpoint (tiny_lm_checkpoint.h).
+//
+// One step s = 1..S (S = ceil(tokens / (batch * L))):
+//
+//   rows   = batch windows of L + 1 corpus bytes (TinyLmBatchOffsets)
+//   loss   = TinyLmLoss(config, params, rows, batch, L, &grads)
+//   norm   = ClipGradNorm(grads, grad_clip)
+//   AdamW.Step(params, grads, LearningRate({lr, min_lr, warmup, S}, s))
+//
+// Weight decay follows nanoGPT (decay every tensor of >= 2 dims, none of
+// the 1-D ones: norm gains, KERPLE's r1 and r2), with one exception: the
+// positional tensors (learned position_embd, Shaw's attn_rel_k / attn_rel_v,
+// T5's attn_rel_b) are not decayed either. They are what the study
+// compares; ALiBi, RoPE and sinusoidal have no parameters, KERPLE's are 1-D,
+// so decaying the tables would put a pull towards "no position information"
+// on exactly the learned schemes (T5 itself was trained with Adafactor and
+// no weight decay). The token embedding (tied to the output) is decayed, as
+// nanoGPT does.
+//
+// Everything is a pure function of (config, options, corpus): the init is
+// InitTinyLm(config, seed), the batches are counters through SplitMix64,
+// and TinyLmLoss, ClipGradNorm and AdamW are bitwise identical for any
+// thread count, so the trained parameters are too.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "posenc/tiny_lm.h"
+
+namespace posenc {
+
+struct TinyLmTrainOptions {
+  std::int64_t tokens = 0;  // the budget in predicted bytes, > 0; the last step may pass it by < one batch
+  std::int64_t batch = 16;  // sequences per step
+  std::int64_t seed = 0;    // >= 0: the init (InitTinyLm) and the batches
+  double lr = 2e-3;         // the peak learning rate
+  double min_lr = 2e-4;     // where the cosine ends, in [0, lr]
+  double warmup = 0.05;     // the share of the steps with a linear warmup, in [0, 1]
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // global L2 norm (ClipGradNorm); +infinity: never clip
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  std::int64_t log_every = 1;  // a log entry every this many steps (and the last)
+
+  // Throws posenc::Error "[train] parameter = value: rule" for the first
+  // field that breaks its rule, the config's own rules (train_length >= 2,
+  // ...) first, then batch * train_length within one TinyLmLoss call.
+  void Validate(const TinyLmConfig& config) const;
+  // ceil(tokens / (batch * train_length)).
+  std::int64_t Steps(const TinyLmConfig& config) const;
+  // round(warmup * Steps).
+  std::int64_t WarmupSteps(const TinyLmConfig& config) const;
+};
+
+// Whether AdamW decays this tensor (the rule above).
+bool TinyLmTensorDecays(const TinyLmTensor& tensor);
+
+// The start of each row of step `step` (0-based): `batch` offsets in
+// [0, corpus_bytes - (length + 1)], row r's a pure function of (seed, step,
+// r), uniform over the range. Throws posenc::Error naming the corpus when it
+// is shorter than one window of length + 1 bytes.
+std::vector<std::int64_t> TinyLmBatchOffsets(std::int64_t corpus_bytes, std::int64_t length, std::int64_t batch,
+                                             std::int64_t seed, std::int64_t step);
+
+struct TinyLmTrainLogEntry {
+  std::int64_t step = 0;    // 1-based
+  std::int64_t tokens = 0;  // predicted bytes so far
+  double loss = 0.0;        // this step's batch loss (nats per byte), before the update
+  double lr = 0.0;
+  double grad_norm = 0.0;  // before clipping
+};
+
+struct TinyLmTrainProgress {
+  std::int64_t step = 0, steps = 0;
+  std::int64_t tokens = 0;  // so far
+  double loss = 0.0;        // this step's
+  double tokens_per_s = 0.0;
+};
+
+struct TinyLmTrainResult {
+  TinyLmParams params;
+  std::vector<TinyLmTrainLogEntry> log;  // every log_every steps, and the last
+  std::int64_t steps = 0;
+  std::int64_t tokens = 0;  // steps * batch * train_length
+  double final_loss = 0.0;  // the mean batch loss of the last min(10, steps) steps
+  double seconds = 0.0;
+  double tokens_per_s = 0.0;
+};
+
+// The model FLOPs of one training step on `batch` sequences of `length`
+// (the MFU convention: what the model needs, not what an implementation
+// recomputes), 2 flops a multiply-add:
+//
+//   forward  = 2 N P  +  layers * batch * 2 d length (length + 1)
+//   step     = 3 * forward        (the backward pass: dX and dW of every
+//                                  product, twice the forward's)
+//
+// with N = batch * length predicted bytes and P = layers (3d^2 + d^2 + 2 d F)
+// + 256 d the weights in matrix products (qkv, output, up, down, and the
+// tied output projection). The second term is causal attention: per layer,
+// sequence and head, q.k over the length (length + 1) / 2 pairs of j <= i and
+// as many p v products, hd wide each. Scheme-specific work (the rotation,
+// the biases, Shaw's relative products), the norms, GELU and the softmax
+// are not counted.
+double TinyLmTrainStepFlops(const TinyLmConfig& config, std::int64_t batch, std::int64_t length);
+
+// Trains from InitTinyLm(config, options.seed) on windows of `corpus`.
+// `progress` (may be empty) is called after every step, on the calling
+// thread. Throws posenc::Error for bad options (Validate), a corpus shorter
+// than one window, and a non-finite loss or gradient ("[train] step = 17:
+// ..." naming the step and the first bad element).
+TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptions& options,
+                              std::span<const std::uint8_t> corpus,
+                              const std::function<void(const TinyLmTrainProgress&)>& progress = {});
+
+}  // namespace posenc

@@ -1,0 +1,95 @@
+// Evaluation of the tiny model over windows of a text, and the byte-unigram
+// baseline (include/posenc/tiny_lm_eval.h).
+#include "posenc/tiny_lm_eval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+constexpr const char* kOp = "eval";
+
+// Predictions per TinyLmLoss call: enough rows to keep every thread busy,
+// few enough that the logits (256 floats a byte) stay small (8 MiB).
+constexpr std::int64_t kBatchTokens = 8192;
+
+}  // namespace
+
+std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_t length, std::int64_t windows) {
+  Require(length >= 1, kOp, "length", length, "must be >= 1");
+  Require(windows >= 1, kOp, "windows", windows, "must be >= 1");
+  Require(text_bytes > length, kOp, "text", Verbatim{std::to_string(text_bytes) + " bytes"},
+          "must hold at least one window of length + 1 = " + std::to_string(length + 1) +
+              " bytes (inputs and the next byte as target)");
+  const std::int64_t count = std::min(windows, text_bytes / (length + 1));
+  const std::int64_t stride = text_bytes / count;  // >= length + 1: windows never overlap
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(count));
+  for (std::int64_t w = 0; w < count; ++w) offsets[w] = w * stride;
+  return offsets;
+}
+
+TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& params,
+                                std::span<const std::uint8_t> text, std::int64_t length, std::int64_t windows,
+                                const std::function<void(std::int64_t done, std::int64_t total)>& progress) {
+  ValidateTinyLmParams(config, params);
+  const std::vector<std::int64_t> offsets = TinyLmEvalOffsets(static_cast<std::int64_t>(text.size()), length, windows);
+  const auto start = std::chrono::steady_clock::now();
+  const auto count = static_cast<std::int64_t>(offsets.size());
+  const std::int64_t per_call = std::clamp<std::int64_t>(kBatchTokens / length, 1, count);
+
+  TinyLmEvalResult result;
+  result.length = length;
+  result.windows = count;
+  result.position_loss.assign(static_cast<std::size_t>(length), 0.0);
+  std::vector<std::uint8_t> rows;
+  for (std::int64_t first = 0; first < count; first += per_call) {
+    const std::int64_t batch = std::min(per_call, count - first);
+    rows.clear();
+    for (std::int64_t w = first; w < first + batch; ++w) {
+      const auto begin = text.begin() + offsets[w];
+      rows.insert(rows.end(), begin, begin + length + 1);
+    }
+    const TinyLmLossResult loss = TinyLmLoss(config, params, rows, batch, length);
+    for (std::int64_t t = 0; t < length; ++t) {
+      result.position_loss[t] += loss.position_loss[t] * static_cast<double>(batch);
+    }
+    if (progress) progress(first + batch, count);
+  }
+  for (double& loss : result.position_loss) {
+    loss /= static_cast<double>(count);
+    result.loss += loss;
+  }
+  result.loss /= static_cast<double>(length);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.tokens_per_s = result.seconds > 0 ? static_cast<double>(count * length) / result.seconds : 0.0;
+  return result;
+}
+
+ByteCounts CountBytes(std::span<const std::uint8_t> text) {
+  ByteCounts counts{};
+  for (const std::uint8_t b : text) ++counts[b];
+  return counts;
+}
+
+double ByteUnigramLoss(const ByteCounts& counts, std::span<const std::uint8_t> text) {
+  Require(!text.empty(), kOp, "text", Verbatim{"0 bytes"}, "must not be empty");
+  double total = 256.0;  // add-one smoothing
+  for (std::size_t b = 0; b < counts.size(); ++b) {
+    Require(counts[b] >= 0, kOp, "counts[" + std::to_string(b) + "]", counts[b], "must be >= 0");
+    total += static_cast<double>(counts[b]);
+  }
+  // Sum over byte values (256 logs), not over the text.
+  const ByteCounts in_text = CountBytes(text);
+  double nll = 0.0;
+  for (std::size_t b = 0; b < counts.size(); ++b) {
+    if (in_text[b] == 0) continue;
+    nll -= static_cast<double>(in_text[b]) * std::log((static_cast<double>(counts[b]) + 1.0) / total);
+  }
+  return nll / static_cast<double>(text.size());
+}
+
+}  // namespace posenc

@@ -1,0 +1,521 @@
+// Training, evaluation and checkpoints of the tiny model: option errors,
+// the batch offsets, the weight-decay rule, bitwise-identical training for
+// 1 and 2 threads, a loss that falls on a repetitive text, evaluation
+// windows and batches, the byte-unigram baseline, and checkpoints that
+// round-trip bit for bit and refuse every kind of bad file by name.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numbers>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "posenc/gguf.h"
+#include "posenc/gguf_writer.h"
+#include "posenc/parallel.h"
+#include "posenc/tiny_lm_checkpoint.h"
+#include "posenc/tiny_lm_eval.h"
+#include "posenc/tiny_lm_train.h"
+#include "test_util.h"
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+namespace fs = std::filesystem;
+
+// d 16, 2 heads (head_dim 8), 2 layers, ffn 24, L 16; Shaw clip 3, T5 with 4
+// buckets up to distance 6 (reached within 16).
+TinyLmConfig SmallConfig(PositionScheme scheme) {
+  TinyLmConfig config;
+  config.d_model = 16;
+  config.heads = 2;
+  config.layers = 2;
+  config.ffn_hidden = 24;
+  config.train_length = 16;
+  config.scheme = scheme;
+  config.shaw_clip = 3;
+  config.t5_buckets = 4;
+  config.t5_max_distance = 6;
+  return config;
+}
+
+std::vector<std::uint8_t> Bytes(std::string_view text) { return {text.begin(), text.end()}; }
+
+std::vector<std::uint8_t> Repeated(std::string_view sentence, std::size_t bytes) {
+  std::vector<std::uint8_t> text;
+  while (text.size() < bytes) text.insert(text.end(), sentence.begin(), sentence.end());
+  text.resize(bytes);
+  return text;
+}
+
+// Every byte value in a fixed pseudo-random order.
+std::vector<std::uint8_t> Noise(std::size_t bytes, std::uint32_t seed) {
+  std::vector<std::uint8_t> text(bytes);
+  std::uint32_t x = seed;
+  for (std::uint8_t& b : text) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<std::uint8_t>(x >> 24);
+  }
+  return text;
+}
+
+bool SameBits(const TinyLmConfig& config, const TinyLmParams& a, const TinyLmParams& b, std::string* first_difference) {
+  const auto ta = TinyLmTensorList(config, a), tb = TinyLmTensorList(config, b);
+  for (std::size_t t = 0; t < ta.size(); ++t) {
+    if (ta[t]->values.size() != tb[t]->values.size() ||
+        std::memcmp(ta[t]->values.data(), tb[t]->values.data(), ta[t]->values.size() * sizeof(float)) != 0) {
+      *first_difference = ta[t]->name;
+      return false;
+    }
+  }
+  return true;
+}
+
+// A fresh directory, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/posenc-tiny-lm-train-XXXXXX";
+    const char* dir = ::mkdtemp(pattern);
+    EXPECT_NE(dir, nullptr);
+    path_ = dir ? dir : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// ------------------------------------------------------------------ options
+
+TEST(TinyLmTrainOptions, StepsWarmupAndErrors) {
+  TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  TinyLmTrainOptions options;
+  options.tokens = 1000;
+  options.batch = 4;
+  EXPECT_EQ(options.Steps(config), 16);  // ceil(1000 / 64)
+  options.tokens = 1024;
+  EXPECT_EQ(options.Steps(config), 16);
+  EXPECT_EQ(options.WarmupSteps(config), 1);  // round(0.05 * 16)
+  EXPECT_NO_THROW(options.Validate(config));
+
+  const auto with = [&](auto change) {
+    TinyLmConfig c = config;
+    TinyLmTrainOptions o = options;
+    change(c, o);
+    return [c, o] { o.Validate(c); };
+  };
+  using C = TinyLmConfig&;
+  using O = TinyLmTrainOptions&;
+  ExpectError(with([](C, O o) { o.tokens = 0; }), {"[train] tokens = 0: must be > 0"});
+  ExpectError(with([](C, O o) { o.batch = 0; }), {"[train] batch = 0"});
+  ExpectError(with([](C, O o) { o.batch = std::int64_t{1} << 21; }), {"[train] batch * train_length = 2097152 * 16"});
+  ExpectError(with([](C, O o) { o.seed = -1; }), {"[train] seed = -1"});
+  ExpectError(with([](C, O o) { o.lr = 0; }), {"[train] lr = 0"});
+  ExpectError(with([](C, O o) { o.min_lr = 1; }), {"[train] min_lr = 1: must be in [0, lr = 0.002]"});
+  ExpectError(with([](C, O o) { o.warmup = 1.5; }), {"[train] warmup = 1.5"});
+  ExpectError(with([](C, O o) { o.weight_decay = -0.1; }), {"[train] weight_decay = -0.1"});
+  ExpectError(with([](C, O o) { o.grad_clip = 0; }), {"[train] grad_clip = 0"});
+  ExpectError(with([](C, O o) { o.beta2 = 1; }), {"[train] beta2 = 1"});
+  ExpectError(with([](C, O o) { o.log_every = 0; }), {"[train] log_every = 0"});
+  ExpectError(with([](C c, O) { c.train_length = 1; }), {"[tiny_lm] train_length = 1"});
+  EXPECT_NO_THROW(with([](C, O o) { o.grad_clip = std::numeric_limits<double>::infinity(); })());
+}
+
+TEST(TinyLmTrainOptions, WeightDecayRule) {
+  for (const PositionScheme scheme : AllPositionSchemes()) {
+    const TinyLmConfig config = SmallConfig(scheme);
+    const TinyLmParams params = ZeroTinyLmParams(config);
+    for (const TinyLmTensor* t : TinyLmTensorList(config, params)) {
+      const bool positional = t->name == "position_embd.weight" || t->name == "attn_rel_b.weight" ||
+                              t->name.find("attn_rel_") != std::string::npos;
+      EXPECT_EQ(TinyLmTensorDecays(*t), t->shape.size() >= 2 && !positional) << t->name;
+    }
+  }
+  const TinyLmParams params = ZeroTinyLmParams(SmallConfig(PositionScheme::kRope));
+  EXPECT_TRUE(TinyLmTensorDecays(params.token_embd));
+  EXPECT_TRUE(TinyLmTensorDecays(params.blocks[0].attn_qkv));
+  EXPECT_FALSE(TinyLmTensorDecays(params.blocks[0].attn_norm));
+}
+
+// ------------------------------------------------------------------ batches
+
+TEST(TinyLmBatches, PureInRangeAndUniform) {
+  const std::vector<std::int64_t> a = TinyLmBatchOffsets(1000, 16, 8, 3, 5);
+  EXPECT_EQ(a, TinyLmBatchOffsets(1000, 16, 8, 3, 5));
+  EXPECT_NE(a, TinyLmBatchOffsets(1000, 16, 8, 3, 6));
+  EXPECT_NE(a, TinyLmBatchOffsets(1000, 16, 8, 4, 5));
+  // Row r does not depend on the batch size: a prefix.
+  const std::vector<std::int64_t> longer = TinyLmBatchOffsets(1000, 16, 12, 3, 5);
+  EXPECT_EQ(a, std::vector<std::int64_t>(longer.begin(), longer.begin() + 8));
+  // A corpus of exactly one window has one offset: 0.
+  for (const std::int64_t o : TinyLmBatchOffsets(17, 16, 4, 0, 0)) EXPECT_EQ(o, 0);
+  // 20 buckets of 50 offsets over 20000 draws: each near 1000 (4 sigma ~ 125).
+  std::vector<int> histogram(20, 0);
+  for (std::int64_t step = 0; step < 1000; ++step) {
+    for (const std::int64_t o : TinyLmBatchOffsets(1016, 16, 20, 7, step)) {
+      ASSERT_GE(o, 0);
+      ASSERT_LT(o, 1000);
+      ++histogram[o / 50];
+    }
+  }
+  for (const int count : histogram) EXPECT_NEAR(count, 1000, 130);
+  ExpectError([] { TinyLmBatchOffsets(16, 16, 1, 0, 0); },
+              {"[train] text = 16 bytes: must hold at least one window of train_length + 1 = 17 bytes"});
+}
+
+// ----------------------------------------------------------------- training
+
+TEST(TinyLmTrain, BitwiseIdenticalForOneAndTwoThreads) {
+  const int saved = NumThreads();
+  const std::vector<std::uint8_t> corpus = Noise(4000, 1);
+  for (const PositionScheme scheme : AllPositionSchemes()) {
+    SCOPED_TRACE(PositionSchemeName(scheme));
+    const TinyLmConfig config = SmallConfig(scheme);
+    TinyLmTrainOptions options;
+    options.tokens = 4 * 8 * 16;  // 4 steps of 8 rows
+    options.batch = 8;
+    options.seed = 11;
+    options.warmup = 0.25;
+    std::vector<TinyLmTrainResult> runs;
+    for (const int threads : {1, 2}) {
+      SetNumThreads(threads);
+      runs.push_back(TrainTinyLm(config, options, corpus));
+    }
+    std::string where;
+    EXPECT_TRUE(SameBits(config, runs[0].params, runs[1].params, &where)) << where;
+    ASSERT_EQ(runs[0].log.size(), 4u);
+    for (std::size_t s = 0; s < runs[0].log.size(); ++s) {
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(runs[0].log[s].loss), std::bit_cast<std::uint64_t>(runs[1].log[s].loss));
+      EXPECT_EQ(runs[0].log[s].grad_norm, runs[1].log[s].grad_norm);
+    }
+    // And the parameters moved.
+    EXPECT_FALSE(SameBits(config, runs[0].params, InitTinyLm(config, 11), &where));
+  }
+  SetNumThreads(saved);
+}
+
+TEST(TinyLmTrain, LossFallsOnARepetitiveText) {
+  TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  config.d_model = 32;
+  config.heads = 4;
+  config.ffn_hidden = 64;
+  config.train_length = 32;
+  const std::vector<std::uint8_t> corpus = Repeated("the quick brown fox jumps over the lazy dog. ", 5000);
+  TinyLmTrainOptions options;
+  options.batch = 8;
+  options.tokens = 60 * 8 * 32;  // 60 steps
+  options.lr = 1e-2;
+  options.min_lr = 1e-3;
+  options.log_every = 20;
+  std::int64_t calls = 0;
+  const TinyLmTrainResult r = TrainTinyLm(config, options, corpus, [&](const TinyLmTrainProgress& p) {
+    ++calls;
+    EXPECT_EQ(p.step, calls);
+    EXPECT_EQ(p.steps, 60);
+    EXPECT_EQ(p.tokens, calls * 8 * 32);
+  });
+  EXPECT_EQ(calls, 60);
+  EXPECT_EQ(r.steps, 60);
+  EXPECT_EQ(r.tokens, 60 * 8 * 32);
+  ASSERT_EQ(r.log.size(), 3u);  // steps 20, 40, 60
+  EXPECT_EQ(r.log[0].step, 20);
+  EXPECT_EQ(r.log[2].step, 60);
+  EXPECT_DOUBLE_EQ(r.log[2].lr, 1e-3);  // the end of the cosine
+  const double unigram = ByteUnigramLoss(CountBytes(corpus), corpus);
+  // From ln 256 = 5.55 at init to well under the unigram floor (~2.9): the
+  // model uses the context.
+  EXPECT_LT(r.final_loss, 0.6 * unigram) << "unigram " << unigram;
+  EXPECT_GT(r.tokens_per_s, 0);
+  // Evaluated on the text it learned, past its length too (rope).
+  const TinyLmEvalResult at_train = EvaluateTinyLm(config, r.params, corpus, 32, 20);
+  EXPECT_LT(at_train.loss, 0.6 * unigram);
+}
+
+TEST(TinyLmTrain, CorpusAndDivergenceErrors) {
+  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  TinyLmTrainOptions options;
+  options.tokens = 100;
+  ExpectError([&] { TrainTinyLm(config, options, Bytes("sixteen bytes!!!")); },
+              {"[train] text = 16 bytes", "train_length + 1 = 17"});
+  // A learning rate of 1e30 sends the weights to infinity in a step or two.
+  options.tokens = 20 * 16 * 16;
+  options.lr = 1e30;
+  options.min_lr = 1e30;
+  options.warmup = 0;
+  options.weight_decay = 0;
+  ExpectError([&] { TrainTinyLm(config, options, Noise(2000, 2)); }, {"[train] step = ", "diverged"});
+}
+
+// --------------------------------------------------------------- evaluation
+
+TEST(TinyLmEval, OffsetsEvenlySpacedNeverOverlapping) {
+  EXPECT_EQ(TinyLmEvalOffsets(100, 9, 4), (std::vector<std::int64_t>{0, 25, 50, 75}));
+  EXPECT_EQ(TinyLmEvalOffsets(100, 9, 1), (std::vector<std::int64_t>{0}));
+  // At most text / (length + 1) windows: 100 / 33 = 3.
+  EXPECT_EQ(TinyLmEvalOffsets(100, 32, 10), (std::vector<std::int64_t>{0, 33, 66}));
+  EXPECT_EQ(TinyLmEvalOffsets(10, 9, 5), (std::vector<std::int64_t>{0}));
+  ExpectError([] { TinyLmEvalOffsets(9, 9, 1); }, {"[eval] text = 9 bytes", "length + 1 = 10"});
+  ExpectError([] { TinyLmEvalOffsets(100, 0, 1); }, {"[eval] length = 0"});
+  ExpectError([] { TinyLmEvalOffsets(100, 4, 0); }, {"[eval] windows = 0"});
+}
+
+TEST(TinyLmEval, MeanOverWindowsAsOneCallEach) {
+  const TinyLmConfig config = SmallConfig(PositionScheme::kT5);
+  const TinyLmParams params = InitTinyLm(config, 5);
+  const std::vector<std::uint8_t> text = Noise(3000, 3);
+  // 48 windows of 40: 8192 / 40 = 204 a call, so one batch of all 48.
+  const TinyLmEvalResult r = EvaluateTinyLm(config, params, text, 40, 48);
+  EXPECT_EQ(r.windows, 48);
+  EXPECT_EQ(r.length, 40);
+  ASSERT_EQ(r.position_loss.size(), 40u);
+  std::vector<double> expected(40, 0.0);
+  double mean = 0.0;
+  for (const std::int64_t offset : TinyLmEvalOffsets(3000, 40, 48)) {
+    const std::vector<std::uint8_t> window(text.begin() + offset, text.begin() + offset + 41);
+    const TinyLmLossResult one = TinyLmLoss(config, params, window, 1, 40);
+    for (std::size_t t = 0; t < 40; ++t) expected[t] += one.position_loss[t] / 48;
+    mean += one.loss / 48;
+  }
+  for (std::size_t t = 0; t < 40; ++t) EXPECT_NEAR(r.position_loss[t], expected[t], 1e-5) << t;
+  EXPECT_NEAR(r.loss, mean, 1e-5);
+  EXPECT_NEAR(r.BitsPerByte(), r.loss / std::numbers::ln2, 1e-12);
+  EXPECT_NEAR(r.Perplexity(), std::exp(r.loss), 1e-9);
+  // An untrained model is near uniform over 256 bytes.
+  EXPECT_NEAR(r.loss, std::log(256.0), 0.1);
+  // Several batches (1024 / 8192 per call: 8 windows a call) average the same way.
+  const TinyLmEvalResult long_windows = EvaluateTinyLm(config, params, Noise(40000, 4), 1024, 20);
+  EXPECT_EQ(long_windows.windows, 20);
+  EXPECT_NEAR(long_windows.loss, std::log(256.0), 0.1);
+}
+
+TEST(TinyLmEval, LearnedTablePastItsLength) {
+  TinyLmConfig config = SmallConfig(PositionScheme::kLearned);
+  const TinyLmParams params = InitTinyLm(config, 1);
+  const std::vector<std::uint8_t> text = Noise(2000, 5);
+  ExpectError([&] { EvaluateTinyLm(config, params, text, 32, 4); },
+              {"[tiny_lm] position = 16", "learned position table of 16 rows", "hierarchical"});
+  config.learned_past_table = LearnedPastTable::kHierarchical;
+  EXPECT_EQ(EvaluateTinyLm(config, params, text, 32, 4).windows, 4);
+}
+
+TEST(TinyLmEval, ByteUnigramLoss) {
+  ByteCounts uniform{};
+  uniform.fill(10);
+  EXPECT_NEAR(ByteUnigramLoss(uniform, Noise(1000, 6)), std::log(256.0), 1e-12);
+  // One byte value: p = (n + 1) / (n + 256); an unseen byte 1 / (n + 256).
+  const std::vector<std::uint8_t> as(744, 'a');
+  const ByteCounts counts = CountBytes(as);
+  EXPECT_EQ(counts['a'], 744);
+  EXPECT_NEAR(ByteUnigramLoss(counts, Bytes("aaaa")), -std::log(745.0 / 1000.0), 1e-12);
+  EXPECT_NEAR(ByteUnigramLoss(counts, Bytes("ab")), (-std::log(745.0 / 1000.0) + std::log(1000.0)) / 2, 1e-12);
+  ExpectError([&] { ByteUnigramLoss(counts, {}); }, {"[eval] text = 0 bytes"});
+  ByteCounts negative{};
+  negative[7] = -1;
+  ExpectError([&] { ByteUnigramLoss(negative, Bytes("a")); }, {"[eval] counts[7] = -1"});
+}
+
+// -------------------------------------------------------------- checkpoints
+
+TinyLmTrainingInfo SomeInfo() {
+  TinyLmTrainingInfo info;
+  info.seed = 42;
+  info.tokens = 123456;
+  info.steps = 61;
+  info.batch = 16;
+  info.lr = 2e-3;
+  info.final_loss = 1.2345678901234567;
+  info.corpus = "train-corpus.txt";
+  for (std::size_t b = 0; b < info.corpus_byte_counts.size(); ++b) {
+    info.corpus_byte_counts[b] = static_cast<std::int64_t>(b * b);
+  }
+  return info;
+}
+
+TEST(TinyLmCheckpoint, RoundTripBitExactForEveryScheme) {
+  const TempDir dir;
+  for (const PositionScheme scheme : AllPositionSchemes()) {
+    SCOPED_TRACE(PositionSchemeName(scheme));
+    TinyLmConfig config = SmallConfig(scheme);
+    config.rope_theta = 500000.0;
+    config.norm_eps = 1e-6;
+    // Values with every bit pattern class: init plus noise, a subnormal, -0.
+    TinyLmParams params = InitTinyLm(config, 9);
+    params.token_embd.values[0] = std::numeric_limits<float>::denorm_min();
+    params.token_embd.values[1] = -0.0f;
+    const std::string path = dir / (std::string(PositionSchemeName(scheme)) + ".gguf");
+    SaveTinyLmCheckpoint(path, config, params, SomeInfo());
+    const TinyLmCheckpoint loaded = LoadTinyLmCheckpoint(path);
+    EXPECT_EQ(loaded.config.scheme, scheme);
+    EXPECT_EQ(loaded.config.d_model, 16);
+    EXPECT_EQ(loaded.config.heads, 2);
+    EXPECT_EQ(loaded.config.layers, 2);
+    EXPECT_EQ(loaded.config.ffn_hidden, 24);
+    EXPECT_EQ(loaded.config.train_length, 16);
+    EXPECT_EQ(loaded.config.shaw_clip, 3);
+    EXPECT_EQ(loaded.config.t5_buckets, 4);
+    EXPECT_EQ(loaded.config.t5_max_distance, 6);
+    EXPECT_EQ(loaded.config.rope_theta, 500000.0);
+    EXPECT_EQ(loaded.config.norm_eps, 1e-6);
+    std::string where;
+    EXPECT_TRUE(SameBits(config, params, loaded.params, &where)) << where;
+    const TinyLmTrainingInfo expected = SomeInfo();
+    EXPECT_EQ(loaded.info.name, "tiny-lm-" + std::string(PositionSchemeName(scheme)) + "-L16");
+    EXPECT_EQ(loaded.info.seed, 42);
+    EXPECT_EQ(loaded.info.tokens, 123456);
+    EXPECT_EQ(loaded.info.steps, 61);
+    EXPECT_EQ(loaded.info.batch, 16);
+    EXPECT_EQ(loaded.info.lr, 2e-3);
+    EXPECT_EQ(loaded.info.final_loss, expected.final_loss);
+    EXPECT_EQ(loaded.info.corpus, "train-corpus.txt");
+    EXPECT_EQ(loaded.info.corpus_byte_counts, expected.corpus_byte_counts);
+    EXPECT_EQ(loaded.info.posenc_version, PosencVersion());
+    // The same loss from the loaded model.
+    const std::vector<std::uint8_t> tokens = Noise(17, 8);
+    EXPECT_EQ(TinyLmLoss(config, params, tokens, 1, 16).loss,
+              TinyLmLoss(loaded.config, loaded.params, tokens, 1, 16).loss);
+  }
+}
+
+TEST(TinyLmCheckpoint, TensorsInListOrderWithReversedShapes) {
+  const TempDir dir;
+  const TinyLmConfig config = SmallConfig(PositionScheme::kShaw);
+  const TinyLmParams params = InitTinyLm(config, 1);
+  TinyLmTrainingInfo info = SomeInfo();
+  info.name = "my model";
+  SaveTinyLmCheckpoint(dir / "m.gguf", config, params, info);
+  const GgufFile file = GgufFile::Open(dir / "m.gguf");
+  const auto list = TinyLmTensorList(config, params);
+  ASSERT_EQ(file.tensors().size(), list.size());
+  for (std::size_t t = 0; t < list.size(); ++t) {
+    EXPECT_EQ(file.tensors()[t].name, list[t]->name);
+    EXPECT_EQ(file.tensors()[t].shape, std::vector<std::int64_t>(list[t]->shape.rbegin(), list[t]->shape.rend()));
+  }
+  EXPECT_EQ(*GgufString(file.metadata(), "general.architecture", "test"), "posenc-tiny-lm");
+  EXPECT_EQ(*GgufString(file.metadata(), "general.name", "test"), "my model");
+  EXPECT_EQ(*GgufString(file.metadata(), "posenc-tiny-lm.scheme", "test"), "shaw");
+  EXPECT_EQ(*GgufCount(file.metadata(), "posenc-tiny-lm.train_length", "test"), 16);
+}
+
+// Writes a checkpoint the way SaveTinyLmCheckpoint does, with one change:
+// a key left out or replaced, a tensor's shape changed, a tensor left out
+// or added.
+struct BadCheckpoint {
+  TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  std::string drop_key, drop_tensor;
+  std::map<std::string, std::string> string_keys;  // replacements of string keys
+  std::map<std::string, std::int64_t> int_keys;    // replacements of integer keys
+  std::string reshape_tensor;                      // written as [1, size] instead
+  bool extra_tensor = false;
+
+  void Write(const std::string& path) const {
+    const TinyLmParams params = InitTinyLm(config, 1);
+    const std::string good = path + ".good";
+    SaveTinyLmCheckpoint(good, config, params, SomeInfo());
+    const GgufFile file = GgufFile::Open(good);
+    GgufWriter writer;
+    for (const auto& [key, value] : file.metadata()) {
+      if (key == drop_key) continue;
+      if (const auto it = string_keys.find(key); it != string_keys.end()) {
+        writer.AddString(key, it->second);
+      } else if (const auto at = int_keys.find(key); at != int_keys.end()) {
+        writer.AddInt64(key, at->second);
+      } else if (const auto* s = std::get_if<std::string>(&value)) {
+        writer.AddString(key, *s);
+      } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
+        writer.AddInt64(key, *i);
+      } else if (const auto* d = std::get_if<double>(&value)) {
+        writer.AddFloat64(key, *d);
+      } else if (const auto* a = std::get_if<std::vector<std::int64_t>>(&value)) {
+        writer.AddInt64Array(key, *a);
+      }
+    }
+    for (const TinyLmTensor* t : TinyLmTensorList(config, params)) {
+      if (t->name == drop_tensor) continue;
+      std::vector<std::int64_t> ne(t->shape.rbegin(), t->shape.rend());
+      if (t->name == reshape_tensor) ne = {static_cast<std::int64_t>(t->values.size()), 1};
+      writer.AddTensor(t->name, ne, t->values);
+    }
+    if (extra_tensor) writer.AddTensor("blk.9.attn_qkv.weight", {2}, std::vector<float>{1, 2});
+    writer.Write(path);
+    fs::remove(good);
+  }
+};
+
+TEST(TinyLmCheckpoint, LoadErrorsNameTheFileAndTheProblem) {
+  const TempDir dir;
+  const std::string path = dir / "bad.gguf";
+  const auto load_error = [&](const BadCheckpoint& bad, std::initializer_list<const char*> fragments) {
+    bad.Write(path);
+    ExpectError([&] { LoadTinyLmCheckpoint(path); }, fragments);
+  };
+  BadCheckpoint bad;
+  bad.string_keys["general.architecture"] = "llama";
+  load_error(bad, {"bad.gguf: [checkpoint] general.architecture = \"llama\": must be \"posenc-tiny-lm\""});
+  bad = {};
+  bad.string_keys["posenc-tiny-lm.scheme"] = "xpos";
+  load_error(bad, {"bad.gguf: [checkpoint] posenc-tiny-lm.scheme = \"xpos\": must be one of nope, sinusoidal"});
+  bad = {};
+  bad.drop_key = "posenc-tiny-lm.heads";
+  load_error(bad, {"bad.gguf: [checkpoint] posenc-tiny-lm.heads = missing"});
+  bad = {};
+  bad.drop_key = "posenc-tiny-lm.training.corpus_byte_counts";
+  load_error(bad, {"[checkpoint] posenc-tiny-lm.training.corpus_byte_counts = missing"});
+  bad = {};
+  bad.string_keys["posenc-tiny-lm.d_model"] = "16";  // a string where a number belongs
+  load_error(bad, {"[checkpoint] posenc-tiny-lm.d_model = non-numeric: must be a number"});
+  bad = {};
+  bad.reshape_tensor = "blk.1.ffn_up.weight";
+  load_error(bad, {"bad.gguf: [checkpoint] blk.1.ffn_up.weight shape = [1, 384]: must be [24, 16] for this config"});
+  bad = {};
+  bad.drop_tensor = "output_norm.weight";
+  load_error(bad, {"bad.gguf: [checkpoint] output_norm.weight = missing: a rope model has this tensor"});
+  bad = {};
+  bad.extra_tensor = true;
+  load_error(bad, {"[checkpoint] tensor = \"blk.9.attn_qkv.weight\": is not part of a rope model"});
+  // A config that breaks its own rules: heads not dividing d_model.
+  bad = {};
+  bad.int_keys["posenc-tiny-lm.heads"] = 3;
+  load_error(bad, {"bad.gguf: [tiny_lm] heads = 3: must divide d_model = 16"});
+  bad = {};
+  bad.int_keys["posenc-tiny-lm.layers"] = -1;
+  load_error(bad, {"bad.gguf: [checkpoint] posenc-tiny-lm.layers = -1: must be a whole number >= 0"});
+}
+
+TEST(TinyLmCheckpoint, TruncatedAndMissingFiles) {
+  const TempDir dir;
+  const TinyLmConfig config = SmallConfig(PositionScheme::kKerple);
+  SaveTinyLmCheckpoint(dir / "good.gguf", config, InitTinyLm(config, 1), SomeInfo());
+  const auto size = static_cast<std::int64_t>(fs::file_size(dir / "good.gguf"));
+  for (const std::int64_t keep : {std::int64_t{10}, size / 2, size - 1}) {
+    SCOPED_TRACE(keep);
+    fs::copy_file(dir / "good.gguf", dir / "cut.gguf", fs::copy_options::overwrite_existing);
+    fs::resize_file(dir / "cut.gguf", static_cast<std::uintmax_t>(keep));
+    ExpectError([&] { LoadTinyLmCheckpoint(dir / "cut.gguf"); }, {"cut.gguf"});
+  }
+  ExpectError([&] { LoadTinyLmCheckpoint(dir / "none.gguf"); }, {"none.gguf"});
+  // Saving into a missing directory names the path and leaves nothing.
+  ExpectError([&] { SaveTinyLmCheckpoint(dir / "no/such.gguf", config, InitTinyLm(config, 1), SomeInfo()); },
+              {"no/such.gguf"});
+}
+
+}  // namespace
+}  // namespace posenc
