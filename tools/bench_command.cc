@@ -202,6 +202,7 @@ void AddBenchCommands(CLI::App& app) {
   bench->require_subcommand(1);
   AddBenchAttentionCommand(*bench);
   AddBenchModelCommand(*bench);
+  AddBenchTrainCommand(*bench);
 
   auto options = std::make_shared<BenchRopeOptions>();
   CLI::App* rope = bench->add_subcommand(

@@ -19,6 +19,7 @@ void AddGenerateCommand(CLI::App& app);          // posenc generate
 void AddPasskeyCommand(CLI::App& app);           // posenc passkey
 void AddGridCommands(CLI::App& app);             // posenc grid cell | status | merge
 void AddBenchModelCommand(CLI::App& bench);      // posenc bench model (under `bench`)
+void AddBenchTrainCommand(CLI::App& bench);      // posenc bench train (under `bench`)
 void AddTrainCommand(CLI::App& app);             // posenc train
 void AddEvalCommand(CLI::App& app);              // posenc eval
 

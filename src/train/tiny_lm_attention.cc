@@ -27,27 +27,24 @@
 
 #include "posenc/parallel.h"
 #include "train/tiny_lm_internal.h"
+#include "train/tiny_lm_kernels.h"
 
 namespace posenc::tiny_lm {
 namespace {
 
-float Dot(const float* a, const float* b, std::int64_t n) {
-  float sum = 0.0f;
-  for (std::int64_t e = 0; e < n; ++e) sum += a[e] * b[e];
-  return sum;
-}
-
-// y += alpha x over n floats (vectorizes: every y[e] has its own chain).
-void Axpy(float alpha, const float* x, float* y, std::int64_t n) {
-  for (std::int64_t e = 0; e < n; ++e) y[e] += alpha * x[e];
-}
-
 // One (sequence b, head h) of qkv [N, 3d].
 class HeadTask {
  public:
-  HeadTask(const AttentionShape& shape, const AttentionTerms& terms, const float* qkv, std::int64_t b, std::int64_t h)
+  // keys, values: [T, hd] scratch that receives the head's keys and values.
+  HeadTask(const AttentionShape& shape, const AttentionTerms& terms, const float* qkv, std::int64_t b, std::int64_t h,
+           float* keys, float* values)
       : shape_(shape), terms_(terms), qkv_(qkv), b_(b), h_(h), hd_(shape.head_dim),
-        scale_(1.0f / std::sqrt(static_cast<float>(shape.head_dim))) {}
+        scale_(1.0f / std::sqrt(static_cast<float>(shape.head_dim))), keys_(keys), values_(values) {
+    for (std::int64_t t = 0; t < shape.length; ++t) {
+      std::copy(Q(t) + shape_.d(), Q(t) + shape_.d() + hd_, keys_ + t * hd_);
+      std::copy(Q(t) + 2 * shape_.d(), Q(t) + 2 * shape_.d() + hd_, values_ + t * hd_);
+    }
+  }
 
   std::int64_t hd() const { return hd_; }
   float scale() const { return scale_; }
@@ -56,23 +53,30 @@ class HeadTask {
   std::int64_t Row(std::int64_t t) const { return b_ * shape_.length + t; }
   std::int64_t Column() const { return h_ * hd_; }
   const float* Q(std::int64_t t) const { return qkv_ + Row(t) * 3 * shape_.d() + Column(); }
-  const float* K(std::int64_t t) const { return Q(t) + shape_.d(); }
-  const float* V(std::int64_t t) const { return Q(t) + 2 * shape_.d(); }
+  // Key and value rows, contiguous: every query row reads all of them, and
+  // at long lengths their rows in qkv (3d floats apart) fell out of the cache.
+  const float* K(std::int64_t t) const { return keys_ + t * hd_; }
+  const float* V(std::int64_t t) const { return values_ + t * hd_; }
   // Shaw: the number of distance classes of row i, and class c's rows.
   std::int64_t Classes(std::int64_t i) const { return shaw() ? std::min(i, terms_.shaw_clip) + 1 : 0; }
   std::int64_t ClassOf(std::int64_t i, std::int64_t j) const { return std::min(i - j, terms_.shaw_clip); }
   std::int64_t TableRow(std::int64_t c) const { return terms_.shaw_clip - c; }
   const float* RelK(std::int64_t c) const { return terms_.rel_k.data() + TableRow(c) * hd_; }
   const float* RelV(std::int64_t c) const { return terms_.rel_v.data() + TableRow(c) * hd_; }
+  // Between the rows of consecutive keys (K(j + 1) - K(j)), and of
+  // consecutive Shaw classes (RelK(c + 1) - RelK(c): the table walked back).
+  std::int64_t KeyStride() const { return hd_; }
+  std::int64_t ClassStride() const { return -hd_; }
 
   // p[0..i]: row i's probabilities; q_rel[c] = q_i.a^K_c for Shaw.
   void RowProbabilities(std::int64_t i, float* p, float* q_rel) const {
     const float* q = Q(i);
-    for (std::int64_t c = 0; c < Classes(i); ++c) q_rel[c] = Dot(q, RelK(c), hd_);
+    if (shaw()) DotRows(q, RelK(0), ClassStride(), Classes(i), hd_, q_rel);
     const float* bias = terms_.distance_bias.empty() ? nullptr : terms_.distance_bias.data() + h_ * shape_.length + i;
+    DotRows(q, K(0), KeyStride(), i + 1, hd_, p);
     float max = -std::numeric_limits<float>::infinity();
     for (std::int64_t j = 0; j <= i; ++j) {
-      float s = Dot(q, K(j), hd_);
+      float s = p[j];
       if (shaw()) s += q_rel[ClassOf(i, j)];
       s *= scale_;
       if (bias != nullptr) s += *(bias - j);  // bias_h[i - j]
@@ -100,13 +104,19 @@ class HeadTask {
   const float* qkv_;
   std::int64_t b_, h_, hd_;
   float scale_;
+  float* keys_;
+  float* values_;
 };
 
-// Scratch of one thread: [T] rows and [K + 1] classes.
+// Scratch of one thread: [T] rows, [K + 1] classes, [T, hd] keys and
+// values and their gradients.
 struct Scratch {
-  std::vector<float> p, dp, q_rel, do_rel, mass, ds_mass;
-  Scratch(std::int64_t length, std::int64_t classes)
-      : p(length), dp(length), q_rel(classes), do_rel(classes), mass(classes), ds_mass(classes) {}
+  std::vector<float> p, dp, scaled, q_rel, do_rel, mass, ds_mass;
+  std::vector<float> keys, values, dkeys, dvalues;
+  Scratch(std::int64_t length, std::int64_t classes, std::int64_t head_dim)
+      : p(length), dp(length), scaled(length), q_rel(classes), do_rel(classes), mass(classes), ds_mass(classes),
+        keys(static_cast<std::size_t>(length * head_dim)), values(keys.size()), dkeys(keys.size()),
+        dvalues(keys.size()) {}
 };
 
 }  // namespace
@@ -115,17 +125,18 @@ void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, 
                       std::span<float> out) {
   const std::int64_t d = shape.d(), length = shape.length;
   ParallelFor(shape.batch * shape.heads, 1, [&](std::int64_t begin, std::int64_t end) {
-    Scratch scratch(length, terms.shaw_clip + 1);
+    Scratch scratch(length, terms.shaw_clip + 1, shape.head_dim);
     for (std::int64_t task = begin; task < end; ++task) {
-      const HeadTask head(shape, terms, qkv.data(), task / shape.heads, task % shape.heads);
+      const HeadTask head(shape, terms, qkv.data(), task / shape.heads, task % shape.heads, scratch.keys.data(),
+                          scratch.values.data());
       for (std::int64_t i = 0; i < length; ++i) {
         head.RowProbabilities(i, scratch.p.data(), scratch.q_rel.data());
         float* o = out.data() + head.Row(i) * d + head.Column();
         std::fill(o, o + head.hd(), 0.0f);
-        for (std::int64_t j = 0; j <= i; ++j) Axpy(scratch.p[j], head.V(j), o, head.hd());
+        AddWeightedRows(scratch.p.data(), head.V(0), head.KeyStride(), i + 1, head.hd(), o);
         if (!head.shaw()) continue;
         head.ClassSums(i, scratch.p.data(), scratch.mass.data());
-        for (std::int64_t c = 0; c < head.Classes(i); ++c) Axpy(scratch.mass[c], head.RelV(c), o, head.hd());
+        AddWeightedRows(scratch.mass.data(), head.RelV(0), head.ClassStride(), head.Classes(i), head.hd(), o);
       }
     }
   });
@@ -143,35 +154,42 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
   std::vector<double> drel_k_part(static_cast<std::size_t>(tasks * table), 0.0);
   std::vector<double> drel_v_part(drel_k_part.size(), 0.0);
   ParallelFor(tasks, 1, [&](std::int64_t begin, std::int64_t end) {
-    Scratch scratch(length, terms.shaw_clip + 1);
+    Scratch scratch(length, terms.shaw_clip + 1, hd);
     std::vector<float>& p = scratch.p;
     std::vector<float>& ds = scratch.dp;  // dp, then ds in place
     for (std::int64_t task = begin; task < end; ++task) {
-      const HeadTask head(shape, terms, qkv.data(), task / shape.heads, task % shape.heads);
+      const HeadTask head(shape, terms, qkv.data(), task / shape.heads, task % shape.heads, scratch.keys.data(),
+                          scratch.values.data());
       const auto dq_of = [&](std::int64_t t) { return grads.dqkv.data() + head.Row(t) * 3 * d + head.Column(); };
+      std::fill(scratch.dkeys.begin(), scratch.dkeys.end(), 0.0f);
+      std::fill(scratch.dvalues.begin(), scratch.dvalues.end(), 0.0f);
       for (std::int64_t i = 0; i < length; ++i) {
         head.RowProbabilities(i, p.data(), scratch.q_rel.data());
         const float* q = head.Q(i);
         const float* g = dout.data() + head.Row(i) * d + head.Column();
-        for (std::int64_t c = 0; c < head.Classes(i); ++c) scratch.do_rel[c] = Dot(g, head.RelV(c), hd);
+        if (head.shaw()) DotRows(g, head.RelV(0), head.ClassStride(), head.Classes(i), hd, scratch.do_rel.data());
+        DotRows(g, head.V(0), head.KeyStride(), i + 1, hd, ds.data());
         float weighted = 0.0f;  // sum_j p_ij dp_ij
         for (std::int64_t j = 0; j <= i; ++j) {
-          ds[j] = Dot(g, head.V(j), hd) + (head.shaw() ? scratch.do_rel[head.ClassOf(i, j)] : 0.0f);
+          if (head.shaw()) ds[j] += scratch.do_rel[head.ClassOf(i, j)];
           weighted += p[j] * ds[j];
         }
-        for (std::int64_t j = 0; j <= i; ++j) ds[j] = p[j] * (ds[j] - weighted);
-        float* dq = dq_of(i);
         for (std::int64_t j = 0; j <= i; ++j) {
-          Axpy(ds[j], head.K(j), dq, hd);
-          Axpy(head.scale() * ds[j], q, dq_of(j) + d, hd);  // dk_j
-          Axpy(p[j], g, dq_of(j) + 2 * d, hd);              // dv_j
-          if (bias) dbias_part[task * length + (i - j)] += ds[j];
+          ds[j] = p[j] * (ds[j] - weighted);
+          scratch.scaled[j] = head.scale() * ds[j];
+        }
+        float* dq = dq_of(i);
+        AddWeightedRows(ds.data(), head.K(0), head.KeyStride(), i + 1, hd, dq);
+        AddScaledToRows(q, scratch.scaled.data(), scratch.dkeys.data(), hd, i + 1, hd);  // dk_j
+        AddScaledToRows(g, p.data(), scratch.dvalues.data(), hd, i + 1, hd);             // dv_j
+        if (bias) {
+          for (std::int64_t j = 0; j <= i; ++j) dbias_part[task * length + (i - j)] += ds[j];
         }
         if (head.shaw()) {
           head.ClassSums(i, p.data(), scratch.mass.data());
           head.ClassSums(i, ds.data(), scratch.ds_mass.data());
+          AddWeightedRows(scratch.ds_mass.data(), head.RelK(0), head.ClassStride(), head.Classes(i), hd, dq);
           for (std::int64_t c = 0; c < head.Classes(i); ++c) {
-            Axpy(scratch.ds_mass[c], head.RelK(c), dq, hd);
             double* drk = drel_k_part.data() + task * table + head.TableRow(c) * hd;
             double* drv = drel_v_part.data() + task * table + head.TableRow(c) * hd;
             for (std::int64_t e = 0; e < hd; ++e) {
@@ -181,6 +199,10 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
           }
         }
         for (std::int64_t e = 0; e < hd; ++e) dq[e] *= head.scale();
+      }
+      for (std::int64_t t = 0; t < length; ++t) {  // the task's own columns of dqkv, still zero
+        std::copy_n(scratch.dkeys.data() + t * hd, hd, dq_of(t) + d);
+        std::copy_n(scratch.dvalues.data() + t * hd, hd, dq_of(t) + 2 * d);
       }
     }
   });
