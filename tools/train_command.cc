@@ -142,7 +142,7 @@ void Run(TrainCommandOptions o) {
   std::printf("%lld steps of %lld x %lld bytes = %lld bytes, seed %lld\n", static_cast<long long>(r.steps),
               static_cast<long long>(o.train.batch), static_cast<long long>(o.config.train_length),
               static_cast<long long>(r.tokens), static_cast<long long>(o.train.seed));
-  std::printf("final loss %.4f nats/byte (%.3f bits/byte; the batch loss of the last 10 steps)\n", r.final_loss,
+  std::printf("final loss %.4f nats/byte (%.3f bits/byte; the mean batch loss of the last 10 steps)\n", r.final_loss,
               r.final_loss / std::numbers::ln2);
   std::printf("%.0f tokens/s, %.1f s (%d threads)\n", r.tokens_per_s, r.seconds, NumThreads());
   std::printf("checkpoint %s\n", o.out.c_str());

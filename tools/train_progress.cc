@@ -45,6 +45,7 @@ void TrainProgress::Draw(const TinyLmTrainProgress& progress) {
 
 void TrainProgress::Finish() {
   if (terminal_ && drawn_) std::fputc('\n', stderr);
+  drawn_ = false;  // a second Finish adds no empty line
 }
 
 }  // namespace posenc::cli
