@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "reuse_freed_memory.h"
 #include "machine_limits.h"
 #include "posenc/parallel.h"
 #include "posenc/tiny_lm_train.h"
@@ -31,6 +32,7 @@ struct BenchTrainOptions {
 };
 
 void Run(const BenchTrainOptions& o) {
+  ReuseFreedMemory();
   if (o.threads > 0) SetNumThreads(o.threads);
   TinyLmConfig config;  // the defaults are the benchmark's model
   config.scheme = ParsePositionScheme(o.scheme);

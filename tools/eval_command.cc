@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "reuse_freed_memory.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
 #include "posenc/parallel.h"
@@ -56,6 +57,7 @@ nlohmann::ordered_json Buckets(const std::vector<double>& position_loss, std::in
 }
 
 void Run(EvalOptions o) {
+  ReuseFreedMemory();
   Require(o.windows >= 1, kOp, "--windows", o.windows, "must be >= 1");
   Require(o.buckets >= 1, kOp, "--buckets", o.buckets, "must be >= 1");
   for (const std::int64_t length : o.lengths) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "commands.h"
+#include "reuse_freed_memory.h"
 #include "output_files.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
@@ -61,6 +62,7 @@ std::int64_t ParameterCount(const TinyLmConfig& config, const TinyLmParams& para
 }
 
 void Run(TrainCommandOptions o) {
+  ReuseFreedMemory();
   // Every check before the text is read and an hour of training starts.
   o.config.scheme = SchemeOption(o.scheme);
   Require(o.config.train_length >= 2, kOp, "--train-len", o.config.train_length,
