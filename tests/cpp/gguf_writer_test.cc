@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "posenc/gguf.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -31,34 +32,10 @@ namespace {
 using testing::ExpectError;
 namespace fs = std::filesystem;
 
-// A fresh directory, removed with everything in it at the end of the test.
-class TempDir {
+// A fresh directory for each test.
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    char pattern[] = "/tmp/posenc-gguf-writer-XXXXXX";
-    const char* dir = ::mkdtemp(pattern);
-    EXPECT_NE(dir, nullptr);
-    path_ = dir ? dir : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  // The names in the directory, sorted.
-  std::vector<std::string> Entries() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(path_)) names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::string path_;
+  TempDir() : testing::TempDir("gguf-writer") {}
 };
 
 std::vector<unsigned char> FileBytes(const std::string& path) {

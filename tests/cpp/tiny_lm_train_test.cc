@@ -27,6 +27,7 @@
 #include "posenc/tiny_lm_checkpoint.h"
 #include "posenc/tiny_lm_eval.h"
 #include "posenc/tiny_lm_train.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -83,25 +84,10 @@ bool SameBits(const TinyLmConfig& config, const TinyLmParams& a, const TinyLmPar
   return true;
 }
 
-// A fresh directory, removed with everything in it at the end of the test.
-class TempDir {
+// A fresh directory for each test.
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    char pattern[] = "/tmp/posenc-tiny-lm-train-XXXXXX";
-    const char* dir = ::mkdtemp(pattern);
-    EXPECT_NE(dir, nullptr);
-    path_ = dir ? dir : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : testing::TempDir("tiny-lm-train") {}
 };
 
 // ------------------------------------------------------------------ options
