@@ -79,6 +79,20 @@ std::vector<std::size_t> Samples(const std::vector<float>& grad, std::mt19937& r
   return picks;
 }
 
+// A model of `scheme` at `shape` with random parameters and bytes, and its
+// float32 gradients: the problem both tests below check.
+struct GradientProblem {
+  GradientProblem(PositionScheme scheme, const testing::TinyShape& shape)
+      : config(TinyConfig(scheme, shape)), params(RandomTinyParams(config, 5)),
+        tokens(RandomBytes(shape.batch, shape.length, 13)) {
+    TinyLmLoss(config, params, tokens, shape.batch, shape.length, &grads);
+  }
+  TinyLmConfig config;
+  TinyLmParams params;  // NumericGradient nudges one entry and restores it
+  std::vector<std::uint8_t> tokens;
+  TinyLmParams grads;
+};
+
 struct Worst {
   double abs = 0, rel = 0;  // rel over entries with |fd| >= 1e-3
   std::string where;
@@ -88,17 +102,13 @@ TEST_P(TinyLmScheme, GradientsMatchFiniteDifferences) {
   Worst worst;
   std::mt19937 rng(3);
   for (const testing::TinyShape& shape : kTinyGrid) {
-    const TinyLmConfig config = TinyConfig(GetParam(), shape);
-    TinyLmParams params = RandomTinyParams(config, 5);
-    const std::vector<std::uint8_t> tokens = RandomBytes(shape.batch, shape.length, 13);
-    TinyLmParams grads;
-    TinyLmLoss(config, params, tokens, shape.batch, shape.length, &grads);
-    const std::vector<const TinyLmTensor*> list = TinyLmTensorList(config, std::as_const(grads));
+    GradientProblem p(GetParam(), shape);
+    const std::vector<const TinyLmTensor*> list = TinyLmTensorList(p.config, std::as_const(p.grads));
     for (std::size_t t = 0; t < list.size(); ++t) {
       const TinyLmTensor& grad = *list[t];
       double largest = 0;
       for (const std::size_t e : Samples(grad.values, rng)) {
-        const double numeric = NumericGradient(config, params, t, e, tokens, shape.batch, shape.length);
+        const double numeric = NumericGradient(p.config, p.params, t, e, p.tokens, shape.batch, shape.length);
         const double analytic = grad.values[e];
         EXPECT_PRED2(GradientClose, analytic, numeric) << grad.name << "[" << e << "], d_model " << shape.d_model;
         largest = std::max(largest, std::abs(numeric));
@@ -124,17 +134,13 @@ INSTANTIATE_TEST_SUITE_P(TinyLm, TinyLmScheme,
 // tensor of a model, is refused by GradientClose.
 TEST(TinyLmGradientCheck, RefusesAGradientOnePercentOff) {
   const testing::TinyShape shape = kTinyGrid[1];
-  const TinyLmConfig config = TinyConfig(PositionScheme::kShaw, shape);
-  TinyLmParams params = RandomTinyParams(config, 5);
-  const std::vector<std::uint8_t> tokens = RandomBytes(shape.batch, shape.length, 13);
-  TinyLmParams grads;
-  TinyLmLoss(config, params, tokens, shape.batch, shape.length, &grads);
-  const std::vector<const TinyLmTensor*> list = TinyLmTensorList(config, std::as_const(grads));
+  GradientProblem p(PositionScheme::kShaw, shape);
+  const std::vector<const TinyLmTensor*> list = TinyLmTensorList(p.config, std::as_const(p.grads));
   for (std::size_t t = 0; t < list.size(); ++t) {
     const std::vector<float>& g = list[t]->values;
     const auto e = static_cast<std::size_t>(
         std::max_element(g.begin(), g.end(), [](float a, float b) { return std::abs(a) < std::abs(b); }) - g.begin());
-    const double numeric = NumericGradient(config, params, t, e, tokens, shape.batch, shape.length);
+    const double numeric = NumericGradient(p.config, p.params, t, e, p.tokens, shape.batch, shape.length);
     EXPECT_TRUE(GradientClose(g[e], numeric)) << list[t]->name;
     EXPECT_FALSE(GradientClose(1.01 * g[e], numeric)) << list[t]->name;
   }
