@@ -1,12 +1,15 @@
 // posenc eval --model CKPT.gguf [--lengths 128,256,...] [--text FILE]
 //             [--windows W] [--learned-past-table error|hierarchical]
-//             [--buckets N] [--threads T] [--json]
+//             [--method NAME[:k=v,...]] [--buckets N] [--threads T] [--json]
 //
 // The loss of a `posenc train` checkpoint on a held-out text at each length
 // (include/posenc/tiny_lm_eval.h): nats per byte, bits per byte and
 // perplexity, beside the byte-unigram baseline (the training corpus's byte
 // frequencies applied to the text) that a model must beat to have learned
 // anything. --json adds the loss per position, averaged over buckets.
+// --method runs a RoPE model under a training-free context-extension method
+// (the ppl/study form; defaults from the checkpoint's training length and
+// each evaluated length).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -17,6 +20,7 @@
 
 #include "commands.h"
 #include "reuse_freed_memory.h"
+#include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
 #include "posenc/parallel.h"
@@ -37,6 +41,7 @@ struct EvalOptions {
   std::string text = kDefaultText;
   std::int64_t windows = 64;
   std::string learned_past_table = "error";
+  std::string method = "none";
   std::int64_t buckets = 32;
   int threads = 0;
   bool json = false;
@@ -63,6 +68,7 @@ void Run(EvalOptions o) {
   for (const std::int64_t length : o.lengths) {
     Require(length >= 1, kOp, "--lengths", length, "must be >= 1 (bytes predicted a window)");
   }
+  const ContextExtension method = ParseContextExtension(o.method);  // fails before the checkpoint loads
   const LearnedPastTable past_table = [&] {
     if (o.learned_past_table == "error") return LearnedPastTable::kError;
     if (o.learned_past_table == "hierarchical") return LearnedPastTable::kHierarchical;
@@ -86,6 +92,11 @@ void Run(EvalOptions o) {
             "must be <= train_length^2 = " + std::to_string(train_length * train_length) +
                 ", the most the hierarchical decomposition of the learned table reaches");
   }
+  std::vector<std::string> resolved;  // the method at each length, every default filled in (errors now)
+  for (const std::int64_t length : o.lengths) {
+    resolved.push_back(FormatContextExtension(
+        IsModelAsTrained(method) ? method : PlanTinyLmExtension(config, method, length).resolved));
+  }
   if (o.threads > 0) SetNumThreads(o.threads);
   const std::string bytes = ReadRegularFile(kOp, "--text", o.text, kMaxTextBytes, "the text is read into memory");
   const std::span<const std::uint8_t> text(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
@@ -101,21 +112,23 @@ void Run(EvalOptions o) {
 
   std::vector<TinyLmEvalResult> results;
   for (const std::int64_t length : o.lengths) {
-    ProgressBar bar(std::string(kOp) + " L" + std::to_string(length), "windows");
-    results.push_back(EvaluateTinyLm(config, checkpoint.params, text, length, o.windows,
+    ProgressBar bar(std::string(kOp) + " " + o.method + " L" + std::to_string(length), "windows");
+    results.push_back(EvaluateTinyLm(config, checkpoint.params, text, length, o.windows, method,
                                      [&](std::int64_t done, std::int64_t total) { bar.Update(done, total); }));
     bar.Finish();
   }
   const std::string scheme(PositionSchemeName(config.scheme));
   if (o.json) {
     nlohmann::ordered_json lengths = nlohmann::ordered_json::array();
-    for (const TinyLmEvalResult& r : results) {
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const TinyLmEvalResult& r = results[i];
       lengths.push_back({{"length", r.length},
                          {"x_train_length", static_cast<double>(r.length) / static_cast<double>(train_length)},
                          {"windows", r.windows},
                          {"loss", r.loss},
                          {"bits_per_byte", r.BitsPerByte()},
                          {"perplexity", r.Perplexity()},
+                         {"method", resolved[i]},
                          {"tokens_per_s", r.tokens_per_s},
                          {"seconds", r.seconds},
                          {"position_loss", Buckets(r.position_loss, o.buckets)}});
@@ -127,6 +140,7 @@ void Run(EvalOptions o) {
         {"trained_tokens", checkpoint.info.tokens},
         {"train_loss", checkpoint.info.final_loss},
         {"learned_past_table", LearnedPastTableName(past_table)},
+        {"method", o.method},
         {"text", o.text},
         {"text_bytes", text.size()},
         {"unigram",
@@ -143,11 +157,13 @@ void Run(EvalOptions o) {
   std::printf("text %s: %zu bytes; byte-unigram baseline ", o.text.c_str(), text.size());
   if (corpus_known) std::printf("%.4f nats/byte (training corpus's frequencies), ", unigram_corpus);
   std::printf("%.4f (the text's own)\n", unigram_text);
-  std::printf("%8s %7s %8s %10s %10s %10s\n", "length", "x L", "windows", "nats/byte", "bits/byte", "ppl");
-  for (const TinyLmEvalResult& r : results) {
-    std::printf("%8lld %7.2f %8lld %10.4f %10.4f %10.3f\n", static_cast<long long>(r.length),
+  std::printf("%8s %7s %8s %10s %10s %10s  %s\n", "length", "x L", "windows", "nats/byte", "bits/byte", "ppl",
+              "method");
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const TinyLmEvalResult& r = results[i];
+    std::printf("%8lld %7.2f %8lld %10.4f %10.4f %10.3f  %s\n", static_cast<long long>(r.length),
                 static_cast<double>(r.length) / static_cast<double>(train_length), static_cast<long long>(r.windows),
-                r.loss, r.BitsPerByte(), r.Perplexity());
+                r.loss, r.BitsPerByte(), r.Perplexity(), resolved[i].c_str());
   }
 }
 
@@ -164,6 +180,9 @@ void AddEvalCommand(CLI::App& app) {
       ->capture_default_str();
   eval->add_option("--learned-past-table", o->learned_past_table,
                    "A learned table past its rows: error or hierarchical (Su's decomposition)")
+      ->capture_default_str();
+  eval->add_option("--method", o->method,
+                   ExtensionMethodsSynopsis() + " (RoPE models; defaults from the training length and each length)")
       ->capture_default_str();
   eval->add_option("--buckets", o->buckets, "Buckets of the per-position loss in --json")->capture_default_str();
   eval->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);

@@ -3,6 +3,9 @@
 //
 // The model (pre-norm, no biases, d = d_model, hd = d / heads, F = ffn_hidden):
 //   x = token_embd[token] (+ the position's sinusoid or learned row)
+//       (sinusoidal: token_embd[token] * sqrt(d) + sinusoid, Vaswani et al.'s
+//       embedding scale, so that the unit-amplitude sinusoid does not drown
+//       embeddings initialised at 0.02)
 //   per block:  x += attn_output( Attention( attn_qkv( RmsNorm(x) ) ) )
 //               x += ffn_down( GeluTanh( ffn_up( RmsNorm(x) ) ) )
 //   logits = RmsNorm(x) token_embd^T      (output projection tied to the
@@ -33,6 +36,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "posenc/rope_spec.h"
 
 namespace posenc {
 
@@ -75,6 +80,10 @@ struct TinyLmConfig {
 // field that breaks a rule (sizes >= 1, heads dividing d_model,
 // train_length >= 2, an even head_dim for rope, the T5 bucket rules, ...).
 void ValidateTinyLmConfig(const TinyLmConfig& config);
+
+// The RoPE of a rope model: theta = rope_theta, every dimension of a head
+// rotated, half-split pairs (i, i + hd/2), as GPT-NeoX and Llama in HF.
+RopeSpec TinyLmRopeSpec(const TinyLmConfig& config);
 
 // One float32 tensor, row-major, outermost dimension first (PyTorch order;
 // GGUF's ne lists the same dimensions reversed).

@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <functional>
 #include <numbers>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "posenc/context_extension.h"
 #include "posenc/tiny_lm.h"
 
 namespace posenc {
@@ -44,9 +46,26 @@ std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_
 // model's table needs config.learned_past_table = kHierarchical (else the
 // error names the position and the table). `progress(done, total)` (may be
 // empty) counts windows.
+//
+// `method`: a training-free context-extension method (context_extension.h),
+// planned for L_train = config.train_length and L = length; every layer's
+// attention then runs through posenc::Attention under the plan (the same
+// kernel and options as the real-model study). RoPE models only; "none"
+// (without logn) is the model as trained and any scheme takes it. Throws
+// posenc::Error naming the method for another scheme.
 TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& params,
                                 std::span<const std::uint8_t> text, std::int64_t length, std::int64_t windows,
+                                const std::optional<ContextExtension>& method = std::nullopt,
                                 const std::function<void(std::int64_t done, std::int64_t total)>& progress = {});
+
+// Whether `method` leaves the model as trained (ExtensionMethod::kNone
+// without logn): EvaluateTinyLm then runs the model's own attention.
+bool IsModelAsTrained(const ContextExtension& method);
+
+// The plan EvaluateTinyLm runs for `method` at `length` (its `resolved`
+// form names every default). Throws posenc::Error naming the method unless
+// the model is RoPE, and the planner's errors (context_extension.h).
+ExtensionPlan PlanTinyLmExtension(const TinyLmConfig& config, const ContextExtension& method, std::int64_t length);
 
 // How often each byte value occurs.
 using ByteCounts = std::array<std::int64_t, 256>;

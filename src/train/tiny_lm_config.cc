@@ -102,6 +102,10 @@ void ValidateTinyLmConfig(const TinyLmConfig& config) {
   }
 }
 
+RopeSpec TinyLmRopeSpec(const TinyLmConfig& config) {
+  return {.theta = config.rope_theta, .head_dim = config.HeadDim(), .layout = RopeLayout::kHalfSplit};
+}
+
 namespace tiny_lm {
 
 void ValidateLossCall(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,

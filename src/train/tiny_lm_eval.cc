@@ -7,6 +7,7 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "train/tiny_lm_internal.h"
 
 namespace posenc {
 namespace {
@@ -32,10 +33,25 @@ std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_
   return offsets;
 }
 
+bool IsModelAsTrained(const ContextExtension& method) {
+  return method.method == ExtensionMethod::kNone && !method.logn;
+}
+
+ExtensionPlan PlanTinyLmExtension(const TinyLmConfig& config, const ContextExtension& method, std::int64_t length) {
+  Require(config.scheme == PositionScheme::kRope, kOp, "method", FormatContextExtension(method),
+          "applies to RoPE models only; this model's scheme is " + std::string(PositionSchemeName(config.scheme)) +
+              " (evaluate it as trained: no method, or none)");
+  return PlanContextExtension(method, TinyLmRopeSpec(config), config.train_length, length);
+}
+
 TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& params,
                                 std::span<const std::uint8_t> text, std::int64_t length, std::int64_t windows,
+                                const std::optional<ContextExtension>& method,
                                 const std::function<void(std::int64_t done, std::int64_t total)>& progress) {
   ValidateTinyLmParams(config, params);
+  // The plan, before any work: its errors name the method's parameters.
+  std::optional<ExtensionPlan> plan;
+  if (method && !IsModelAsTrained(*method)) plan = PlanTinyLmExtension(config, *method, length);
   const std::vector<std::int64_t> offsets = TinyLmEvalOffsets(static_cast<std::int64_t>(text.size()), length, windows);
   const auto start = std::chrono::steady_clock::now();
   const auto count = static_cast<std::int64_t>(offsets.size());
@@ -53,7 +69,8 @@ TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& 
       const auto begin = text.begin() + offsets[w];
       rows.insert(rows.end(), begin, begin + length + 1);
     }
-    const TinyLmLossResult loss = TinyLmLoss(config, params, rows, batch, length);
+    const TinyLmLossResult loss =
+        tiny_lm::Loss(config, params, rows, batch, length, nullptr, plan ? &plan->attention : nullptr);
     for (std::int64_t t = 0; t < length; ++t) {
       result.position_loss[t] += loss.position_loss[t] * static_cast<double>(batch);
     }

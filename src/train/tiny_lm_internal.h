@@ -10,12 +10,20 @@
 #include <span>
 #include <vector>
 
+#include "posenc/attention.h"
 #include "posenc/rope.h"
 #include "posenc/tiny_lm.h"
 
 namespace posenc::tiny_lm {
 
 inline constexpr const char* kOp = "tiny_lm";
+
+// TinyLmLoss (tiny_lm_model.cc), and for evaluation under a context-extension
+// method: with kernel_attention non-null (and grads null) every layer's
+// attention is posenc::Attention under those options, q and k unrotated.
+TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
+                      std::int64_t batch, std::int64_t length, TinyLmParams* grads,
+                      const AttentionOptions* kernel_attention);
 
 // Throws posenc::Error unless the config, the params, the tokens and the
 // length fit (tiny_lm_config.cc). `gradients`: a training call.
@@ -26,6 +34,13 @@ void ValidateLossCall(const TinyLmConfig& config, const TinyLmParams& params, st
 
 double Softplus(double x);
 double Sigmoid(double x);
+
+// What the token embedding is multiplied by at the input: sqrt(d_model) for
+// sinusoidal (Vaswani et al. 2017, section 3.4, and fairseq's embed_scale:
+// without it the sinusoid's unit amplitude drowns embeddings initialised at
+// 0.02), 1 for every other scheme (GPT-2's learned table is trained at the
+// embeddings' own scale). The tied output projection is never scaled.
+double EmbeddingScale(const TinyLmConfig& config);
 
 // Whether the scheme adds a bias depending only on (head, i - j): ALiBi, T5, KERPLE.
 bool HasDistanceBias(PositionScheme scheme);
@@ -44,8 +59,6 @@ std::vector<double> DistanceBias(const TinyLmConfig& config, const TinyLmParams&
 // the scheme's parameters (t5: attn_rel_b; kerple: attn_kerple_r1/r2).
 void DistanceBiasBackward(const TinyLmConfig& config, const TinyLmParams& params,
                           const std::vector<std::vector<double>>& dbias, std::int64_t length, TinyLmParams& grads);
-
-RopeSpec TinyLmRopeSpec(const TinyLmConfig& config);
 
 // RoPE on the q and k columns of qkv [N, 3d], in place, positions 0..T-1 of
 // every sequence: kForward rotates, kBackward maps gradients back.

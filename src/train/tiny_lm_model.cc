@@ -2,15 +2,21 @@
 // block's activations, the backward pass walks them in reverse.
 //
 // Forward (rows n = b*T + t, N = B*T):
-//   x [N, d]    = token_embd[input] + positions[t]
+//   x [N, d]    = token_embd[input] * EmbeddingScale + positions[t]
 //   block l:    attn_in = RmsNorm(x)         qkv [N, 3d] = attn_in Wqkv^T (RoPE on q, k)
 //               att [N, d] = Attention(qkv)  x += att Wo^T
 //               ffn_in = RmsNorm(x)          up [N, F] = ffn_in Wup^T
 //               act = Gelu(up)               x += act Wdown^T
 //   xf = RmsNorm(x), logits [N, 256] = xf token_embd^T, loss = mean CE.
+//
+// An evaluation may hand every layer's attention to posenc::Attention
+// instead (a RoPE model under a context-extension method): q, k, v are then
+// the unrotated columns of qkv, and the options carry the rotation.
 #include <algorithm>
+#include <array>
 #include <vector>
 
+#include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/rope_frequencies.h"
 #include "train/tiny_lm_internal.h"
@@ -43,11 +49,13 @@ struct Pass {
   AttentionShape shape;
   RopeFrequencies rope;
   std::vector<std::vector<float>> distance_bias;  // [L][H, T] or empty
+  const AttentionOptions* kernel_attention;       // null: the model's own attention
 
-  Pass(const TinyLmConfig& c, const TinyLmParams& p, std::int64_t b, std::int64_t t)
+  Pass(const TinyLmConfig& c, const TinyLmParams& p, std::int64_t b, std::int64_t t, const AttentionOptions* kernel)
       : config(c), params(p), batch(b), length(t), rows(b * t), d(c.d_model),
-        ffn(c.ffn_hidden), shape{.batch = b, .length = t, .heads = c.heads, .head_dim = c.HeadDim()} {
-    if (c.scheme == PositionScheme::kRope) rope = ComputeRopeFrequencies(tiny_lm::TinyLmRopeSpec(c), t);
+        ffn(c.ffn_hidden), shape{.batch = b, .length = t, .heads = c.heads, .head_dim = c.HeadDim()},
+        kernel_attention(kernel) {
+    if (c.scheme == PositionScheme::kRope && kernel == nullptr) rope = ComputeRopeFrequencies(TinyLmRopeSpec(c), t);
     if (tiny_lm::HasDistanceBias(c.scheme)) {
       for (std::int64_t l = 0; l < c.layers; ++l) {
         const std::vector<double> bias = tiny_lm::DistanceBias(c, p, l, t);
@@ -72,6 +80,20 @@ struct Pass {
     return std::vector<float>(static_cast<std::size_t>(rows * width));
   }
 
+  // posenc::Attention over the q, k, v columns of qkv [B, T, 3d] (views
+  // [B, T, H, hd] with a row stride of 3d) into att [B, T, H, hd].
+  void KernelAttention(std::span<const float> qkv, std::span<float> att) const {
+    const std::int64_t hd = shape.head_dim;
+    const std::array<std::int64_t, 4> view_shape{batch, length, shape.heads, hd};
+    const std::array<std::int64_t, 4> strides{length * 3 * d, 3 * d, hd, 1};
+    AttentionInputs in;
+    in.q = ConstTensorView{qkv.data(), DType::kF32, view_shape, strides};
+    in.k = ConstTensorView{qkv.data() + d, DType::kF32, view_shape, strides};
+    in.v = ConstTensorView{qkv.data() + 2 * d, DType::kF32, view_shape, strides};
+    in.out = TensorView::Contiguous(att.data(), DType::kF32, view_shape);
+    Attention(in, *kernel_attention);
+  }
+
   // x [N, d] -> x after block l; a keeps its intermediates.
   void BlockForward(std::int64_t l, std::vector<float>& x, BlockActivations& a) const {
     const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(l)];
@@ -83,10 +105,14 @@ struct Pass {
     a.att = Floats(d);
     tiny_lm::RmsNormForward(x, block.attn_norm.values, config.norm_eps, a.attn_in, a.attn_rms);
     tiny_lm::LinearForward(a.attn_in, rows, block.attn_qkv, a.qkv);
-    if (config.scheme == PositionScheme::kRope) {
-      tiny_lm::RotateQueriesKeys(config, rope, a.qkv, batch, length, RopeDirection::kForward);
+    if (kernel_attention != nullptr) {
+      KernelAttention(a.qkv, a.att);
+    } else {
+      if (config.scheme == PositionScheme::kRope) {
+        tiny_lm::RotateQueriesKeys(config, rope, a.qkv, batch, length, RopeDirection::kForward);
+      }
+      tiny_lm::AttentionForward(shape, Terms(l), a.qkv, a.att);
     }
-    tiny_lm::AttentionForward(shape, Terms(l), a.qkv, a.att);
     tiny_lm::LinearForward(a.att, rows, block.attn_output, delta);
     for (std::size_t e = 0; e < x.size(); ++e) x[e] += delta[e];
     a.x_mid = x;
@@ -133,10 +159,20 @@ struct Pass {
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
                             std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
                             TinyLmParams* grads) {
-  tiny_lm::ValidateLossCall(config, params, tokens, batch, length, grads != nullptr);
-  Require(grads != &params, tiny_lm::kOp, "grads", Verbatim{"&params"},
+  return tiny_lm::Loss(config, params, tokens, batch, length, grads, nullptr);
+}
+
+namespace tiny_lm {
+
+TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
+                      std::int64_t batch, std::int64_t length, TinyLmParams* grads,
+                      const AttentionOptions* kernel_attention) {
+  ValidateLossCall(config, params, tokens, batch, length, grads != nullptr);
+  Require(grads != &params, kOp, "grads", Verbatim{"&params"},
           "must be another TinyLmParams (the params are read while the gradients are written)");
-  const Pass pass(config, params, batch, length);
+  Require(grads == nullptr || kernel_attention == nullptr, kOp, "grads", Verbatim{"non-null"},
+          "must be null with posenc::Attention's options: that attention has no backward here (evaluation only)");
+  const Pass pass(config, params, batch, length, kernel_attention);
   const std::int64_t n_rows = pass.rows, d = pass.d, vocab = TinyLmConfig::kVocab;
   std::vector<std::uint8_t> inputs(static_cast<std::size_t>(n_rows)), targets(inputs.size());
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -149,11 +185,12 @@ TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& para
   // Embedding (+ positions), then the blocks. Evaluation keeps one block's
   // activations at a time.
   const std::vector<double> positions = tiny_lm::InputPositions(config, params, length);
+  const auto scale = static_cast<float>(tiny_lm::EmbeddingScale(config));
   std::vector<float> x = pass.Floats(d);
   for (std::int64_t n = 0; n < n_rows; ++n) {
     const float* e = params.token_embd.values.data() + inputs[n] * d;
     const double* p = positions.empty() ? nullptr : positions.data() + (n % length) * d;
-    for (std::int64_t c = 0; c < d; ++c) x[n * d + c] = e[c] + (p ? static_cast<float>(p[c]) : 0.0f);
+    for (std::int64_t c = 0; c < d; ++c) x[n * d + c] = scale * e[c] + (p ? static_cast<float>(p[c]) : 0.0f);
   }
   std::vector<BlockActivations> acts(grads ? static_cast<std::size_t>(config.layers) : 1);
   for (std::int64_t l = 0; l < config.layers; ++l) pass.BlockForward(l, x, acts[grads ? l : 0]);
@@ -189,7 +226,7 @@ TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& para
   tiny_lm::DistanceBiasBackward(config, params, dbias, length, g);
   for (std::int64_t n = 0; n < n_rows; ++n) {
     float* de = g.token_embd.values.data() + inputs[n] * d;
-    for (std::int64_t c = 0; c < d; ++c) de[c] += dx[n * d + c];
+    for (std::int64_t c = 0; c < d; ++c) de[c] += scale * dx[n * d + c];
   }
   if (config.scheme == PositionScheme::kLearned) {
     // length <= train_length here (ValidateLossCall): row t is position t.
@@ -201,4 +238,5 @@ TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& para
   return result;
 }
 
+}  // namespace tiny_lm
 }  // namespace posenc

@@ -39,6 +39,10 @@ bool HasDistanceBias(PositionScheme scheme) {
   return scheme == PositionScheme::kAlibi || scheme == PositionScheme::kT5 || scheme == PositionScheme::kKerple;
 }
 
+double EmbeddingScale(const TinyLmConfig& config) {
+  return config.scheme == PositionScheme::kSinusoidal ? std::sqrt(static_cast<double>(config.d_model)) : 1.0;
+}
+
 std::vector<double> InputPositions(const TinyLmConfig& config, const TinyLmParams& params, std::int64_t length) {
   const std::int64_t d = config.d_model;
   if (config.scheme == PositionScheme::kSinusoidal) {
@@ -131,10 +135,6 @@ void DistanceBiasBackward(const TinyLmConfig& config, const TinyLmParams& params
       }
     }
   }
-}
-
-RopeSpec TinyLmRopeSpec(const TinyLmConfig& config) {
-  return {.theta = config.rope_theta, .head_dim = config.HeadDim(), .layout = RopeLayout::kHalfSplit};
 }
 
 void RotateQueriesKeys(const TinyLmConfig& config, const RopeFrequencies& frequencies, std::span<float> qkv,

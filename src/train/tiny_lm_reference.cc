@@ -108,7 +108,7 @@ Matrix Attention(const TinyLmConfig& config, const TinyLmParams& params, std::in
   for (std::int64_t h = 0; h < config.heads; ++h) {
     Matrix q = HeadSlice(qkv, 0, h, d, hd), k = HeadSlice(qkv, 1, h, d, hd), v = HeadSlice(qkv, 2, h, d, hd);
     if (config.scheme == PositionScheme::kRope) {
-      const RopeSpec spec = tiny_lm::TinyLmRopeSpec(config);
+      const RopeSpec spec = TinyLmRopeSpec(config);
       const std::vector<double> inv_freq = ComputeRopeFrequencies(spec, length).inv_freq;
       for (std::int64_t t = 0; t < length; ++t) {
         q[t] = RotateHead(spec, inv_freq, q[t], static_cast<double>(t));
@@ -151,15 +151,17 @@ Matrix Block(const TinyLmConfig& config, const TinyLmParams& params, std::int64_
   return Add(mid, Linear(hidden, block.ffn_down));
 }
 
-// token_embd rows of the inputs, plus the positions (sinusoid, learned).
+// token_embd rows of the inputs times the embedding scale, plus the
+// positions (sinusoid, learned).
 Matrix Embed(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> inputs) {
   const std::int64_t length = static_cast<std::int64_t>(inputs.size()), d = config.d_model;
   const std::vector<double> positions = tiny_lm::InputPositions(config, params, length);
+  const double scale = tiny_lm::EmbeddingScale(config);
   Matrix x;
   for (std::int64_t t = 0; t < length; ++t) {
     std::vector<double> row(static_cast<std::size_t>(d));
     for (std::int64_t c = 0; c < d; ++c) {
-      row[c] = params.token_embd.values[inputs[t] * d + c] + (positions.empty() ? 0.0 : positions[t * d + c]);
+      row[c] = scale * params.token_embd.values[inputs[t] * d + c] + (positions.empty() ? 0.0 : positions[t * d + c]);
     }
     x.push_back(std::move(row));
   }

@@ -303,6 +303,65 @@ TEST(TinyLmEval, LearnedTablePastItsLength) {
   EXPECT_EQ(EvaluateTinyLm(config, params, text, 32, 4).windows, 4);
 }
 
+// A RoPE model under every training-free method runs its attention through
+// posenc::Attention (strided q, k, v views of the model's qkv rows, the
+// rotation inside the kernel): at the training length, where each method's
+// defaults leave RoPE as it is, that path must give the model's own loss;
+// past it, the method must change what it claims to change and nothing else.
+TEST(TinyLmEval, ExtensionMethodsThroughTheAttentionKernel) {
+  const TinyLmConfig config = SmallConfig(PositionScheme::kRope);  // L_train = 16
+  TinyLmParams params = InitTinyLm(config, 7);
+  // Sharp attention (init scores are near uniform), so that positions matter.
+  for (TinyLmBlock& block : params.blocks) {
+    for (float& w : block.attn_qkv.values) w *= 25.0f;
+  }
+  const std::vector<std::uint8_t> text = Noise(20000, 8);
+  const TinyLmEvalResult own16 = EvaluateTinyLm(config, params, text, 16, 8);
+  for (const char* name : {"linear", "ntk", "dynamic-ntk", "yarn", "leaky-rerope", "window", "lambda", "none:logn"}) {
+    const ContextExtension method = ParseContextExtension(name);
+    EXPECT_TRUE(SameAsModelRope(PlanTinyLmExtension(config, method, 16), TinyLmRopeSpec(config), 16)) << name;
+    const TinyLmEvalResult r = EvaluateTinyLm(config, params, text, 16, 8, method);
+    EXPECT_NEAR(r.loss, own16.loss, 2e-5 * own16.loss) << name;
+    for (std::size_t t = 0; t < 16; ++t) EXPECT_NEAR(r.position_loss[t], own16.position_loss[t], 1e-4) << name << t;
+  }
+  // Past the training length (64 = 4 L_train): position interpolation moves
+  // every position; the window (16 keys) and ReRoPE (window 8) leave the
+  // positions that see no farther key as the model has them.
+  const TinyLmEvalResult own64 = EvaluateTinyLm(config, params, text, 64, 8);
+  const TinyLmEvalResult linear = EvaluateTinyLm(config, params, text, 64, 8, ParseContextExtension("linear"));
+  EXPECT_GT(std::abs(linear.loss - own64.loss), 1e-3);
+  EXPECT_GT(std::abs(linear.position_loss[5] - own64.position_loss[5]), 1e-4);
+  const auto same_until = [&](const char* name, std::size_t until) {
+    const TinyLmEvalResult r = EvaluateTinyLm(config, params, text, 64, 8, ParseContextExtension(name));
+    for (std::size_t t = 0; t < until; ++t) EXPECT_NEAR(r.position_loss[t], own64.position_loss[t], 1e-4) << name << t;
+    double later = 0;  // positions that see farther keys: changed
+    for (std::size_t t = until + 8; t < 64; ++t) later += std::abs(r.position_loss[t] - own64.position_loss[t]);
+    EXPECT_GT(later, 1e-3) << name;
+  };
+  same_until("window", 16);
+  same_until("rerope", 8);
+  same_until("self-extend", 8);
+}
+
+TEST(TinyLmEval, ExtensionMethodsNeedRope) {
+  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  const TinyLmParams params = InitTinyLm(config, 2);
+  const std::vector<std::uint8_t> text = Noise(4000, 9);
+  ExpectError([&] { EvaluateTinyLm(config, params, text, 32, 4, ParseContextExtension("yarn")); },
+              {"[eval] method = \"yarn\"", "RoPE models only", "alibi"});
+  ExpectError([&] { PlanTinyLmExtension(config, ParseContextExtension("lambda"), 32); }, {"RoPE models only"});
+  // "none" is the model as trained, whatever its scheme: bitwise the same.
+  EXPECT_EQ(EvaluateTinyLm(config, params, text, 32, 4, ParseContextExtension("none")).loss,
+            EvaluateTinyLm(config, params, text, 32, 4).loss);
+  // The planner's own rules still apply: ReRoPE's window must be below L_train.
+  ExpectError(
+      [&] {
+        EvaluateTinyLm(SmallConfig(PositionScheme::kRope), InitTinyLm(SmallConfig(PositionScheme::kRope), 2), text, 32,
+                       4, ParseContextExtension("rerope:window=16"));
+      },
+      {"window = 16"});
+}
+
 TEST(TinyLmEval, ByteUnigramLoss) {
   ByteCounts uniform{};
   uniform.fill(10);
