@@ -22,5 +22,6 @@ void AddBenchModelCommand(CLI::App& bench);      // posenc bench model (under `b
 void AddBenchTrainCommand(CLI::App& bench);      // posenc bench train (under `bench`)
 void AddTrainCommand(CLI::App& app);             // posenc train
 void AddEvalCommand(CLI::App& app);              // posenc eval
+void AddZooCommand(CLI::App& app);               // posenc zoo
 
 }  // namespace posenc::cli

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "file_digest.h"
@@ -34,16 +35,26 @@ std::string InputDigest(const nlohmann::json& inputs, const char* name) {
 }
 
 // Why a cell's or another grid's stamp does not match this grid's, or "".
-std::string StampMismatch(const Grid& grid, const std::string& version, const std::string& model_sha256,
-                          const std::string& text_sha256) {
+// digest_of(name): the other's SHA-256 of input `name` ("" when it has
+// none), for every input this grid or the kinds may have.
+std::string StampMismatch(const Grid& grid, const std::string& version,
+                          const std::function<std::string(const std::string&)>& digest_of) {
   if (version != grid.version) return "posenc " + version + ", this grid is posenc " + grid.version;
-  if (model_sha256 != InputDigest(grid.inputs, "model")) {
-    return "a model with SHA-256 " + model_sha256.substr(0, 12) + "…, this grid's model is " +
-           InputDigest(grid.inputs, "model").substr(0, 12) + "…";
+  std::vector<std::string> names{"model", "text", "corpus"};
+  for (const auto& [name, input] : grid.inputs.items()) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
-  if (text_sha256 != InputDigest(grid.inputs, "text")) {
-    return "a text with SHA-256 " + text_sha256.substr(0, 12) + "…, this grid's text is " +
-           InputDigest(grid.inputs, "text").substr(0, 12) + "…";
+  for (const std::string& name : names) {
+    const std::string theirs = digest_of(name), ours = InputDigest(grid.inputs, name.c_str());
+    if (theirs == ours) continue;
+    const auto short_digest = [](const std::string& digest) {
+      return digest.empty() ? std::string("(none)") : digest.substr(0, 12) + "…";
+    };
+    std::string why = "a " + name + " with SHA-256 ";
+    why += short_digest(theirs);
+    why += ", this grid's " + name + " is ";
+    why += short_digest(ours);
+    return why;
   }
   return "";
 }
@@ -92,8 +103,8 @@ void WriteGrid(const std::string& dir, const Grid& grid) {
     Require(kind == grid.kind, kOp, "out", dir,
             "holds a " + kind + " grid; a " + grid.kind + " grid needs a directory of its own");
     const nlohmann::json inputs = old->value("inputs", nlohmann::json::object());
-    const std::string why = StampMismatch(grid, old->value("version", std::string()), InputDigest(inputs, "model"),
-                                          InputDigest(inputs, "text"));
+    const std::string why = StampMismatch(grid, old->value("version", std::string()),
+                                          [&](const std::string& name) { return InputDigest(inputs, name.c_str()); });
     Require(why.empty(), kOp, "out", dir,
             "holds the results of " + why + ": their cells cannot be mixed with these (choose another directory)");
   }
@@ -148,9 +159,9 @@ GridScan ScanGrid(const std::string& dir, const Grid& grid) {
       continue;
     }
     const nlohmann::json& params = cell->at("params");
-    const std::string why =
-        StampMismatch(grid, params.value("version", std::string()), params.value("model_sha256", std::string()),
-                      params.value("text_sha256", std::string()));
+    const std::string why = StampMismatch(grid, params.value("version", std::string()), [&](const std::string& name) {
+      return params.value(name + "_sha256", std::string());
+    });
     if (!why.empty()) {
       std::string note = path;
       note += ": computed by ";

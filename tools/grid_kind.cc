@@ -10,8 +10,9 @@ namespace {
 
 constexpr const char* kOp = "grid";
 
-// The path of input `name`, after checking its digest.
-std::string CheckedInput(const Grid& grid, const char* name) {
+}  // namespace
+
+std::string CheckedGridInput(const Grid& grid, const char* name) {
   const nlohmann::json& input = grid.inputs.at(name);
   std::string path = input.at("path").get<std::string>();
   const std::string planned = input.at("sha256").get<std::string>();
@@ -21,8 +22,6 @@ std::string CheckedInput(const Grid& grid, const char* name) {
               planned.substr(0, 12) + "…): plan the grid again, into another directory");
   return path;
 }
-
-}  // namespace
 
 double TotalCellSeconds(const std::map<std::string, nlohmann::json>& results) {
   double seconds = 0;
@@ -49,16 +48,16 @@ GridReport WriteGridReport(const Grid& grid, double seconds, const std::string& 
 }
 
 const GridKind& FindGridKind(const std::string& name) {
-  for (const GridKind* kind : {&StudyGridKind(), &PasskeyGridKind()}) {
+  for (const GridKind* kind : {&StudyGridKind(), &PasskeyGridKind(), &ZooGridKind()}) {
     if (name == kind->name) return *kind;
   }
-  ThrowError(kOp, "kind", FormatValue(name), "is not a grid kind (study, passkey)");
+  ThrowError(kOp, "kind", FormatValue(name), "is not a grid kind (study, passkey, zoo)");
 }
 
-LoadedModel LoadGridModel(const Grid& grid) { return LoadModel(CheckedInput(grid, "model")); }
+LoadedModel LoadGridModel(const Grid& grid) { return LoadModel(CheckedGridInput(grid, "model")); }
 
 std::vector<std::int32_t> TokenizeGridText(const Grid& grid, const BpeTokenizer& tokenizer) {
-  return TokenizeFile(tokenizer, CheckedInput(grid, "text"));
+  return TokenizeFile(tokenizer, CheckedGridInput(grid, "text"));
 }
 
 nlohmann::json GridInput(const std::string& op, const std::string& path) {

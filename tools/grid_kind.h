@@ -1,4 +1,4 @@
-// What a kind of grid (study, passkey) supplies to the grid machinery: how
+// What a kind of grid (study, passkey, zoo) supplies to the grid machinery: how
 // to compute one cell, how to say what it found in one line, and how to
 // merge the finished cells into the kind's report.
 #pragma once
@@ -51,6 +51,7 @@ const GridKind& FindGridKind(const std::string& name);
 
 const GridKind& StudyGridKind();    // study_grid.cc
 const GridKind& PasskeyGridKind();  // passkey_grid.cc
+const GridKind& ZooGridKind();      // zoo_grid.cc
 
 // The grid's model, loaded after checking that the file is still the one
 // the grid was planned with (a cell computed from another file under the
@@ -58,6 +59,10 @@ const GridKind& PasskeyGridKind();  // passkey_grid.cc
 LoadedModel LoadGridModel(const Grid& grid);
 // The grid's text, tokenized, checked the same way.
 std::vector<std::int32_t> TokenizeGridText(const Grid& grid, const BpeTokenizer& tokenizer);
+
+// The path of the grid's input `name` ("corpus"), after checking that the
+// file is still the one the grid was planned with.
+std::string CheckedGridInput(const Grid& grid, const char* name);
 
 // {"path", "sha256"} of an input file, for Grid::inputs.
 nlohmann::json GridInput(const std::string& op, const std::string& path);

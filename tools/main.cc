@@ -52,6 +52,7 @@ int Run(int argc, char** argv) {
   posenc::cli::AddGridCommands(app);
   posenc::cli::AddTrainCommand(app);
   posenc::cli::AddEvalCommand(app);
+  posenc::cli::AddZooCommand(app);
   posenc::cli::RejectIntegersOutsideInt64(app);
   if (std::string known; IsUnknownCommand(app, argc, argv, &known)) {
     std::cerr << "posenc: error: unknown command " << posenc::QuoteForMessage(argv[1]) << "; commands: " << known

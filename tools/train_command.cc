@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "reuse_freed_memory.h"
+#include "tiny_lm_options.h"
 #include "output_files.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
@@ -46,15 +47,6 @@ struct TrainCommandOptions {
   bool json = false;
 };
 
-PositionScheme SchemeOption(const std::string& name) {
-  std::string list;
-  for (const PositionScheme scheme : AllPositionSchemes()) {
-    if (name == PositionSchemeName(scheme)) return scheme;
-    list += (list.empty() ? "" : ", ") + std::string(PositionSchemeName(scheme));
-  }
-  ThrowError(kOp, "--pe", FormatValue(name), "must be one of " + list);
-}
-
 std::int64_t ParameterCount(const TinyLmConfig& config, const TinyLmParams& params) {
   std::int64_t count = 0;
   for (const TinyLmTensor* t : TinyLmTensorList(config, params)) count += static_cast<std::int64_t>(t->values.size());
@@ -64,7 +56,7 @@ std::int64_t ParameterCount(const TinyLmConfig& config, const TinyLmParams& para
 void Run(TrainCommandOptions o) {
   ReuseFreedMemory();
   // Every check before the text is read and an hour of training starts.
-  o.config.scheme = SchemeOption(o.scheme);
+  o.config.scheme = SchemeOption(kOp, "--pe", o.scheme);
   Require(o.config.train_length >= 2, kOp, "--train-len", o.config.train_length,
           "must be >= 2 (a sequence of one byte has nothing to attend to)");
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes)");
@@ -155,30 +147,14 @@ void Run(TrainCommandOptions o) {
 void AddTrainCommand(CLI::App& app) {
   auto o = std::make_shared<TrainCommandOptions>();
   CLI::App* train = app.add_subcommand("train", "Train a tiny byte-level model with one position scheme");
-  train->add_option("--pe", o->scheme, "Position scheme: nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple")
-      ->required();
+  train->add_option("--pe", o->scheme, "Position scheme: " + SchemeList())->required();
   train->add_option("--tokens", o->train.tokens, "Training budget in bytes (predictions)")->required();
   train->add_option("--out", o->out, "Checkpoint to write (GGUF)")->required();
   train->add_option("--train-len", o->config.train_length, "Training length L (bytes a sequence)")
       ->capture_default_str();
   train->add_option("--seed", o->train.seed, "Seed of the init and of the batches")->capture_default_str();
   train->add_option("--text", o->text, "Training corpus (bytes)")->capture_default_str();
-  train->add_option("--d-model", o->config.d_model, "Model width")->capture_default_str();
-  train->add_option("--layers", o->config.layers, "Blocks")->capture_default_str();
-  train->add_option("--heads", o->config.heads, "Attention heads")->capture_default_str();
-  train->add_option("--ffn", o->config.ffn_hidden, "MLP hidden width")->capture_default_str();
-  train->add_option("--batch", o->train.batch, "Sequences a step")->capture_default_str();
-  train->add_option("--lr", o->train.lr, "Peak learning rate")->capture_default_str();
-  train->add_option("--min-lr", o->train.min_lr, "Learning rate at the end of the cosine")->capture_default_str();
-  train->add_option("--warmup", o->train.warmup, "Share of the steps with a linear warmup")->capture_default_str();
-  train->add_option("--weight-decay", o->train.weight_decay, "AdamW weight decay (matrices only)")
-      ->capture_default_str();
-  train->add_option("--grad-clip", o->train.grad_clip, "Global gradient-norm clip (inf: none)")->capture_default_str();
-  train->add_option("--shaw-clip", o->config.shaw_clip, "shaw: distances clip to [-K, K]")->capture_default_str();
-  train->add_option("--t5-buckets", o->config.t5_buckets, "t5: buckets")->capture_default_str();
-  train->add_option("--t5-max-distance", o->config.t5_max_distance, "t5: distance of the last bucket")
-      ->capture_default_str();
-  train->add_option("--rope-theta", o->config.rope_theta, "rope: base")->capture_default_str();
+  AddTinyLmOptions(*train, o->config, o->train);
   train->add_option("--name", o->name, "general.name of the checkpoint (default: tiny-lm-SCHEME-LN)");
   train->add_option("--log-every", o->log_every, "Steps between --json loss-log entries (0: about 100 entries)");
   train->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);

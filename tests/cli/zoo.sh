@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# posenc zoo end to end on a model small enough for a test: the tables (every
+# scheme asked, a learned table without rows past L and with Su's
+# decomposition, RoPE under methods, two seeds with their spread), the
+# files, a rerun that trains nothing, an added seed that trains only its
+# models, and the same numbers with 2 threads a cell as with 1.
+# Usage: zoo.sh POSENC TEXT DIR
+set -euo pipefail
+posenc=$1 text=$2 dir=$3
+rm -rf "$dir" "$dir.threads"
+fail() { echo "FAIL: $*"; exit 1; }
+zoo() {
+  "$posenc" zoo --schemes rope,learned,alibi --train-len 16 --tokens 4096 --d-model 16 --layers 1 --heads 2 --ffn 32 \
+    --batch 4 --corpus "$text" --text "$text" --lengths 16,32,64 --eval-bytes 512 --methods "yarn;rerope;window" "$@" \
+    >"$dir.log" 2>&1 || fail "zoo $*: $(cat "$dir.log")"
+}
+expect() { grep -q -E -- "$1" "$dir.log" || fail "expected /$1/ in: $(cat "$dir.log")"; }
+
+zoo --seeds 0,1 --out "$dir"
+expect "6 cells, 0 finished earlier, 6 to compute"
+expect "^\| encoding \| 16 \(1×\) \| 32 \(2×\) \| 64 \(4×\) \|$"
+expect "^\| rope \(as trained\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \|$"
+expect "^\| learned \(no rows past L\) \| [0-9.]+ ±[0-9.]+ \| no rows \| no rows \|$"
+expect "^\| learned \+ hierarchical \(Su\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \|$"
+expect "^\| rope \+ rerope \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| \`rerope:window=8\` \|$"
+expect "^\| rope \+ yarn \| .* \| \`yarn:factor=4\` \|$"
+expect "Byte-unigram baseline: [0-9.]+ nats/byte"
+expect "wrote .*zoo\.md, .*zoo\.json, .*zoo\.png"
+expect "zoo: 6 models, 6 cells"
+expect "zoo: this run took [0-9]+ s"
+for f in zoo.md zoo.json zoo.png grid.json; do test -s "$dir/$f" || fail "$f missing"; done
+# Within L, YaRN and the window are the model's own RoPE: the same numbers
+# as trained; ReRoPE's window (L/2 = 8) already changes distances >= 8.
+python3 - "$dir/zoo.json" <<'PY' || fail "zoo.json: methods within L differ from the model as trained"
+import json, sys
+z = json.load(open(sys.argv[1]))
+v = {x["variant"]: x for x in z["variants"]}
+for name in ("rope+yarn", "rope+window"):
+    assert v[name]["lengths"][0]["losses"] == v["rope"]["lengths"][0]["losses"], name
+assert v["rope+rerope"]["lengths"][0]["losses"] != v["rope"]["lengths"][0]["losses"]
+assert v["learned"]["lengths"][1]["mean"] is None and "16 rows" in v["learned"]["lengths"][1]["error"]
+assert len(z["models"]) == 6 and all(m["final_loss"] < 5.5 for m in z["models"])
+PY
+
+zoo --seeds 0,1 --out "$dir"
+expect "6 cells, 6 finished earlier, 0 to compute"
+zoo --seeds 0,1,2 --out "$dir"
+expect "9 cells, 6 finished earlier, 3 to compute"
+expect "zoo: 9 models, 9 cells"
+
+# Bitwise the same models and losses with 2 threads a cell (the seconds differ).
+zoo --seeds 0,1,2 --jobs 1 --threads 2 --out "$dir.threads"
+strip() { python3 -c 'import json,sys
+z = json.load(open(sys.argv[1]))
+for m in z["models"]:
+    print(m["scheme"], m["seed"], m["final_loss"], [(e["variant"], [l["loss"] for l in e["lengths"]]) for e in m["evaluations"]])' "$1"; }
+[ "$(strip "$dir/zoo.json")" = "$(strip "$dir.threads/zoo.json")" ] || fail "2 threads a cell gave other numbers"
+echo "zoo: ok"
