@@ -9,7 +9,7 @@
 #include <string>
 
 #include "commands.h"
-#include "integer_options.h"
+#include "options/integer_options.h"
 #include "posenc/error.h"
 
 namespace {

@@ -46,13 +46,11 @@ struct AttentionMask {
   void Validate() const;
 };
 
-// Window conventions: Hugging Face's sliding_window counts the current token
-// (W = sliding_window); flash-attention's window_size = (left, right) is
+// Window conventions: Hugging Face's sliding_window counts the current token,
+// so it is W as it is; flash-attention's window_size = (left, right) is
 // inclusive on both sides (W = left + 1 on causal rows).
 std::int64_t WindowFromFlashAttentionLeft(std::int64_t left);
 std::int64_t WindowToFlashAttentionLeft(std::int64_t window);
-std::int64_t WindowFromHuggingFace(std::int64_t sliding_window);
-std::int64_t WindowToHuggingFace(std::int64_t window);
 
 // No positional information in attention (NoPE, or positions added to the
 // embeddings before).

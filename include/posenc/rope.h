@@ -7,7 +7,7 @@
 // are formed in double and reduced there to a quarter turn (p w = n pi/2 + r,
 // |r| <= pi/4); sin r and cos r come from float32 polynomials and n mod 4
 // picks the quadrant, so results stay accurate at positions of 10^6 and
-// beyond (src/rope-inl.h); f16/bf16 tensors are computed in float32 and
+// beyond (src/kernels/rope-inl.h); f16/bf16 tensors are computed in float32 and
 // rounded once.
 #pragma once
 

@@ -33,7 +33,7 @@
 #include "posenc/rope_config.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_permute.h"
-#include "rope_scaling_json.h"
+#include "encodings/rope_scaling_json.h"
 #include "posenc/rope_spec.h"
 
 namespace py = pybind11;

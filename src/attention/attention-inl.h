@@ -26,7 +26,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "posenc/parallel.h"
-#include "simd_io-inl.h"
+#include "kernels/simd_io-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc::HWY_NAMESPACE {

@@ -6,7 +6,7 @@
 
 #include "attention/attention_plan.h"
 #include "attention/attention_rules.h"
-#include "attention/encodings/encoding_lowering.h"
+#include "attention/lowering/encoding_lowering.h"
 #include "posenc/error.h"
 #include "posenc/parallel.h"
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "attention/encodings/encoding_lowering.h"
+#include "attention/lowering/encoding_lowering.h"
 #include "posenc/attention.h"
 
 namespace posenc::detail {

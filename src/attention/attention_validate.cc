@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "attention/attention_rules.h"
-#include "attention/encodings/encoding_lowering.h"
+#include "attention/lowering/encoding_lowering.h"
 #include "posenc/error.h"
 
 namespace posenc {
@@ -39,14 +39,6 @@ std::int64_t WindowFromFlashAttentionLeft(std::int64_t left) {
 std::int64_t WindowToFlashAttentionLeft(std::int64_t window) {
   Require(window > 0, kOp, "window", window, "must be > 0");
   return window - 1;
-}
-std::int64_t WindowFromHuggingFace(std::int64_t sliding_window) {
-  Require(sliding_window > 0, kOp, "sliding_window", sliding_window, "must be > 0");
-  return sliding_window;
-}
-std::int64_t WindowToHuggingFace(std::int64_t window) {
-  Require(window > 0, kOp, "window", window, "must be > 0");
-  return window;
 }
 
 TokenPositions QueryPositions(const AttentionInputs& in) {

@@ -91,6 +91,25 @@ struct BiasOf {
   }
 };
 
+// What the encoding adds to the value v [v_dim] of a key at j read by a query
+// at p (Shaw's a^V; nothing for the others).
+struct AddValueTerm {
+  std::int64_t p, j;
+  std::vector<double>& v;
+
+  void operator()(const NoPositionEncoding&) const {}
+  void operator()(const RopeEncoding&) const {}
+  void operator()(const ReRopeEncoding&) const {}
+  void operator()(const SelfExtendEncoding&) const {}
+  void operator()(const AlibiEncoding&) const {}
+  void operator()(const T5BiasEncoding&) const {}
+  void operator()(const ShawEncoding& e) const {
+    if (!e.spec.value_term) return;
+    const std::int64_t row = e.spec.Row(p, j), dim = static_cast<std::int64_t>(v.size());
+    for (std::int64_t d = 0; d < dim; ++d) v[d] += e.rel_v[row * dim + d];
+  }
+};
+
 }  // namespace
 
 void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
@@ -102,7 +121,6 @@ void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
   const double scale = detail::SoftmaxScale(options, head_dim) * detail::AttentionFactorSquared(options.encoding);
   const auto query_position = [&](std::int64_t b, std::int64_t i) { return in.q_positions->At(b, i, q_len); };
   const auto key_position = [&](std::int64_t b, std::int64_t t) { return in.k_positions.At(b, t, kv_len); };
-  const auto* shaw = std::get_if<ShawEncoding>(&options.encoding);
 
   MaterializedTerms terms;
   terms.logit = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t t) {
@@ -120,10 +138,7 @@ void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
   };
   terms.add_value = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t t, double weight, double* out) {
     auto v = ReadHead(in.v, b, t, h / group);
-    if (shaw && shaw->spec.value_term) {  // v + a^V
-      const std::int64_t row = shaw->spec.Row(query_position(b, i), key_position(b, t));
-      for (std::int64_t d = 0; d < v_dim; ++d) v[d] += shaw->rel_v[row * v_dim + d];
-    }
+    std::visit(AddValueTerm{query_position(b, i), key_position(b, t), v}, options.encoding);
     for (std::int64_t d = 0; d < v_dim; ++d) out[d] += weight * v[d];
   };
   if (!options.sink_logits.empty()) terms.sink_logit = [&](std::int64_t h) { return options.sink_logits[h]; };

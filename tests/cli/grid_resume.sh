@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A grid's cells (tools/grid.h): a rerun computes nothing, a cell cut short
+# A grid's cells (tools/grid/grid.h): a rerun computes nothing, a cell cut short
 # by a kill is computed again, added methods compute only what is new, the
 # Slurm executor (a stand-in sbatch that runs the array here) gives the same
 # numbers as the local one, and a directory holding another version's cells

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Outputs replace the old ones whole or not at all (tools/output_files.h):
+# Outputs replace the old ones whole or not at all (tools/options/output_files.h):
 # a target that is a directory, and a disk that fills up (a file-size limit
 # stands in for it), are errors naming the file (exit 2), and the previous
 # study.md / PNG stay as they were, with no temporaries left beside them

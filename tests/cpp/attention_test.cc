@@ -220,7 +220,6 @@ TEST(Attention, WindowAttendsToExactlyWKeys) {
   }
   EXPECT_EQ(WindowFromFlashAttentionLeft(6), 7);
   EXPECT_EQ(WindowToFlashAttentionLeft(7), 6);
-  EXPECT_EQ(WindowFromHuggingFace(4096), 4096);
 }
 
 TEST(Attention, SameBytesForAnyThreadCount) {

@@ -1,0 +1,277 @@
+// Hugging Face's rope_scaling object, both ways: the one reader and the one
+// writer of the format (the config.json reader, the CLI and Python use them).
+#include "encodings/rope_scaling_json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+using nlohmann::json;
+
+// Keys Hugging Face keeps in the same object for other purposes
+// (transformers v5's rope_parameters): allowed, read elsewhere.
+constexpr std::string_view kOtherKeys[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
+
+// Reads one scaling object; remembers every key read so that RejectUnknown
+// can name a key no method reads (a misspelt key is an error, never ignored).
+class ScalingReader {
+ public:
+  ScalingReader(const json& object, std::string_view op, std::string_view where)
+      : object_(object), op_(op), where_(where) {}
+
+  std::string Path(std::string_view key) const { return std::string(where_) + "." + std::string(key); }
+  std::string_view op() const { return op_; }
+
+  const json* Find(const char* key) const {
+    used_.insert(key);
+    const auto it = object_.find(key);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  std::optional<double> Number(const char* key) const {
+    const json* value = Find(key);
+    if (!value) return std::nullopt;
+    // JSON booleans are not numbers here: `true` as a factor is a mistake.
+    Require(value->is_number(), op_, Path(key), Verbatim{value->dump()}, "must be a number");
+    return value->get<double>();
+  }
+
+  double RequiredNumber(const char* key) const {
+    const auto value = Number(key);
+    if (!value) Missing(key);
+    return *value;
+  }
+
+  std::optional<std::int64_t> Length(const char* key) const {
+    const auto value = Number(key);
+    if (!value) return std::nullopt;
+    // 2^63 is the first double past int64: the cast is checked only below it.
+    Require(*value >= 1 && *value < 9223372036854775808.0 && *value == std::floor(*value), op_, Path(key), *value,
+            "must be a whole number >= 1 (a context length in tokens)");
+    return static_cast<std::int64_t>(*value);
+  }
+
+  std::vector<double> RequiredList(const char* key) const {
+    const json* value = Find(key);
+    if (!value) Missing(key);
+    Require(value->is_array(), op_, Path(key), Verbatim{value->dump()}, "must be a list of numbers");
+    std::vector<double> out;
+    for (const json& item : *value) {
+      Require(item.is_number(), op_, Path(key), Verbatim{item.dump()}, "must contain only numbers");
+      out.push_back(item.get<double>());
+    }
+    return out;
+  }
+
+  std::optional<bool> Bool(const char* key) const {
+    const json* value = Find(key);
+    if (!value) return std::nullopt;
+    Require(value->is_boolean(), op_, Path(key), Verbatim{value->dump()}, "must be true or false");
+    return value->get<bool>();
+  }
+
+  // rope_type and type agree when both are given; "default" when neither is
+  // and the object holds nothing a method would read.
+  std::string Type() const {
+    std::string type;
+    for (const char* key : {"rope_type", "type"}) {
+      const json* value = Find(key);
+      if (!value) continue;
+      Require(value->is_string(), op_, Path(key), Verbatim{value->dump()}, "must be a string");
+      const std::string name = value->get<std::string>();
+      Require(type.empty() || type == name, op_, Path(key), name,
+              "disagrees with " + Path("rope_type") + " = \"" + type + "\"");
+      type = name;
+    }
+    if (!type.empty()) return type;
+    for (const auto& [key, value] : object_.items()) {
+      if (std::find(std::begin(kOtherKeys), std::end(kOtherKeys), key) == std::end(kOtherKeys)) {
+        ThrowError(op_, Path("rope_type"), "missing",
+                   "a scaling object names its method: default, linear, ntk, dynamic, yarn, llama3, "
+                   "longrope or factors");
+      }
+    }
+    return "default";
+  }
+
+  // Call after reading every key the method knows: anything left is unknown.
+  void RejectUnknown(const std::string& type) const {
+    for (const auto& [key, value] : object_.items()) {
+      if (used_.contains(key) || std::find(std::begin(kOtherKeys), std::end(kOtherKeys), key) != std::end(kOtherKeys)) {
+        continue;
+      }
+      std::string known;
+      for (const auto& k : used_) {
+        if (k != "rope_type" && k != "type") known += (known.empty() ? "" : ", ") + k;
+      }
+      ThrowError(op_, Path(key), value.dump(),
+                 "unknown key for rope_type \"" + type + "\"; known keys: " + (known.empty() ? "none" : known));
+    }
+  }
+
+  [[noreturn]] void Missing(const char* key) const {
+    ThrowError(op_, Path(key), "missing", "rope_type \"" + Type() + "\" needs it");
+  }
+
+ private:
+  const json& object_;
+  std::string_view op_, where_;
+  mutable std::set<std::string, std::less<>> used_;
+};
+
+// The original (training) length: the object's
+// original_max_position_embeddings, else the model's max_position_embeddings.
+std::int64_t OriginalLength(const ScalingReader& r, const RopeScalingContext& context) {
+  if (const auto original = r.Length("original_max_position_embeddings")) return *original;
+  if (context.max_position_embeddings > 0) return context.max_position_embeddings;
+  r.Missing("original_max_position_embeddings");
+}
+
+RopeScaling Read(const ScalingReader& r, const std::string& type, const RopeScalingContext& context) {
+  if (type == "default" || type == "none") return NoScaling{};
+  if (type == "linear") return LinearScaling{r.RequiredNumber("factor")};
+  if (type == "ntk") return NtkAwareScaling{r.RequiredNumber("alpha")};
+  if (type == "dynamic") {
+    // Hugging Face's dynamic NTK counts from max_position_embeddings;
+    // posenc's own form (RopeScalingToJson) names the length in the object.
+    const double factor = r.RequiredNumber("factor");
+    return DynamicNtkScaling{factor, OriginalLength(r, context)};
+  }
+  if (type == "yarn") {
+    YarnScaling y;
+    y.factor = r.RequiredNumber("factor");
+    y.original_max_position = OriginalLength(r, context);
+    y.beta_fast = r.Number("beta_fast").value_or(y.beta_fast);
+    y.beta_slow = r.Number("beta_slow").value_or(y.beta_slow);
+    y.mscale = r.Number("mscale");
+    y.mscale_all_dim = r.Number("mscale_all_dim");
+    y.attention_factor = r.Number("attention_factor");
+    y.truncate = r.Bool("truncate").value_or(y.truncate);
+    y.ext_factor = r.Number("ext_factor").value_or(y.ext_factor);
+    y.attn_factor = r.Number("attn_factor").value_or(y.attn_factor);
+    return y;
+  }
+  if (type == "llama3") {
+    Llama3Scaling l;
+    l.factor = r.RequiredNumber("factor");
+    l.low_freq_factor = r.RequiredNumber("low_freq_factor");
+    l.high_freq_factor = r.RequiredNumber("high_freq_factor");
+    const auto original = r.Length("original_max_position_embeddings");
+    if (!original) r.Missing("original_max_position_embeddings");
+    l.original_max_position = *original;
+    return l;
+  }
+  if (type == "longrope") {
+    LongRopeScaling l;
+    l.short_factor = r.RequiredList("short_factor");
+    l.long_factor = r.RequiredList("long_factor");
+    l.attention_factor = r.Number("attention_factor");
+    if (context.top_level_original_max_position > 0) {
+      // Phi-3 keeps the pretrained length at the top level of config.json;
+      // the factor is the ratio of the extended length to it, as in Hugging
+      // Face (a `factor` or original length in the object is read and
+      // overridden).
+      r.Number("factor");
+      r.Length("original_max_position_embeddings");
+      Require(context.max_position_embeddings > 0, r.op(), "max_position_embeddings", Verbatim{"missing"},
+              "longrope with original_max_position_embeddings needs the extended length");
+      l.original_max_position = context.top_level_original_max_position;
+      l.factor = static_cast<double>(context.max_position_embeddings) /
+                 static_cast<double>(context.top_level_original_max_position);
+    } else {
+      l.original_max_position = OriginalLength(r, context);
+      l.factor = r.Number("factor").value_or(1.0);
+    }
+    return l;
+  }
+  if (type == "factors") return FrequencyFactorScaling{r.RequiredList("factors")};
+  ThrowError(r.op(), r.Path("rope_type"), FormatValue(type),
+             "unknown; must be one of default, linear, ntk, dynamic, yarn, llama3, longrope, factors");
+}
+
+// Keys in the order written (rope_type first).
+nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
+  return std::visit(
+      [](const auto& s) -> nlohmann::ordered_json {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, NoScaling>) {
+          return nullptr;
+        } else if constexpr (std::is_same_v<S, LinearScaling>) {
+          return {{"rope_type", "linear"}, {"factor", s.factor}};
+        } else if constexpr (std::is_same_v<S, NtkAwareScaling>) {
+          return {{"rope_type", "ntk"}, {"alpha", s.alpha}};
+        } else if constexpr (std::is_same_v<S, DynamicNtkScaling>) {
+          return {{"rope_type", "dynamic"},
+                  {"factor", s.factor},
+                  {"original_max_position_embeddings", s.original_max_position}};
+        } else if constexpr (std::is_same_v<S, YarnScaling>) {
+          nlohmann::ordered_json j = {{"rope_type", "yarn"},
+                                      {"factor", s.factor},
+                                      {"original_max_position_embeddings", s.original_max_position},
+                                      {"beta_fast", s.beta_fast},
+                                      {"beta_slow", s.beta_slow},
+                                      {"truncate", s.truncate}};
+          if (s.mscale) j["mscale"] = *s.mscale;
+          if (s.mscale_all_dim) j["mscale_all_dim"] = *s.mscale_all_dim;
+          if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
+          j["ext_factor"] = s.ext_factor;
+          j["attn_factor"] = s.attn_factor;
+          return j;
+        } else if constexpr (std::is_same_v<S, Llama3Scaling>) {
+          return {{"rope_type", "llama3"},
+                  {"factor", s.factor},
+                  {"low_freq_factor", s.low_freq_factor},
+                  {"high_freq_factor", s.high_freq_factor},
+                  {"original_max_position_embeddings", s.original_max_position}};
+        } else if constexpr (std::is_same_v<S, LongRopeScaling>) {
+          nlohmann::ordered_json j = {{"rope_type", "longrope"},
+                                      {"short_factor", s.short_factor},
+                                      {"long_factor", s.long_factor},
+                                      {"factor", s.factor},
+                                      {"original_max_position_embeddings", s.original_max_position}};
+          if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
+          return j;
+        } else {
+          return {{"rope_type", "factors"}, {"factors", s.factors}};
+        }
+      },
+      scaling);
+}
+
+}  // namespace
+
+namespace detail {
+
+RopeScaling RopeScalingFromJsonValue(const json& object, const RopeScalingContext& context, std::string_view op,
+                                     std::string_view where) {
+  Require(object.is_object(), op, where, Verbatim{object.dump()}, "must be an object");
+  const ScalingReader reader(object, op, where);
+  const std::string type = reader.Type();
+  RopeScaling scaling = Read(reader, type, context);
+  reader.RejectUnknown(type);
+  return scaling;
+}
+
+}  // namespace detail
+
+RopeScaling RopeScalingFromJson(std::string_view text, const RopeScalingContext& context) {
+  json object;
+  try {
+    object = json::parse(text);
+  } catch (const json::parse_error& e) {
+    ThrowError("rope", "rope_scaling", "unparsable", std::string("must be valid JSON: ") + e.what());
+  }
+  if (object.is_null()) return NoScaling{};
+  return detail::RopeScalingFromJsonValue(object, context, "rope", "rope_scaling");
+}
+
+std::string RopeScalingToJson(const RopeScaling& scaling) { return ScalingToHf(scaling).dump(); }
+
+}  // namespace posenc

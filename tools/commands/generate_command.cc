@@ -1,0 +1,135 @@
+// posenc generate --prompt TEXT | --prompt-file F [--chat [--system TEXT]]
+//                 [--max-tokens N] [--method M] [--model FILE] [--threads T] [--json]
+//
+// Greedy generation from a GGUF llama-family model (include/posenc/generation.h):
+// the prompt prefilled in one pass, then one token at a time through the
+// key/value cache, printed as it comes; prefill and decode tokens/s at the
+// end. The context-extension method is planned for the prompt plus
+// --max-tokens, so a method runs as it would over the whole sequence.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "options/model_inputs.h"
+#include "posenc/context_extension.h"
+#include "posenc/error.h"
+#include "posenc/generation.h"
+#include "posenc/input_file.h"
+#include "posenc/parallel.h"
+
+namespace posenc::cli {
+namespace {
+
+constexpr const char* kOp = "generate";
+constexpr std::uint64_t kMaxPromptBytes = std::uint64_t{64} << 20;
+
+struct GenerateCommandOptions {
+  std::string model = kDefaultModelPath;
+  std::string prompt;
+  std::string prompt_file;
+  bool chat = false;
+  std::string system;
+  std::int64_t max_tokens = 64;
+  std::string method = "none";
+  int threads = 0;
+  bool json = false;
+};
+
+// ChatML, the template of SmolLM2-Instruct, Qwen and others: the one chat
+// format posenc writes itself (GGUF's Jinja templates are not run).
+std::string ChatMl(const BpeTokenizer& tokenizer, const std::string& system, const std::string& user) {
+  Require(tokenizer.TokenId("<|im_start|>").has_value() && tokenizer.TokenId("<|im_end|>").has_value(), kOp, "--chat",
+          Verbatim{"set"}, "needs a ChatML model (<|im_start|> and <|im_end|> tokens); this one has none");
+  std::string text;
+  if (!system.empty()) text += "<|im_start|>system\n" + system + "<|im_end|>\n";
+  return text + "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+}
+
+void Run(const GenerateCommandOptions& o) {
+  if (o.threads > 0) SetNumThreads(o.threads);
+  Require(o.prompt.empty() != o.prompt_file.empty(), kOp, "--prompt", Verbatim{o.prompt.empty() ? "none" : "both"},
+          "give exactly one of --prompt and --prompt-file");
+  Require(o.max_tokens >= 1, kOp, "--max-tokens", o.max_tokens, "must be >= 1");
+  Require(o.chat || o.system.empty(), kOp, "--system", o.system, "needs --chat");
+  const ContextExtension extension = ParseContextExtension(o.method);  // before the model loads
+  const std::string user = o.prompt_file.empty() ? o.prompt
+                                                 : ReadRegularFile(kOp, "--prompt-file", o.prompt_file, kMaxPromptBytes,
+                                                                   "the prompt is read in memory");
+
+  const LoadedModel loaded = LoadModel(o.model);
+  const std::string text = o.chat ? ChatMl(loaded.tokenizer, o.system, user) : user;
+  std::vector<std::int32_t> prompt;
+  try {
+    prompt = loaded.tokenizer.Encode(text);
+  } catch (const Error& e) {
+    ThrowError(kOp, o.prompt_file.empty() ? "--prompt" : "--prompt-file",
+               FormatValue(o.prompt_file.empty() ? std::string("...") : o.prompt_file),
+               std::string("must be UTF-8 text (") + e.what() + ")");
+  }
+  Require(!prompt.empty(), kOp, "--prompt", Verbatim{"\"\""}, "must have at least one token");
+
+  const LlamaHyperparams& hp = loaded.model.hparams();
+  const std::int64_t length = static_cast<std::int64_t>(prompt.size()) + o.max_tokens;
+  const ExtensionPlan plan = PlanContextExtension(extension, hp.rope, hp.context_length, length);
+  GenerateOptions options{.max_tokens = o.max_tokens};
+  if (loaded.tokenizer.eos_id()) options.stop_tokens.push_back(*loaded.tokenizer.eos_id());
+  if (o.chat) options.stop_tokens.push_back(*loaded.tokenizer.TokenId("<|im_end|>"));
+
+  const GenerateResult r = Generate(loaded.model, prompt, plan.attention, options, [&](std::int32_t token) {
+    const bool stop =
+        std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) != options.stop_tokens.end();
+    if (o.json || stop) return;  // the end-of-text token is not text
+    const std::string piece = loaded.tokenizer.Decode(std::span(&token, 1));
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  const std::string generated = loaded.tokenizer.Decode(r.tokens);
+  const std::string method = FormatContextExtension(plan.resolved);
+  if (o.json) {
+    nlohmann::ordered_json out{{"text", generated},
+                               {"tokens", r.tokens},
+                               {"prompt_tokens", r.prompt_tokens},
+                               {"generated_tokens", r.tokens.size()},
+                               {"prefill_tokens_per_s", r.PrefillTokensPerSecond()},
+                               {"decode_tokens_per_s", r.DecodeTokensPerSecond()},
+                               {"prefill_seconds", r.prefill_seconds},
+                               {"decode_seconds", r.decode_seconds},
+                               {"method", method},
+                               {"train_length", hp.context_length},
+                               {"threads", NumThreads()},
+                               {"model", o.model}};
+    // Generated bytes need not be UTF-8 (a token can end inside a character): U+FFFD for those.
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return;
+  }
+  std::printf("\n");
+  std::fprintf(stderr,
+               "generate: %lld prompt tokens prefilled at %.1f tokens/s (%.2f s); %zu tokens generated, decode %.1f "
+               "tokens/s; method %s, %d threads\n",
+               static_cast<long long>(r.prompt_tokens), r.PrefillTokensPerSecond(), r.prefill_seconds, r.tokens.size(),
+               r.DecodeTokensPerSecond(), method.c_str(), NumThreads());
+}
+
+}  // namespace
+
+void AddGenerateCommand(CLI::App& app) {
+  auto o = std::make_shared<GenerateCommandOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from a GGUF model through its key/value cache");
+  cmd->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  cmd->add_option("--prompt", o->prompt, "The prompt text");
+  cmd->add_option("--prompt-file", o->prompt_file, "A UTF-8 file holding the prompt");
+  cmd->add_flag("--chat", o->chat, "Wrap the prompt as one user turn of a ChatML chat (SmolLM2-Instruct, Qwen)");
+  cmd->add_option("--system", o->system, "With --chat: a system turn before it");
+  cmd->add_option("--max-tokens", o->max_tokens, "Tokens to generate at most (stops at end of text)")
+      ->capture_default_str();
+  cmd->add_option("--method", o->method,
+                  ExtensionMethodsSynopsis() + " (defaults from the training length and prompt + max tokens)")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming the text");
+  cmd->callback([o] { Run(*o); });
+}
+
+}  // namespace posenc::cli

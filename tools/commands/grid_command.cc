@@ -1,0 +1,107 @@
+// posenc grid cell DIR KEY [--threads T]   compute one cell (what the executors run)
+// posenc grid status DIR                   finished / missing cells, Slurm jobs, time left
+// posenc grid merge DIR [--json]           the report from the finished cells
+//
+// The follow-up commands of a grid run by `posenc study` or `posenc passkey`
+// (grid.h says what a grid directory holds).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "commands.h"
+#include "grid/grid.h"
+#include "grid/grid_executor.h"
+#include "grid/grid_kind.h"
+#include "posenc/error.h"
+#include "posenc/parallel.h"
+
+namespace posenc::cli {
+namespace {
+
+constexpr const char* kOp = "grid";
+
+struct GridOptions {
+  std::string dir, key;
+  int threads = 0;
+  bool json = false;
+};
+
+void ComputeCell(const GridOptions& o) {
+  const Grid grid = ReadGrid(o.dir);
+  const auto it = grid.cells.find(o.key);
+  Require(it != grid.cells.end(), kOp, "key", o.key, "is not a cell of the grid in " + o.dir);
+  if (o.threads > 0) SetNumThreads(o.threads);
+  const GridKind& kind = FindGridKind(grid.kind);
+  std::fprintf(stderr, "grid cell %s: %s, %d thread(s)\n", o.key.c_str(), it->second.label.c_str(), NumThreads());
+  const auto start = std::chrono::steady_clock::now();
+  const nlohmann::json result = kind.compute(grid, it->second);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  WriteCellResult(o.dir, o.key, it->second, result, NumThreads(), seconds);
+  std::printf("%s: %s, %.1f s\n", it->second.label.c_str(), kind.summary(result).c_str(), seconds);
+}
+
+void PrintStatus(const GridOptions& o) {
+  const Grid grid = ReadGrid(o.dir);
+  const GridScan scan = ScanGrid(o.dir, grid);
+  std::printf("%s: a %s grid of posenc %s, model %s\n", o.dir.c_str(), grid.kind.c_str(), grid.version.c_str(),
+              grid.inputs.at("model").at("path").get<std::string>().c_str());
+  std::printf("cells: %zu, finished %zu, missing %zu\n", grid.cells.size(), scan.finished.size(), scan.missing.size());
+  // Time left, from the finished cells' seconds per flop (the cost model).
+  double seconds = 0, flops = 0, missing_flops = 0;
+  for (const auto& [key, result] : scan.finished) flops += grid.cells.at(key).flops;
+  for (const auto& entry : std::filesystem::directory_iterator(o.dir + "/cells")) {
+    std::ifstream in(entry.path());
+    const nlohmann::json cell = nlohmann::json::parse(in, nullptr, false);
+    if (cell.is_object() && scan.finished.contains(cell.value("key", std::string()))) {
+      seconds += cell.value("seconds", 0.0) * cell.value("threads", 1);
+    }
+  }
+  for (const std::string& key : scan.missing) missing_flops += grid.cells.at(key).flops;
+  if (flops > 0 && !scan.missing.empty()) {
+    std::printf("compute left: about %.1f core-minutes (from the finished cells: %.2f GFLOP/s per core)\n",
+                missing_flops * seconds / flops / 60, flops / seconds / 1e9);
+  }
+  for (std::size_t i = 0; i < scan.missing.size() && i < 10; ++i) {
+    std::printf("  missing %s %s\n", scan.missing[i].c_str(), grid.cells.at(scan.missing[i]).label.c_str());
+  }
+  if (scan.missing.size() > 10) std::printf("  … and %zu more\n", scan.missing.size() - 10);
+  for (const std::string& path : scan.unreadable) std::printf("  cut short (computed again): %s\n", path.c_str());
+  for (const std::string& why : scan.foreign) std::printf("  of other results (merge refuses): %s\n", why.c_str());
+  if (scan.others > 0)
+    std::printf("  %lld finished cell(s) of earlier grids, not asked for now\n", static_cast<long long>(scan.others));
+  std::ifstream jobs(o.dir + "/slurm/jobs");
+  std::string id, stamp, count;
+  while (jobs >> id >> stamp >> count)
+    std::printf("slurm job %s: %s cells (%s)\n", id.c_str(), count.c_str(), stamp.c_str());
+}
+
+void Merge(const GridOptions& o) {
+  const Grid grid = ReadGrid(o.dir);
+  PrintGridReport(MergeGrid(o.dir, grid), o.json);
+}
+
+}  // namespace
+
+void AddGridCommands(CLI::App& app) {
+  CLI::App* grid = app.add_subcommand("grid",
+                                      "Follow up a grid (posenc study/passkey --out DIR): status, merge; "
+                                      "cell computes one cell");
+  grid->require_subcommand(1);
+  auto o = std::make_shared<GridOptions>();
+  CLI::App* cell = grid->add_subcommand("cell", "Compute one cell of a grid (what the local and Slurm executors run)");
+  cell->add_option("dir", o->dir, "Grid directory")->required();
+  cell->add_option("key", o->key, "Cell key (grid.json)")->required();
+  cell->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::Range(1, 1024));
+  cell->callback([o] { ComputeCell(*o); });
+  CLI::App* status = grid->add_subcommand("status", "Finished and missing cells, Slurm jobs, compute left");
+  status->add_option("dir", o->dir, "Grid directory")->required();
+  status->callback([o] { PrintStatus(*o); });
+  CLI::App* merge = grid->add_subcommand("merge", "Write the report from the finished cells (all must be there)");
+  merge->add_option("dir", o->dir, "Grid directory")->required();
+  merge->add_flag("--json", o->json, "Print the JSON report");
+  merge->callback([o] { Merge(*o); });
+}
+
+}  // namespace posenc::cli

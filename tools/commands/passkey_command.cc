@@ -1,0 +1,143 @@
+// posenc passkey [--lengths L,...] [--depths D,...] [--trials N] [--methods M;...]
+//                [--seed S] [--max-new-tokens T] [--out DIR] [--model FILE] [--json]
+//                [--executor local|slurm ...]
+//
+// Passkey retrieval (include/posenc/passkey.h) over a grid: every method at
+// every length, the key at every depth, N trials (keys) each. Each trial is
+// a cell of a grid in DIR (grid.h): a rerun, or a run that adds methods or
+// lengths, computes only what is missing; the table, the JSON and the heat
+// maps are merged from all cells at the end.
+#include <algorithm>
+#include <cstdio>
+
+#include "commands.h"
+#include "grid/grid_executor.h"
+#include "options/model_inputs.h"
+#include "posenc/context_extension.h"
+#include "posenc/error.h"
+#include "posenc/passkey.h"
+
+namespace posenc::cli {
+namespace {
+
+constexpr const char* kOp = "passkey";
+
+struct PasskeyOptions {
+  std::string model = kDefaultModelPath;
+  std::vector<std::int64_t> lengths{4096, 10240};
+  std::vector<double> depths{0.1, 0.5, 0.9};
+  std::int64_t trials = 1;
+  std::vector<ContextExtension> methods;  // empty: the default set below
+  std::uint64_t seed = 0;
+  std::int64_t max_new_tokens = 12;
+  std::string out = "build/passkey";
+  bool json = false;
+  std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
+};
+
+// The grid: every plan and prompt is made here, before any trial runs, so a
+// method that cannot work at a length, or a length too short for the
+// prompt, fails at once. A method that is the model's own RoPE at a length
+// asks for `none`'s cell.
+Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths, const std::vector<double>& depths,
+              const std::vector<ContextExtension>& methods) {
+  const LoadedModel loaded = LoadModel(o.model);
+  const LlamaModel& model = loaded.model;
+  const LlamaHyperparams& hp = model.hparams();
+  std::vector<std::string> names;
+  names.reserve(methods.size());
+  for (const auto& m : methods) names.push_back(FormatContextExtension(m));
+  Grid grid{.kind = "passkey",
+            .version = GridVersion(),
+            .inputs = {{"model", GridInput(kOp, o.model)}},
+            .settings = {{"model", o.model},
+                         {"train_length", hp.context_length},
+                         {"seed", o.seed},
+                         {"max_new_tokens", o.max_new_tokens},
+                         {"methods", names},
+                         {"lengths", lengths},
+                         {"depths", depths},
+                         {"trials", o.trials}}};
+  for (const auto length : lengths) {
+    MakePasskeyPrompt(loaded.tokenizer, length, 0.5, PasskeyKey(o.seed, 0), o.max_new_tokens);
+    const GridCell cost{.flops = model.ForwardFlops(length),
+                        .memory_bytes = model.WeightBytes() + model.ActivationBytes(length) + model.CacheBytes(length)};
+    for (std::size_t m = 0; m < methods.size(); ++m) {
+      const ExtensionPlan plan = PlanContextExtension(methods[m], hp.rope, hp.context_length, length);
+      const bool same = SameAsModelRope(plan, hp.rope, length);
+      const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
+      for (const double depth : depths) {
+        for (std::int64_t trial = 0; trial < o.trials; ++trial) {
+          GridCell cell = cost;
+          cell.params = {
+              {"kind", "passkey"},  {"version", grid.version}, {"model_sha256", grid.inputs["model"]["sha256"]},
+              {"method", computed}, {"length", length},        {"depth", depth},
+              {"trial", trial},     {"seed", o.seed},          {"max_new_tokens", o.max_new_tokens}};
+          char label[160];
+          std::snprintf(label, sizeof label, "L %lld depth %.2f trial %lld %s", static_cast<long long>(length), depth,
+                        static_cast<long long>(trial), computed.c_str());
+          cell.label = label;
+          AddGridEntry(grid,
+                       {{"method", names[m]},
+                        {"resolved", resolved},
+                        {"same_as_none", same},
+                        {"length", length},
+                        {"depth", depth},
+                        {"trial", trial}},
+                       cell);
+        }
+      }
+    }
+  }
+  return grid;
+}
+
+void Run(const PasskeyOptions& o) {
+  for (const double depth : o.depths) {
+    Require(depth >= 0 && depth <= 1, kOp, "--depths", depth, "must be in [0, 1] (the share of filler before the key)");
+  }
+  std::vector<std::int64_t> lengths = o.lengths;
+  std::vector<double> depths = o.depths;
+  std::sort(lengths.begin(), lengths.end());
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  std::sort(depths.begin(), depths.end());
+  depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
+  std::vector<ContextExtension> methods = o.methods;
+  if (methods.empty()) methods = ParseContextExtensionList("none;yarn;self-extend;lambda");
+  const Grid grid = PlanGrid(o, lengths, depths, methods);
+  GridReport report;
+  if (!RunGrid(o.out, grid, *o.executor, &report)) return;
+  PrintGridReport(report, o.json);
+}
+
+}  // namespace
+
+void AddPasskeyCommand(CLI::App& app) {
+  auto o = std::make_shared<PasskeyOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "passkey", "Passkey retrieval past the training length: a key hidden in filler, asked for at the end");
+  cmd->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--depths", o->depths, "Depths of the key in [0, 1], comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--trials", o->trials, "Keys per (length, depth)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}))
+      ->capture_default_str();
+  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
+                   "none yarn self-extend lambda");
+  cmd->add_option("--seed", o->seed, "Seed of the keys")->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens generated per trial")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{256}))
+      ->capture_default_str();
+  cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; passkey.md, passkey.json, passkey.png)")
+      ->capture_default_str();
+  AddExecutorOptions(*cmd, o->executor);
+  cmd->add_flag("--json", o->json, "Print the JSON report");
+  cmd->callback([o] { Run(*o); });
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,138 @@
+// posenc study [--model FILE.gguf] [--text FILE] [--lengths L,...]
+//              [--methods "M;M;..."] [--windows W] [--bucket B] [--out DIR]
+//              [--executor local|slurm ...]
+//
+// The context-extension experiment of Su Jianlin's "Transformer升级之路"
+// posts (kexue.fm) on a real model: each method runs W windows of L tokens
+// from the start of the text, and the loss of every token is kept by its
+// position in the window, so the table can say how each method does within
+// the training length and beyond it, and the picture shows where it breaks.
+// Method parameters default from the training length and L. A method that
+// is exactly the model's own RoPE at a length (SameAsModelRope: most of them
+// within the training length) shares `none`'s cell. Each (length, method)
+// is a cell of a grid in DIR (grid.h): a rerun computes only what is
+// missing. Writes DIR/study.md, DIR/study.json and DIR/study.png together
+// (or none of them).
+#include <algorithm>
+#include <cstdio>
+
+#include "commands.h"
+#include "grid/grid_executor.h"
+#include "options/model_inputs.h"
+#include "posenc/error.h"
+
+namespace posenc::cli {
+namespace {
+
+constexpr const char* kOp = "study";
+
+struct StudyOptions {
+  std::string model = kDefaultModelPath;
+  std::string text = "build/texts/debian-handbook.txt";
+  // 1.5x SmolLM2's 8192: far enough past it for every method to show its
+  // behaviour, short enough for the whole default study to take ~8 minutes.
+  std::vector<std::int64_t> lengths{12288};
+  std::vector<ContextExtension> methods;  // empty: every method with its defaults
+  std::int64_t windows = 1;
+  std::int64_t bucket = 256;
+  std::string out = "build/study";
+  std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
+};
+
+// The grid: a cell per (length, method), every plan made and every length
+// checked against the text here, before any cell runs. A method that is
+// the model's own RoPE at a length asks for `none`'s cell.
+Grid PlanGrid(const StudyOptions& o, const std::vector<std::int64_t>& lengths,
+              const std::vector<ContextExtension>& extensions) {
+  const LoadedModel loaded = LoadModel(o.model);
+  const LlamaModel& model = loaded.model;
+  const LlamaHyperparams& hp = model.hparams();
+  const std::vector<std::int32_t> tokens = TokenizeFile(loaded.tokenizer, o.text);
+  for (const auto length : lengths) {
+    Require(length * o.windows <= static_cast<std::int64_t>(tokens.size()), kOp, "lengths", length,
+            "needs " + std::to_string(o.windows) + " window(s) within the text's " + std::to_string(tokens.size()) +
+                " tokens");
+  }
+  std::vector<std::string> names;
+  names.reserve(extensions.size());
+  for (const auto& e : extensions) names.push_back(FormatContextExtension(e));
+  Grid grid{.kind = "study",
+            .version = GridVersion(),
+            .inputs = {{"model", GridInput(kOp, o.model)}, {"text", GridInput(kOp, o.text)}},
+            .settings = {{"model", o.model},
+                         {"text", o.text},
+                         {"text_tokens", tokens.size()},
+                         {"train_length", hp.context_length},
+                         {"windows", o.windows},
+                         {"bucket", o.bucket},
+                         {"methods", names},
+                         {"lengths", lengths}}};
+  std::fprintf(stderr, "study: %s (trained on %lld tokens), %s: %zu tokens; %zu methods at", o.model.c_str(),
+               static_cast<long long>(hp.context_length), o.text.c_str(), tokens.size(), extensions.size());
+  for (const auto length : lengths) std::fprintf(stderr, " %lld", static_cast<long long>(length));
+  std::fprintf(stderr, " tokens\n");
+  for (const auto length : lengths) {
+    for (std::size_t m = 0; m < extensions.size(); ++m) {
+      const ExtensionPlan plan = PlanContextExtension(extensions[m], hp.rope, hp.context_length, length);
+      const bool same = SameAsModelRope(plan, hp.rope, length);
+      const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
+      GridCell cell{.params = {{"kind", "study"},
+                               {"version", grid.version},
+                               {"model_sha256", grid.inputs["model"]["sha256"]},
+                               {"text_sha256", grid.inputs["text"]["sha256"]},
+                               {"method", computed},
+                               {"length", length},
+                               {"windows", o.windows}},
+                    .label = "L " + std::to_string(length) + " " + computed,
+                    .flops = static_cast<double>(o.windows) * model.ForwardFlops(length),
+                    .memory_bytes = model.WeightBytes() + model.ActivationBytes(length) + model.CacheBytes(length)};
+      AddGridEntry(grid, {{"method", names[m]}, {"resolved", resolved}, {"same_as_none", same}, {"length", length}},
+                   cell);
+    }
+  }
+  return grid;
+}
+
+void Run(const StudyOptions& o) {
+  Require(!o.lengths.empty(), kOp, "lengths", Verbatim{"[]"}, "must list at least one length");
+  std::vector<std::int64_t> lengths = o.lengths;
+  std::sort(lengths.begin(), lengths.end());
+  const auto repeated = std::adjacent_find(lengths.begin(), lengths.end());
+  Require(repeated == lengths.end(), kOp, "lengths", repeated == lengths.end() ? 0 : *repeated, "is listed twice");
+  std::vector<ContextExtension> extensions = o.methods;
+  if (extensions.empty()) {
+    for (const ExtensionMethod m : AllExtensionMethods()) extensions.push_back({.method = m});
+  }
+  const Grid grid = PlanGrid(o, lengths, extensions);
+  GridReport report;
+  if (RunGrid(o.out, grid, *o.executor, &report)) PrintGridReport(report, false);
+}
+
+}  // namespace
+
+void AddStudyCommand(CLI::App& app) {
+  auto o = std::make_shared<StudyOptions>();
+  CLI::App* study =
+      app.add_subcommand("study",
+                         "Context extension on a real model: loss by token position per method and length, within and "
+                         "beyond the training length");
+  study->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  study->add_option("--text", o->text, "UTF-8 text file (scripts/fetch-texts)")->capture_default_str();
+  study->add_option("--lengths", o->lengths, "Context lengths, comma-separated (default 12288: 1.5x SmolLM2's 8192)")
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 24));
+  AddMethodsOption(*study, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
+                   "every method with its defaults");
+  study->add_option("--windows", o->windows, "Windows per length (the loss at each position is their mean)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  study->add_option("--bucket", o->bucket, "Tokens per point of the loss-by-position curves")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  study->add_option("--out", o->out, "Grid directory (grid.json, cells/; study.md, study.json, study.png)")
+      ->capture_default_str();
+  AddExecutorOptions(*study, o->executor);
+  study->callback([o] { Run(*o); });
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,217 @@
+// posenc zoo [--schemes S,...] [--seeds N,...] [--train-len L] [--tokens N]
+//            [--lengths N,...] [--methods M;...] [--corpus FILE] [--text FILE]
+//            [--eval-bytes N] [--bucket N] [--out DIR] [--json]
+//            [model and optimizer options of posenc train]
+//            [--executor local|slurm ...]
+//
+// Train short, test long: every position scheme trained from scratch at one
+// length L with the same corpus, budget, optimizer and seeds, then
+// evaluated on a held-out text at 1x..16x L; a learned table also past its
+// rows by Su's hierarchical decomposition, the RoPE models also under every
+// training-free method of the real-model study. Each (scheme, seed) is a
+// cell of a grid in DIR (grid.h, zoo_grid.cc): a rerun, or one that adds
+// seeds or schemes, trains only what is missing; the tables, the JSON and
+// the picture are merged from all cells at the end.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "grid/grid_executor.h"
+#include "options/model_inputs.h"
+#include "posenc/context_extension.h"
+#include "posenc/error.h"
+#include "posenc/tiny_lm_eval.h"
+#include "posenc/tiny_lm_train.h"
+#include "options/tiny_lm_options.h"
+#include "grid/zoo_grid.h"
+
+namespace posenc::cli {
+namespace {
+
+constexpr const char* kOp = "zoo";
+// The training budget of a model (bytes): sized so that the default zoo
+// (8 schemes x 2 seeds, evaluations included) fits in 20 minutes on 2 cores.
+constexpr std::int64_t kDefaultTokens = 786432;
+
+struct ZooOptions {
+  std::vector<std::string> schemes;  // empty: every scheme
+  std::vector<std::int64_t> seeds{0, 1};
+  std::vector<std::int64_t> lengths;                    // empty: 1, 2, 4, 8, 16 x L
+  std::vector<ContextExtension> methods;                // empty: the default set below
+  std::string corpus = "build/texts/train-corpus.txt";  // scripts/fetch-texts
+  std::string text = "build/texts/validation.txt";
+  std::int64_t eval_bytes = 32768;
+  std::int64_t bucket = 0;  // 0: L / 8
+  std::string out = "build/zoo";
+  bool json = false;
+  TinyLmConfig config;
+  TinyLmTrainOptions train;
+  std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
+};
+
+// Every method of the real-model study; logn on its own as "none:logn".
+constexpr const char* kDefaultMethods =
+    "linear;ntk;dynamic-ntk;yarn;rerope;leaky-rerope;window;lambda;none:logn;self-extend";
+
+std::int64_t FileBytes(const char* flag, const std::string& path) {
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  Require(!ec, kOp, flag, path, "cannot be read (" + ec.message() + "); scripts/fetch-texts builds the default texts");
+  return static_cast<std::int64_t>(bytes);
+}
+
+// The grid: every option, scheme config, method plan and window checked
+// here, before a minute of training.
+Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, const std::vector<std::int64_t>& lengths,
+              const std::vector<ContextExtension>& methods) {
+  const std::int64_t train_length = o.config.train_length;
+  const std::int64_t corpus_bytes = FileBytes("--corpus", o.corpus), text_bytes = FileBytes("--text", o.text);
+  Require(corpus_bytes > train_length, kOp, "--corpus", o.corpus,
+          "has " + std::to_string(corpus_bytes) +
+              " bytes, fewer than one window of --train-len + 1 = " + std::to_string(train_length + 1));
+  Require(text_bytes > lengths.back(), kOp, "--text", o.text,
+          "has " + std::to_string(text_bytes) +
+              " bytes, fewer than one window of the longest length + 1 = " + std::to_string(lengths.back() + 1));
+  std::vector<std::string> names;
+  names.reserve(methods.size());
+  for (const ContextExtension& m : methods) names.push_back(FormatContextExtension(m));
+  std::vector<std::string> scheme_names;
+  scheme_names.reserve(schemes.size());
+  for (const PositionScheme s : schemes) scheme_names.emplace_back(PositionSchemeName(s));
+  nlohmann::json model = ZooConfigJson(o.config);
+  model.erase("scheme");
+  nlohmann::json train = ZooTrainJson(o.train);
+  train.erase("seed");
+  const std::int64_t bucket = o.bucket > 0 ? o.bucket : std::max<std::int64_t>(1, train_length / 8);
+  Grid grid{.kind = "zoo",
+            .version = GridVersion(),
+            .inputs = {{"corpus", GridInput(kOp, o.corpus)}, {"text", GridInput(kOp, o.text)}},
+            .settings = {{"schemes", scheme_names},
+                         {"seeds", o.seeds},
+                         {"lengths", lengths},
+                         {"methods", names},
+                         {"model", model},
+                         {"train", train},
+                         {"corpus", o.corpus},
+                         {"text", o.text},
+                         {"eval_bytes", o.eval_bytes},
+                         {"bucket", bucket}}};
+  for (const PositionScheme scheme : schemes) {
+    TinyLmConfig config = o.config;
+    config.scheme = scheme;
+    o.train.Validate(config);
+    const bool rope = scheme == PositionScheme::kRope;
+    if (rope) {
+      for (const ContextExtension& m : methods) {
+        for (const std::int64_t length : lengths) PlanTinyLmExtension(config, m, length);
+      }
+    }
+    if (scheme == PositionScheme::kLearned) {
+      Require(lengths.back() <= train_length * train_length, kOp, "--lengths", lengths.back(),
+              "must be <= train_length^2 = " + std::to_string(train_length * train_length) +
+                  " for a learned table (the most its hierarchical decomposition reaches)");
+    }
+    // The order of work: training, then each evaluation's forward passes.
+    double flops =
+        static_cast<double>(o.train.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length);
+    for (const std::int64_t length : lengths) {
+      const std::int64_t windows = std::max<std::int64_t>(1, o.eval_bytes / length);  // as the cell computes them
+      flops += static_cast<double>(windows) * TinyLmTrainStepFlops(config, 1, length) / 3 *
+               (rope ? 1.0 + methods.size() : 2.0);
+    }
+    const double rows = static_cast<double>(o.train.batch * train_length);
+    const double activations =
+        rows * static_cast<double>(config.layers * (8 * config.d_model + 2 * config.ffn_hidden + 2)) * 4;
+    for (const std::int64_t seed : o.seeds) {
+      TinyLmTrainOptions seeded = o.train;
+      seeded.seed = seed;
+      GridCell cell{.params = {{"kind", "zoo"},
+                               {"version", grid.version},
+                               {"corpus_sha256", grid.inputs["corpus"]["sha256"]},
+                               {"text_sha256", grid.inputs["text"]["sha256"]},
+                               {"scheme", PositionSchemeName(scheme)},
+                               {"model", ZooConfigJson(config)},
+                               {"train", ZooTrainJson(seeded)},
+                               {"lengths", lengths},
+                               {"methods", rope ? names : std::vector<std::string>{}},
+                               {"eval_bytes", o.eval_bytes},
+                               {"bucket", bucket}},
+                    .label = std::string(PositionSchemeName(scheme)) + " seed " + std::to_string(seed),
+                    .flops = flops,
+                    .memory_bytes = 2 * activations + static_cast<double>(corpus_bytes + text_bytes) + (256 << 20)};
+      AddGridEntry(grid, {{"scheme", PositionSchemeName(scheme)}, {"seed", seed}}, cell);
+    }
+  }
+  return grid;
+}
+
+void Run(const ZooOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t train_length = o.config.train_length;
+  Require(train_length >= 2, kOp, "--train-len", train_length,
+          "must be >= 2 (a sequence of one byte has nothing to attend to)");
+  Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
+  Require(o.eval_bytes >= 1, kOp, "--eval-bytes", o.eval_bytes, "must be >= 1 (predicted bytes a length)");
+  Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
+  Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
+  for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
+  std::vector<PositionScheme> schemes;
+  for (const std::string& name : o.schemes) schemes.push_back(SchemeOption(kOp, "--schemes", name));
+  if (schemes.empty()) schemes.assign(AllPositionSchemes().begin(), AllPositionSchemes().end());
+  std::vector<std::int64_t> lengths = o.lengths;
+  if (lengths.empty()) {
+    for (const std::int64_t factor : {1, 2, 4, 8, 16}) lengths.push_back(factor * train_length);
+  }
+  for (const std::int64_t length : lengths) {
+    Require(length >= 1, kOp, "--lengths", length, "must be >= 1 (bytes predicted a window)");
+  }
+  std::sort(lengths.begin(), lengths.end());
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  std::vector<std::int64_t> seeds = o.seeds;
+  std::sort(seeds.begin(), seeds.end());
+  seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
+  ZooOptions sorted = o;
+  sorted.seeds = seeds;
+  const std::vector<ContextExtension> methods =
+      o.methods.empty() ? ParseContextExtensionList(kDefaultMethods) : o.methods;
+  const Grid grid = PlanGrid(sorted, schemes, lengths, methods);
+  GridReport report;
+  if (!RunGrid(o.out, grid, *o.executor, &report)) return;
+  PrintGridReport(report, o.json);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(o.json ? stderr : stdout, "zoo: this run took %.0f s (%.1f min) of wall time\n", wall, wall / 60);
+}
+
+}  // namespace
+
+void AddZooCommand(CLI::App& app) {
+  auto o = std::make_shared<ZooOptions>();
+  o->train.tokens = kDefaultTokens;
+  CLI::App* cmd = app.add_subcommand(
+      "zoo", "Train short, test long: every position scheme trained at one length, evaluated up to 16x past it");
+  cmd->add_option("--schemes", o->schemes, "Schemes, comma-separated (default: all: " + SchemeList() + ")")
+      ->delimiter(',');
+  cmd->add_option("--seeds", o->seeds, "Seeds (init and batches), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--train-len", o->config.train_length, "Training length L (bytes a sequence)")->capture_default_str();
+  cmd->add_option("--tokens", o->train.tokens, "Training budget in bytes, per model")->capture_default_str();
+  cmd->add_option("--lengths", o->lengths, "Evaluated lengths (default: 1, 2, 4, 8, 16 x L)")->delimiter(',');
+  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
+                   "linear ntk dynamic-ntk yarn rerope leaky-rerope window lambda none:logn self-extend (RoPE models)");
+  cmd->add_option("--corpus", o->corpus, "Training corpus (bytes)")->capture_default_str();
+  cmd->add_option("--text", o->text, "Held-out text (bytes)")->capture_default_str();
+  cmd->add_option("--eval-bytes", o->eval_bytes, "Predicted bytes per evaluated length (windows = this / length)")
+      ->capture_default_str();
+  cmd->add_option("--bucket", o->bucket, "Positions per point of the loss curves (0: L / 8)")->capture_default_str();
+  cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; zoo.md, zoo.json, zoo.png)")
+      ->capture_default_str();
+  AddTinyLmOptions(*cmd, o->config, o->train);
+  AddExecutorOptions(*cmd, o->executor);
+  cmd->add_flag("--json", o->json, "Print the JSON report");
+  cmd->callback([o] { Run(*o); });
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,50 @@
+// Running a grid's missing cells: here, several at once (`local`), or as
+// one Slurm job array (`slurm`); then merging the report.
+//
+// Each cell is computed by its own `posenc grid cell DIR KEY` process, the
+// same command on a laptop and on a cluster node, so the two executors give
+// bitwise the same numbers (posenc's kernels do not depend on the thread
+// count).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "grid/grid.h"
+#include "grid/grid_kind.h"
+
+namespace posenc::cli {
+
+enum class Executor { kLocal, kSlurm };
+
+struct ExecutorOptions {
+  Executor executor = Executor::kLocal;
+  int jobs = 0;     // local: cells at once (0: as many as the cores and the memory allow)
+  int threads = 0;  // threads per cell (0: local, the cores shared among the jobs; slurm, --cpus-per-task)
+  // slurm: passed to sbatch when given.
+  std::string partition, time, mem;
+  int cpus_per_task = 0;
+  bool no_wait = false;  // slurm: submit, print how to follow up, return
+};
+
+// --executor, --jobs, --threads, --partition, --time, --cpus-per-task,
+// --mem, --no-wait.
+void AddExecutorOptions(CLI::App& command, const std::shared_ptr<ExecutorOptions>& options);
+
+// Writes the grid into `dir`, computes its missing cells with the chosen
+// executor and merges the report. Returns false when the report was not
+// merged (slurm --no-wait). Throws posenc::Error for a directory holding
+// other results, a cell that failed (naming it and its log), sbatch
+// missing or failing (naming the command and its stderr).
+bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& options, GridReport* report);
+
+// Merges the report of a grid whose cells are all finished; throws
+// posenc::Error listing the missing ones otherwise.
+GridReport MergeGrid(const std::string& dir, const Grid& grid);
+
+// Prints what a run or merge did: the Markdown (or JSON) and the files.
+void PrintGridReport(const GridReport& report, bool json);
+
+}  // namespace posenc::cli

@@ -1,0 +1,73 @@
+// What `posenc zoo` measured and its three views: Markdown tables (held-out
+// loss of every scheme, and of RoPE under every training-free method, at
+// 1x..16x the training length, mean over seeds with their spread), the JSON
+// of every number, and the picture (loss against length, loss against
+// position at the longest length, where the break at L shows).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "options/output_files.h"
+
+namespace posenc::cli {
+
+// One model evaluated one way at one length.
+struct ZooLength {
+  std::int64_t length = 0;
+  std::string resolved;        // the method with its parameters at this length; "" as trained
+  bool same_as_model = false;  // the method is the model's own RoPE here: the as-trained numbers
+  std::optional<double> loss;  // nats per byte; none: the model cannot run at this length
+  std::string error;           // why not (a learned table's last row), when loss is none
+  std::int64_t windows = 0;
+  std::vector<double> position_loss;  // mean loss per bucket of positions (ZooReport::bucket wide)
+  double seconds = 0;
+};
+
+// One way of running a trained model: as trained ("rope"), under a method
+// ("rope+yarn"), or a learned table past its rows ("learned+hierarchical").
+struct ZooEvaluation {
+  std::string variant;
+  std::vector<ZooLength> lengths;
+};
+
+// One cell: a scheme trained with a seed, and its evaluations.
+struct ZooModel {
+  std::string scheme;
+  std::int64_t seed = 0;
+  std::int64_t params = 0, steps = 0, tokens = 0;
+  double final_loss = 0, train_seconds = 0, tokens_per_s = 0, seconds = 0;
+  std::vector<ZooEvaluation> evaluations;
+};
+
+nlohmann::json ZooModelJson(const ZooModel& model);
+// Throws posenc::Error naming the missing or mistyped field.
+ZooModel ZooModelFromJson(const nlohmann::json& json);
+
+struct ZooReport {
+  std::vector<std::string> variants;  // table rows, in order
+  std::vector<std::int64_t> seeds;
+  std::vector<std::int64_t> lengths;  // ascending
+  std::int64_t train_length = 0, tokens = 0, batch = 0;
+  std::int64_t d_model = 0, layers = 0, heads = 0, ffn_hidden = 0;
+  double lr = 0;
+  std::string corpus, text;
+  std::int64_t eval_bytes = 0;  // predicted bytes per length (at most: the text may hold fewer windows)
+  std::int64_t bucket = 0;      // positions per point of the loss curves
+  double unigram_corpus = 0, unigram_text = 0;
+  double seconds = 0;  // the cells' compute, added up
+  std::vector<ZooModel> models;
+};
+
+std::string ZooMarkdown(const ZooReport& report);
+std::string ZooJson(const ZooReport& report);
+// Four panels: loss against length for (a) every scheme and (b) RoPE under
+// each method, and loss against position at the longest length for (c) and
+// (d), the training length dashed. The PNG joins `outputs`.
+void DrawZooPlot(const ZooReport& report, const std::string& png_path, OutputFiles& outputs);
+
+}  // namespace posenc::cli
