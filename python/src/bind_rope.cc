@@ -53,13 +53,7 @@ constexpr const char* kLayout = "[batch, seq, heads, head_dim]";
 nlohmann::json ToJson(const py::handle& value, const std::string& path) {
   if (value.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
-  if (py::isinstance<py::int_>(value)) {
-    try {
-      return value.cast<std::int64_t>();
-    } catch (const py::cast_error&) {
-      ThrowError(kOp, path, Repr(value), "must fit in a signed 64-bit integer");
-    }
-  }
+  if (py::isinstance<py::int_>(value)) return ToInt(kOp, path, value);
   if (py::isinstance<py::float_>(value)) return value.cast<double>();
   if (py::isinstance<py::str>(value)) return value.cast<std::string>();
   if (py::isinstance<py::dict>(value)) {
