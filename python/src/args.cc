@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "posenc/error.h"
+#include "posenc/rope_config.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -32,10 +33,8 @@ bool ToBool(std::string_view op, const std::string& name, const py::handle& valu
 }
 
 RopeSpec ToRopeSpec(std::string_view op, const py::handle& value) {
-  if (!py::isinstance(value, py::module_::import("posenc.rope").attr("RopeSpec"))) {
-    ThrowError(op, "spec", TypeName(value), "must be a posenc.RopeSpec");
-  }
-  return value.attr("_spec").cast<RopeSpec>();
+  if (!py::isinstance<RopeModelConfig>(value)) ThrowError(op, "spec", TypeName(value), "must be a posenc.RopeSpec");
+  return value.cast<const RopeModelConfig&>().spec;
 }
 
 py::array ToArray(const py::handle& value) { return py::array(py::reinterpret_borrow<py::object>(value)); }

@@ -62,8 +62,8 @@ std::int64_t ToInt(std::string_view op, const std::string& name, const pybind11:
 double ToFloat(std::string_view op, const std::string& name, const pybind11::handle& value);
 bool ToBool(std::string_view op, const std::string& name, const pybind11::handle& value);
 
-// The posenc::RopeSpec inside a posenc.RopeSpec (python/posenc/rope.py keeps
-// it in `_spec`); anything else is "[op] spec = dict: must be a posenc.RopeSpec".
+// The posenc::RopeSpec of a posenc.RopeSpec (a posenc::RopeModelConfig,
+// bind_rope_spec.cc); anything else is "[op] spec = dict: must be a posenc.RopeSpec".
 RopeSpec ToRopeSpec(std::string_view op, const pybind11::handle& value);
 
 // np.asarray(value), with NumPy's own error for what it cannot convert.

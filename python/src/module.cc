@@ -29,6 +29,7 @@ PYBIND11_MODULE(_posenc, m) {
       Py_DECREF(message);
     }
   });
+  posenc::python::BindRopeSpec(m);
   posenc::python::BindRope(m);
   posenc::python::BindEncodings(m);
   posenc::python::BindAttention(m);
