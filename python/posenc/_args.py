@@ -1,14 +1,18 @@
-"""Integer arguments, checked before they reach the C++ binding.
+"""The package's one argument checker: ints, numbers, bools and integer
+array-likes, converted and checked before they reach the library.
 
-The binding takes integers as C++ ``int64_t`` (``int32_t`` for token ids,
+The library takes integers as C++ ``int64_t`` (``int32_t`` for token ids,
 ``uint64_t`` for seeds). A Python int outside that range would make pybind11
 reject the whole call with a TypeError listing signatures, and NumPy would
 silently turn a list holding one into a float or object array, or wrap a
-uint64 value. Every public function converts its integer arguments here
-instead, so the range is a ValueError in the library's format naming the
-parameter, the value and the rule::
+uint64 value. Every public function converts its arguments here instead, so
+a bad one is a ValueError in the library's format naming the parameter, the
+value and the rule::
 
     [attention] q_offset = 9223372036854775808: must fit in a signed 64-bit integer
+
+The C++ bindings use these same functions (python/src/args.cc calls them),
+so each rule and its message is written once, here.
 """
 
 from __future__ import annotations
@@ -44,6 +48,24 @@ def integer(op: str, name: str, value: Any, *, allow_bool: bool = True, low: int
     if not low <= n <= high:
         raise error(op, name, n, rule)
     return n
+
+
+def number(op: str, name: str, value: Any) -> float:
+    """``value`` (an int or float, NumPy's too, never a bool) as a float;
+    else ValueError naming ``name``. An int beyond float's range is
+    float()'s OverflowError."""
+    numeric = isinstance(value, (int, float, np.integer, np.floating))
+    if isinstance(value, (bool, np.bool_)) or not numeric:
+        raise error(op, name, repr(value), "must be a number")
+    return float(value)
+
+
+def boolean(op: str, name: str, value: Any) -> bool:
+    """``value`` (True or False, ``numpy.bool_`` too) as a bool; else
+    ValueError naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise error(op, name, repr(value), "must be True or False")
+    return bool(value)
 
 
 def optional_integer(op: str, name: str, value: Any, **options: Any) -> Optional[int]:

@@ -41,7 +41,7 @@ def rope_dims(spec: RopeSpec, original_length: int, comparison_factor: float = 0
     pair) or, for a LongRoPE spec, its own long factors. Which dimensions turn
     fully within the training length extrapolate; the others interpolate."""
     factors = [] if longrope_factors is None else [float(f) for f in longrope_factors]
-    return _posenc.rope_dims(spec._spec, _int("rope_dims", "original_length", original_length),
+    return _posenc.rope_dims(spec, _int("rope_dims", "original_length", original_length),
                              float(comparison_factor), factors)
 
 
@@ -54,7 +54,7 @@ def rope_decay(spec: RopeSpec, max_distance: int = 256, step: int = 1, samples: 
     0, step, ..., max_distance."""
     op = "rope_decay"
     listed = [] if distances is None else _args.int64_array(op, "distances", distances).reshape(-1).tolist()
-    return _posenc.rope_decay(spec._spec, _int(op, "max_distance", max_distance), _int(op, "step", step),
+    return _posenc.rope_decay(spec, _int(op, "max_distance", max_distance), _int(op, "step", step),
                               _int(op, "samples", samples), _seed(op, seed), listed)
 
 
@@ -73,13 +73,13 @@ def binary_digits(positions: int, bits: int) -> np.ndarray:
 def rope_invariance(spec: RopeSpec, max_position: int = 4096, step: int = 64, seed: int = 0) -> dict:
     """Max |<R_m q, R_n k> - <R_{m-n} q, k>| over a grid of positions, in
     float64 and through posenc's float32 kernel."""
-    return _posenc.rope_invariance(spec._spec, _int("rope_invariance", "max_position", max_position),
+    return _posenc.rope_invariance(spec, _int("rope_invariance", "max_position", max_position),
                                    _int("rope_invariance", "step", step), _seed("rope_invariance", seed))
 
 
 def rope_score_matrix(spec: RopeSpec, q, k, positions: int) -> np.ndarray:
     """[positions, positions]: <R_m q, R_n k> for fixed q, k (head_dim values each)."""
-    return _posenc.rope_score_matrix(spec._spec, list(map(float, q)), list(map(float, k)),
+    return _posenc.rope_score_matrix(spec, list(map(float, q)), list(map(float, k)),
                                      _int("rope_scores", "positions", positions))
 
 

@@ -45,7 +45,6 @@ from typing import Any, Dict, Optional, Union
 import numpy as np
 
 from . import _args, _posenc
-from .rope import RopeSpec
 
 __all__ = ["LlamaModel", "perplexity"]
 
@@ -144,9 +143,7 @@ class LlamaModel:
             path = os.fsdecode(path)
         self.path: str = path
         self._model = _posenc.LlamaModel(path)
-        hparams = self._model.hparams()
-        hparams["rope"] = RopeSpec._wrap(hparams["rope"], hparams["context_length"])
-        self._hparams: Dict[str, Any] = hparams
+        self._hparams: Dict[str, Any] = self._model.hparams()
 
     @property
     def hparams(self) -> Dict[str, Any]:
@@ -271,7 +268,7 @@ class LlamaModel:
         """The text form of ``method`` with every default filled in for this
         model at ``target_length`` tokens, e.g. ``"yarn"`` -> ``"yarn:factor=2"``
         at twice the training length (what :meth:`logits` runs)."""
-        return _posenc.plan_context_extension(_method(method, "model"), self._hparams["rope"]._spec,
+        return _posenc.plan_context_extension(_method(method, "model"), self._hparams["rope"],
                                               self._hparams["context_length"],
                                               _index("target_length", target_length, "model"))
 

@@ -36,10 +36,6 @@ Errors are ValueError naming the parameter, e.g.
 
 from __future__ import annotations
 
-import numbers
-
-import numpy as np
-
 from . import _args, _posenc
 from ._posenc import PasskeyPrompt
 from .tokenizer import BpeTokenizer
@@ -79,9 +75,8 @@ def passkey_prompt(tokenizer: BpeTokenizer, length: int, depth: float, key: str,
     """
     if not isinstance(tokenizer, BpeTokenizer):
         raise _args.error(_OP, "tokenizer", type(tokenizer).__name__, "must be a posenc.BpeTokenizer")
-    if isinstance(depth, (bool, np.bool_)) or not isinstance(depth, numbers.Real):
-        raise _args.error(_OP, "depth", repr(depth), "must be a number")
+    depth = _args.number(_OP, "depth", depth)
     if not isinstance(key, str):
         raise _args.error(_OP, "key", repr(key), "must be a str of five digits")
     return _posenc.passkey_prompt(tokenizer._core, _args.integer(_OP, "length", length, allow_bool=False),
-                                  float(depth), key, _args.integer(_OP, "reserve", reserve, allow_bool=False))
+                                  depth, key, _args.integer(_OP, "reserve", reserve, allow_bool=False))

@@ -6,7 +6,9 @@
 // A parameter declared as Int, Float, Bool, Str, ArrayLike, SpecArg (any Arg<Name>)
 // accepts any Python object and shows as Name::text in signatures (int,
 // float, bool, ...); the function converts arg.object with To*(op, name, ...),
-// which apply the same rules as posenc._args does for the Python functions.
+// which call posenc._args (python/posenc/_args.py), the package's one
+// argument checker: the Python functions and the bindings share its rules and
+// messages.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -55,15 +57,13 @@ using SpecArg = Arg<RopeSpecName>;     // a posenc.RopeSpec
 using Int64Array = pybind11::array_t<std::int64_t, pybind11::array::c_style | pybind11::array::forcecast>;
 using DoubleArray = pybind11::array_t<double, pybind11::array::c_style | pybind11::array::forcecast>;
 
-// "must fit in a signed 64-bit integer", the rule for any int beyond int64.
-inline constexpr std::string_view kInt64Rule = "must fit in a signed 64-bit integer";
-
+// posenc._args.integer, number and boolean.
 std::int64_t ToInt(std::string_view op, const std::string& name, const pybind11::handle& value);
 double ToFloat(std::string_view op, const std::string& name, const pybind11::handle& value);
 bool ToBool(std::string_view op, const std::string& name, const pybind11::handle& value);
 
-// The posenc::RopeSpec inside a posenc.RopeSpec (python/posenc/rope.py keeps
-// it in `_spec`); anything else is "[op] spec = dict: must be a posenc.RopeSpec".
+// The posenc::RopeSpec of a posenc.RopeSpec (a posenc::RopeModelConfig,
+// bind_rope_spec.cc); anything else is "[op] spec = dict: must be a posenc.RopeSpec".
 RopeSpec ToRopeSpec(std::string_view op, const pybind11::handle& value);
 
 // np.asarray(value), with NumPy's own error for what it cannot convert.

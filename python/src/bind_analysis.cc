@@ -11,6 +11,7 @@
 
 #include "bindings.h"
 #include "posenc/analysis.h"
+#include "posenc/rope_config.h"
 
 namespace py = pybind11;
 
@@ -50,9 +51,9 @@ SinusoidalSpec Sinusoidal(std::int64_t dim, double base) {
 void BindAnalysis(py::module_& m) {
   m.def(
       "rope_dims",
-      [](const RopeSpec& spec, std::int64_t original_length, double comparison_factor,
+      [](const RopeModelConfig& rope, std::int64_t original_length, double comparison_factor,
          const std::vector<double>& longrope_factors) {
-        const RopeDims dims = ComputeRopeDims(spec, original_length, comparison_factor, longrope_factors);
+        const RopeDims dims = ComputeRopeDims(rope.spec, original_length, comparison_factor, longrope_factors);
         py::dict out;
         out["original_length"] = dims.original_length;
         out["configured"] = DimsOf(dims.configured);
@@ -65,10 +66,10 @@ void BindAnalysis(py::module_& m) {
       py::arg("longrope_factors") = std::vector<double>{});
   m.def(
       "rope_decay",
-      [](const RopeSpec& spec, std::int64_t max_distance, std::int64_t step, std::int64_t samples, std::uint64_t seed,
-         const std::vector<std::int64_t>& distances) {
+      [](const RopeModelConfig& rope, std::int64_t max_distance, std::int64_t step, std::int64_t samples,
+         std::uint64_t seed, const std::vector<std::int64_t>& distances) {
         const RopeDecay decay = ComputeRopeDecay(
-            spec,
+            rope.spec,
             {.max_distance = max_distance, .step = step, .distances = distances, .samples = samples, .seed = seed});
         std::vector<double> distance, bound, ones, random;
         for (const auto& p : decay.points) {
@@ -119,8 +120,8 @@ void BindAnalysis(py::module_& m) {
       py::arg("positions"), py::arg("bits"));
   m.def(
       "rope_invariance",
-      [](const RopeSpec& spec, std::int64_t max_position, std::int64_t step, std::uint64_t seed) {
-        const RopeInvariance r = ComputeRopeInvariance(spec, max_position, step, seed);
+      [](const RopeModelConfig& rope, std::int64_t max_position, std::int64_t step, std::uint64_t seed) {
+        const RopeInvariance r = ComputeRopeInvariance(rope.spec, max_position, step, seed);
         py::dict out;
         out["max_error_f64"] = r.max_error_f64;
         out["max_error_f32"] = r.max_error_f32;
@@ -136,9 +137,8 @@ void BindAnalysis(py::module_& m) {
       py::arg("dim"), py::arg("base"), py::arg("positions"));
   m.def(
       "rope_score_matrix",
-      [](const RopeSpec& spec, const std::vector<double>& q, const std::vector<double>& k, std::int64_t positions) {
-        return Matrix(RopeScoreMatrix(spec, q, k, positions), positions, positions);
-      },
+      [](const RopeModelConfig& rope, const std::vector<double>& q, const std::vector<double>& k,
+         std::int64_t positions) { return Matrix(RopeScoreMatrix(rope.spec, q, k, positions), positions, positions); },
       py::arg("spec"), py::arg("q"), py::arg("k"), py::arg("positions"));
 }
 

@@ -27,6 +27,7 @@
 #include "posenc/error.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_spec.h"
+#include "value_class.h"
 
 namespace py = pybind11;
 
@@ -63,17 +64,12 @@ std::optional<std::int64_t> SeqLen(const std::optional<Int>& seq_len) {
   return n;
 }
 
-std::string SeqLenRepr(const std::optional<std::int64_t>& seq_len) {
-  return seq_len ? ", seq_len=" + std::to_string(*seq_len) : "";
-}
-
 struct RopeAttention : AttentionEncoding {
   RopeAttention(const SpecArg& spec_arg, const std::optional<Int>& seq_len_arg)
       : spec(spec_arg.object), core(ToRopeSpec(kOp, spec)), seq_len(SeqLen(seq_len_arg)) {}
   PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
     return RopeEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length))};
   }
-  std::string Repr() const { return "RopeAttention(" + python::Repr(spec) + SeqLenRepr(seq_len) + ")"; }
 
   py::object spec;  // the posenc.RopeSpec given
   RopeSpec core;
@@ -88,10 +84,6 @@ struct ReRopeAttention : AttentionEncoding {
         seq_len(SeqLen(seq_len_arg)) {}
   PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
     return ReRopeEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length)), window, leak};
-  }
-  std::string Repr() const {
-    return "ReRopeAttention(" + python::Repr(spec) + ", window=" + std::to_string(window) +
-           (leak ? ", leak=" + python::Repr(py::float_(*leak)) : "") + SeqLenRepr(seq_len) + ")";
   }
 
   py::object spec;
@@ -108,10 +100,6 @@ struct SelfExtendAttention : AttentionEncoding {
         window(ToInt(kOp, "window", window_arg.object)), seq_len(SeqLen(seq_len_arg)) {}
   PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
     return SelfExtendEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length)), group, window};
-  }
-  std::string Repr() const {
-    return "SelfExtendAttention(" + python::Repr(spec) + ", group=" + std::to_string(group) +
-           ", window=" + std::to_string(window) + SeqLenRepr(seq_len) + ")";
   }
 
   py::object spec;
@@ -136,9 +124,6 @@ struct AlibiAttention : AttentionEncoding {
   PositionEncoding ForCall(std::int64_t, std::int64_t) const override { return encoding; }
   py::tuple Slopes() const { return py::tuple(py::cast(encoding.slopes)); }
   std::string Form() const { return std::string(AlibiFormName(encoding.form)); }
-  std::string Repr() const {
-    return "AlibiAttention(slopes=" + python::Repr(py::cast(encoding.slopes)) + ", form='" + Form() + "')";
-  }
 
   AlibiEncoding encoding;
 };
@@ -156,11 +141,6 @@ struct T5BiasAttention : AttentionEncoding {
     const T5BucketSpec buckets{weights.shape(0), max_distance,
                                bidirectional ? T5Direction::kBidirectional : T5Direction::kCausal};
     return T5BiasEncoding{buckets, ToVector(weights)};
-  }
-  std::string Repr() const {
-    return "T5BiasAttention(weights=<" + std::to_string(weights.shape(0)) + " buckets x " +
-           std::to_string(weights.shape(1)) + " heads>, max_distance=" + std::to_string(max_distance) +
-           ", bidirectional=" + (bidirectional ? "True" : "False") + ")";
   }
 
   DoubleArray weights;  // [num_buckets, q_heads], read-only
@@ -197,13 +177,6 @@ struct ShawAttention : AttentionEncoding {
     if (!rel_k.is_none()) e.rel_k = ToVector(rel_k.cast<DoubleArray>());
     if (!rel_v.is_none()) e.rel_v = ToVector(rel_v.cast<DoubleArray>());
     return e;
-  }
-  std::string Repr() const {
-    const auto flag = [](bool b) { return b ? "True" : "False"; };
-    return "ShawAttention(max_distance=" + std::to_string(spec.max_distance) +
-           ", query_minus_key=" + flag(spec.distance == RelativeDistance::kQueryMinusKey) +
-           ", key_term=" + flag(spec.key_term) + ", query_term=" + flag(spec.query_term) +
-           ", value_term=" + flag(spec.value_term) + ")";
   }
 
   ShawRelativeSpec spec;
@@ -429,23 +402,17 @@ void DefAttention(py::module_& m, const char* module_name, const char* doc) {
 }
 
 // The encoding classes live in posenc.attention (where attention.py
-// re-exports them): their reprs, pickles and doctests say so. `fields` are
-// the constructor's parameters, which are also attributes: a pickle holds
-// them and unpickling calls the constructor with them.
+// re-exports them): their reprs, pickles and doctests say so.
 template <class T>
-py::class_<T, AttentionEncoding> EncodingClass(py::module_& m, const char* name, std::vector<const char*> fields,
+py::class_<T, AttentionEncoding> EncodingClass(py::module_& m, const char* name, std::vector<Field> fields,
                                                const char* doc) {
-  py::class_<T, AttentionEncoding> cls(m, name, doc);
-  cls.attr("__module__") = "posenc.attention";
-  cls.def("__repr__", &T::Repr);
-  cls.def(py::pickle(
-      [fields](const py::object& self) {
-        py::dict state;
-        for (const char* field : fields) state[field] = self.attr(field);
-        return state;
-      },
-      [](const py::dict& state) { return py::type::of<T>()(**state).template cast<T>(); }));
-  return cls;
+  return ValueClass<T, AttentionEncoding>(m, "posenc.attention", name, std::move(fields), doc);
+}
+
+// T5BiasAttention's weights in repr: "<32 buckets x 8 heads>".
+std::optional<std::string> T5WeightsShown(const py::object& self) {
+  const auto& weights = self.cast<const T5BiasAttention&>().weights;
+  return "weights=<" + std::to_string(weights.shape(0)) + " buckets x " + std::to_string(weights.shape(1)) + " heads>";
 }
 
 }  // namespace
@@ -453,7 +420,7 @@ py::class_<T, AttentionEncoding> EncodingClass(py::module_& m, const char* name,
 void BindAttention(py::module_& m) {
   py::class_<AttentionEncoding>(m, "AttentionEncoding", "The base of posenc.attention's encoding classes.");
 
-  EncodingClass<RopeAttention>(m, "RopeAttention", {"spec", "seq_len"},
+  EncodingClass<RopeAttention>(m, "RopeAttention", {Positional("spec"), KeywordUnlessNone("seq_len")},
                                R"doc(RoPE inside attention: q at position p and k at position j are rotated
 by ``spec``'s frequencies (any scaling method, either pair layout, partial
 rotary), so the score depends on ``p - j`` only. YaRN's and LongRoPE's
@@ -469,8 +436,10 @@ Args:
       .def_readonly("spec", &RopeAttention::spec)
       .def_readonly("seq_len", &RopeAttention::seq_len);
 
-  EncodingClass<ReRopeAttention>(m, "ReRopeAttention", {"spec", "window", "leak", "seq_len"},
-                                 R"doc(ReRoPE and Leaky ReRoPE (Su Jianlin 2023, "Rectified Rotary Position
+  EncodingClass<ReRopeAttention>(
+      m, "ReRopeAttention",
+      {Positional("spec"), Keyword("window"), KeywordUnlessNone("leak"), KeywordUnlessNone("seq_len")},
+      R"doc(ReRoPE and Leaky ReRoPE (Su Jianlin 2023, "Rectified Rotary Position
 Embeddings", github.com/bojone/rerope): relative distances ``d = p - j``
 below ``window`` use RoPE as usual; beyond it the distance reads as
 ``window`` (ReRoPE) or grows by ``1/leak`` (Leaky ReRoPE:
@@ -491,8 +460,9 @@ Args:
       .def_readonly("leak", &ReRopeAttention::leak)
       .def_readonly("seq_len", &ReRopeAttention::seq_len);
 
-  EncodingClass<SelfExtendAttention>(m, "SelfExtendAttention", {"spec", "group", "window", "seq_len"},
-                                     R"doc(Self-Extend (Jin et al. 2024, "LLM Maybe LongLM: Self-Extend LLM Context
+  EncodingClass<SelfExtendAttention>(
+      m, "SelfExtendAttention", {Positional("spec"), Keyword("group"), Keyword("window"), KeywordUnlessNone("seq_len")},
+      R"doc(Self-Extend (Jin et al. 2024, "LLM Maybe LongLM: Self-Extend LLM Context
 Window Without Tuning", github.com/datamllab/LongLM): a query at position
 p and a key at position j closer than ``window`` (``p - j < window``, the
 neighbour attention) use RoPE at their true positions; farther keys use
@@ -524,8 +494,12 @@ Example:
       .def_readonly("window", &SelfExtendAttention::window)
       .def_readonly("seq_len", &SelfExtendAttention::seq_len);
 
-  EncodingClass<AlibiAttention>(m, "AlibiAttention", {"slopes", "form"},
-                                R"doc(ALiBi (Press et al. 2021): head h adds a linear bias to its logits
+  EncodingClass<AlibiAttention>(
+      m, "AlibiAttention",
+      {Shown("slopes", FieldRole::kArgument,
+             [](const py::object& self) { return "slopes=" + python::Repr(py::list(self.attr("slopes"))); }),
+       Keyword("form")},
+      R"doc(ALiBi (Press et al. 2021): head h adds a linear bias to its logits
 (after the softmax scale), by ``form``:
 
 * ``"distance"``: ``-slopes[h] * |p - j|``, the paper's symmetric form
@@ -543,8 +517,10 @@ Args:
       .def_property_readonly("slopes", &AlibiAttention::Slopes)
       .def_property_readonly("form", &AlibiAttention::Form);
 
-  EncodingClass<T5BiasAttention>(m, "T5BiasAttention", {"weights", "max_distance", "bidirectional"},
-                                 R"doc(T5's relative position bias (Raffel et al. 2020): a learned scalar per
+  EncodingClass<T5BiasAttention>(
+      m, "T5BiasAttention",
+      {Shown("weights", FieldRole::kArgument, T5WeightsShown), Keyword("max_distance"), Keyword("bidirectional")},
+      R"doc(T5's relative position bias (Raffel et al. 2020): a learned scalar per
 (bucket, head) added to the logits, the bucket of ``j - p`` as Hugging
 Face's ``T5Attention._relative_position_bucket``. T5 does not scale its
 logits: pass ``softmax_scale=1.0`` for T5 models.
@@ -565,7 +541,8 @@ Args:
       .def_property_readonly("num_buckets", [](const T5BiasAttention& t5) { return t5.weights.shape(0); });
 
   EncodingClass<ShawAttention>(m, "ShawAttention",
-                               {"rel_k", "rel_v", "max_distance", "query_minus_key", "key_term", "query_term"},
+                               {Hidden("rel_k"), Hidden("rel_v"), Keyword("max_distance"), Keyword("query_minus_key"),
+                                Keyword("key_term"), Keyword("query_term"), Keyword("value_term", FieldRole::kDerived)},
                                R"doc(Shaw et al. (2018) relative position representations, and BERT's
 ``relative_key`` / ``relative_key_query``: learned vectors per relative
 distance clipped to ``[-K, K]``, shared by all heads.
@@ -596,7 +573,8 @@ Example:
       .def_property_readonly("query_minus_key",
                              [](const ShawAttention& s) { return s.spec.distance == RelativeDistance::kQueryMinusKey; })
       .def_property_readonly("key_term", [](const ShawAttention& s) { return s.spec.key_term; })
-      .def_property_readonly("query_term", [](const ShawAttention& s) { return s.spec.query_term; });
+      .def_property_readonly("query_term", [](const ShawAttention& s) { return s.spec.query_term; })
+      .def_property_readonly("value_term", [](const ShawAttention& s) { return s.spec.value_term; });
 
   DefAttention<false>(m, "posenc.attention", kAttentionDoc);
   py::module_ reference = m.def_submodule("reference", "The float64 reference kernels (posenc.reference).");

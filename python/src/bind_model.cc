@@ -25,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "args.h"
@@ -35,7 +36,9 @@
 #include "posenc/llama_model.h"
 #include "posenc/passkey.h"
 #include "posenc/perplexity.h"
+#include "posenc/rope_config.h"
 #include "posenc/tokenizer.h"
+#include "value_class.h"
 
 namespace py = pybind11;
 
@@ -75,7 +78,7 @@ py::dict Hyperparams(const LlamaModel& model) {
   d["head_dim"] = hp.head_dim;
   d["rms_norm_eps"] = hp.rms_norm_eps;
   d["context_length"] = hp.context_length;
-  d["rope"] = py::cast(hp.rope);  // _posenc.RopeSpec (bind_rope.cc); model.py wraps it in posenc.RopeSpec
+  d["rope"] = py::cast(RopeModelConfig{hp.rope, hp.context_length});  // a posenc.RopeSpec (bind_rope_spec.cc)
   d["tied_output"] = hp.tied_output;
   return d;
 }
@@ -210,13 +213,6 @@ py::dict ScorePasskeyTrial(const LlamaModel& model, const BpeTokenizer& tokenize
   return d;
 }
 
-std::string PasskeyPromptRepr(const PasskeyPrompt& p) {
-  std::string answer;
-  for (const std::int32_t id : p.answer) answer += (answer.empty() ? "" : ", ") + std::to_string(id);
-  return "PasskeyPrompt(key='" + p.key + "', prompt=<" + std::to_string(p.prompt.size()) + " tokens>, answer=[" +
-         answer + "], key_position=" + std::to_string(p.key_position) + ", depth=" + Repr(py::float_(p.depth)) + ")";
-}
-
 }  // namespace
 
 void BindModel(py::module_& m) {
@@ -252,10 +248,11 @@ void BindModel(py::module_& m) {
 
   m.def(
       "plan_context_extension",
-      [](const std::string& method, const RopeSpec& rope, std::int64_t train_length, std::int64_t target_length) {
+      [](const std::string& method, const RopeModelConfig& rope, std::int64_t train_length,
+         std::int64_t target_length) {
         Require(target_length >= 1, kOp, "target_length", target_length, "must be >= 1 (tokens)");
         return FormatContextExtension(
-            PlanContextExtension(ParseContextExtension(method), rope, train_length, target_length).resolved);
+            PlanContextExtension(ParseContextExtension(method), rope.spec, train_length, target_length).resolved);
       },
       py::arg("method"), py::arg("rope"), py::arg("train_length"), py::arg("target_length"),
       "The text form of `method` with every default filled in for this model and length.");
@@ -275,7 +272,13 @@ void BindModel(py::module_& m) {
       },
       "The context-extension methods (posenc::ExtensionMethodTable): (name, parameters, summary) tuples.");
 
-  py::class_<PasskeyPrompt>(m, "PasskeyPrompt",
+  ValueClass<PasskeyPrompt>(m, "posenc.passkey", "PasskeyPrompt",
+                            {Keyword("key"),
+                             Shown("prompt", FieldRole::kArgument,
+                                   [](const py::object& self) {
+                                     return "prompt=<" + std::to_string(py::len(self.attr("prompt"))) + " tokens>";
+                                   }),
+                             Keyword("answer"), Keyword("key_position"), Keyword("depth")},
                             R"doc(A passkey retrieval prompt (made by :func:`posenc.passkey_prompt`).
 
 Attributes:
@@ -285,13 +288,16 @@ Attributes:
     key_position: the index of the first token of the key line.
     depth: the requested share of the filler before the key line.
 )doc")
+      .def(py::init([](std::string key, std::vector<std::int32_t> prompt, std::vector<std::int32_t> answer,
+                       std::int64_t key_position, double depth) {
+             return PasskeyPrompt{std::move(key), std::move(prompt), std::move(answer), key_position, depth};
+           }),
+           py::arg("key"), py::arg("prompt"), py::arg("answer"), py::arg("key_position"), py::arg("depth"))
       .def_readonly("key", &PasskeyPrompt::key)
       .def_readonly("prompt", &PasskeyPrompt::prompt)
       .def_readonly("answer", &PasskeyPrompt::answer)
       .def_readonly("key_position", &PasskeyPrompt::key_position)
-      .def_readonly("depth", &PasskeyPrompt::depth)
-      .def("__repr__", &PasskeyPromptRepr)
-      .attr("__module__") = "posenc.passkey";
+      .def_readonly("depth", &PasskeyPrompt::depth);
   m.def("passkey_key", &PasskeyKey, py::arg("seed"), py::arg("trial"),
         "The five-digit key of trial `trial` from `seed` (posenc::PasskeyKey).");
   m.def(

@@ -1,8 +1,8 @@
-// Bindings for RoPE: the spec (built from Hugging Face-style scaling dicts),
-// its frequency table, apply_rope on NumPy arrays (fast and reference), the
-// Q/K weight permutation and the thread count. apply_rope is bound with its
-// Python signature (keyword-only after the tensors) and docstring;
-// python/posenc/rope.py and reference.py re-export it, and wrap the rest.
+// Bindings for RoPE: apply_rope on NumPy arrays (fast and reference), the
+// Q/K weight permutation and the thread count (the spec is
+// bind_rope_spec.cc). apply_rope is bound with its Python signature
+// (keyword-only after the tensors) and docstring; python/posenc/rope.py and
+// reference.py re-export it, and wrap the rest.
 //
 // Everything that can be wrong with an argument is reported as posenc::Error
 // ("[op] parameter = value: rule"), which pybind11 turns into ValueError. The
@@ -12,8 +12,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/typing.h>
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -30,10 +28,8 @@
 #include "posenc/error.h"
 #include "posenc/parallel.h"
 #include "posenc/rope.h"
-#include "posenc/rope_config.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_permute.h"
-#include "encodings/rope_scaling_json.h"
 #include "posenc/rope_spec.h"
 
 namespace py = pybind11;
@@ -43,84 +39,6 @@ namespace {
 
 constexpr const char* kOp = "rope";
 constexpr const char* kLayout = "[batch, seq, heads, head_dim]";
-
-// ---- scaling dicts with Hugging Face spellings ------------------------------
-
-// A scaling dict as the JSON value it stands for, so that the library's one
-// reader (RopeScalingFromJson) reads it: None, bool, int, float (NaN and
-// infinities kept, for the library to reject by name), str, dicts with str
-// keys, and lists, tuples or NumPy arrays of those.
-nlohmann::json ToJson(const py::handle& value, const std::string& path) {
-  if (value.is_none()) return nullptr;
-  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
-  if (py::isinstance<py::int_>(value)) {
-    try {
-      return value.cast<std::int64_t>();
-    } catch (const py::cast_error&) {
-      ThrowError(kOp, path, Repr(value), "must fit in a signed 64-bit integer");
-    }
-  }
-  if (py::isinstance<py::float_>(value)) return value.cast<double>();
-  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
-  if (py::isinstance<py::dict>(value)) {
-    nlohmann::json object = nlohmann::json::object();
-    for (const auto& [key, item] : value.cast<py::dict>()) {
-      if (!py::isinstance<py::str>(key)) ThrowError(kOp, path, Repr(key), "keys must be strings");
-      const auto name = key.cast<std::string>();
-      object[name] = ToJson(item, path + "." + name);
-    }
-    return object;
-  }
-  if (py::isinstance<py::array>(value)) return ToJson(value.attr("tolist")(), path);
-  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const py::handle item : value) list.push_back(ToJson(item, path));
-    return list;
-  }
-  if (py::hasattr(value, "item") && py::hasattr(value, "dtype"))
-    return ToJson(value.attr("item")(), path);  // NumPy scalar
-  ThrowError(kOp, path, Repr(value), "must be a number, a string, a list of numbers or None");
-}
-
-RopeScaling ScalingFromDict(const py::dict& dict) {
-  return detail::RopeScalingFromJsonValue(ToJson(dict, "scaling"), {}, kOp, "scaling");
-}
-
-// The inverse of ScalingFromDict: RopeSpec(scaling=spec.scaling) is the same
-// spec. The library's one serialized form (RopeScalingToJson), as a dict.
-py::object ScalingToDict(const RopeScaling& scaling) {
-  return py::module_::import("json").attr("loads")(RopeScalingToJson(scaling));
-}
-
-RopeSpec MakeSpec(double theta, std::int64_t head_dim, std::optional<std::int64_t> rotary_dim,
-                  std::optional<double> partial_rotary_factor, const std::string& layout,
-                  const std::optional<py::dict>& scaling) {
-  RopeSpec spec;
-  spec.theta = theta;
-  spec.head_dim = head_dim;
-  Require(head_dim > 0, kOp, "head_dim", head_dim, "must be > 0");
-  if (partial_rotary_factor) {
-    const std::int64_t from_factor = RotaryDimFromFactor(head_dim, *partial_rotary_factor);
-    Require(!rotary_dim || *rotary_dim == from_factor, kOp, "rotary_dim", rotary_dim.value_or(0),
-            "disagrees with partial_rotary_factor (int(head_dim * factor) = " + std::to_string(from_factor) +
-                "); give one of them");
-    spec.rotary_dim = from_factor;
-  } else if (rotary_dim) {
-    Require(*rotary_dim > 0, kOp, "rotary_dim", *rotary_dim, "must be > 0 (None means head_dim)");
-    spec.rotary_dim = *rotary_dim;
-  }
-  if (spec.rotary_dim == head_dim) spec.rotary_dim = 0;  // one spelling of "all of head_dim"
-  spec.layout = ParseRopeLayout(layout);
-  if (scaling) spec.scaling = ScalingFromDict(*scaling);
-  spec.Validate();
-  return spec;
-}
-
-py::array_t<double> ToArray(const std::vector<double>& values) {
-  py::array_t<double> out(static_cast<py::ssize_t>(values.size()));
-  std::copy(values.begin(), values.end(), out.mutable_data());
-  return out;
-}
 
 // ---- apply_rope -------------------------------------------------------------
 
@@ -336,40 +254,6 @@ void PermuteRows(const py::array& weight, std::int64_t heads, std::int64_t head_
 }  // namespace
 
 void BindRope(py::module_& m) {
-  py::class_<RopeSpec>(m, "RopeSpec", "posenc::RopeSpec (wrapped by posenc.RopeSpec)")
-      .def(py::init(&MakeSpec), py::arg("theta"), py::arg("head_dim"), py::arg("rotary_dim"),
-           py::arg("partial_rotary_factor"), py::arg("layout"), py::arg("scaling"))
-      .def_readonly("theta", &RopeSpec::theta)
-      .def_readonly("head_dim", &RopeSpec::head_dim)
-      .def_property_readonly("rotary_dim", &RopeSpec::RotaryDim)
-      .def_property_readonly("pairs", &RopeSpec::Pairs)
-      .def_property_readonly("layout", [](const RopeSpec& s) { return std::string(RopeLayoutName(s.layout)); })
-      .def_property_readonly("scaling_type", [](const RopeSpec& s) { return std::string(RopeScalingName(s.scaling)); })
-      .def_property_readonly("scaling", [](const RopeSpec& s) { return ScalingToDict(s.scaling); })
-      .def_property_readonly("original_context_length", &OriginalContextLength)
-      .def(
-          "frequencies",
-          [](const RopeSpec& s, std::int64_t seq_len) {
-            const RopeFrequencies f = ComputeRopeFrequencies(s, seq_len);
-            return py::make_tuple(ToArray(f.inv_freq), f.attention_factor);
-          },
-          py::arg("seq_len"))
-      .def("yarn_extrapolation_weights", [](const RopeSpec& s) { return ToArray(YarnExtrapolationWeights(s)); })
-      .def(
-          "to_hf_config",
-          [](const RopeSpec& s, std::int64_t max_position_embeddings) {
-            return RopeToHfConfig(RopeModelConfig{s, max_position_embeddings});
-          },
-          py::arg("max_position_embeddings"));
-
-  m.def(
-      "rope_from_hf_config",
-      [](const std::string& json) {
-        RopeModelConfig config = RopeFromHfConfig(json);
-        return py::make_tuple(config.spec, config.max_position_embeddings);
-      },
-      py::arg("config_json"), "(RopeSpec, max_position_embeddings) from a config.json text");
-
   DefApplyRope<false>(m, "posenc.rope", kApplyRopeDoc);
   py::module_ reference = m.def_submodule("reference", "The float64 reference kernels (posenc.reference).");
   DefApplyRope<true>(reference, "posenc.reference", kReferenceApplyRopeDoc);

@@ -2,14 +2,31 @@
 // lives in its own bind_<name>.cc and adds its classes and functions to the
 // module; module.cc calls them in order. Add a family of bindings with one
 // declaration here and one call in module.cc (CMake picks up bind_*.cc).
+//
+// One binding style for the package's value classes (RopeSpec, the attention
+// encodings, PasskeyPrompt): each is a C++ class bound here, with its Python
+// signature, docstring and attributes, its arguments converted by args.h (the
+// package's one checker, posenc._args), and repr, ==, hash and pickling made
+// from its fields by value_class.h; python/posenc/*.py only re-export them.
+// Why C++ and not Python classes: the kernels' bindings read these objects in
+// C++ (apply_rope and attention take a RopeSpec or an encoding), so a bound
+// class is the object itself, while a Python class would hold a C++ core and
+// forward every attribute to it, one class written twice. The resources
+// (LlamaModel, GgufFile, BpeTokenizer, LearnedTable: a file or a large table,
+// neither compared nor pickled) are Python classes over a C++ core, where
+// their Python conveniences (paths, NumPy conversions) live.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 namespace posenc::python {
 
-// RopeSpec, frequencies, apply_rope (fast and reference), the Q/K weight
-// permutation and the thread count (bind_rope.cc).
+// posenc.RopeSpec: a model's RoPE, its frequency table, Hugging Face configs
+// (bind_rope_spec.cc).
+void BindRopeSpec(pybind11::module_& m);
+
+// apply_rope (fast and reference), the Q/K weight permutation and the thread
+// count (bind_rope.cc).
 void BindRope(pybind11::module_& m);
 
 // Sinusoidal and learned absolute encodings, ALiBi, T5 buckets, XLNet/DeBERTa

@@ -1,9 +1,10 @@
-// posenc._posenc: the compiled half of the `posenc` Python package. Attention
-// with its encoding classes (bind_attention.cc) and apply_rope (bind_rope.cc)
-// are bound with their Python signatures and docstrings, which
-// python/posenc/*.py re-export; for the rest, the pythonic API (argument
-// parsing, docstrings, NumPy conveniences) is in python/posenc/*.py and this
-// module exposes the library.
+// posenc._posenc: the compiled half of the `posenc` Python package. The value
+// classes (RopeSpec, the attention encodings, PasskeyPrompt: bindings.h says
+// why), attention and apply_rope are bound with their Python signatures and
+// docstrings, which python/posenc/*.py re-export; for the rest, the pythonic
+// API (docstrings, NumPy conveniences) is in python/posenc/*.py and this
+// module exposes the library. Arguments are checked by posenc._args, from
+// Python and from C++ (args.h).
 #include <pybind11/pybind11.h>
 
 #include <cstring>
@@ -29,6 +30,7 @@ PYBIND11_MODULE(_posenc, m) {
       Py_DECREF(message);
     }
   });
+  posenc::python::BindRopeSpec(m);
   posenc::python::BindRope(m);
   posenc::python::BindEncodings(m);
   posenc::python::BindAttention(m);
