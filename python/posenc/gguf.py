@@ -179,7 +179,10 @@ def write_gguf(path: Union[str, os.PathLike], metadata: Mapping[str, Any], tenso
     The file appears whole or not at all: it is written to a temporary file
     beside ``path``, flushed to disk and renamed onto it, so an error (a
     missing directory, ``path`` a directory, a full disk) leaves an existing
-    file as it was and no temporary behind.
+    file as it was and no temporary behind. A symlink's target is written
+    (the link stays); a character device such as ``/dev/null`` is written
+    through, never replaced; a FIFO, socket or block device is refused (the
+    rules of ``include/posenc/output_file.h``).
 
     Args:
         path: the file to write (replaced if it exists).

@@ -17,6 +17,9 @@ test_gguf_oracle.py.)
 from __future__ import annotations
 
 import os
+import socket
+import stat
+import subprocess
 
 import gguf
 import numpy as np
@@ -242,3 +245,40 @@ def test_replaces_an_existing_file(tmp_path):
     posenc.write_gguf(path, {"step": 2}, {"w": np.arange(3, dtype=np.float32)})
     assert posenc.GgufFile(path).metadata == {"step": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.gguf"]
+
+
+# What a path may be (include/posenc/output_file.h): the real /dev/full and
+# /dev/null are written only after a symlink to /dev/full has shown that
+# devices are written through (a writer that renamed would replace the link).
+def test_a_fifo_is_refused_a_symlinks_target_is_written_and_devices_are_written_through(tmp_path):
+    tensors = {"w": np.ones(4, np.float32)}
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r'^\[gguf write\] path = ".*pipe\.gguf": is a FIFO \(named pipe\), not a '
+                                         r"regular file"):
+        posenc.write_gguf(fifo, {}, tensors)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    (tmp_path / "real.gguf").write_bytes(b"old")
+    (tmp_path / "link.gguf").symlink_to("real.gguf")
+    posenc.write_gguf(tmp_path / "link.gguf", {"k": 1}, tensors)
+    assert (tmp_path / "link.gguf").is_symlink()
+    assert posenc.GgufFile(tmp_path / "real.gguf").metadata == {"k": 1}
+    (tmp_path / "full.gguf").symlink_to("/dev/full")
+    with pytest.raises(ValueError, match=r'full\.gguf": cannot be written: No space left on device'):
+        posenc.write_gguf(tmp_path / "full.gguf", {}, tensors)
+    assert (tmp_path / "full.gguf").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full.gguf", "link.gguf", "pipe.gguf", "real.gguf"]
+    devices = {path: os.stat(path).st_rdev for path in ("/dev/full", "/dev/null")}
+    with pytest.raises(ValueError, match=r'^\[gguf write\] path = "/dev/full": cannot be written: No space left'):
+        posenc.write_gguf("/dev/full", {}, tensors)
+    posenc.write_gguf("/dev/null", {}, tensors)
+    for path, rdev in devices.items():
+        assert stat.S_ISCHR(os.lstat(path).st_mode) and os.stat(path).st_rdev == rdev, path
+
+
+def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f".x.gguf.{socket.gethostname()}-{dead}-0.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    posenc.write_gguf(tmp_path / "x.gguf", {}, {})
+    assert [p.name for p in tmp_path.iterdir()] == ["x.gguf"]
