@@ -1,5 +1,12 @@
 #include "output_files.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "posenc/error.h"
 
 namespace posenc::cli {
@@ -43,6 +50,28 @@ void OutputFiles::Commit() {
   for (const auto& file : files_) file->Sync();
   for (const auto& file : files_) file->Commit();
   files_.clear();
+}
+
+void RequireOutputDirectory(const std::string& op, const std::string& parameter, const std::string& dir) {
+  Require(!dir.empty(), op, parameter, dir, "must name a directory (it is empty)");
+  Require(dir.find('\0') == std::string::npos, op, parameter, dir, "must not contain a NUL byte");
+  std::filesystem::path existing(dir);
+  struct stat info {};
+  while (::stat(existing.c_str(), &info) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR)
+      ThrowError(op, parameter, FormatValue(dir), std::string("cannot be read: ") + std::strerror(errno));
+    existing = existing.has_relative_path() ? existing.parent_path() : std::filesystem::path(".");
+    if (existing.empty()) existing = ".";
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    Require(existing != dir, op, parameter, dir,
+            "is a file, not a directory (it names the directory the results are written to)");
+    ThrowError(op, parameter, FormatValue(dir), "cannot be created: " + FormatValue(existing.string()) + " is a file");
+  }
+  if (::access(existing.c_str(), W_OK) != 0) {
+    ThrowError(op, parameter, FormatValue(dir),
+               "cannot be written: " + FormatValue(existing.string()) + ": " + std::strerror(errno));
+  }
 }
 
 }  // namespace posenc::cli

@@ -47,4 +47,10 @@ class OutputFiles {
   std::array<struct sigaction, 3> previous_handlers_{};
 };
 
+// Throws posenc::Error naming `dir` unless it can hold a command's outputs:
+// an existing directory, or a new name whose nearest existing ancestor is a
+// writable directory (the command creates it). Commands call it before
+// their work; nothing is created. `parameter` names it ("--out").
+void RequireOutputDirectory(const std::string& op, const std::string& parameter, const std::string& dir);
+
 }  // namespace posenc::cli
