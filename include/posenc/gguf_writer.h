@@ -14,11 +14,11 @@
 // "[gguf write] parameter = value: rule": an empty or repeated key or tensor
 // name, a shape with no dims, more than 4 or one below 1, a shape whose
 // product is not the number of values (a failed Add leaves the writer as it
-// was). Write replaces the target atomically: the bytes go to a temporary
-// file beside it, which is flushed to disk and renamed onto the target; if
-// anything fails, the target is as it was and the temporary is removed (a
-// process killed while writing can leave a hidden ".NAME.PID-N.tmp" beside
-// the target, never a half-written NAME).
+// was). Write writes the target whole or not at all through OutputFile
+// (posenc/output_file.h, which says what a path may be: a regular file is
+// replaced atomically, a symlink's target is written, /dev/null is written
+// through, a FIFO is refused); if anything fails, the target is as it was
+// and no temporary is left behind.
 #pragma once
 
 #include <cstdint>
@@ -68,9 +68,10 @@ class GgufWriter {
   }
 
   // Writes the file (replacing `path` atomically, see above); throws
-  // posenc::Error naming the path when its directory is missing or not
-  // writable, when it is a directory, or when the disk is full. The writer
-  // is unchanged: it can write the same file again elsewhere.
+  // posenc::Error "[gguf write] path = ..." when its directory is missing or
+  // not writable, when it is a directory or a FIFO, or when the disk is
+  // full. The writer is unchanged: it can write the same file again
+  // elsewhere.
   void Write(const std::string& path) const;
 
   std::uint32_t alignment() const { return alignment_; }

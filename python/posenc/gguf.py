@@ -112,6 +112,37 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _utf8(name: str, text: str) -> str:
+    """``text``, checked to be writable as UTF-8 (GGUF's strings): a lone
+    surrogate such as ``"\\ud800"`` is a ValueError naming ``name``, not
+    pybind11's TypeError listing signatures."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise _args.error(_OP, name, _shown(text), f"is not valid Unicode ({e.reason} at index {e.start}): "
+                          "GGUF strings are UTF-8") from None
+    return text
+
+
+def _mapping(name: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _args.error(_OP, name, _shown(value), "must be a dict (a mapping of name -> value)")
+    return value
+
+
+def _file_name(path: Union[str, bytes, os.PathLike]) -> bytes:
+    """``path`` as the bytes of a file name (a str is encoded as os.fsencode
+    does, so names of undecodable bytes round-trip); a NUL byte, which
+    would cut the name short, is an error."""
+    try:
+        name = os.fsencode(path)
+    except (TypeError, UnicodeEncodeError) as e:
+        raise _args.error(_OP, "path", _shown(path), f"must be a file name (str, bytes or os.PathLike): {e}") from None
+    if b"\0" in name:
+        raise _args.error(_OP, "path", _shown(path), "must not contain a NUL byte")
+    return name
+
+
 def _add_value(writer: Any, key: str, value: Any) -> None:
     """Adds `value` under `key` with the GGUF type its Python type maps to
     (the table in :func:`write_gguf`)."""
@@ -137,12 +168,12 @@ def _add_value(writer: Any, key: str, value: Any) -> None:
     elif isinstance(value, float):
         writer.add_float32(key, value)
     elif isinstance(value, str):
-        writer.add_string(key, value)
+        writer.add_string(key, _utf8(name, value))
     elif isinstance(value, np.ndarray):
         if value.ndim != 1:
             raise _args.error(_OP, f"{name}.shape", value.shape, "a metadata array must be 1-D")
         if value.dtype.kind == "U":
-            writer.add_string_array(key, value.tolist())
+            writer.add_string_array(key, [_utf8(f"{name}[{i}]", item) for i, item in enumerate(value.tolist())])
         elif value.dtype.newbyteorder("=") in _ARRAY_DTYPES:
             kind = _ARRAY_DTYPES[value.dtype.newbyteorder("=")]
             getattr(writer, f"add_{kind}_array")(key, np.ascontiguousarray(value, dtype=kind))
@@ -160,7 +191,7 @@ def _add_list(writer: Any, key: str, name: str, items: Any) -> None:
         raise _args.error(_OP, name, _shown(items), "an empty list has no item type: pass an empty NumPy array of "
                           "int32, int64 or float32 (or leave the key out)")
     if all(isinstance(item, str) for item in items):
-        writer.add_string_array(key, list(items))
+        writer.add_string_array(key, [_utf8(f"{name}[{i}]", item) for i, item in enumerate(items)])
     elif all(isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)) for item in items):
         writer.add_int64_array(key, _args.int64_array(_OP, name, [int(item) for item in items]))
     elif all(isinstance(item, (float, np.floating)) for item in items):
@@ -179,10 +210,14 @@ def write_gguf(path: Union[str, os.PathLike], metadata: Mapping[str, Any], tenso
     The file appears whole or not at all: it is written to a temporary file
     beside ``path``, flushed to disk and renamed onto it, so an error (a
     missing directory, ``path`` a directory, a full disk) leaves an existing
-    file as it was and no temporary behind.
+    file as it was and no temporary behind. A symlink's target is written
+    (the link stays); a character device such as ``/dev/null`` is written
+    through, never replaced; a FIFO, socket or block device is refused (the
+    rules of ``include/posenc/output_file.h``).
 
     Args:
-        path: the file to write (replaced if it exists).
+        path: the file to write (replaced if it exists): str, bytes or
+            os.PathLike, without a NUL byte.
         metadata: key -> value. The GGUF type of each value is taken from
             its Python type:
 
@@ -227,20 +262,22 @@ def write_gguf(path: Union[str, os.PathLike], metadata: Mapping[str, Any], tenso
             dims, more than 4 or a zero one, or a file that cannot be
             written, e.g. ``[gguf write] tensors['w'].dtype = float64: must
             be float32 ...`` or ``[gguf write] path = "out/x.gguf": cannot be
-            written: No such file or directory``.
+            written: No such file or directory``; ``metadata`` or
+            ``tensors`` that is not a dict, and a key, name or string that
+            is not valid Unicode (a lone surrogate), are ValueErrors naming
+            them too.
     """
-    path = os.fspath(path)
-    if not isinstance(path, str):
-        path = os.fsdecode(path)
+    file_name = _file_name(path)
     writer = _posenc.GgufWriter(_args.integer(_OP, "alignment", alignment, allow_bool=False, low=0, high=2**32 - 1,
                                               rule="must be a power of two from 8 to 1048576"))
-    for key, value in metadata.items():
+    for key, value in _mapping("metadata", metadata).items():
         if not isinstance(key, str):
             raise _args.error(_OP, "metadata key", _shown(key), "must be a str")
-        _add_value(writer, key, value)
-    for name, value in tensors.items():
+        _add_value(writer, _utf8("metadata key", key), value)
+    for name, value in _mapping("tensors", tensors).items():
         if not isinstance(name, str):
             raise _args.error(_OP, "tensor name", _shown(name), "must be a str")
+        _utf8("tensor name", name)
         array = np.asarray(value)
         if array.dtype.kind != "f" or array.dtype.itemsize != 4:
             raise _args.error(_OP, f"tensors[{name!r}].dtype", array.dtype,
@@ -248,4 +285,4 @@ def write_gguf(path: Union[str, os.PathLike], metadata: Mapping[str, Any], tenso
         if not 1 <= array.ndim <= 4 or 0 in array.shape:
             raise _args.error(_OP, f"tensors[{name!r}].shape", array.shape, "must have 1 to 4 dims, each >= 1")
         writer.add_tensor(name, list(reversed(array.shape)), np.ascontiguousarray(array, dtype=np.float32))
-    writer.write(path)
+    writer.write(file_name)

@@ -1,19 +1,13 @@
 // GGUF writing: metadata encoded as it is added, the file assembled and
-// written atomically by Write.
+// written whole or not at all by Write (through OutputFile).
 #include "posenc/gguf_writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <bit>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <type_traits>
 
 #include "posenc/error.h"
+#include "posenc/output_file.h"
 
 namespace posenc {
 namespace {
@@ -84,98 +78,6 @@ void RequireStringFits(std::string_view text, std::string_view parameter) {
   Require(text.size() <= kMaxStringBytes, kOp, parameter, Verbatim{std::to_string(text.size()) + " bytes"},
           "must be at most 16 MiB (the longest string posenc's GGUF reader accepts)");
 }
-
-// write(2) until done; false with errno set on failure (a full disk reports
-// ENOSPC here or at fsync).
-bool WriteAll(int fd, const void* data, std::size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;
-    }
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// A file that appears at `target` whole or not at all: written under a
-// temporary name in the same directory (so that rename(2) replaces the
-// target atomically), flushed with fsync, then renamed. Until Commit, the
-// destructor removes the temporary. The temporary is created with
-// O_CREAT | O_EXCL and mode 0666, so the result gets the permissions a plain
-// open would give it (the umask applies), without touching the process's
-// umask (other threads may be creating files).
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string target) : target_(std::move(target)) {
-    struct stat info {};
-    if (::stat(target_.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-      Fail("is a directory, not a file that can be replaced", 0);
-    }
-    // DIR/.NAME.PID-N.tmp, NAME cut to 200 bytes so that the temporary's
-    // name is not over the file system's limit when the target's is not.
-    const std::size_t slash = target_.rfind('/');
-    const std::size_t name_at = slash == std::string::npos ? 0 : slash + 1;
-    std::string prefix = target_.substr(0, name_at);
-    prefix.append(".").append(target_.substr(name_at, 200)).append(".").append(std::to_string(::getpid()));
-    static std::atomic<unsigned> counter{0};
-    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-      temporary_ = prefix;
-      temporary_.append("-").append(std::to_string(counter++)).append(".tmp");
-      fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) break;
-    }
-    if (fd_ < 0) {
-      const int error = errno;
-      temporary_.clear();
-      Fail("cannot be written", error);
-    }
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!temporary_.empty()) ::unlink(temporary_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void Append(const void* data, std::size_t size) {
-    if (!WriteAll(fd_, data, size)) Fail("cannot be written", errno);
-  }
-
-  void Commit() {
-    if (::fsync(fd_) != 0) Fail("cannot be written", errno);
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) Fail("cannot be written", errno);
-    if (std::rename(temporary_.c_str(), target_.c_str()) != 0) Fail("cannot be replaced", errno);
-    temporary_.clear();
-    // The rename itself reaches the disk with the directory. Best effort: the
-    // file is complete and in place either way, and some file systems refuse
-    // to fsync a directory.
-    const std::size_t slash = target_.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : target_.substr(0, slash);
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-      ::fsync(dir_fd);
-      ::close(dir_fd);
-    }
-  }
-
- private:
-  [[noreturn]] void Fail(std::string_view rule, int error) const {
-    std::string why(rule);
-    if (error != 0) why += std::string(": ") + std::strerror(error);
-    ThrowError(kOp, "path", FormatValue(target_), why);
-  }
-
-  std::string target_;
-  std::string temporary_;
-  int fd_ = -1;
-};
 
 }  // namespace
 
@@ -318,13 +220,13 @@ void GgufWriter::Write(const std::string& path) const {
   }
   head.resize(PadTo(head.size(), alignment_));
 
-  AtomicFile file(path);
-  file.Append(head.data(), head.size());
+  OutputFile file(kOp, "path", path);
+  file.Write(head.data(), head.size());
   const std::vector<std::byte> zeros(alignment_);
   for (const Tensor& t : tensors_) {
     const std::size_t bytes = t.data.size() * sizeof(float);
-    file.Append(t.data.data(), bytes);
-    file.Append(zeros.data(), PadTo(bytes, alignment_) - bytes);
+    file.Write(t.data.data(), bytes);
+    file.Write(zeros.data(), PadTo(bytes, alignment_) - bytes);
   }
   file.Commit();
 }

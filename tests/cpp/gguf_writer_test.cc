@@ -386,5 +386,27 @@ TEST(GgufWriter, AWriteThatFailsHalfwayKeepsThePreviousFileAndLeavesNoTemporary)
   EXPECT_EQ(dir.Entries(), (std::vector<std::string>{"model.gguf"}));
 }
 
+// The rules of posenc/output_file.h (tests/cpp/output_file_test.cc has them
+// all): a FIFO is refused and stays a FIFO, a symlink's target is written and
+// the link stays, /dev/full is an error naming it.
+TEST(GgufWriter, WritesOnlyWhatAnOutputMayBe) {
+  TempDir dir;
+  GgufWriter writer;
+  writer.AddTensor("w", {2}, std::vector<float>{1, 2});
+  ASSERT_EQ(::mkfifo((dir / "pipe.gguf").c_str(), 0600), 0);
+  ExpectError([&] { writer.Write(dir / "pipe.gguf"); },
+              {"[gguf write] path = \"", "pipe.gguf\": is a FIFO (named pipe), not a regular file"});
+  EXPECT_TRUE(fs::is_fifo(dir / "pipe.gguf"));
+  GgufWriter().AddBool("old", true).Write(dir / "model.gguf");
+  fs::create_symlink("model.gguf", dir / "link.gguf");
+  writer.Write(dir / "link.gguf");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.gguf"));
+  EXPECT_EQ(GgufFile::Open(dir / "model.gguf").tensors().size(), 1u);
+  EXPECT_EQ(dir.Entries(), (std::vector<std::string>{"link.gguf", "model.gguf", "pipe.gguf"}));
+  fs::create_symlink("/dev/full", dir / "full.gguf");
+  ExpectError([&] { writer.Write(dir / "full.gguf"); }, {"full.gguf\": cannot be written: No space left on device"});
+  EXPECT_TRUE(fs::is_symlink(dir / "full.gguf"));
+}
+
 }  // namespace
 }  // namespace posenc

@@ -17,6 +17,9 @@ test_gguf_oracle.py.)
 from __future__ import annotations
 
 import os
+import socket
+import stat
+import subprocess
 
 import gguf
 import numpy as np
@@ -242,3 +245,76 @@ def test_replaces_an_existing_file(tmp_path):
     posenc.write_gguf(path, {"step": 2}, {"w": np.arange(3, dtype=np.float32)})
     assert posenc.GgufFile(path).metadata == {"step": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.gguf"]
+
+
+# What a path may be (include/posenc/output_file.h): the real /dev/full and
+# /dev/null are written only after a symlink to /dev/full has shown that
+# devices are written through (a writer that renamed would replace the link).
+def test_a_fifo_is_refused_a_symlinks_target_is_written_and_devices_are_written_through(tmp_path):
+    tensors = {"w": np.ones(4, np.float32)}
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r'^\[gguf write\] path = ".*pipe\.gguf": is a FIFO \(named pipe\), not a '
+                                         r"regular file"):
+        posenc.write_gguf(fifo, {}, tensors)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    (tmp_path / "real.gguf").write_bytes(b"old")
+    (tmp_path / "link.gguf").symlink_to("real.gguf")
+    posenc.write_gguf(tmp_path / "link.gguf", {"k": 1}, tensors)
+    assert (tmp_path / "link.gguf").is_symlink()
+    assert posenc.GgufFile(tmp_path / "real.gguf").metadata == {"k": 1}
+    (tmp_path / "full.gguf").symlink_to("/dev/full")
+    with pytest.raises(ValueError, match=r'full\.gguf": cannot be written: No space left on device'):
+        posenc.write_gguf(tmp_path / "full.gguf", {}, tensors)
+    assert (tmp_path / "full.gguf").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full.gguf", "link.gguf", "pipe.gguf", "real.gguf"]
+    devices = {path: os.stat(path).st_rdev for path in ("/dev/full", "/dev/null")}
+    with pytest.raises(ValueError, match=r'^\[gguf write\] path = "/dev/full": cannot be written: No space left'):
+        posenc.write_gguf("/dev/full", {}, tensors)
+    posenc.write_gguf("/dev/null", {}, tensors)
+    for path, rdev in devices.items():
+        assert stat.S_ISCHR(os.lstat(path).st_mode) and os.stat(path).st_rdev == rdev, path
+
+
+@pytest.mark.parametrize("path", ["out\0.gguf", b"out\0.gguf"])
+def test_a_nul_in_the_path_is_refused(tmp_path, path):
+    full = os.path.join(os.fsencode(tmp_path) if isinstance(path, bytes) else str(tmp_path), path)
+    with pytest.raises(ValueError, match=r"^\[gguf write\] path = .*: must not contain a NUL byte$"):
+        posenc.write_gguf(full, {}, {"w": np.ones(2, np.float32)})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_of_undecodable_bytes_is_written_as_given(tmp_path):
+    name = os.path.join(os.fsencode(tmp_path), b"\xff.gguf")
+    posenc.write_gguf(name, {"k": 1}, {})
+    posenc.write_gguf(os.fsdecode(name), {"k": 2}, {})  # the same name, as str (surrogateescape)
+    posenc.write_gguf(tmp_path / "expected.gguf", {"k": 2}, {})
+    assert sorted(os.listdir(os.fsencode(tmp_path))) == [b"expected.gguf", b"\xff.gguf"]
+    with open(name, "rb") as written:
+        assert written.read() == (tmp_path / "expected.gguf").read_bytes()
+
+
+@pytest.mark.parametrize("metadata, tensors, message", [
+    ({"\ud800": 1}, {}, "[gguf write] metadata key = '\\ud800': is not valid Unicode (surrogates not allowed at "
+                        "index 0): GGUF strings are UTF-8"),
+    ({"k": "a\udc80"}, {}, "[gguf write] metadata['k'] = 'a\\udc80': is not valid Unicode"),
+    ({"k": ["a", "\ud800"]}, {}, "[gguf write] metadata['k'][1] = '\\ud800': is not valid Unicode"),
+    ({"k": np.array(["a", "\ud800"])}, {}, "[gguf write] metadata['k'][1] = '\\ud800': is not valid Unicode"),
+    ({}, {"w\ud800": np.ones(2, np.float32)}, "[gguf write] tensor name = 'w\\ud800': is not valid Unicode"),
+    ([("k", 1)], {}, "[gguf write] metadata = [('k', 1)]: must be a dict (a mapping of name -> value)"),
+    ({}, [np.ones(2, np.float32)], "[gguf write] tensors = [array([1., 1.], dtype=float32)]: must be a dict"),
+    (None, {}, "[gguf write] metadata = None: must be a dict"),
+])
+def test_names_that_are_not_unicode_and_arguments_that_are_not_dicts(tmp_path, metadata, tensors, message):
+    with pytest.raises(ValueError) as error:
+        posenc.write_gguf(tmp_path / "x.gguf", metadata, tensors)
+    assert message in str(error.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f".x.gguf.{socket.gethostname()}-{dead}-0.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    posenc.write_gguf(tmp_path / "x.gguf", {}, {})
+    assert [p.name for p in tmp_path.iterdir()] == ["x.gguf"]

@@ -19,6 +19,7 @@
 #include "posenc/alibi.h"
 #include "posenc/analysis.h"
 #include "posenc/error.h"
+#include "posenc/output_file.h"
 #include "posenc/rope_config.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/sinusoidal.h"
@@ -49,6 +50,7 @@ std::string SpecName(const SpecOptions& options, const RopeSpec& spec) {
 void CheckOut(const std::string& out, const char* op) {
   if (out.empty()) return;
   Require(std::filesystem::path(out).extension() == ".png", op, "--out", out, "must end in .png");
+  RequireWritableOutput(op, "--out", out);
 }
 
 std::string Short(double value) {

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "grid/grid_executor.h"
 #include "options/model_inputs.h"
+#include "options/output_files.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/passkey.h"
@@ -93,6 +94,7 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
 }
 
 void Run(const PasskeyOptions& o) {
+  RequireOutputDirectory(kOp, "--out", o.out);
   for (const double depth : o.depths) {
     Require(depth >= 0 && depth <= 1, kOp, "--depths", depth, "must be in [0, 1] (the share of filler before the key)");
   }

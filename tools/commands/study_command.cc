@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "grid/grid_executor.h"
 #include "options/model_inputs.h"
+#include "options/output_files.h"
 #include "posenc/error.h"
 
 namespace posenc::cli {
@@ -94,6 +95,7 @@ Grid PlanGrid(const StudyOptions& o, const std::vector<std::int64_t>& lengths,
 }
 
 void Run(const StudyOptions& o) {
+  RequireOutputDirectory(kOp, "--out", o.out);
   Require(!o.lengths.empty(), kOp, "lengths", Verbatim{"[]"}, "must list at least one length");
   std::vector<std::int64_t> lengths = o.lengths;
   std::sort(lengths.begin(), lengths.end());

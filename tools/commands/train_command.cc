@@ -22,6 +22,7 @@
 #include "options/output_files.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
+#include "posenc/output_file.h"
 #include "posenc/parallel.h"
 #include "posenc/tiny_lm_checkpoint.h"
 #include "posenc/tiny_lm_eval.h"
@@ -64,10 +65,7 @@ void Run(TrainCommandOptions o) {
   o.train.Validate(o.config);
   const std::int64_t steps = o.train.Steps(o.config);
   o.train.log_every = o.log_every > 0 ? o.log_every : std::max<std::int64_t>(1, steps / 100);
-  {
-    OutputFiles probe(kOp);  // --out can be written (its temporary is removed again)
-    probe.Reserve(o.out);
-  }
+  RequireWritableOutput(kOp, "--out", o.out);
   if (o.threads > 0) SetNumThreads(o.threads);
   const std::string text = ReadRegularFile(kOp, "--text", o.text, kMaxCorpusBytes, "the corpus is read into memory");
   const std::span<const std::uint8_t> corpus(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
@@ -91,11 +89,7 @@ void Run(TrainCommandOptions o) {
   info.final_loss = r.final_loss;
   info.corpus = o.text;
   info.corpus_byte_counts = CountBytes(corpus);
-  {
-    OutputFiles outputs(kOp);
-    SaveTinyLmCheckpoint(outputs.Reserve(o.out), o.config, r.params, info);
-    outputs.Commit();
-  }
+  SaveTinyLmCheckpoint(o.out, o.config, r.params, info);
 
   const std::int64_t params = ParameterCount(o.config, r.params);
   if (o.json) {

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "grid/grid_executor.h"
 #include "options/model_inputs.h"
+#include "options/output_files.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/tiny_lm_eval.h"
@@ -149,6 +150,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
 
 void Run(const ZooOptions& o) {
   const auto start = std::chrono::steady_clock::now();
+  RequireOutputDirectory(kOp, "--out", o.out);
   const std::int64_t train_length = o.config.train_length;
   Require(train_length >= 2, kOp, "--train-len", train_length,
           "must be >= 2 (a sequence of one byte has nothing to attend to)");

@@ -108,7 +108,10 @@ void WriteGrid(const std::string& dir, const Grid& grid) {
     Require(why.empty(), kOp, "out", dir,
             "holds the results of " + why + ": their cells cannot be mixed with these (choose another directory)");
   }
-  std::filesystem::create_directories(dir + "/cells");
+  RequireOutputDirectory(kOp, "out", dir);
+  std::error_code created;
+  std::filesystem::create_directories(dir + "/cells", created);
+  Require(!created, kOp, "out", dir, "cannot be created as a directory: " + created.message());
   OutputFiles files(kOp);
   files.Write(GridPath(dir), GridJson(grid).dump(1) + "\n");
   files.Commit();

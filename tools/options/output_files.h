@@ -1,12 +1,12 @@
 // Files a command writes, made visible together or not at all.
 //
-// Each output is written to a temporary file beside its target (same
-// directory, so that rename(2) replaces the target atomically), flushed to
-// disk and checked; only when every output was written are the temporaries
-// renamed onto their targets. Until then the previous files stay as they
-// were: a full disk, a target that is a directory, or an error halfway
-// leaves no truncated or mismatched set behind (study.md of one run beside
-// study.png of another), and the error names the file.
+// Each output is a posenc::OutputFile (posenc/output_file.h: what a target
+// may be, the temporary beside it): only when every output was written and
+// flushed to disk are the temporaries renamed onto their targets. Until then
+// the previous files stay as they were: a full disk, a target that is a
+// directory, or an error halfway leaves no truncated or mismatched set
+// behind (study.md of one run beside study.png of another), and the error
+// names the file.
 //
 // SIGINT, SIGTERM and SIGHUP are held back while the object lives (the
 // writing takes well under a second), so an interrupt cannot leave
@@ -18,9 +18,12 @@
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigaction, not in <csignal>
 
 #include <array>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "posenc/output_file.h"
 
 namespace posenc::cli {
 
@@ -32,26 +35,22 @@ class OutputFiles {
   OutputFiles(const OutputFiles&) = delete;
   OutputFiles& operator=(const OutputFiles&) = delete;
 
-  // Creates the temporary file for `target` and returns its path, for a
-  // writer that fills it itself (gnuplot); throws posenc::Error naming the
-  // target if it is a directory or its directory cannot be written.
-  std::string Reserve(const std::string& target);
-  // Writes `contents` as the new `target`.
+  // Writes `contents` as the new `target`; throws posenc::Error naming the
+  // target when it cannot be (see OutputFile) or is written twice.
   void Write(const std::string& target, std::string_view contents);
-  // Copies the file `source` as the new `target`.
-  void Copy(const std::string& target, const std::string& source);
   // Flushes every temporary to disk, then renames each onto its target.
   void Commit();
 
  private:
-  struct Pending {
-    std::string target, temporary;
-  };
-  const Pending& PendingFor(const std::string& target);
-
   std::string op_;
-  std::vector<Pending> pending_;
+  std::vector<std::unique_ptr<OutputFile>> files_;
   std::array<struct sigaction, 3> previous_handlers_{};
 };
+
+// Throws posenc::Error naming `dir` unless it can hold a command's outputs:
+// an existing directory, or a new name whose nearest existing ancestor is a
+// writable directory (the command creates it). Commands call it before
+// their work; nothing is created. `parameter` names it ("--out").
+void RequireOutputDirectory(const std::string& op, const std::string& parameter, const std::string& dir);
 
 }  // namespace posenc::cli
