@@ -17,6 +17,7 @@
 #include <string>
 
 #include "commands.h"
+#include "default_inputs.h"
 #include "reuse_freed_memory.h"
 #include "tiny_lm_options.h"
 #include "output_files.h"
@@ -32,12 +33,11 @@ namespace posenc::cli {
 namespace {
 
 constexpr const char* kOp = "train";
-constexpr const char* kDefaultCorpus = "build/texts/train-corpus.txt";  // scripts/fetch-texts
 constexpr std::uint64_t kMaxCorpusBytes = std::uint64_t{4} << 30;
 
 struct TrainCommandOptions {
   std::string scheme;
-  std::string text = kDefaultCorpus;
+  std::string text{kDefaultTrainCorpus.path};
   std::string out;
   std::string name;
   TinyLmConfig config;
@@ -69,6 +69,7 @@ void Run(TrainCommandOptions o) {
     probe.Reserve(o.out);
   }
   if (o.threads > 0) SetNumThreads(o.threads);
+  o.text = ResolveInput(kOp, "--text", o.text, kDefaultTrainCorpus);
   const std::string text = ReadRegularFile(kOp, "--text", o.text, kMaxCorpusBytes, "the corpus is read into memory");
   const std::span<const std::uint8_t> corpus(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
   Require(static_cast<std::int64_t>(corpus.size()) > o.config.train_length, kOp, "--text", o.text,
