@@ -47,6 +47,10 @@ struct PerplexityResult {
 // tokens to process in all.
 using PerplexityProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 
+// How many windows EvaluatePerplexity runs over `tokens` tokens: every whole
+// window, at most max_windows; 0 when the text is shorter than one window.
+std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions& options);
+
 // Throws posenc::Error for context < 2, stride outside [1, context], a text
 // shorter than one window (naming the token count), or a log-probability that
 // is not finite (NaN or infinite weights or activations: naming the window

@@ -12,6 +12,14 @@ namespace {
 constexpr const char* kOp = "perplexity";
 }  // namespace
 
+std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions& options) {
+  const std::int64_t ctx = options.context;
+  const std::int64_t stride = options.stride == 0 ? ctx : options.stride;
+  if (ctx < 1 || stride < 1 || tokens < ctx) return 0;
+  const std::int64_t windows = (tokens - ctx) / stride + 1;
+  return options.max_windows > 0 ? std::min(windows, options.max_windows) : windows;
+}
+
 PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
                                     const PerplexityOptions& options, const PerplexityProgress& progress) {
   const std::int64_t ctx = options.context;
@@ -23,8 +31,7 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   Require(options.max_windows >= 0, kOp, "max_windows", options.max_windows, "must be >= 0 (0: all)");
   Require(n >= ctx, kOp, "tokens", n,
           "the text must have at least one window of context = " + std::to_string(ctx) + " tokens");
-  std::int64_t windows = (n - ctx) / stride + 1;
-  if (options.max_windows > 0) windows = std::min(windows, options.max_windows);
+  const std::int64_t windows = PerplexityWindowCount(n, options);
 
   const LlamaHyperparams& hp = model.hparams();
   const ExtensionPlan plan = PlanContextExtension(options.extension, hp.rope, hp.context_length, ctx);

@@ -8,9 +8,11 @@
 // run.
 #include <cstdio>
 #include <iostream>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "attention_workload.h"
+#include "commands/bench_floors.h"
 #include "commands.h"
 #include "machine_limits.h"
 #include "posenc/parallel.h"
@@ -94,14 +96,15 @@ void Run(const BenchAttentionOptions& options) {
     }
     return 0.0;
   };
-  std::printf(
-      "\nfloors: rope >= 50%% of peak: %s; rerope <= 1.3x rope: %s; leaky <= 1.5x: %s; "
-      "alibi, t5 <= 1.15x: %s, %s; lambda >= 2x faster than full causal: %s\n",
-      results.front().gflops >= 0.5 * peak.gflops ? "yes" : "NO",
-      seconds_of("rerope") <= 1.3 * rope_seconds ? "yes" : "NO",
-      seconds_of("leaky_rerope") <= 1.5 * rope_seconds ? "yes" : "NO",
-      seconds_of("alibi") <= 1.15 * rope_seconds ? "yes" : "NO", seconds_of("t5") <= 1.15 * rope_seconds ? "yes" : "NO",
-      full_causal_seconds >= 2 * seconds_of("lambda") ? "yes" : "NO");
+  std::printf("\n");
+  PrintFloorVerdict({
+      {"rope >= 50% of peak", results.front().gflops >= 0.5 * peak.gflops},
+      {"rerope <= 1.3x rope", seconds_of("rerope") <= 1.3 * rope_seconds},
+      {"leaky_rerope <= 1.5x rope", seconds_of("leaky_rerope") <= 1.5 * rope_seconds},
+      {"alibi <= 1.15x rope", seconds_of("alibi") <= 1.15 * rope_seconds},
+      {"t5 <= 1.15x rope", seconds_of("t5") <= 1.15 * rope_seconds},
+      {"lambda >= 2x faster than full causal", full_causal_seconds >= 2 * seconds_of("lambda")},
+  });
 }
 
 }  // namespace
@@ -109,11 +112,17 @@ void Run(const BenchAttentionOptions& options) {
 void AddBenchAttentionCommand(CLI::App& bench) {
   auto options = std::make_shared<BenchAttentionOptions>();
   CLI::App* attention = bench.add_subcommand(
-      "attention", "Causal prefill under each positional policy vs the FMA peak and a naive implementation");
+      "attention",
+      std::string("Causal prefill under each positional policy vs the FMA peak and a naive implementation") +
+          kFloorsHelp);
   attention->add_flag("--json", options->json, "Print one JSON object");
-  attention->add_option("--tokens", options->tokens, "Sequence length")->check(CLI::Range(16, 1 << 20));
+  attention->add_option("--tokens", options->tokens, "Sequence length")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
   attention->add_option("--threads", options->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
-  attention->add_option("--reps", options->reps, "Timed repetitions (best counts)")->check(CLI::Range(1, 100));
+  attention->add_option("--reps", options->reps, "Timed repetitions (best counts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   attention->callback([options] { Run(*options); });
 }
 

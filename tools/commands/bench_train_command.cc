@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <string>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "commands/bench_floors.h"
 #include "commands.h"
 #include "options/reuse_freed_memory.h"
 #include "machine_limits.h"
@@ -89,15 +91,15 @@ void Run(const BenchTrainOptions& o) {
       "%.0f tokens/s, %.2f MFLOP/token (3 x forward), %.1f GFLOP/s = %.1f%% of the FMA peak measured now "
       "(%.1f GFLOP/s, %s)\n",
       tokens_per_s, step_flops / step_tokens / 1e6, gflops, 100 * ratio, peak.gflops, peak.target);
-  std::printf("floor: ratio >= %.2f: %s\n", kRatioFloor, ratio >= kRatioFloor ? "yes" : "NO");
+  PrintFloorVerdict({{"ratio to the FMA peak >= " + std::to_string(kRatioFloor).substr(0, 4), ratio >= kRatioFloor}});
 }
 
 }  // namespace
 
 void AddBenchTrainCommand(CLI::App& bench) {
   auto o = std::make_shared<BenchTrainOptions>();
-  CLI::App* train =
-      bench.add_subcommand("train", "Training tokens/s of the default tiny model and its ratio to the FMA peak");
+  CLI::App* train = bench.add_subcommand(
+      "train", std::string("Training tokens/s of the default tiny model and its ratio to the FMA peak") + kFloorsHelp);
   train->add_option("--pe", o->scheme, "Position scheme")->capture_default_str();
   train->add_option("--steps", o->steps, "Timed steps (after one untimed)")
       ->check(CLI::Range(1, 1000))

@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "options/reuse_freed_memory.h"
+#include "options/default_inputs.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
@@ -32,13 +33,12 @@ namespace posenc::cli {
 namespace {
 
 constexpr const char* kOp = "eval";
-constexpr const char* kDefaultText = "build/texts/validation.txt";  // scripts/fetch-texts
 constexpr std::uint64_t kMaxTextBytes = std::uint64_t{1} << 30;
 
 struct EvalOptions {
   std::string model;
   std::vector<std::int64_t> lengths;  // empty: 1, 2, 4, 8, 16 x the training length
-  std::string text = kDefaultText;
+  std::string text{kDefaultValidationText.path};
   std::int64_t windows = 64;
   std::string learned_past_table = "error";
   std::string method = "none";
@@ -98,6 +98,7 @@ void Run(EvalOptions o) {
         IsModelAsTrained(method) ? method : PlanTinyLmExtension(config, method, length).resolved));
   }
   if (o.threads > 0) SetNumThreads(o.threads);
+  o.text = ResolveInput(kOp, "--text", o.text, kDefaultValidationText);
   const std::string bytes = ReadRegularFile(kOp, "--text", o.text, kMaxTextBytes, "the text is read into memory");
   const std::span<const std::uint8_t> text(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
   const std::int64_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());

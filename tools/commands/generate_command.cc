@@ -26,7 +26,7 @@ constexpr const char* kOp = "generate";
 constexpr std::uint64_t kMaxPromptBytes = std::uint64_t{64} << 20;
 
 struct GenerateCommandOptions {
-  std::string model = kDefaultModelPath;
+  std::string model{kDefaultModel.path};
   std::string prompt;
   std::string prompt_file;
   bool chat = false;
@@ -129,7 +129,10 @@ void AddGenerateCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming the text");
-  cmd->callback([o] { Run(*o); });
+  cmd->callback([o] {
+    o->model = ResolveInput(kOp, "--model", o->model, kDefaultModel);
+    Run(*o);
+  });
 }
 
 }  // namespace posenc::cli

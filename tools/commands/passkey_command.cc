@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kOp = "passkey";
 
 struct PasskeyOptions {
-  std::string model = kDefaultModelPath;
+  std::string model{kDefaultModel.path};
   std::vector<std::int64_t> lengths{4096, 10240};
   std::vector<double> depths{0.1, 0.5, 0.9};
   std::int64_t trials = 1;
@@ -139,7 +139,10 @@ void AddPasskeyCommand(CLI::App& app) {
       ->capture_default_str();
   AddExecutorOptions(*cmd, o->executor);
   cmd->add_flag("--json", o->json, "Print the JSON report");
-  cmd->callback([o] { Run(*o); });
+  cmd->callback([o] {
+    o->model = ResolveInput(kOp, "--model", o->model, kDefaultModel);
+    Run(*o);
+  });
 }
 
 }  // namespace posenc::cli

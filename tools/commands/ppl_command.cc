@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "options/model_inputs.h"
+#include "machine_limits.h"
 #include "posenc/parallel.h"
 #include "posenc/perplexity.h"
 #include "options/progress_bar.h"
@@ -19,7 +20,7 @@ namespace posenc::cli {
 namespace {
 
 struct PplOptions {
-  std::string model = kDefaultModelPath;
+  std::string model{kDefaultModel.path};
   std::string text;
   std::int64_t ctx = 0;
   std::int64_t stride = 0;
@@ -28,6 +29,38 @@ struct PplOptions {
   int threads = 0;
   bool json = false;
 };
+
+// What the model sustains of the FMA peak in a prefill (`posenc bench model`
+// and the study measured 0.68-0.73 on AVX2): the estimate's rate.
+constexpr double kSustainedShareOfPeak = 0.7;
+
+// Before the work starts (stderr): how many windows and tokens will be run,
+// an estimate of the time, and a method that is the model's own RoPE at
+// this length said as such (its defaults give factor 1 within the training
+// length), so that a long run or a no-op method is no surprise.
+void AnnounceWork(const LlamaModel& model, std::int64_t text_tokens, const PerplexityOptions& options) {
+  const std::int64_t windows = PerplexityWindowCount(text_tokens, options);
+  if (windows == 0) return;  // EvaluatePerplexity says why
+  const LlamaHyperparams& hp = model.hparams();
+  const ExtensionPlan plan = PlanContextExtension(options.extension, hp.rope, hp.context_length, options.context);
+  const std::string method = FormatContextExtension(plan.resolved);
+  if (plan.resolved.method != ExtensionMethod::kNone && SameAsModelRope(plan, hp.rope, options.context)) {
+    std::fprintf(stderr,
+                 "ppl: %s at ctx %lld is exactly the model's own RoPE, the same as --method none (trained on %lld "
+                 "tokens)\n",
+                 method.c_str(), static_cast<long long>(options.context), static_cast<long long>(hp.context_length));
+  }
+  const double flops = static_cast<double>(windows) * model.ForwardFlops(options.context);
+  const bench::FmaPeak peak = bench::MeasureFmaPeak(1);
+  const double seconds = flops / (kSustainedShareOfPeak * peak.gflops * 1e9);
+  std::fprintf(stderr,
+               "ppl: %lld window(s) of %lld tokens (%lld of the text's %lld tokens), %.3g TFLOP: about %.0f s "
+               "(%.1f min) at %.1f of this machine's FMA peak of %.0f GFLOP/s%s\n",
+               static_cast<long long>(windows), static_cast<long long>(options.context),
+               static_cast<long long>(windows * options.context), static_cast<long long>(text_tokens), flops / 1e12,
+               seconds, seconds / 60, kSustainedShareOfPeak, peak.gflops,
+               options.max_windows == 0 ? "; --max-windows N runs fewer" : "");
+}
 
 void Run(const PplOptions& o) {
   if (o.threads > 0) SetNumThreads(o.threads);
@@ -39,6 +72,7 @@ void Run(const PplOptions& o) {
 
   const LoadedModel loaded = LoadModel(o.model);
   const std::vector<std::int32_t> tokens = TokenizeFile(loaded.tokenizer, o.text);
+  AnnounceWork(loaded.model, static_cast<std::int64_t>(tokens.size()), options);
   ProgressBar bar("ppl " + o.method + " ctx " + std::to_string(o.ctx), "tok");
   const PerplexityResult r = EvaluatePerplexity(
       loaded.model, tokens, options, [&](std::int64_t done, std::int64_t total) { bar.Update(done, total); });
@@ -89,7 +123,10 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_option("--max-windows", o->max_windows, "Evaluate at most this many windows (0: all)");
   ppl->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
   ppl->add_flag("--json", o->json, "Print one JSON object");
-  ppl->callback([o] { Run(*o); });
+  ppl->callback([o] {
+    o->model = ResolveInput("ppl", "--model", o->model, kDefaultModel);
+    Run(*o);
+  });
 }
 
 }  // namespace posenc::cli

@@ -28,8 +28,8 @@ namespace {
 constexpr const char* kOp = "study";
 
 struct StudyOptions {
-  std::string model = kDefaultModelPath;
-  std::string text = "build/texts/debian-handbook.txt";
+  std::string model{kDefaultModel.path};
+  std::string text{kDefaultStudyText.path};
   // 1.5x SmolLM2's 8192: far enough past it for every method to show its
   // behaviour, short enough for the whole default study to take ~8 minutes.
   std::vector<std::int64_t> lengths{12288};
@@ -134,7 +134,11 @@ void AddStudyCommand(CLI::App& app) {
   study->add_option("--out", o->out, "Grid directory (grid.json, cells/; study.md, study.json, study.png)")
       ->capture_default_str();
   AddExecutorOptions(*study, o->executor);
-  study->callback([o] { Run(*o); });
+  study->callback([o] {
+    o->model = ResolveInput(kOp, "--model", o->model, kDefaultModel);
+    o->text = ResolveInput(kOp, "--text", o->text, kDefaultStudyText);
+    Run(*o);
+  });
 }
 
 }  // namespace posenc::cli

@@ -73,7 +73,7 @@ void AddTableCommands(CLI::App& app) {
   show->add_option("file", options->path, "A .npy, .safetensors or .gguf file")->required();
   show->add_option("--tensor", options->tensor, "safetensors entry (default: the only one)");
   show->add_option("--row-offset", options->row_offset, "Rows before position 0 (OPT/BART: 2)");
-  show->add_option("--out-of-range", options->out_of_range, "error, clamp or hierarchical");
+  show->add_option("--out-of-range", options->out_of_range, "error, clamp or hierarchical")->capture_default_str();
   show->add_option("--alpha", options->alpha, "Hierarchical decomposition alpha (default 0.4)");
   show->add_option("--positions", options->positions, "Positions to print")->delimiter(',');
   show->add_flag("--json", options->json, "Print JSON");

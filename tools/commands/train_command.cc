@@ -20,6 +20,7 @@
 #include "options/reuse_freed_memory.h"
 #include "options/tiny_lm_options.h"
 #include "options/output_files.h"
+#include "options/default_inputs.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
 #include "posenc/output_file.h"
@@ -33,12 +34,11 @@ namespace posenc::cli {
 namespace {
 
 constexpr const char* kOp = "train";
-constexpr const char* kDefaultCorpus = "build/texts/train-corpus.txt";  // scripts/fetch-texts
 constexpr std::uint64_t kMaxCorpusBytes = std::uint64_t{4} << 30;
 
 struct TrainCommandOptions {
   std::string scheme;
-  std::string text = kDefaultCorpus;
+  std::string text{kDefaultTrainCorpus.path};
   std::string out;
   std::string name;
   TinyLmConfig config;
@@ -67,6 +67,7 @@ void Run(TrainCommandOptions o) {
   o.train.log_every = o.log_every > 0 ? o.log_every : std::max<std::int64_t>(1, steps / 100);
   RequireWritableOutput(kOp, "--out", o.out);
   if (o.threads > 0) SetNumThreads(o.threads);
+  o.text = ResolveInput(kOp, "--text", o.text, kDefaultTrainCorpus);
   const std::string text = ReadRegularFile(kOp, "--text", o.text, kMaxCorpusBytes, "the corpus is read into memory");
   const std::span<const std::uint8_t> corpus(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
   Require(static_cast<std::int64_t>(corpus.size()) > o.config.train_length, kOp, "--text", o.text,

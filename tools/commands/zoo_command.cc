@@ -39,10 +39,10 @@ constexpr std::int64_t kDefaultTokens = 786432;
 struct ZooOptions {
   std::vector<std::string> schemes;  // empty: every scheme
   std::vector<std::int64_t> seeds{0, 1};
-  std::vector<std::int64_t> lengths;                    // empty: 1, 2, 4, 8, 16 x L
-  std::vector<ContextExtension> methods;                // empty: the default set below
-  std::string corpus = "build/texts/train-corpus.txt";  // scripts/fetch-texts
-  std::string text = "build/texts/validation.txt";
+  std::vector<std::int64_t> lengths;      // empty: 1, 2, 4, 8, 16 x L
+  std::vector<ContextExtension> methods;  // empty: the default set below
+  std::string corpus{kDefaultTrainCorpus.path};
+  std::string text{kDefaultValidationText.path};
   std::int64_t eval_bytes = 32768;
   std::int64_t bucket = 0;  // 0: L / 8
   std::string out = "build/zoo";
@@ -213,7 +213,11 @@ void AddZooCommand(CLI::App& app) {
   AddTinyLmOptions(*cmd, o->config, o->train);
   AddExecutorOptions(*cmd, o->executor);
   cmd->add_flag("--json", o->json, "Print the JSON report");
-  cmd->callback([o] { Run(*o); });
+  cmd->callback([o] {
+    o->corpus = ResolveInput(kOp, "--corpus", o->corpus, kDefaultTrainCorpus);
+    o->text = ResolveInput(kOp, "--text", o->text, kDefaultValidationText);
+    Run(*o);
+  });
 }
 
 }  // namespace posenc::cli

@@ -9,14 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "options/default_inputs.h"
 #include "posenc/context_extension.h"
 #include "posenc/llama_model.h"
 #include "posenc/tokenizer.h"
 
 namespace posenc::cli {
-
-// The default model, as scripts/fetch-model puts it.
-inline constexpr const char* kDefaultModelPath = "build/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 struct LoadedModel {
   LlamaModel model;

@@ -1,0 +1,22 @@
+"""Attention in Python: the tiled kernel under each positional policy, masks and modifiers."""
+import numpy as np
+import posenc
+
+rng = np.random.default_rng(0)
+q = rng.standard_normal((1, 16, 8, 128), dtype=np.float32)     # [batch, q_len, q_heads, head_dim]
+k = rng.standard_normal((1, 16, 2, 128), dtype=np.float32)     # [batch, kv_len, kv_heads, head_dim] (GQA)
+v = rng.standard_normal((1, 16, 2, 128), dtype=np.float32)
+slopes = posenc.alibi_slopes(8)                                # one per q head
+w = rng.standard_normal((32, 8))                               # T5: [num_buckets, q_heads]
+
+spec = posenc.RopeSpec.from_hf_config("examples/configs/llama-3.1-8b.json")
+out = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec))         # causal by default
+out = posenc.attention(q, k, v, encoding=spec, window=4096)                 # Mistral's sliding_window = 4096
+out = posenc.attention(q, k, v, window=1024, sinks=4)                       # Λ mask (StreamingLLM)
+out = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(spec, window=512, leak=16))
+out = posenc.attention(q, k, v, encoding=posenc.AlibiAttention(slopes, form="key-position"))   # BLOOM
+out = posenc.attention(q, k, v, encoding=posenc.T5BiasAttention(w, max_distance=128, bidirectional=False),
+                       softmax_scale=1.0)                                   # w: relative_attention_bias.weight
+past = 12                                                                   # decode: 4 new queries after 12 cached keys
+out = posenc.attention(q[:, -4:], k, v, encoding=spec, softcap=50.0, q_offset=past, kv_lengths=[16])
+assert out.shape == (1, 4, 8, 128)

@@ -1,0 +1,48 @@
+"""The README's Python snippets are the files under examples/ (scripts/readme-examples
+copies them into README.md and checks the copies): each runs here as a script, from
+the repository root as the README's reader would, the model ones on a tiny
+random-weight GGUF (tiny_llama_gguf.py) and a text long enough for their windows."""
+
+import pathlib
+import runpy
+import sys
+
+import pytest
+
+from tiny_llama_gguf import write_tiny_llama
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> pathlib.Path:
+    return write_tiny_llama(tmp_path_factory.mktemp("examples") / "tiny.gguf", tied=True)
+
+
+def run_example(name, monkeypatch, *args):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLES / name), *map(str, args)])
+    runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+
+
+@pytest.mark.parametrize("name", ["rope.py", "attention.py", "encodings.py", "analysis.py"])
+def test_example_without_model(name, monkeypatch):
+    run_example(name, monkeypatch)
+
+
+@pytest.mark.parametrize("name", ["gguf.py", "tokenizer.py"])
+def test_example_on_a_model(name, tiny_model, monkeypatch):
+    run_example(name, monkeypatch, tiny_model)
+
+
+def test_model_example(tiny_model, tmp_path, monkeypatch):
+    text = tmp_path / "text.txt"
+    text.write_text((ROOT / "LICENSE").read_text(encoding="utf-8"), encoding="utf-8")
+    run_example("model.py", monkeypatch, tiny_model, text)
+
+
+def test_every_example_is_run():
+    """A new examples/*.py is added to the tests above, not left unrun."""
+    run = {"rope.py", "attention.py", "encodings.py", "analysis.py", "gguf.py", "tokenizer.py", "model.py"}
+    assert {p.name for p in EXAMPLES.glob("*.py")} == run
