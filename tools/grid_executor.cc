@@ -309,8 +309,8 @@ bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& o,
   WriteGrid(dir, grid);
   const GridScan scan = ScanGrid(dir, grid);
   RequireNoForeignCells(dir, scan);
-  for (const std::string& path : scan.unreadable) {
-    std::fprintf(stderr, "grid: %s is not a whole cell (cut short by an interrupt?): computed again\n", path.c_str());
+  for (const std::string& why : scan.unreadable) {
+    std::fprintf(stderr, "grid: not a whole cell (cut short by an interrupt?), computed again: %s\n", why.c_str());
   }
   std::fprintf(stderr, "grid: %s: %zu cells, %zu finished earlier, %zu to compute\n", dir.c_str(), grid.cells.size(),
                scan.finished.size(), scan.missing.size());
@@ -342,13 +342,19 @@ GridReport MergeGrid(const std::string& dir, const Grid& grid) {
       list += "\n  " + scan.missing[i] + " " + grid.cells.at(scan.missing[i]).label;
     }
     if (scan.missing.size() > 5) list += "\n  …";
-    throw std::runtime_error(
-        "[grid] " + dir + ": " + std::to_string(scan.missing.size()) + " of " + std::to_string(grid.cells.size()) +
-        " cells are missing" +
-        (scan.unreadable.empty() ? "" : " (" + std::to_string(scan.unreadable.size()) + " cut short)") +
-        ", so the report is not merged:" + list);
+    ThrowError(kOp, "dir", FormatValue(dir),
+               std::to_string(scan.missing.size()) + " of " + std::to_string(grid.cells.size()) + " cells are missing" +
+                   (scan.unreadable.empty() ? "" : " (" + std::to_string(scan.unreadable.size()) + " cut short)") +
+                   ", so the report is not merged:" + list);
   }
-  return FindGridKind(grid.kind).merge(grid, scan.finished, dir);
+  try {
+    return FindGridKind(grid.kind).merge(grid, scan.finished, dir);
+  } catch (const nlohmann::json::exception& e) {
+    // ReadGrid checked grid.json; a cell's result is read here.
+    ThrowError(kOp, "dir", FormatValue(dir),
+               std::string("holds a finished cell whose result is not whole (") + e.what() +
+                   "): remove the cells that were edited (grid status lists them) and run again");
+  }
 }
 
 void PrintGridReport(const GridReport& report, bool json) {
