@@ -47,8 +47,13 @@ void ComputeCell(const GridOptions& o) {
 void PrintStatus(const GridOptions& o) {
   const Grid grid = ReadGrid(o.dir);
   const GridScan scan = ScanGrid(o.dir, grid);
-  std::printf("%s: a %s grid of posenc %s, model %s\n", o.dir.c_str(), grid.kind.c_str(), grid.version.c_str(),
-              grid.inputs.at("model").at("path").get<std::string>().c_str());
+  // The inputs the kind has (study: model and text; passkey: model; zoo:
+  // corpus and text), whichever they are: ReadGrid checked their form.
+  std::string inputs;
+  for (const auto& [name, input] : grid.inputs.items()) {
+    inputs += ", " + name + " " + EscapeControlBytes(input.at("path").get<std::string>());
+  }
+  std::printf("%s: a %s grid of posenc %s%s\n", o.dir.c_str(), grid.kind.c_str(), grid.version.c_str(), inputs.c_str());
   std::printf("cells: %zu, finished %zu, missing %zu\n", grid.cells.size(), scan.finished.size(), scan.missing.size());
   // Time left, from the finished cells' seconds per flop (the cost model).
   const double seconds = scan.finished_core_seconds;
