@@ -42,7 +42,7 @@ strip() { grep -v '"seconds"' "$1"; }
 
 # sbatch failing or missing: errors naming it.
 rm -rf "$dir.slurm"
-! FAKE_SBATCH_FAIL=1 PATH="$fake_slurm:$PATH" "$posenc" passkey --model "$model" --lengths 400 --depths 0 \
+! FAKE_SBATCH=fail PATH="$fake_slurm:$PATH" "$posenc" passkey --model "$model" --lengths 400 --depths 0 \
   --executor slurm --partition nope --out "$dir.slurm" >"$dir.log" 2>&1 || fail "failing sbatch succeeded"
 expect "sbatch = .*failed (exit status 1): sbatch: error: invalid partition specified: nope"
 ! PATH=/nonexistent "$posenc" passkey --model "$model" --lengths 400 --depths 0 --executor slurm \
