@@ -2,8 +2,8 @@
 // posenc grid status DIR                   finished / missing cells, Slurm jobs, time left
 // posenc grid merge DIR [--json]           the report from the finished cells
 //
-// The follow-up commands of a grid run by `posenc study` or `posenc passkey`
-// (grid.h says what a grid directory holds).
+// The follow-up commands of a grid run by `posenc study`, `posenc passkey`
+// or `posenc zoo` (grid.h says what a grid directory holds).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -93,7 +93,7 @@ void Merge(const GridOptions& o) {
 
 void AddGridCommands(CLI::App& app) {
   CLI::App* grid = app.add_subcommand("grid",
-                                      "Follow up a grid (posenc study/passkey --out DIR): status, merge; "
+                                      "Follow up a grid (posenc study/passkey/zoo --out DIR): status, merge; "
                                       "cell computes one cell");
   grid->require_subcommand(1);
   auto o = std::make_shared<GridOptions>();
