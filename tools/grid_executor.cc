@@ -97,7 +97,7 @@ std::string DescribeStatus(int status) {
 // what happened when it gave no answer in time.
 ProgramOutput RunSlurmProgram(const std::vector<std::string>& argv, const std::string& subject,
                               const ExecutorOptions& o) {
-  const ProgramOutput out = RunBoundedProgram(argv, o.slurm_timeout_s);
+  ProgramOutput out = RunBoundedProgram(argv, o.slurm_timeout_s);
   if (out.timed_out) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", o.slurm_timeout_s);
@@ -107,6 +107,7 @@ ProgramOutput RunSlurmProgram(const std::vector<std::string>& argv, const std::s
   }
   return out;
 }
+
 bool OnPath(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path != nullptr ? path : "");
