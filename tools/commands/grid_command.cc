@@ -2,19 +2,20 @@
 // posenc grid status DIR                   finished / missing cells, Slurm jobs, time left
 // posenc grid merge DIR [--json]           the report from the finished cells
 //
-// The follow-up commands of a grid run by `posenc study` or `posenc passkey`
-// (grid.h says what a grid directory holds).
+// The follow-up commands of a grid run by `posenc study`, `posenc passkey`
+// or `posenc zoo` (grid.h says what a grid directory holds).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "commands.h"
 #include "grid/grid.h"
 #include "grid/grid_executor.h"
 #include "grid/grid_kind.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/parallel.h"
 
 namespace posenc::cli {
@@ -29,6 +30,7 @@ struct GridOptions {
 };
 
 void ComputeCell(const GridOptions& o) {
+  RequireCellKey(o.key);
   const Grid grid = ReadGrid(o.dir);
   const auto it = grid.cells.find(o.key);
   Require(it != grid.cells.end(), kOp, "key", o.key, "is not a cell of the grid in " + o.dir);
@@ -45,19 +47,18 @@ void ComputeCell(const GridOptions& o) {
 void PrintStatus(const GridOptions& o) {
   const Grid grid = ReadGrid(o.dir);
   const GridScan scan = ScanGrid(o.dir, grid);
-  std::printf("%s: a %s grid of posenc %s, model %s\n", o.dir.c_str(), grid.kind.c_str(), grid.version.c_str(),
-              grid.inputs.at("model").at("path").get<std::string>().c_str());
+  // The inputs the kind has (study: model and text; passkey: model; zoo:
+  // corpus and text), whichever they are: ReadGrid checked their form.
+  std::string inputs;
+  for (const auto& [name, input] : grid.inputs.items()) {
+    inputs += ", " + name + " " + EscapeControlBytes(input.at("path").get<std::string>());
+  }
+  std::printf("%s: a %s grid of posenc %s%s\n", o.dir.c_str(), grid.kind.c_str(), grid.version.c_str(), inputs.c_str());
   std::printf("cells: %zu, finished %zu, missing %zu\n", grid.cells.size(), scan.finished.size(), scan.missing.size());
   // Time left, from the finished cells' seconds per flop (the cost model).
-  double seconds = 0, flops = 0, missing_flops = 0;
+  const double seconds = scan.finished_core_seconds;
+  double flops = 0, missing_flops = 0;
   for (const auto& [key, result] : scan.finished) flops += grid.cells.at(key).flops;
-  for (const auto& entry : std::filesystem::directory_iterator(o.dir + "/cells")) {
-    std::ifstream in(entry.path());
-    const nlohmann::json cell = nlohmann::json::parse(in, nullptr, false);
-    if (cell.is_object() && scan.finished.contains(cell.value("key", std::string()))) {
-      seconds += cell.value("seconds", 0.0) * cell.value("threads", 1);
-    }
-  }
   for (const std::string& key : scan.missing) missing_flops += grid.cells.at(key).flops;
   if (flops > 0 && !scan.missing.empty()) {
     std::printf("compute left: about %.1f core-minutes (from the finished cells: %.2f GFLOP/s per core)\n",
@@ -67,11 +68,17 @@ void PrintStatus(const GridOptions& o) {
     std::printf("  missing %s %s\n", scan.missing[i].c_str(), grid.cells.at(scan.missing[i]).label.c_str());
   }
   if (scan.missing.size() > 10) std::printf("  … and %zu more\n", scan.missing.size() - 10);
-  for (const std::string& path : scan.unreadable) std::printf("  cut short (computed again): %s\n", path.c_str());
+  for (const std::string& why : scan.unreadable) std::printf("  not a whole cell (computed again): %s\n", why.c_str());
+  for (const std::string& why : scan.strays) std::printf("  not a cell: %s\n", why.c_str());
   for (const std::string& why : scan.foreign) std::printf("  of other results (merge refuses): %s\n", why.c_str());
   if (scan.others > 0)
     std::printf("  %lld finished cell(s) of earlier grids, not asked for now\n", static_cast<long long>(scan.others));
-  std::ifstream jobs(o.dir + "/slurm/jobs");
+  // slurm/jobs: one line per submitted array (grid_executor.cc); read only
+  // as a regular file of bounded size, like every grid file.
+  const std::string jobs_path = o.dir + "/slurm/jobs";
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(jobs_path, ec))) return;
+  std::istringstream jobs(ReadRegularFile(kOp, "slurm/jobs", jobs_path, kMaxGridFileBytes, "one line a submission"));
   std::string id, stamp, count;
   while (jobs >> id >> stamp >> count)
     std::printf("slurm job %s: %s cells (%s)\n", id.c_str(), count.c_str(), stamp.c_str());
@@ -86,7 +93,7 @@ void Merge(const GridOptions& o) {
 
 void AddGridCommands(CLI::App& app) {
   CLI::App* grid = app.add_subcommand("grid",
-                                      "Follow up a grid (posenc study/passkey --out DIR): status, merge; "
+                                      "Follow up a grid (posenc study/passkey/zoo --out DIR): status, merge; "
                                       "cell computes one cell");
   grid->require_subcommand(1);
   auto o = std::make_shared<GridOptions>();

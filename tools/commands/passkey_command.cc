@@ -14,6 +14,7 @@
 #include "grid/grid_executor.h"
 #include "options/model_inputs.h"
 #include "options/output_files.h"
+#include "grid/passkey_grid.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/passkey.h"
@@ -70,10 +71,8 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
       for (const double depth : depths) {
         for (std::int64_t trial = 0; trial < o.trials; ++trial) {
           GridCell cell = cost;
-          cell.params = {
-              {"kind", "passkey"},  {"version", grid.version}, {"model_sha256", grid.inputs["model"]["sha256"]},
-              {"method", computed}, {"length", length},        {"depth", depth},
-              {"trial", trial},     {"seed", o.seed},          {"max_new_tokens", o.max_new_tokens}};
+          cell.params = {{"method", computed}, {"length", length}, {"depth", depth},
+                         {"trial", trial},     {"seed", o.seed},   {"max_new_tokens", o.max_new_tokens}};
           char label[160];
           std::snprintf(label, sizeof label, "L %lld depth %.2f trial %lld %s", static_cast<long long>(length), depth,
                         static_cast<long long>(trial), computed.c_str());
@@ -95,9 +94,10 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
 
 void Run(const PasskeyOptions& o) {
   RequireOutputDirectory(kOp, "--out", o.out);
-  for (const double depth : o.depths) {
-    Require(depth >= 0 && depth <= 1, kOp, "--depths", depth, "must be in [0, 1] (the share of filler before the key)");
-  }
+  for (const std::int64_t length : o.lengths) CheckPasskeyLength(length);
+  for (const double depth : o.depths) CheckPasskeyDepth(depth);
+  CheckPasskeyTrials(o.trials);
+  CheckPasskeyMaxNewTokens(o.max_new_tokens);
   std::vector<std::int64_t> lengths = o.lengths;
   std::vector<double> depths = o.depths;
   std::sort(lengths.begin(), lengths.end());
@@ -121,20 +121,15 @@ void AddPasskeyCommand(CLI::App& app) {
   cmd->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens, comma-separated")
       ->delimiter(',')
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
       ->capture_default_str();
   cmd->add_option("--depths", o->depths, "Depths of the key in [0, 1], comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--trials", o->trials, "Keys per (length, depth)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}))
-      ->capture_default_str();
+  cmd->add_option("--trials", o->trials, "Keys per (length, depth), 1 to 1000")->capture_default_str();
   AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
                    "none yarn self-extend lambda");
   cmd->add_option("--seed", o->seed, "Seed of the keys")->capture_default_str();
-  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens generated per trial")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{256}))
-      ->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens generated per trial, 1 to 256")->capture_default_str();
   cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; passkey.md, passkey.json, passkey.png)")
       ->capture_default_str();
   AddExecutorOptions(*cmd, o->executor);

@@ -21,6 +21,7 @@
 #include "options/model_inputs.h"
 #include "options/output_files.h"
 #include "posenc/error.h"
+#include "grid/study_grid.h"
 
 namespace posenc::cli {
 namespace {
@@ -77,13 +78,7 @@ Grid PlanGrid(const StudyOptions& o, const std::vector<std::int64_t>& lengths,
       const ExtensionPlan plan = PlanContextExtension(extensions[m], hp.rope, hp.context_length, length);
       const bool same = SameAsModelRope(plan, hp.rope, length);
       const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
-      GridCell cell{.params = {{"kind", "study"},
-                               {"version", grid.version},
-                               {"model_sha256", grid.inputs["model"]["sha256"]},
-                               {"text_sha256", grid.inputs["text"]["sha256"]},
-                               {"method", computed},
-                               {"length", length},
-                               {"windows", o.windows}},
+      GridCell cell{.params = {{"method", computed}, {"length", length}, {"windows", o.windows}},
                     .label = "L " + std::to_string(length) + " " + computed,
                     .flops = static_cast<double>(o.windows) * model.ForwardFlops(length),
                     .memory_bytes = model.WeightBytes() + model.ActivationBytes(length) + model.CacheBytes(length)};
@@ -97,6 +92,9 @@ Grid PlanGrid(const StudyOptions& o, const std::vector<std::int64_t>& lengths,
 void Run(const StudyOptions& o) {
   RequireOutputDirectory(kOp, "--out", o.out);
   Require(!o.lengths.empty(), kOp, "lengths", Verbatim{"[]"}, "must list at least one length");
+  for (const std::int64_t length : o.lengths) CheckStudyLength(length);
+  CheckStudyWindows(o.windows);
+  CheckStudyBucket(o.bucket);
   std::vector<std::int64_t> lengths = o.lengths;
   std::sort(lengths.begin(), lengths.end());
   const auto repeated = std::adjacent_find(lengths.begin(), lengths.end());
@@ -121,15 +119,12 @@ void AddStudyCommand(CLI::App& app) {
   study->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
   study->add_option("--text", o->text, "UTF-8 text file (scripts/fetch-texts)")->capture_default_str();
   study->add_option("--lengths", o->lengths, "Context lengths, comma-separated (default 12288: 1.5x SmolLM2's 8192)")
-      ->delimiter(',')
-      ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 24));
+      ->delimiter(',');
   AddMethodsOption(*study, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
                    "every method with its defaults");
-  study->add_option("--windows", o->windows, "Windows per length (the loss at each position is their mean)")
-      ->check(CLI::Range(1, 1000))
+  study->add_option("--windows", o->windows, "Windows per length (the loss at each position is their mean; 1 to 1000)")
       ->capture_default_str();
-  study->add_option("--bucket", o->bucket, "Tokens per point of the loss-by-position curves")
-      ->check(CLI::Range(1, 1 << 20))
+  study->add_option("--bucket", o->bucket, "Tokens per point of the loss-by-position curves (1 to 2^20)")
       ->capture_default_str();
   study->add_option("--out", o->out, "Grid directory (grid.json, cells/; study.md, study.json, study.png)")
       ->capture_default_str();

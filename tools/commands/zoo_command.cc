@@ -86,6 +86,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
   nlohmann::json train = ZooTrainJson(o.train);
   train.erase("seed");
   const std::int64_t bucket = o.bucket > 0 ? o.bucket : std::max<std::int64_t>(1, train_length / 8);
+  CheckZooBucket(bucket);
   Grid grid{.kind = "zoo",
             .version = GridVersion(),
             .inputs = {{"corpus", GridInput(kOp, o.corpus)}, {"text", GridInput(kOp, o.text)}},
@@ -109,11 +110,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
         for (const std::int64_t length : lengths) PlanTinyLmExtension(config, m, length);
       }
     }
-    if (scheme == PositionScheme::kLearned) {
-      Require(lengths.back() <= train_length * train_length, kOp, "--lengths", lengths.back(),
-              "must be <= train_length^2 = " + std::to_string(train_length * train_length) +
-                  " for a learned table (the most its hierarchical decomposition reaches)");
-    }
+    CheckZooLengths(config, lengths);
     // The order of work: training, then each evaluation's forward passes.
     double flops =
         static_cast<double>(o.train.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length);
@@ -128,11 +125,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
     for (const std::int64_t seed : o.seeds) {
       TinyLmTrainOptions seeded = o.train;
       seeded.seed = seed;
-      GridCell cell{.params = {{"kind", "zoo"},
-                               {"version", grid.version},
-                               {"corpus_sha256", grid.inputs["corpus"]["sha256"]},
-                               {"text_sha256", grid.inputs["text"]["sha256"]},
-                               {"scheme", PositionSchemeName(scheme)},
+      GridCell cell{.params = {{"scheme", PositionSchemeName(scheme)},
                                {"model", ZooConfigJson(config)},
                                {"train", ZooTrainJson(seeded)},
                                {"lengths", lengths},
@@ -155,7 +148,7 @@ void Run(const ZooOptions& o) {
   Require(train_length >= 2, kOp, "--train-len", train_length,
           "must be >= 2 (a sequence of one byte has nothing to attend to)");
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
-  Require(o.eval_bytes >= 1, kOp, "--eval-bytes", o.eval_bytes, "must be >= 1 (predicted bytes a length)");
+  CheckZooEvalBytes(o.eval_bytes);
   Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
   Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
   for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
@@ -166,11 +159,9 @@ void Run(const ZooOptions& o) {
   if (lengths.empty()) {
     for (const std::int64_t factor : {1, 2, 4, 8, 16}) lengths.push_back(factor * train_length);
   }
-  for (const std::int64_t length : lengths) {
-    Require(length >= 1, kOp, "--lengths", length, "must be >= 1 (bytes predicted a window)");
-  }
   std::sort(lengths.begin(), lengths.end());
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  CheckZooLengths(o.config, lengths);
   std::vector<std::int64_t> seeds = o.seeds;
   std::sort(seeds.begin(), seeds.end());
   seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());

@@ -1,14 +1,16 @@
 #include "grid/file_digest.h"
 
 #include <openssl/evp.h>
+#include <unistd.h>
 
 #include <array>
-#include <cstdio>
+#include <cerrno>
 #include <memory>
 #include <stdexcept>
 #include <vector>
 
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 
 namespace posenc::cli {
 namespace {
@@ -51,16 +53,22 @@ std::string Sha256Hex(std::string_view data) {
 }
 
 std::string FileSha256(const std::string& op, const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
-  if (!file) ThrowError(op, "path", FormatValue(path), "cannot be opened for reading");
+  // A regular file only: a FIFO would block the read forever, /dev/zero
+  // never ends.
+  const OpenedFile file = OpenRegularFile(op, "path", path);
   Sha256 sha;
   std::vector<char> block(1 << 20);
   while (true) {
-    const std::size_t n = std::fread(block.data(), 1, block.size(), file.get());
-    sha.Update(block.data(), n);
-    if (n < block.size()) break;
+    const ssize_t n = ::read(file.fd, block.data(), block.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(file.fd);
+      ThrowError(op, "path", FormatValue(path), "cannot be read");
+    }
+    if (n == 0) break;
+    sha.Update(block.data(), static_cast<std::size_t>(n));
   }
-  if (std::ferror(file.get())) ThrowError(op, "path", FormatValue(path), "cannot be read");
+  ::close(file.fd);
   return sha.HexDigest();
 }
 

@@ -1,30 +1,37 @@
 #include "grid/grid.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
 #include "grid/file_digest.h"
 #include "options/output_files.h"
+#include "grid/grid_kind.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 
 namespace posenc::cli {
 namespace {
 
 constexpr const char* kOp = "grid";
+// A cell key is the first 24 hex digits (96 bits) of the SHA-256 of its
+// parameters: collisions are out of reach for any grid, and the grids
+// published in docs/gallery keep their names.
 constexpr int kGridFormat = 1;
+constexpr std::size_t kCellKeyDigits = 24;
 
 std::string GridPath(const std::string& dir) { return dir + "/grid.json"; }
 
-// The JSON in `path`, or nullopt when it is missing, cut short or not JSON.
-std::optional<nlohmann::json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
+// The JSON in the regular file `path`, or nullopt when it is cut short or
+// not JSON. Throws posenc::Error (parameter `parameter`) when the file is
+// missing, not a regular file (a FIFO is never waited on) or larger than
+// kMaxGridFileBytes.
+std::optional<nlohmann::json> ReadJsonFile(const char* parameter, const std::string& path) {
+  const std::string text = ReadRegularFile(kOp, parameter, path, kMaxGridFileBytes,
+                                           "a grid file holds at most a million cells or 2^24 losses");
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
   if (json.is_discarded()) return std::nullopt;
   return json;
 }
@@ -81,13 +88,134 @@ std::string GridVersion() { return POSENC_VERSION; }
 
 std::string CellKey(const nlohmann::json& params) {
   // nlohmann::json keeps object keys sorted: the dump is canonical.
-  return Sha256Hex(params.dump()).substr(0, 24);
+  return Sha256Hex(params.dump()).substr(0, kCellKeyDigits);
 }
 
-void AddGridEntry(Grid& grid, nlohmann::json row, const GridCell& cell) {
+bool IsCellKey(std::string_view key) {
+  return key.size() == kCellKeyDigits && key.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+void RequireCellKey(const std::string& key) {
+  Require(IsCellKey(key), kOp, "key", key, "must be a cell key (24 lower-case hex digits, as in grid.json)");
+}
+
+void StampCellParams(const Grid& grid, nlohmann::json& params) {
+  params["kind"] = grid.kind;
+  params["version"] = grid.version;
+  for (const auto& [name, input] : grid.inputs.items()) params[name + "_sha256"] = input.at("sha256");
+}
+
+void AddGridEntry(Grid& grid, nlohmann::json row, GridCell cell) {
+  StampCellParams(grid, cell.params);
   const std::string key = CellKey(cell.params);
-  grid.cells.try_emplace(key, cell);
+  grid.cells.try_emplace(key, std::move(cell));
   grid.entries.push_back({std::move(row), key});
+}
+
+GridField GridField::Child(std::string_view name) const {
+  return {file, path.empty() ? std::string(name) : path + "." + std::string(name)};
+}
+
+void GridField::Fail(const std::string& value, std::string_view rule) const {
+  ThrowError(kOp, "file", FormatValue(file), path + " = " + value + ": " + std::string(rule));
+}
+
+void GridField::FailWith(std::string_view error) const {
+  ThrowError(kOp, "file", FormatValue(file), path + ": " + std::string(error));
+}
+
+namespace {
+
+// The member `name` of `object`, or a failure naming it.
+const nlohmann::json& Member(const GridField& at, const nlohmann::json& object, std::string_view name) {
+  if (!object.is_object()) at.Fail(EscapeControlBytes(object.dump().substr(0, 80)), "must be a JSON object");
+  const auto it = object.find(std::string(name));
+  if (it == object.end()) at.Child(name).Fail("missing", "is required");
+  return *it;
+}
+
+// The value as a message prints it (at most 80 characters of its JSON).
+std::string Shown(const nlohmann::json& value) {
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() > 80) text = text.substr(0, 80) + "…";
+  return EscapeControlBytes(text);
+}
+
+std::int64_t AsInt(const GridField& at, const nlohmann::json& v) {
+  if (v.is_number_integer() &&
+      (!v.is_number_unsigned() || v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX))) {
+    return v.get<std::int64_t>();
+  }
+  at.Fail(Shown(v), "must be an integer (a signed 64-bit one)");
+}
+
+double AsNumber(const GridField& at, const nlohmann::json& v) {
+  if (v.is_number() && std::isfinite(v.get<double>())) return v.get<double>();
+  at.Fail(Shown(v), "must be a finite number");
+}
+
+std::string AsString(const GridField& at, const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  at.Fail(Shown(v), "must be a string");
+}
+
+template <class T, class Convert>
+std::vector<T> List(const GridField& at, const nlohmann::json& v, Convert convert) {
+  if (!v.is_array()) at.Fail(Shown(v), "must be a list");
+  std::vector<T> out;
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(convert(at.Child(std::to_string(i)), v[i]));
+  return out;
+}
+
+}  // namespace
+
+const nlohmann::json& GridField::Object(const nlohmann::json& object, std::string_view name) const {
+  const nlohmann::json& v = Member(*this, object, name);
+  if (!v.is_object()) Child(name).Fail(Shown(v), "must be a JSON object");
+  return v;
+}
+
+const nlohmann::json& GridField::Array(const nlohmann::json& object, std::string_view name) const {
+  const nlohmann::json& v = Member(*this, object, name);
+  if (!v.is_array()) Child(name).Fail(Shown(v), "must be a list");
+  return v;
+}
+
+std::string GridField::String(const nlohmann::json& object, std::string_view name) const {
+  return AsString(Child(name), Member(*this, object, name));
+}
+
+std::int64_t GridField::Int(const nlohmann::json& object, std::string_view name) const {
+  return AsInt(Child(name), Member(*this, object, name));
+}
+
+std::uint64_t GridField::Unsigned(const nlohmann::json& object, std::string_view name) const {
+  const nlohmann::json& v = Member(*this, object, name);
+  if (!v.is_number_unsigned()) Child(name).Fail(Shown(v), "must be an integer >= 0 (an unsigned 64-bit one)");
+  return v.get<std::uint64_t>();
+}
+
+double GridField::Number(const nlohmann::json& object, std::string_view name) const {
+  return AsNumber(Child(name), Member(*this, object, name));
+}
+
+bool GridField::Bool(const nlohmann::json& object, std::string_view name) const {
+  const nlohmann::json& v = Member(*this, object, name);
+  if (!v.is_boolean()) Child(name).Fail(Shown(v), "must be true or false");
+  return v.get<bool>();
+}
+
+std::vector<std::int64_t> GridField::Ints(const nlohmann::json& object, std::string_view name) const {
+  return List<std::int64_t>(Child(name), Member(*this, object, name), AsInt);
+}
+
+std::vector<double> GridField::Numbers(const nlohmann::json& object, std::string_view name) const {
+  return List<double>(Child(name), Member(*this, object, name), AsNumber);
+}
+
+std::vector<std::string> GridField::Strings(const nlohmann::json& object, std::string_view name) const {
+  return List<std::string>(Child(name), Member(*this, object, name), AsString);
 }
 
 std::string CellPath(const std::string& dir, const std::string& key) { return dir + "/cells/" + key + ".json"; }
@@ -95,8 +223,9 @@ std::string CellLogPath(const std::string& dir, const std::string& key) { return
 
 void WriteGrid(const std::string& dir, const Grid& grid) {
   Require(!grid.entries.empty(), kOp, "cells", 0, "the grid is empty: give at least one method, length and depth");
-  if (std::filesystem::exists(GridPath(dir))) {
-    const std::optional<nlohmann::json> old = ReadJsonFile(GridPath(dir));
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(GridPath(dir), ec))) {
+    const std::optional<nlohmann::json> old = ReadJsonFile("grid.json", GridPath(dir));
     Require(old && old->is_object() && old->contains("kind"), kOp, "out", dir,
             "holds a grid.json that is not a posenc grid: remove it or choose another directory");
     const std::string kind = old->value("kind", std::string());
@@ -118,32 +247,54 @@ void WriteGrid(const std::string& dir, const Grid& grid) {
 }
 
 Grid ReadGrid(const std::string& dir) {
-  const std::optional<nlohmann::json> json = ReadJsonFile(GridPath(dir));
-  Require(json.has_value(), kOp, "dir", dir,
-          "has no readable grid.json (run posenc study or posenc passkey with --out DIR first)");
+  const std::string path = GridPath(dir);
+  std::error_code ec;
+  Require(std::filesystem::exists(std::filesystem::symlink_status(path, ec)), kOp, "dir", dir,
+          "has no grid.json (run posenc study, passkey or zoo with --out DIR first)");
+  const std::optional<nlohmann::json> json = ReadJsonFile("grid.json", path);
+  const GridField top{.file = path, .path = ""};
+  if (!json) top.Fail("(not JSON)", "must be a grid written by posenc (it is cut short or not JSON)");
   Grid grid;
-  try {
-    Require(json->at("posenc_grid").get<int>() == kGridFormat, kOp, "grid.json", json->at("posenc_grid").dump(),
-            "is a grid format this posenc does not read");
-    grid.kind = json->at("kind").get<std::string>();
-    grid.version = json->at("version").get<std::string>();
-    grid.inputs = json->at("inputs");
-    grid.settings = json->at("settings");
-    for (const auto& [key, cell] : json->at("cells").items()) {
-      grid.cells[key] = GridCell{.params = cell.at("params"),
-                                 .label = cell.at("label").get<std::string>(),
-                                 .flops = cell.at("flops").get<double>(),
-                                 .memory_bytes = cell.at("memory_bytes").get<double>()};
-    }
-    for (nlohmann::json row : json->at("entries")) {
-      std::string key = row.at("cell").get<std::string>();
-      Require(grid.cells.contains(key), kOp, "grid.json", key, "is an entry's cell that the grid does not list");
-      row.erase("cell");
-      grid.entries.push_back({std::move(row), std::move(key)});
-    }
-  } catch (const nlohmann::json::exception& e) {
-    ThrowError(kOp, "grid.json", FormatValue(GridPath(dir)), std::string("is not a whole grid: ") + e.what());
+  const std::int64_t format = top.Int(*json, "posenc_grid");
+  if (format != kGridFormat) {
+    top.Child("posenc_grid")
+        .Fail(std::to_string(format),
+              "is a grid format this posenc does not read (it reads " + std::to_string(kGridFormat) + ")");
   }
+  grid.kind = top.String(*json, "kind");
+  top.Child("kind").Check([&] { FindGridKind(grid.kind); });
+  grid.version = top.String(*json, "version");
+  grid.inputs = top.Object(*json, "inputs");
+  for (const auto& [name, input] : grid.inputs.items()) {
+    const GridField at = top.Child("inputs").Child(name);
+    at.String(input, "path");
+    const std::string digest = at.String(input, "sha256");
+    if (!IsCellKey(digest))
+      at.Child("sha256").Fail(FormatValue(digest), "must be a SHA-256 (64 lower-case hex digits)");
+  }
+  grid.settings = top.Object(*json, "settings");
+  for (const auto& [key, cell] : top.Object(*json, "cells").items()) {
+    const GridField at = top.Child("cells").Child(key);
+    if (!IsCellKey(key)) at.Fail(FormatValue(key), "must be a cell key (24 lower-case hex digits)");
+    GridCell parsed{.params = at.Object(cell, "params"),
+                    .label = at.String(cell, "label"),
+                    .flops = at.Number(cell, "flops"),
+                    .memory_bytes = at.Number(cell, "memory_bytes")};
+    if (parsed.flops < 0) at.Child("flops").Fail(FormatValue(parsed.flops), "must be >= 0");
+    if (parsed.memory_bytes < 0) at.Child("memory_bytes").Fail(FormatValue(parsed.memory_bytes), "must be >= 0");
+    grid.cells.emplace(key, std::move(parsed));
+  }
+  const nlohmann::json& entries = top.Array(*json, "entries");
+  if (entries.empty()) top.Child("entries").Fail("[]", "must list at least one entry (a grid plans one or more)");
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const GridField at = top.Child("entries").Child(std::to_string(i));
+    nlohmann::json row = entries[i];
+    std::string key = at.String(row, "cell");
+    if (!grid.cells.contains(key)) at.Child("cell").Fail(FormatValue(key), "must be a key of `cells`");
+    row.erase("cell");
+    grid.entries.push_back({std::move(row), std::move(key)});
+  }
+  FindGridKind(grid.kind).check(grid, top);
   return grid;
 }
 
@@ -154,17 +305,32 @@ GridScan ScanGrid(const std::string& dir, const Grid& grid) {
     const std::string path = file.path().string();
     if (file.path().extension() != ".json") continue;  // a writer's temporary
     const std::string key = file.path().stem().string();
-    const std::optional<nlohmann::json> cell = ReadJsonFile(path);
-    const bool whole = cell && cell->is_object() && cell->contains("params") && cell->contains("result") &&
+    if (!IsCellKey(key)) {
+      scan.strays.push_back(path + ": not named KEY.json (ignored)");
+      continue;
+    }
+    std::optional<nlohmann::json> cell;
+    try {
+      cell = ReadJsonFile("cell", path);
+    } catch (const Error& e) {
+      scan.unreadable.push_back(path + ": " + e.what());
+      continue;
+    }
+    const bool whole = cell && cell->is_object() && cell->contains("params") && cell->at("params").is_object() &&
+                       cell->contains("result") && cell->at("result").is_object() &&
+                       cell->at("result").contains("seconds") && cell->at("result").at("seconds").is_number() &&
                        cell->value("key", std::string()) == key;
     if (!whole) {
-      scan.unreadable.push_back(path);
+      scan.unreadable.push_back(path + ": cut short or not a cell");
       continue;
     }
     const nlohmann::json& params = cell->at("params");
-    const std::string why = StampMismatch(grid, params.value("version", std::string()), [&](const std::string& name) {
-      return params.value(name + "_sha256", std::string());
-    });
+    const auto text_of = [&](const std::string& name) {
+      const auto it = params.find(name);
+      return it != params.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    const std::string why =
+        StampMismatch(grid, text_of("version"), [&](const std::string& name) { return text_of(name + "_sha256"); });
     if (!why.empty()) {
       std::string note = path;
       note += ": computed by ";
@@ -172,6 +338,13 @@ GridScan ScanGrid(const std::string& dir, const Grid& grid) {
       scan.foreign.push_back(std::move(note));
     } else if (grid.cells.contains(key)) {
       scan.finished[key] = cell->at("result");
+      // The cell's compute time (WriteCellResult) times its threads: what
+      // `grid status` turns into a rate per core.
+      const auto number = [&](const char* name, double otherwise) {
+        const auto it = cell->find(name);
+        return it != cell->end() && it->is_number() ? it->get<double>() : otherwise;
+      };
+      scan.finished_core_seconds += number("seconds", 0) * std::max(1.0, number("threads", 1));
     } else {
       ++scan.others;
     }

@@ -9,13 +9,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <sstream>
 #include <system_error>
 #include <thread>
 
+#include "grid/bounded_program.h"
+#include "grid/child_watch.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
 
@@ -89,17 +93,18 @@ std::string DescribeStatus(int status) {
   return "status " + std::to_string(status);
 }
 
-struct CommandOutput {
-  int status = 0;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs a program found on PATH (sbatch, squeue) and returns what it printed.
-CommandOutput RunProgram(const std::vector<std::string>& argv, const std::string& scratch) {
-  const pid_t pid = Spawn(argv, scratch, true);
-  CommandOutput out{.status = WaitFor(pid), .output = Last(scratch, 4000)};
-  std::filesystem::remove(scratch);
-  while (!out.output.empty() && (out.output.back() == '\n' || out.output.back() == ' ')) out.output.pop_back();
+// Runs sbatch or squeue within --slurm-timeout; throws posenc::Error saying
+// what happened when it gave no answer in time.
+ProgramOutput RunSlurmProgram(const std::vector<std::string>& argv, const std::string& subject,
+                              const ExecutorOptions& o) {
+  ProgramOutput out = RunBoundedProgram(argv, o.slurm_timeout_s);
+  if (out.timed_out) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", o.slurm_timeout_s);
+    ThrowError(kOp, argv[0], subject,
+               std::string("gave no answer in ") + seconds + " s (--slurm-timeout), so it was killed" +
+                   (out.output.empty() ? "" : "; it printed: " + EscapeControlBytes(out.output.substr(0, 200))));
+  }
   return out;
 }
 
@@ -113,6 +118,8 @@ bool OnPath(const std::string& program) {
   return false;
 }
 
+// A word for sh: in single quotes, each ' written as '\''. Any byte,
+// newlines included, stays inside the word.
 std::string ShellQuote(const std::string& s) {
   std::string q = "'";
   for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -133,6 +140,17 @@ std::vector<std::string> MissingByCost(const Grid& grid, const GridScan& scan) {
     return grid.cells.at(a).flops > grid.cells.at(b).flops;
   });
   return keys;
+}
+
+// A stop signal came while cells run: sends it on to each, waits for them
+// all, and dies of it (ChildWatch). Their finished cells are kept; a cell
+// cut short leaves only a temporary file, so the same command resumes.
+[[noreturn]] void StopCells(const std::map<pid_t, std::string>& running, int signal) {
+  std::fprintf(stderr, "grid: %s: stopping %zu running cell(s); the finished cells are kept\n", strsignal(signal),
+               running.size());
+  for (const auto& [pid, key] : running) ::kill(pid, signal);
+  for (const auto& [pid, key] : running) WaitFor(pid);
+  ChildWatch::DieOf(signal);
 }
 
 void RunLocal(const std::string& dir, const Grid& grid, const std::vector<std::string>& keys,
@@ -157,17 +175,21 @@ void RunLocal(const std::string& dir, const Grid& grid, const std::vector<std::s
   std::map<pid_t, std::string> running;
   std::vector<std::string> failed;
   std::size_t next = 0, done = 0;
-  while (!running.empty() || (next < keys.size() && failed.empty())) {
+  const ChildWatch watch;
+  while (true) {
+    if (const int signal = watch.StopSignal(); signal != 0) StopCells(running, signal);
     while (running.size() < static_cast<std::size_t>(jobs) && next < keys.size() && failed.empty()) {
       const std::string& key = keys[next++];
       running[Spawn({program, "grid", "cell", dir, key, "--threads", std::to_string(threads)}, CellLogPath(dir, key),
                     false)] = key;
     }
+    if (running.empty()) break;
     int status = 0;
-    const pid_t pid = ::wait(&status);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category(), "wait");
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "waitpid");
+    if (pid <= 0) {
+      watch.Wait();  // a cell's end or a stop signal
+      continue;
     }
     const std::string key = running.at(pid);
     running.erase(pid);
@@ -197,6 +219,38 @@ void RunLocal(const std::string& dir, const Grid& grid, const std::vector<std::s
   }
 }
 
+bool Matches(const std::string& text, const char* pattern) { return std::regex_match(text, std::regex(pattern)); }
+
+// The Slurm values that go into the batch script's #SBATCH lines, each
+// checked against Slurm's own syntax, so that no text can become a line of
+// its own there (a newline in --partition once ran as a shell command).
+void CheckSlurmOptions(const ExecutorOptions& o) {
+  if (!o.partition.empty()) {
+    Require(Matches(o.partition, "[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*"), kOp, "--partition", o.partition,
+            "must be Slurm partition names (letters, digits, _ . -), separated by commas");
+  }
+  if (!o.time.empty()) {
+    Require(Matches(o.time, "[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}|infinite|unlimited|INFINITE|UNLIMITED"),
+            kOp, "--time", o.time,
+            "must be a Slurm time: minutes, minutes:seconds, hours:minutes:seconds, days-hours, "
+            "days-hours:minutes, days-hours:minutes:seconds, or unlimited");
+  }
+  if (!o.mem.empty()) {
+    Require(Matches(o.mem, "[0-9]+[KMGTkmgt]?"), kOp, "--mem", o.mem,
+            "must be a Slurm memory size: a whole number with an optional unit K, M, G or T (default M)");
+  }
+  Require(std::isfinite(o.slurm_timeout_s) && o.slurm_timeout_s > 0 && o.slurm_timeout_s <= 3600, kOp,
+          "--slurm-timeout", o.slurm_timeout_s, "must be in (0, 3600] seconds");
+}
+
+// `path` as a Slurm filename pattern: each % doubled, so only the %a we add
+// is replaced.
+std::string SlurmPatternQuote(const std::string& path) {
+  std::string out;
+  for (const char c : path) out += c == '%' ? std::string("%%") : std::string(1, c);
+  return out;
+}
+
 // Submits one job array over `keys`; returns its job id.
 std::string SubmitSlurmArray(const std::string& dir, const Grid& grid, const std::vector<std::string>& keys,
                              const ExecutorOptions& o) {
@@ -221,11 +275,17 @@ std::string SubmitSlurmArray(const std::string& dir, const Grid& grid, const std
   // default may be far less, or the whole node.
   const std::string mem =
       !o.mem.empty() ? o.mem : std::to_string(static_cast<std::int64_t>(memory * 1.25 / 1e6) + 256) + "M";
-  std::string script = "#!/bin/sh\n# posenc " + grid.kind + " grid " + abs_dir + ": " + std::to_string(keys.size()) +
-                       " cells, one array task each (posenc grid cell).\n";
+  // Every path of the script is in sh quotes; the #SBATCH lines hold only
+  // values of Slurm's syntax (CheckSlurmOptions; the kind is one of the
+  // known names). The log pattern, a path, goes to sbatch as an argument:
+  // an #SBATCH line cannot quote every path.
+  const std::string log_pattern = SlurmPatternQuote(slurm_dir + "/" + stamp) + "-%a.log";
+  std::string script = "#!/bin/sh\n# posenc " + grid.kind + " grid " + EscapeControlBytes(abs_dir) + ": " +
+                       std::to_string(keys.size()) + " cells, one array task each (posenc grid cell).\n";
+  script += "# Submitted as: sbatch --parsable --output=<" + EscapeControlBytes(slurm_dir) + "/" + stamp +
+            "-%a.log> <this script>\n";
   script += "#SBATCH --job-name=posenc-" + grid.kind + "\n";
   script += "#SBATCH --array=0-" + std::to_string(keys.size() - 1) + "\n";
-  script += "#SBATCH --output=" + slurm_dir + "/" + stamp + "-%a.log\n";
   script += "#SBATCH --mem=" + mem + "\n";
   if (o.cpus_per_task > 0) script += "#SBATCH --cpus-per-task=" + std::to_string(o.cpus_per_task) + "\n";
   if (!o.partition.empty()) script += "#SBATCH --partition=" + o.partition + "\n";
@@ -240,36 +300,45 @@ std::string SubmitSlurmArray(const std::string& dir, const Grid& grid, const std
     out << script;
     Require(out.good(), kOp, "out", slurm_dir, "cannot be written");
   }
-  const CommandOutput submitted =
-      RunProgram({"sbatch", "--parsable", script_path}, slurm_dir + "/" + stamp + ".sbatch");
+  const ProgramOutput submitted =
+      RunSlurmProgram({"sbatch", "--parsable", "--output=" + log_pattern, script_path}, FormatValue(script_path), o);
   std::string id = submitted.output.substr(0, submitted.output.find(';'));  // "id[;cluster]"
   Require(WIFEXITED(submitted.status) && WEXITSTATUS(submitted.status) == 0 && !id.empty() &&
               id.find_first_not_of("0123456789") == std::string::npos,
-          kOp, "sbatch", script_path, "failed (" + DescribeStatus(submitted.status) + "): " + submitted.output);
+          kOp, "sbatch", script_path,
+          "failed (" + DescribeStatus(submitted.status) + "): " + EscapeControlBytes(submitted.output));
   std::ofstream(slurm_dir + "/jobs", std::ios::app) << id << " " << stamp << " " << keys.size() << "\n";
   std::fprintf(stderr, "grid: submitted Slurm job array %s: %zu cells (%s), logs %s/%s-*.log\n", id.c_str(),
                keys.size(), script_path.c_str(), slurm_dir.c_str(), stamp.c_str());
   return id;
 }
 
-// Whether Slurm still has the job (pending or running).
-bool SlurmJobActive(const std::string& id, const std::string& scratch) {
-  const CommandOutput q = RunProgram({"squeue", "-h", "-j", id, "-o", "%T"}, scratch);
-  if (WIFEXITED(q.status) && WEXITSTATUS(q.status) == 0) return !q.output.empty();
+// Whether Slurm still has the job (pending or running): squeue prints one
+// state a line (PENDING, RUNNING, ...) for each task it still has.
+bool SlurmJobActive(const std::string& id, const ExecutorOptions& o) {
+  const std::string job = "job " + id;
+  const ProgramOutput q = RunSlurmProgram({"squeue", "-h", "-j", id, "-o", "%T"}, job, o);
+  if (WIFEXITED(q.status) && WEXITSTATUS(q.status) == 0) {
+    Require(!q.cut && Matches(q.output, "([A-Z_]+\n)*[A-Z_]*"), kOp, "squeue", Verbatim{job},
+            "printed what is not a list of job states (PENDING, RUNNING, ...): \"" +
+                EscapeControlBytes(q.output.substr(0, 200)) + (q.output.size() > 200 ? "…" : "") + "\"");
+    return !q.output.empty();
+  }
   // Once a job has left the controller's memory, squeue calls its id invalid.
   if (q.output.find("Invalid job id") != std::string::npos) return false;
-  ThrowError(kOp, "squeue", FormatValue(id), "failed (" + DescribeStatus(q.status) + "): " + q.output);
+  ThrowError(kOp, "squeue", job, "failed (" + DescribeStatus(q.status) + "): " + EscapeControlBytes(q.output));
 }
 
 // Polls until the job has left the queue, reporting cells as their files
 // appear (existence only: the merge reads and checks them).
-void WaitForSlurm(const std::string& dir, const std::string& id, const std::vector<std::string>& keys) {
+void WaitForSlurm(const std::string& dir, const std::string& id, const std::vector<std::string>& keys,
+                  const ExecutorOptions& o) {
   Require(OnPath("squeue"), kOp, "executor", Verbatim{"slurm"}, "needs squeue on PATH to wait (or use --no-wait)");
   const auto start = std::chrono::steady_clock::now();
   std::size_t reported = 0;
   for (int poll = 0;; ++poll) {
     std::this_thread::sleep_for(std::chrono::seconds(poll < 5 ? 1 : 5));
-    const bool active = SlurmJobActive(id, dir + "/slurm/squeue.out");
+    const bool active = SlurmJobActive(id, o);
     const auto finished = static_cast<std::size_t>(std::count_if(
         keys.begin(), keys.end(), [&](const std::string& key) { return std::filesystem::exists(CellPath(dir, key)); }));
     if (finished != reported) {
@@ -303,14 +372,19 @@ void AddExecutorOptions(CLI::App& command, const std::shared_ptr<ExecutorOptions
       ->check(CLI::Range(1, 1024));
   command.add_option("--mem", o->mem, "slurm: sbatch --mem (default: the cells' estimated peak + 25%)");
   command.add_flag("--no-wait", o->no_wait, "slurm: submit and return (posenc grid status/merge DIR follow up)");
+  command
+      .add_option("--slurm-timeout", o->slurm_timeout_s,
+                  "slurm: seconds sbatch and each squeue may take to answer before posenc gives up")
+      ->capture_default_str();
 }
 
 bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& o, GridReport* report) {
+  if (o.executor == Executor::kSlurm) CheckSlurmOptions(o);
   WriteGrid(dir, grid);
   const GridScan scan = ScanGrid(dir, grid);
   RequireNoForeignCells(dir, scan);
-  for (const std::string& path : scan.unreadable) {
-    std::fprintf(stderr, "grid: %s is not a whole cell (cut short by an interrupt?): computed again\n", path.c_str());
+  for (const std::string& why : scan.unreadable) {
+    std::fprintf(stderr, "grid: not a whole cell (cut short by an interrupt?), computed again: %s\n", why.c_str());
   }
   std::fprintf(stderr, "grid: %s: %zu cells, %zu finished earlier, %zu to compute\n", dir.c_str(), grid.cells.size(),
                scan.finished.size(), scan.missing.size());
@@ -326,7 +400,7 @@ bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& o,
             id.c_str(), keys.size(), dir.c_str(), dir.c_str());
         return false;
       }
-      WaitForSlurm(dir, id, keys);
+      WaitForSlurm(dir, id, keys, o);
     }
   }
   *report = MergeGrid(dir, grid);
@@ -342,13 +416,19 @@ GridReport MergeGrid(const std::string& dir, const Grid& grid) {
       list += "\n  " + scan.missing[i] + " " + grid.cells.at(scan.missing[i]).label;
     }
     if (scan.missing.size() > 5) list += "\n  …";
-    throw std::runtime_error(
-        "[grid] " + dir + ": " + std::to_string(scan.missing.size()) + " of " + std::to_string(grid.cells.size()) +
-        " cells are missing" +
-        (scan.unreadable.empty() ? "" : " (" + std::to_string(scan.unreadable.size()) + " cut short)") +
-        ", so the report is not merged:" + list);
+    ThrowError(kOp, "dir", FormatValue(dir),
+               std::to_string(scan.missing.size()) + " of " + std::to_string(grid.cells.size()) + " cells are missing" +
+                   (scan.unreadable.empty() ? "" : " (" + std::to_string(scan.unreadable.size()) + " cut short)") +
+                   ", so the report is not merged:" + list);
   }
-  return FindGridKind(grid.kind).merge(grid, scan.finished, dir);
+  try {
+    return FindGridKind(grid.kind).merge(grid, scan.finished, dir);
+  } catch (const nlohmann::json::exception& e) {
+    // ReadGrid checked grid.json; a cell's result is read here.
+    ThrowError(kOp, "dir", FormatValue(dir),
+               std::string("holds a finished cell whose result is not whole (") + e.what() +
+                   "): remove the cells that were edited (grid status lists them) and run again");
+  }
 }
 
 void PrintGridReport(const GridReport& report, bool json) {

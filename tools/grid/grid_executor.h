@@ -27,17 +27,27 @@ struct ExecutorOptions {
   std::string partition, time, mem;
   int cpus_per_task = 0;
   bool no_wait = false;  // slurm: submit, print how to follow up, return
+  // slurm: how long sbatch and each squeue may take before they are killed
+  // and posenc stops with an error saying so.
+  double slurm_timeout_s = 60;
 };
 
 // --executor, --jobs, --threads, --partition, --time, --cpus-per-task,
-// --mem, --no-wait.
+// --mem, --no-wait, --slurm-timeout.
 void AddExecutorOptions(CLI::App& command, const std::shared_ptr<ExecutorOptions>& options);
 
 // Writes the grid into `dir`, computes its missing cells with the chosen
 // executor and merges the report. Returns false when the report was not
 // merged (slurm --no-wait). Throws posenc::Error for a directory holding
-// other results, a cell that failed (naming it and its log), sbatch
-// missing or failing (naming the command and its stderr).
+// other results, a cell that failed (naming it and its log), a Slurm option
+// not in Slurm's syntax, sbatch missing, failing or not answering within
+// --slurm-timeout (naming the command and what it printed), squeue the same.
+//
+// Local executor: a SIGINT, SIGTERM or SIGHUP to this process is sent on to
+// the running cells; once they have exited, this process dies of the same
+// signal (exit status 128 + its number: 130 for SIGINT, 143 for SIGTERM).
+// The finished cells are kept and the same command resumes. (Slurm: the
+// job array keeps running; `posenc grid status DIR` follows it.)
 bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& options, GridReport* report);
 
 // Merges the report of a grid whose cells are all finished; throws

@@ -13,6 +13,8 @@ constexpr const char* kOp = "grid";
 }  // namespace
 
 std::string CheckedGridInput(const Grid& grid, const char* name) {
+  Require(grid.inputs.contains(name), kOp, std::string("inputs.") + name, Verbatim{"missing"},
+          "a " + grid.kind + " grid's cells are computed from it (grid.json was edited?)");
   const nlohmann::json& input = grid.inputs.at(name);
   std::string path = input.at("path").get<std::string>();
   const std::string planned = input.at("sha256").get<std::string>();

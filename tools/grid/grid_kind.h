@@ -1,6 +1,7 @@
 // What a kind of grid (study, passkey, zoo) supplies to the grid machinery: how
-// to compute one cell, how to say what it found in one line, and how to
-// merge the finished cells into the kind's report.
+// to check a grid file's values, how to compute one cell, how to say what it
+// found in one line, and how to merge the finished cells into the kind's
+// report.
 #pragma once
 
 #include <functional>
@@ -26,13 +27,19 @@ struct GridReport {
 
 struct GridKind {
   const char* name;
+  // Checks every value of the kind that ReadGrid read (settings, each
+  // cell's parameters, each entry's row) by the rule of the command-line
+  // flag it came from, so that compute and merge read only values the
+  // command would have accepted; throws posenc::Error naming the field
+  // (GridField `file` is grid.json's top level).
+  void (*check)(const Grid& grid, const GridField& file);
   // Computes one cell; the inputs come from grid.inputs (checked against
   // their digests). Returns the result JSON stored in the cell's file.
   nlohmann::json (*compute)(const Grid& grid, const GridCell& cell);
   // One line for a finished cell ("found, exact, answer NLL 0.100").
   std::string (*summary)(const nlohmann::json& result);
   // Writes the report into `dir` from the finished cells (every cell of the
-  // grid is there); `seconds` is the cells' compute time added up.
+  // grid is there).
   GridReport (*merge)(const Grid& grid, const std::map<std::string, nlohmann::json>& results, const std::string& dir);
 };
 

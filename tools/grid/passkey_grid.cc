@@ -8,22 +8,108 @@
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/passkey.h"
+#include "grid/passkey_grid.h"
 
 namespace posenc::cli {
+
+constexpr const char* kOp = "passkey";
+constexpr std::int64_t kMaxTrials = 1000;
+
+void CheckPasskeyLength(std::int64_t length) {
+  Require(length >= 1 && length <= (std::int64_t{1} << 24), kOp, "--lengths", length, "must be in [1, 2^24]");
+}
+
+void CheckPasskeyDepth(double depth) {
+  Require(depth >= 0 && depth <= 1, kOp, "--depths", depth, "must be in [0, 1] (the share of filler before the key)");
+}
+
+void CheckPasskeyTrials(std::int64_t trials) {
+  Require(trials >= 1 && trials <= kMaxTrials, kOp, "--trials", trials, "must be in [1, 1000]");
+}
+
+void CheckPasskeyTrial(std::int64_t trial) {
+  Require(trial >= 0 && trial < kMaxTrials, kOp, "trial", trial, "must be in [0, 999] (--trials is at most 1000)");
+}
+
+void CheckPasskeyMaxNewTokens(std::int64_t max_new_tokens) {
+  Require(max_new_tokens >= 1 && max_new_tokens <= 256, kOp, "--max-new-tokens", max_new_tokens, "must be in [1, 256]");
+}
+
 namespace {
 
+// What a trial is computed from (and a report row is keyed by), each value
+// checked as its flag is.
+struct TrialParams {
+  std::string method;  // the method's text, parsed by ReadTrialParams
+  std::int64_t length = 0;
+  double depth = 0;
+  std::int64_t trial = 0;
+};
+
+TrialParams ReadTrialParams(const GridField& at, const nlohmann::json& p) {
+  TrialParams t{.method = at.String(p, "method"),
+                .length = at.Int(p, "length"),
+                .depth = at.Number(p, "depth"),
+                .trial = at.Int(p, "trial")};
+  at.Child("method").Check([&] { ParseContextExtension(t.method); });
+  at.Child("length").Check([&] { CheckPasskeyLength(t.length); });
+  at.Child("depth").Check([&] { CheckPasskeyDepth(t.depth); });
+  at.Child("trial").Check([&] { CheckPasskeyTrial(t.trial); });
+  return t;
+}
+
+std::int64_t ReadMaxNewTokens(const GridField& at, const nlohmann::json& object) {
+  const std::int64_t max_new_tokens = at.Int(object, "max_new_tokens");
+  at.Child("max_new_tokens").Check([&] { CheckPasskeyMaxNewTokens(max_new_tokens); });
+  return max_new_tokens;
+}
+
+PasskeyReport ReadSettings(const GridField& at, const nlohmann::json& s) {
+  PasskeyReport report{.model = at.String(s, "model"),
+                       .train_length = at.Int(s, "train_length"),
+                       .seed = at.Unsigned(s, "seed"),
+                       .max_new_tokens = ReadMaxNewTokens(at, s),
+                       .methods = at.Strings(s, "methods"),
+                       .lengths = at.Ints(s, "lengths"),
+                       .depths = at.Numbers(s, "depths"),
+                       .trials = at.Int(s, "trials")};
+  for (std::size_t i = 0; i < report.lengths.size(); ++i) {
+    at.Child("lengths").Child(std::to_string(i)).Check([&] { CheckPasskeyLength(report.lengths[i]); });
+  }
+  for (std::size_t i = 0; i < report.depths.size(); ++i) {
+    at.Child("depths").Child(std::to_string(i)).Check([&] { CheckPasskeyDepth(report.depths[i]); });
+  }
+  at.Child("trials").Check([&] { CheckPasskeyTrials(report.trials); });
+  return report;
+}
+
+void Check(const Grid& grid, const GridField& file) {
+  ReadSettings(file.Child("settings"), grid.settings);
+  for (const auto& [key, cell] : grid.cells) {
+    const GridField at = file.Child("cells").Child(key).Child("params");
+    ReadTrialParams(at, cell.params);
+    at.Unsigned(cell.params, "seed");
+    ReadMaxNewTokens(at, cell.params);
+  }
+  for (std::size_t i = 0; i < grid.entries.size(); ++i) {
+    const GridField at = file.Child("entries").Child(std::to_string(i));
+    const nlohmann::json& row = grid.entries[i].row;
+    ReadTrialParams(at, row);
+    at.String(row, "resolved");
+    at.Bool(row, "same_as_none");
+  }
+}
+
 nlohmann::json ComputeTrial(const Grid& grid, const GridCell& cell) {
-  const nlohmann::json& p = cell.params;
+  // ReadGrid checked the parameters (Check): read again, they cannot fail.
+  const GridField at{.file = "grid.json", .path = "params"};
+  const TrialParams t = ReadTrialParams(at, cell.params);
+  const std::int64_t length = t.length, trial = t.trial, max_new_tokens = ReadMaxNewTokens(at, cell.params);
   const LoadedModel loaded = LoadGridModel(grid);
   const LlamaHyperparams& hp = loaded.model.hparams();
-  const auto length = p.at("length").get<std::int64_t>();
-  const auto trial = p.at("trial").get<std::int64_t>();
-  const auto max_new_tokens = p.at("max_new_tokens").get<std::int64_t>();
-  const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(p.at("method").get<std::string>()), hp.rope,
-                                                  hp.context_length, length);
-  const std::string key = PasskeyKey(p.at("seed").get<std::uint64_t>(), trial);
-  const PasskeyPrompt prompt =
-      MakePasskeyPrompt(loaded.tokenizer, length, p.at("depth").get<double>(), key, max_new_tokens);
+  const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(t.method), hp.rope, hp.context_length, length);
+  const std::string key = PasskeyKey(at.Unsigned(cell.params, "seed"), trial);
+  const PasskeyPrompt prompt = MakePasskeyPrompt(loaded.tokenizer, length, t.depth, key, max_new_tokens);
   const PasskeyScore score = ScorePasskey(loaded.model, loaded.tokenizer, prompt, plan.attention, max_new_tokens);
   return {{"key", key},
           {"prompt_tokens", static_cast<std::int64_t>(prompt.prompt.size())},
@@ -42,15 +128,7 @@ std::string Summary(const nlohmann::json& r) {
 }
 
 GridReport Merge(const Grid& grid, const std::map<std::string, nlohmann::json>& results, const std::string& dir) {
-  const nlohmann::json& s = grid.settings;
-  PasskeyReport report{.model = s.at("model").get<std::string>(),
-                       .train_length = s.at("train_length").get<std::int64_t>(),
-                       .seed = s.at("seed").get<std::uint64_t>(),
-                       .max_new_tokens = s.at("max_new_tokens").get<std::int64_t>(),
-                       .methods = s.at("methods").get<std::vector<std::string>>(),
-                       .lengths = s.at("lengths").get<std::vector<std::int64_t>>(),
-                       .depths = s.at("depths").get<std::vector<double>>(),
-                       .trials = s.at("trials").get<std::int64_t>()};
+  PasskeyReport report = ReadSettings({.file = "grid.json", .path = "settings"}, grid.settings);
   for (const GridEntry& entry : grid.entries) {
     nlohmann::json cell = entry.row;
     cell.update(results.at(entry.key));
@@ -64,7 +142,8 @@ GridReport Merge(const Grid& grid, const std::map<std::string, nlohmann::json>& 
 }  // namespace
 
 const GridKind& PasskeyGridKind() {
-  static const GridKind kind{.name = "passkey", .compute = ComputeTrial, .summary = Summary, .merge = Merge};
+  static const GridKind kind{
+      .name = "passkey", .check = Check, .compute = ComputeTrial, .summary = Summary, .merge = Merge};
   return kind;
 }
 

@@ -10,6 +10,7 @@
 // model's own RoPE at a length (SameAsModelRope) reuses the as-trained
 // numbers instead of evaluating again.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <span>
 
@@ -21,6 +22,7 @@
 #include "posenc/tiny_lm_train.h"
 #include "grid/zoo_grid.h"
 #include "reports/zoo_report.h"
+#include "options/tiny_lm_options.h"
 
 namespace posenc::cli {
 namespace {
@@ -46,15 +48,51 @@ std::vector<double> Bucketed(const std::vector<double>& position_loss, std::int6
   return out;
 }
 
+// What a cell is computed from, each value checked as its flag is.
+struct ZooCellParams {
+  std::string scheme;
+  TinyLmConfig config;
+  TinyLmTrainOptions train;
+  std::vector<std::int64_t> lengths;  // ascending
+  std::vector<std::string> methods;   // RoPE only
+  std::int64_t eval_bytes = 0;
+  std::int64_t bucket = 0;
+};
+
+ZooCellParams ReadCellParams(const GridField& at, const Json& p) {
+  ZooCellParams c{.scheme = at.String(p, "scheme"),
+                  .config = ZooConfigFromJson(at.Child("model"), at.Object(p, "model")),
+                  .train = ZooTrainFromJson(at.Child("train"), at.Object(p, "train")),
+                  .lengths = at.Ints(p, "lengths"),
+                  .methods = at.Strings(p, "methods"),
+                  .eval_bytes = at.Int(p, "eval_bytes"),
+                  .bucket = at.Int(p, "bucket")};
+  at.Child("scheme").Check([&] {
+    Require(c.scheme == PositionSchemeName(c.config.scheme), kOp, "scheme", c.scheme,
+            "must be the model's scheme " + std::string(PositionSchemeName(c.config.scheme)));
+  });
+  at.Child("train").Check([&] { c.train.Validate(c.config); });
+  at.Child("lengths").Check([&] { CheckZooLengths(c.config, c.lengths); });
+  at.Child("eval_bytes").Check([&] { CheckZooEvalBytes(c.eval_bytes); });
+  at.Child("bucket").Check([&] { CheckZooBucket(c.bucket); });
+  for (std::size_t i = 0; i < c.methods.size(); ++i) {
+    at.Child("methods").Child(std::to_string(i)).Check([&] {
+      const ContextExtension method = ParseContextExtension(c.methods[i]);
+      for (const std::int64_t length : c.lengths) PlanTinyLmExtension(c.config, method, length);
+    });
+  }
+  return c;
+}
+
 ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> text,
-                   std::int64_t length, const Json& p, const std::optional<ContextExtension>& method) {
-  const std::int64_t windows = std::max<std::int64_t>(1, p.at("eval_bytes").get<std::int64_t>() / length);
+                   std::int64_t length, const ZooCellParams& p, const std::optional<ContextExtension>& method) {
+  const std::int64_t windows = std::max<std::int64_t>(1, p.eval_bytes / length);
   ZooLength out{.length = length};
   try {
     const TinyLmEvalResult r = EvaluateTinyLm(config, params, text, length, windows, method);
     out.loss = r.loss;
     out.windows = r.windows;
-    out.position_loss = Bucketed(r.position_loss, p.at("bucket").get<std::int64_t>());
+    out.position_loss = Bucketed(r.position_loss, p.bucket);
     out.seconds = r.seconds;
   } catch (const Error& e) {
     // Only a learned table evaluated past its rows may fail: that is the
@@ -66,10 +104,11 @@ ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::
 }
 
 Json ComputeModel(const Grid& grid, const GridCell& cell) {
-  const Json& p = cell.params;
+  // ReadGrid checked the parameters (Check): read again, they cannot fail.
+  const ZooCellParams p = ReadCellParams({.file = "grid.json", .path = "params"}, cell.params);
   const auto start = std::chrono::steady_clock::now();
-  TinyLmConfig config = ZooConfigFromJson(p.at("model"));
-  const TinyLmTrainOptions train = ZooTrainFromJson(p.at("train"));
+  const TinyLmConfig& config = p.config;
+  const TinyLmTrainOptions& train = p.train;
   const std::string corpus = ReadRegularFile(kOp, "--corpus", CheckedGridInput(grid, "corpus"), kMaxTextBytes,
                                              "the corpus is read into memory");
   std::string text =
@@ -88,7 +127,7 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
   for (const TinyLmTensor* t : TinyLmTensorList(config, trained.params)) {
     params += static_cast<std::int64_t>(t->values.size());
   }
-  ZooModel model{.scheme = p.at("scheme").get<std::string>(),
+  ZooModel model{.scheme = p.scheme,
                  .seed = train.seed,
                  .params = params,
                  .steps = trained.steps,
@@ -97,11 +136,11 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
                  .train_seconds = trained.seconds,
                  .tokens_per_s = trained.tokens_per_s};
 
-  const auto lengths = p.at("lengths").get<std::vector<std::int64_t>>();
+  const std::vector<std::int64_t>& lengths = p.lengths;
   // Every length reads the same bytes: the text's first eval_bytes (and the
   // longest window's reach), so that a loss that falls with length is more
-  // context, not other text.
-  const auto span = static_cast<std::size_t>(p.at("eval_bytes").get<std::int64_t>() + lengths.back() + 1);
+  // context, not other text. (Both are at most 2^32: no overflow.)
+  const auto span = static_cast<std::size_t>(p.eval_bytes + lengths.back() + 1);
   text.resize(std::min(text.size(), span));
   ZooEvaluation as_trained{.variant = model.scheme};
   for (const std::int64_t length : lengths) {
@@ -133,7 +172,7 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
         });
   }
   if (config.scheme == PositionScheme::kRope) {
-    for (const std::string& name : p.at("methods").get<std::vector<std::string>>()) {
+    for (const std::string& name : p.methods) {
       const ContextExtension method = ParseContextExtension(name);
       variant(
           model.scheme + "+" + name,
@@ -161,36 +200,68 @@ std::string Summary(const Json& r) {
   return line;
 }
 
+// The report's settings, each value checked as its flag is; the models
+// come from the finished cells.
+ZooReport ReadSettings(const GridField& at, const Json& s) {
+  const GridField model_at = at.Child("model"), train_at = at.Child("train");
+  const Json &model = at.Object(s, "model"), &train = at.Object(s, "train");
+  ZooReport report{.seeds = at.Ints(s, "seeds"),
+                   .lengths = at.Ints(s, "lengths"),
+                   .train_length = model_at.Int(model, "train_length"),
+                   .tokens = train_at.Int(train, "tokens"),
+                   .batch = train_at.Int(train, "batch"),
+                   .d_model = model_at.Int(model, "d_model"),
+                   .layers = model_at.Int(model, "layers"),
+                   .heads = model_at.Int(model, "heads"),
+                   .ffn_hidden = model_at.Int(model, "ffn_hidden"),
+                   .lr = train_at.Number(train, "lr"),
+                   .corpus = at.String(s, "corpus"),
+                   .text = at.String(s, "text"),
+                   .eval_bytes = at.Int(s, "eval_bytes"),
+                   .bucket = at.Int(s, "bucket")};
+  for (std::size_t i = 0; i < report.seeds.size(); ++i) {
+    at.Child("seeds").Child(std::to_string(i)).Check([&] {
+      Require(report.seeds[i] >= 0, kOp, "--seeds", report.seeds[i], "must be >= 0");
+    });
+  }
+  at.Child("eval_bytes").Check([&] { CheckZooEvalBytes(report.eval_bytes); });
+  at.Child("bucket").Check([&] { CheckZooBucket(report.bucket); });
+  const std::vector<std::string> schemes = at.Strings(s, "schemes");
+  for (std::size_t i = 0; i < schemes.size(); ++i) {
+    at.Child("schemes").Child(std::to_string(i)).Check([&] { SchemeOption(kOp, "--schemes", schemes[i]); });
+  }
+  const std::vector<std::string> methods = at.Strings(s, "methods");
+  for (std::size_t i = 0; i < methods.size(); ++i) {
+    at.Child("methods").Child(std::to_string(i)).Check([&] { ParseContextExtension(methods[i]); });
+  }
+  for (const std::string& scheme : schemes) {
+    report.variants.push_back(scheme);
+    if (scheme == "learned") report.variants.emplace_back("learned+hierarchical");
+    if (scheme != "rope") continue;
+    for (const std::string& method : methods) report.variants.push_back("rope+" + method);
+  }
+  return report;
+}
+
+void Check(const Grid& grid, const GridField& file) {
+  ReadSettings(file.Child("settings"), grid.settings);
+  for (const auto& [key, cell] : grid.cells)
+    ReadCellParams(file.Child("cells").Child(key).Child("params"), cell.params);
+  for (std::size_t i = 0; i < grid.entries.size(); ++i) {
+    const GridField at = file.Child("entries").Child(std::to_string(i));
+    at.String(grid.entries[i].row, "scheme");
+    at.Int(grid.entries[i].row, "seed");
+  }
+}
+
 GridReport Merge(const Grid& grid, const std::map<std::string, Json>& results, const std::string& dir) {
-  const Json& s = grid.settings;
-  const Json& model = s.at("model");
-  ZooReport report{.seeds = s.at("seeds").get<std::vector<std::int64_t>>(),
-                   .lengths = s.at("lengths").get<std::vector<std::int64_t>>(),
-                   .train_length = model.at("train_length").get<std::int64_t>(),
-                   .tokens = s.at("train").at("tokens").get<std::int64_t>(),
-                   .batch = s.at("train").at("batch").get<std::int64_t>(),
-                   .d_model = model.at("d_model").get<std::int64_t>(),
-                   .layers = model.at("layers").get<std::int64_t>(),
-                   .heads = model.at("heads").get<std::int64_t>(),
-                   .ffn_hidden = model.at("ffn_hidden").get<std::int64_t>(),
-                   .lr = s.at("train").at("lr").get<double>(),
-                   .corpus = s.at("corpus").get<std::string>(),
-                   .text = s.at("text").get<std::string>(),
-                   .eval_bytes = s.at("eval_bytes").get<std::int64_t>(),
-                   .bucket = s.at("bucket").get<std::int64_t>()};
+  // ReadGrid checked the settings (Check): read again, they cannot fail.
+  ZooReport report = ReadSettings({.file = "grid.json", .path = "settings"}, grid.settings);
   for (const GridEntry& entry : grid.entries) {
     const Json& r = results.at(entry.key);
     report.models.push_back(ZooModelFromJson(r));
     report.unigram_corpus = r.at("unigram").at("corpus_frequencies").get<double>();
     report.unigram_text = r.at("unigram").at("text_frequencies").get<double>();
-  }
-  for (const std::string& scheme : s.at("schemes").get<std::vector<std::string>>()) {
-    report.variants.push_back(scheme);
-    if (scheme == "learned") report.variants.emplace_back("learned+hierarchical");
-    if (scheme != "rope") continue;
-    for (const std::string& method : s.at("methods").get<std::vector<std::string>>()) {
-      report.variants.push_back("rope+" + method);
-    }
   }
   report.seconds = TotalCellSeconds(results);
   return WriteGridReport(grid, report.seconds, dir, "zoo", "models", ZooMarkdown(report), ZooJson(report),
@@ -213,19 +284,21 @@ Json ZooConfigJson(const TinyLmConfig& c) {
           {"norm_eps", c.norm_eps}};
 }
 
-TinyLmConfig ZooConfigFromJson(const Json& j) {
+TinyLmConfig ZooConfigFromJson(const GridField& at, const Json& j) {
   TinyLmConfig c;
-  c.scheme = ParsePositionScheme(j.at("scheme").get<std::string>());
-  c.train_length = j.at("train_length").get<std::int64_t>();
-  c.d_model = j.at("d_model").get<std::int64_t>();
-  c.layers = j.at("layers").get<std::int64_t>();
-  c.heads = j.at("heads").get<std::int64_t>();
-  c.ffn_hidden = j.at("ffn_hidden").get<std::int64_t>();
-  c.shaw_clip = j.at("shaw_clip").get<std::int64_t>();
-  c.t5_buckets = j.at("t5_buckets").get<std::int64_t>();
-  c.t5_max_distance = j.at("t5_max_distance").get<std::int64_t>();
-  c.rope_theta = j.at("rope_theta").get<double>();
-  c.norm_eps = j.at("norm_eps").get<double>();
+  const std::string scheme = at.String(j, "scheme");
+  at.Child("scheme").Check([&] { c.scheme = SchemeOption(kOp, "--schemes", scheme); });
+  c.train_length = at.Int(j, "train_length");
+  c.d_model = at.Int(j, "d_model");
+  c.layers = at.Int(j, "layers");
+  c.heads = at.Int(j, "heads");
+  c.ffn_hidden = at.Int(j, "ffn_hidden");
+  c.shaw_clip = at.Int(j, "shaw_clip");
+  c.t5_buckets = at.Int(j, "t5_buckets");
+  c.t5_max_distance = at.Int(j, "t5_max_distance");
+  c.rope_theta = at.Number(j, "rope_theta");
+  c.norm_eps = at.Number(j, "norm_eps");
+  at.Check([&] { ValidateTinyLmConfig(c); });
   return c;
 }
 
@@ -242,23 +315,50 @@ Json ZooTrainJson(const TinyLmTrainOptions& t) {
           {"beta2", t.beta2}};
 }
 
-TinyLmTrainOptions ZooTrainFromJson(const Json& j) {
+TinyLmTrainOptions ZooTrainFromJson(const GridField& at, const Json& j) {
   TinyLmTrainOptions t;
-  t.tokens = j.at("tokens").get<std::int64_t>();
-  t.batch = j.at("batch").get<std::int64_t>();
-  t.seed = j.at("seed").get<std::int64_t>();
-  t.lr = j.at("lr").get<double>();
-  t.min_lr = j.at("min_lr").get<double>();
-  t.warmup = j.at("warmup").get<double>();
-  t.weight_decay = j.at("weight_decay").get<double>();
-  t.grad_clip = j.at("grad_clip").get<double>();
-  t.beta1 = j.at("beta1").get<double>();
-  t.beta2 = j.at("beta2").get<double>();
+  t.tokens = at.Int(j, "tokens");
+  t.batch = at.Int(j, "batch");
+  t.seed = at.Int(j, "seed");
+  t.lr = at.Number(j, "lr");
+  t.min_lr = at.Number(j, "min_lr");
+  t.warmup = at.Number(j, "warmup");
+  t.weight_decay = at.Number(j, "weight_decay");
+  // JSON has no infinity: --grad-clip inf (never clip) is written as null.
+  t.grad_clip = j.contains("grad_clip") && j.at("grad_clip").is_null() ? HUGE_VAL : at.Number(j, "grad_clip");
+  t.beta1 = at.Number(j, "beta1");
+  t.beta2 = at.Number(j, "beta2");
   return t;
 }
 
+void CheckZooLengths(const TinyLmConfig& config, const std::vector<std::int64_t>& lengths) {
+  Require(!lengths.empty(), kOp, "--lengths", Verbatim{"(none)"}, "must list at least one length");
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    Require(lengths[i] >= 1 && lengths[i] <= (std::int64_t{1} << 32), kOp, "--lengths", lengths[i],
+            "must be >= 1 and <= 2^32 (bytes predicted a window, of a text of at most 4 GiB)");
+    Require(i == 0 || lengths[i] > lengths[i - 1], kOp, "--lengths", lengths[i],
+            "must come after a shorter length (ascending, each once)");
+  }
+  if (config.scheme == PositionScheme::kLearned) {
+    Require(lengths.back() <= config.train_length * config.train_length, kOp, "--lengths", lengths.back(),
+            "must be <= train_length^2 = " + std::to_string(config.train_length * config.train_length) +
+                " for a learned table (the most its hierarchical decomposition reaches)");
+  }
+}
+
+void CheckZooEvalBytes(std::int64_t eval_bytes) {
+  Require(eval_bytes >= 1 && eval_bytes <= (std::int64_t{1} << 32), kOp, "--eval-bytes", eval_bytes,
+          "must be in [1, 2^32] (predicted bytes a length, of a text of at most 4 GiB)");
+}
+
+void CheckZooBucket(std::int64_t bucket) {
+  Require(bucket >= 1 && bucket <= (std::int64_t{1} << 32), kOp, "--bucket", bucket,
+          "must be in [1, 2^32] once 0 is resolved to L / 8 (positions per point of the loss curves)");
+}
+
 const GridKind& ZooGridKind() {
-  static const GridKind kind{.name = "zoo", .compute = ComputeModel, .summary = Summary, .merge = Merge};
+  static const GridKind kind{
+      .name = "zoo", .check = Check, .compute = ComputeModel, .summary = Summary, .merge = Merge};
   return kind;
 }
 

@@ -1,17 +1,33 @@
 // The zoo's cell parameters as JSON (zoo_grid.cc): the model config and the
-// training options, written by the planner and read by the cell.
+// training options, written by the planner and read back, checked, by the
+// cell; and the rules of posenc zoo's values that its flags and a zoo
+// grid's file share (one rule, one place), each throwing posenc::Error
+// "[zoo] --flag = value: rule".
 #pragma once
+
+#include <cstdint>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "grid/grid.h"
 #include "posenc/tiny_lm.h"
 #include "posenc/tiny_lm_train.h"
 
 namespace posenc::cli {
 
 nlohmann::json ZooConfigJson(const TinyLmConfig& config);
-TinyLmConfig ZooConfigFromJson(const nlohmann::json& json);
+// Throws posenc::Error naming `at`'s file and field when a value is missing,
+// of another type, or not one train/zoo accept (TinyLmTrainOptions::Validate).
+TinyLmConfig ZooConfigFromJson(const GridField& at, const nlohmann::json& json);
 nlohmann::json ZooTrainJson(const TinyLmTrainOptions& train);
-TinyLmTrainOptions ZooTrainFromJson(const nlohmann::json& json);
+TinyLmTrainOptions ZooTrainFromJson(const GridField& at, const nlohmann::json& json);
+
+// --lengths (sorted, without repeats): at least one, each in [1, 2^32], and
+// for a learned table at most train_length^2 (what Su's hierarchical
+// decomposition reaches).
+void CheckZooLengths(const TinyLmConfig& config, const std::vector<std::int64_t>& lengths);
+void CheckZooEvalBytes(std::int64_t eval_bytes);  // --eval-bytes
+void CheckZooBucket(std::int64_t bucket);         // --bucket, once 0 is resolved to L / 8
 
 }  // namespace posenc::cli

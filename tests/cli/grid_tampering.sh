@@ -1,0 +1,132 @@
+#!/bin/sh
+# A grid directory as hostile input (tools/grid/grid.h): each case below once
+# wrote outside the directory, crashed (SIGFPE, SIGSEGV), spun forever, grew
+# memory until the OOM killer came, or hung on a FIFO. Each must now end
+# within the timeout in an error naming the file, the field, the value and
+# the rule (exit status 2), or, for what `grid status` only reports, exit 0.
+#   grid_tampering.sh POSENC MODEL.gguf TEXT ZOO_TEXT WORKDIR
+set -u
+posenc=$1 model=$2 text=$3 zoo_text=$4 dir=$5
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$dir" && mkdir -p "$dir"
+parent=$(dirname "$dir")
+
+# expect STATUS REGEX COMMAND...: exit status and a line of stdout+stderr,
+# within 30 s (a hang ends in 124 or 137 and fails).
+expect() {
+  want=$1 regex=$2
+  shift 2
+  timeout -k 5 30 "$@" >"$dir/log" 2>&1
+  rc=$?
+  [ $rc -eq "$want" ] || fail "$*: exit $rc, expected $want (124, 137: it hung): $(tail -n 5 "$dir/log")"
+  grep -Eq -- "$regex" "$dir/log" || fail "$*: no /$regex/ in: $(tail -n 5 "$dir/log")"
+}
+
+# The pristine grids, one of each kind, every cell computed.
+"$posenc" study --model "$model" --text "$text" --lengths 16 --methods none --bucket 8 --out "$dir/study" \
+  >"$dir/log" 2>&1 || fail "study: $(cat "$dir/log")"
+"$posenc" passkey --model "$model" --lengths 300 --depths 0.5 --methods none --out "$dir/passkey" \
+  >"$dir/log" 2>&1 || fail "passkey: $(cat "$dir/log")"
+"$posenc" zoo --schemes rope --seeds 0 --train-len 16 --tokens 256 --d-model 16 --layers 1 --heads 2 --ffn 32 \
+  --batch 4 --corpus "$zoo_text" --text "$zoo_text" --lengths 16,32 --eval-bytes 64 --methods yarn \
+  --out "$dir/zoo" >"$dir/log" 2>&1 || fail "zoo: $(cat "$dir/log")"
+
+# tamper KIND NAME CODE: NAME, a copy of KIND's grid whose grid.json has had
+# the Python CODE applied (g: the grid, key: its first cell's key, p: that
+# cell's parameters).
+tamper() {
+  rm -rf "${dir:?}/$2" && cp -r "$dir/$1" "$dir/$2"
+  python3 - "$dir/$2/grid.json" "$3" <<'PY' || fail "tamper $2"
+import json, sys
+path, code = sys.argv[1], sys.argv[2]
+g = json.load(open(path))
+key = next(iter(g["cells"]))
+p = g["cells"][key]["params"]
+exec(code)
+json.dump(g, open(path, "w"))
+PY
+}
+first_key() { python3 -c 'import json, sys; print(next(iter(json.load(open(sys.argv[1]))["cells"])))' "$1/grid.json"; }
+cell_field='cells\.[0-9a-f]{24}\.params'
+
+# A cell key that is a path: never a file outside DIR/cells.
+for kind in zoo passkey; do
+  tamper "$kind" "${kind}_traversal" \
+    'g["cells"]["../../../X"] = g["cells"].pop(key); g["entries"][0]["cell"] = "../../../X"'
+  expect 2 '\[grid\] key = "\.\./\.\./\.\./X": must be a cell key \(24 lower-case hex digits' \
+    "$posenc" grid cell "$dir/${kind}_traversal" ../../../X
+  expect 2 '\[grid\] file = ".*grid\.json": cells\.\.\./\.\./\.\./X = "\.\./\.\./\.\./X": must be a cell key' \
+    "$posenc" grid status "$dir/${kind}_traversal"
+  if [ -e "$parent/X.json" ] || [ -e "$(dirname "$parent")/X.json" ]; then fail "$kind: a cell was written outside DIR"; fi
+done
+
+# Parameters each checked by its flag's rule (the same function).
+tamper zoo zoo_length_zero 'p["lengths"] = [0]'
+expect 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 1" \
+  "$posenc" grid cell "$dir/zoo_length_zero" "$(first_key "$dir/zoo_length_zero")"
+tamper zoo zoo_length_last_zero 'p["lengths"] = [16, 0]'
+expect 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 1" \
+  "$posenc" grid cell "$dir/zoo_length_last_zero" "$(first_key "$dir/zoo_length_last_zero")"
+tamper zoo zoo_no_lengths 'p["lengths"] = []'
+expect 2 "$cell_field\.lengths: \[zoo\] --lengths = \(none\): must list at least one length" \
+  "$posenc" grid cell "$dir/zoo_no_lengths" "$(first_key "$dir/zoo_no_lengths")"
+tamper zoo zoo_bucket_zero 'p["bucket"] = 0'
+expect 2 "$cell_field\.bucket: \[zoo\] --bucket = 0: must be in \[1, 2\^32\]" \
+  "$posenc" grid cell "$dir/zoo_bucket_zero" "$(first_key "$dir/zoo_bucket_zero")"
+tamper zoo zoo_heads 'p["model"]["heads"] = 3'
+expect 2 "$cell_field\.model: \[tiny_lm\] heads = 3: must divide d_model = 16" \
+  "$posenc" grid merge "$dir/zoo_heads"
+tamper study study_windows_zero 'p["windows"] = 0'
+expect 2 "$cell_field\.windows: \[study\] --windows = 0: must be in \[1, 1000\]" \
+  "$posenc" grid cell "$dir/study_windows_zero" "$(first_key "$dir/study_windows_zero")"
+tamper study study_bucket_zero 'g["settings"]["bucket"] = 0'
+expect 2 'file = ".*grid\.json": settings\.bucket: \[study\] --bucket = 0: must be in \[1, 2\^20\]' \
+  "$posenc" grid merge "$dir/study_bucket_zero"
+tamper study study_method 'p["method"] = "yarn2"'
+expect 2 "$cell_field\.method: \[context extension\] method = \"yarn2\": must be one of" \
+  "$posenc" grid status "$dir/study_method"
+tamper passkey passkey_depth 'p["depth"] = 1.5'
+expect 2 "$cell_field\.depth: \[passkey\] --depths = 1\.5: must be in \[0, 1\]" \
+  "$posenc" grid cell "$dir/passkey_depth" "$(first_key "$dir/passkey_depth")"
+tamper passkey passkey_seed 'p["seed"] = -1'
+expect 2 "$cell_field\.seed = -1: must be an integer >= 0" \
+  "$posenc" grid cell "$dir/passkey_seed" "$(first_key "$dir/passkey_seed")"
+
+# Fields of the wrong type, missing or empty: "[grid] file = ...: field = value: rule", exit 2.
+tamper study study_no_entries 'g["entries"] = []'
+expect 2 'file = ".*grid\.json": entries = \[\]: must list at least one entry' "$posenc" grid merge "$dir/study_no_entries"
+tamper passkey passkey_cells_number 'g["cells"] = 5'
+expect 2 'file = ".*grid\.json": cells = 5: must be a JSON object' "$posenc" grid status "$dir/passkey_cells_number"
+tamper zoo zoo_no_kind 'del g["kind"]'
+expect 2 'file = ".*grid\.json": kind = missing: is required' "$posenc" grid status "$dir/zoo_no_kind"
+tamper zoo zoo_settings_type 'g["settings"]["eval_bytes"] = "many"'
+expect 2 'file = ".*grid\.json": settings\.eval_bytes = "many": must be an integer' "$posenc" grid merge "$dir/zoo_settings_type"
+tamper zoo zoo_digest 'g["inputs"]["text"]["sha256"] = "x"'
+expect 2 'file = ".*grid\.json": inputs\.text\.sha256 = "x": must be a SHA-256' "$posenc" grid status "$dir/zoo_digest"
+
+# FIFOs and devices: refused at once, never waited on or read without end.
+rm -rf "$dir/fifo_grid" && cp -r "$dir/passkey" "$dir/fifo_grid" && rm "$dir/fifo_grid/grid.json" &&
+  mkfifo "$dir/fifo_grid/grid.json"
+expect 2 'grid\.json = ".*grid\.json": is not a regular file' "$posenc" grid status "$dir/fifo_grid"
+expect 2 'grid\.json = ".*grid\.json": is not a regular file' "$posenc" grid merge "$dir/fifo_grid"
+expect 2 'grid\.json = ".*grid\.json": is not a regular file' \
+  "$posenc" passkey --model "$model" --lengths 300 --depths 0.5 --methods none --out "$dir/fifo_grid"
+rm -rf "$dir/fifo_cell" && cp -r "$dir/passkey" "$dir/fifo_cell"
+mkfifo "$dir/fifo_cell/cells/000000000000000000000000.json"
+expect 0 'not a whole cell \(computed again\): .*0{24}\.json: \[grid\] cell = .*: is not a regular file' \
+  "$posenc" grid status "$dir/fifo_cell"
+expect 0 'wrote .*passkey\.md' "$posenc" grid merge "$dir/fifo_cell"
+expect 0 '1 cells, 1 finished earlier, 0 to compute' \
+  "$posenc" passkey --model "$model" --lengths 300 --depths 0.5 --methods none --out "$dir/fifo_cell"
+mkfifo "$dir/fifo_input"
+tamper passkey fifo_input_grid "g[\"inputs\"][\"model\"][\"path\"] = \"$dir/fifo_input\""
+expect 2 'path = ".*fifo_input": is not a regular file' \
+  "$posenc" grid cell "$dir/fifo_input_grid" "$(first_key "$dir/fifo_input_grid")"
+rm -rf "$dir/zero_cell" && cp -r "$dir/passkey" "$dir/zero_cell"
+cell=$(ls "$dir"/zero_cell/cells/*.json) && rm "$cell" && ln -s /dev/zero "$cell"
+expect 0 'not a whole cell \(computed again\): .*: is not a regular file' "$posenc" grid status "$dir/zero_cell"
+expect 2 '1 of 1 cells are missing \(1 cut short\)' "$posenc" grid merge "$dir/zero_cell"
+# A grid.json over the bound (sparse: it takes no disk) is refused by size, unread.
+rm -rf "$dir/huge_grid" && cp -r "$dir/passkey" "$dir/huge_grid" && truncate -s 600M "$dir/huge_grid/grid.json"
+expect 2 'grid\.json = ".*": is 629145600 bytes, more than the 536870912' "$posenc" grid status "$dir/huge_grid"
+echo "grid tampering: all refused"
