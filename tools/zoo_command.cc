@@ -189,6 +189,7 @@ void Run(const ZooOptions& o) {
 void AddZooCommand(CLI::App& app) {
   auto o = std::make_shared<ZooOptions>();
   o->train.tokens = kDefaultTokens;
+  o->train.log_every = kZooLogEvery;
   CLI::App* cmd = app.add_subcommand(
       "zoo", "Train short, test long: every position scheme trained at one length, evaluated up to 16x past it");
   cmd->add_option("--schemes", o->schemes, "Schemes, comma-separated (default: all: " + SchemeList() + ")")

@@ -84,13 +84,9 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
                 static_cast<long long>(s.steps), s.loss, s.tokens_per_s);
     std::fflush(stdout);
   });
-  std::int64_t params = 0;
-  for (const TinyLmTensor* t : TinyLmTensorList(config, trained.params)) {
-    params += static_cast<std::int64_t>(t->values.size());
-  }
   ZooModel model{.scheme = p.at("scheme").get<std::string>(),
                  .seed = train.seed,
-                 .params = params,
+                 .params = TinyLmParameterCount(config),
                  .steps = trained.steps,
                  .tokens = trained.tokens,
                  .final_loss = trained.final_loss,
@@ -254,6 +250,7 @@ TinyLmTrainOptions ZooTrainFromJson(const Json& j) {
   t.grad_clip = j.at("grad_clip").get<double>();
   t.beta1 = j.at("beta1").get<double>();
   t.beta2 = j.at("beta2").get<double>();
+  t.log_every = kZooLogEvery;
   return t;
 }
 

@@ -2,6 +2,8 @@
 // training options, written by the planner and read by the cell.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "posenc/tiny_lm.h"
@@ -9,9 +11,14 @@
 
 namespace posenc::cli {
 
+// A zoo model keeps no loss log but the last step's entry (its final loss
+// is all the tables use), so the log costs nothing at any budget.
+inline constexpr std::int64_t kZooLogEvery = std::numeric_limits<std::int64_t>::max();
+
 nlohmann::json ZooConfigJson(const TinyLmConfig& config);
 TinyLmConfig ZooConfigFromJson(const nlohmann::json& json);
 nlohmann::json ZooTrainJson(const TinyLmTrainOptions& train);
+// log_every = kZooLogEvery.
 TinyLmTrainOptions ZooTrainFromJson(const nlohmann::json& json);
 
 }  // namespace posenc::cli

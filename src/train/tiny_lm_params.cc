@@ -172,6 +172,18 @@ void ValidateTinyLmParams(const TinyLmConfig& config, const TinyLmParams& params
       });
 }
 
+std::int64_t TinyLmParameterCount(const TinyLmConfig& config) {
+  ValidateTinyLmConfig(config);
+  TinyLmParams shapes_only;  // names and shapes are walked, no values allocated
+  shapes_only.blocks.resize(static_cast<std::size_t>(config.layers));
+  std::int64_t count = 0;
+  ForEachTensor(config, shapes_only,
+                [&](const TinyLmTensor&, const std::string&, const std::vector<std::int64_t>& shape) {
+                  count += Elements(shape);
+                });
+  return count;
+}
+
 std::vector<TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, TinyLmParams& params) {
   ValidateTinyLmParams(config, params);
   std::vector<TinyLmTensor*> list;

@@ -126,6 +126,65 @@ TEST(TinyLmTrainOptions, StepsWarmupAndErrors) {
   EXPECT_NO_THROW(with([](C, O o) { o.grad_clip = std::numeric_limits<double>::infinity(); })());
 }
 
+TEST(TinyLmTrainOptions, ParameterCountWithoutAllocating) {
+  for (const PositionScheme scheme : AllPositionSchemes()) {
+    const TinyLmConfig config = SmallConfig(scheme);
+    std::int64_t count = 0;
+    for (const TinyLmTensor* t : TinyLmTensorList(config, ZeroTinyLmParams(config))) {
+      count += static_cast<std::int64_t>(t->values.size());
+    }
+    EXPECT_EQ(TinyLmParameterCount(config), count) << PositionSchemeName(scheme);
+  }
+}
+
+// Training that cannot fit this machine is refused by Validate, before any
+// buffer exists, naming the largest part's parameter, the estimate and the
+// machine's memory (TrainTinyLm used to allocate gigabytes and then throw a
+// bare std::bad_alloc).
+TEST(TinyLmTrainOptions, MemoryIsCheckedBeforeAnyAllocation) {
+  TinyLmConfig big;  // 51.5 G parameters: about 960 GiB with gradients and moments
+  big.d_model = 8192;
+  big.layers = 64;
+  big.ffn_hidden = 32768;
+  big.heads = 16;
+  TinyLmTrainOptions options;
+  options.tokens = 100000;
+  EXPECT_EQ(TinyLmParameterCount(big), 51542761472);
+  EXPECT_DOUBLE_EQ(EstimateTinyLmTrainMemory(big, options).model, 5.0 * 4 * 51542761472);
+  ExpectError([&] { options.Validate(big); },
+              {"[train] parameters = 51542761472: training (the weights, their gradients and AdamW's moments 960.1 GiB",
+               "more than this machine's"});
+
+  TinyLmConfig config;  // the default model, 4096 sequences of 4096 bytes a step
+  config.train_length = 4096;
+  options.batch = 4096;
+  ExpectError([&] { options.Validate(config); },
+              {"[train] batch * train_length = 16777216: training", "one step's activations 688.8 GiB"});
+
+  config.train_length = 2;  // 5e11 steps, each logged
+  options.batch = 1;
+  options.tokens = 1000000000000;
+  options.log_every = 1;
+  ExpectError([&] { options.Validate(config); },
+              {"[train] log_every = 1: training", "the loss log of 500000000001 entries"});
+  // Logged every 5e9 steps, nothing else grows with the steps.
+  options.log_every = 5000000000;
+  EXPECT_EQ(EstimateTinyLmTrainMemory(config, options).log, 101.0 * sizeof(TinyLmTrainLogEntry));
+  EXPECT_NO_THROW(options.Validate(config));
+}
+
+TEST(TinyLmTrain, FinalLossIsTheMeanOfTheLastTenSteps) {
+  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  TinyLmTrainOptions options;
+  options.batch = 2;
+  options.tokens = 13 * 2 * 16;  // 13 steps: the ring of ten wraps
+  const TinyLmTrainResult r = TrainTinyLm(config, options, Repeated("abcdefghij", 200));
+  ASSERT_EQ(r.log.size(), 13u);
+  double sum = 0.0;
+  for (std::size_t s = 3; s < 13; ++s) sum += r.log[s].loss;
+  EXPECT_EQ(r.final_loss, sum / 10);
+}
+
 TEST(TinyLmTrainOptions, WeightDecayRule) {
   for (const PositionScheme scheme : AllPositionSchemes()) {
     const TinyLmConfig config = SmallConfig(scheme);
