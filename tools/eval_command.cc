@@ -151,10 +151,13 @@ void Run(EvalOptions o) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::printf("model %s: %s, trained at L %lld on %lld bytes of %s (train loss %.4f)\n", o.model.c_str(),
-              scheme.c_str(), static_cast<long long>(train_length), static_cast<long long>(checkpoint.info.tokens),
-              checkpoint.info.corpus.c_str(), checkpoint.info.final_loss);
-  std::printf("text %s: %zu bytes; byte-unigram baseline ", o.text.c_str(), text.size());
+  // The corpus is text from the file: its control bytes (an ANSI escape, a
+  // newline) are printed as \xNN, never raw to the terminal.
+  std::printf("model %s: %s, trained at L %lld on %lld bytes of %s (train loss %.4f)\n",
+              EscapeControlBytes(o.model).c_str(), scheme.c_str(), static_cast<long long>(train_length),
+              static_cast<long long>(checkpoint.info.tokens), EscapeControlBytes(checkpoint.info.corpus).c_str(),
+              checkpoint.info.final_loss);
+  std::printf("text %s: %zu bytes; byte-unigram baseline ", EscapeControlBytes(o.text).c_str(), text.size());
   if (corpus_known) std::printf("%.4f nats/byte (training corpus's frequencies), ", unigram_corpus);
   std::printf("%.4f (the text's own)\n", unigram_text);
   std::printf("%8s %7s %8s %10s %10s %10s  %s\n", "length", "x L", "windows", "nats/byte", "bits/byte", "ppl",
