@@ -52,7 +52,9 @@ std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_
 // attention then runs through posenc::Attention under the plan (the same
 // kernel and options as the real-model study). RoPE models only; "none"
 // (without logn) is the model as trained and any scheme takes it. Throws
-// posenc::Error naming the method for another scheme.
+// posenc::Error naming the method for another scheme, and for a loss that
+// is not finite (NaN or infinite weights or activations), naming the
+// position and the windows, as EvaluatePerplexity does.
 TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& params,
                                 std::span<const std::uint8_t> text, std::int64_t length, std::int64_t windows,
                                 const std::optional<ContextExtension>& method = std::nullopt,

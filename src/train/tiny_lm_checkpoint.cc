@@ -117,6 +117,13 @@ TinyLmParams ReadParams(const GgufFile& file, const TinyLmConfig& config) {
     Require(info->type == GgmlType::kF32, kOp, t->name + " type", TraitsOf(info->type).name,
             "must be F32 (checkpoints are float32)");
     t->values = file.Dequantize(*info);
+    // A NaN or infinite weight would make every loss nan, which reads like
+    // a measurement: refused here, naming the tensor and the first element.
+    const auto bad = std::find_if(t->values.begin(), t->values.end(), [](float v) { return !std::isfinite(v); });
+    if (bad != t->values.end()) {
+      ThrowError(kOp, t->name + "[" + std::to_string(bad - t->values.begin()) + "]", FormatValue(*bad),
+                 "must be finite (the first NaN or infinite weight of the tensor)");
+    }
   }
   for (const GgufTensorInfo& info : file.tensors()) {
     Require(expected.contains(info.name), kOp, "tensor", info.name,

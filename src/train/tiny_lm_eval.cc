@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "posenc/error.h"
@@ -72,6 +73,12 @@ TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& 
     const TinyLmLossResult loss =
         tiny_lm::Loss(config, params, rows, batch, length, nullptr, plan ? &plan->attention : nullptr);
     for (std::int64_t t = 0; t < length; ++t) {
+      // The engine's rule (perplexity.cc): a NaN would otherwise make every
+      // column "nan", which reads like a measurement.
+      Require(std::isfinite(loss.position_loss[t]), kOp, "loss", loss.position_loss[t],
+              "must be finite: the model's loss at position " + std::to_string(t) + " of windows " +
+                  std::to_string(first) + ".." + std::to_string(first + batch - 1) +
+                  " is not; the weights or activations hold NaN or infinity");
       result.position_loss[t] += loss.position_loss[t] * static_cast<double>(batch);
     }
     if (progress) progress(first + batch, count);

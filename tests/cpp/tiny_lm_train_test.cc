@@ -421,6 +421,17 @@ TEST(TinyLmEval, ExtensionMethodsNeedRope) {
       {"window = 16"});
 }
 
+// The engine's NaN rule: a loss that is not finite is an error naming the
+// position and the windows, never "nan" in every column (weights set here
+// directly: a checkpoint with them is refused at load, below).
+TEST(TinyLmEval, NonFiniteLossIsAnError) {
+  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  TinyLmParams params = InitTinyLm(config, 1);
+  params.blocks[0].ffn_down.values[0] = std::numeric_limits<float>::quiet_NaN();
+  ExpectError([&] { EvaluateTinyLm(config, params, Noise(1000, 3), 16, 4); },
+              {"[eval] loss = nan: must be finite: the model's loss at position 0 of windows 0..3 is not"});
+}
+
 TEST(TinyLmEval, ByteUnigramLoss) {
   ByteCounts uniform{};
   uniform.fill(10);
@@ -496,6 +507,21 @@ TEST(TinyLmCheckpoint, RoundTripBitExactForEveryScheme) {
     const std::vector<std::uint8_t> tokens = Noise(17, 8);
     EXPECT_EQ(TinyLmLoss(config, params, tokens, 1, 16).loss,
               TinyLmLoss(loaded.config, loaded.params, tokens, 1, 16).loss);
+  }
+}
+
+TEST(TinyLmCheckpoint, NonFiniteWeightsAreRefusedAtLoad) {
+  const TempDir dir;
+  const TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const auto& [bad, text] : {std::pair{nan, "nan"}, std::pair{inf, "inf"}, std::pair{-inf, "-inf"}}) {
+    TinyLmParams params = InitTinyLm(config, 1);
+    params.blocks[1].ffn_up.values[17] = bad;
+    params.blocks[1].ffn_up.values[20] = nan;  // only the first is named
+    SaveTinyLmCheckpoint(dir / "bad.gguf", config, params, SomeInfo());
+    const std::string expected = std::string("bad.gguf: [checkpoint] blk.1.ffn_up.weight[17] = ") + text +
+                                 ": must be finite (the first NaN or infinite weight of the tensor)";
+    ExpectError([&] { LoadTinyLmCheckpoint(dir / "bad.gguf"); }, {expected.c_str()});
   }
 }
 
