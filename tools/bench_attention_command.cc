@@ -12,6 +12,7 @@
 
 #include "attention_workload.h"
 #include "commands.h"
+#include "integer_options.h"
 #include "machine_limits.h"
 #include "posenc/parallel.h"
 #include "rope_workload.h"
@@ -112,7 +113,7 @@ void AddBenchAttentionCommand(CLI::App& bench) {
       "attention", "Causal prefill under each positional policy vs the FMA peak and a naive implementation");
   attention->add_flag("--json", options->json, "Print one JSON object");
   attention->add_option("--tokens", options->tokens, "Sequence length")->check(CLI::Range(16, 1 << 20));
-  attention->add_option("--threads", options->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  attention->add_option("--threads", options->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   attention->add_option("--reps", options->reps, "Timed repetitions (best counts)")->check(CLI::Range(1, 100));
   attention->callback([options] { Run(*options); });
 }

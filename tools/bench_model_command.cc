@@ -17,6 +17,7 @@
 #include <random>
 
 #include "commands.h"
+#include "integer_options.h"
 #include "machine_limits.h"
 #include "posenc/generation.h"
 #include "model_inputs.h"
@@ -122,7 +123,7 @@ void AddBenchModelCommand(CLI::App& bench) {
   model->add_option("--decode-tokens", o->decode_tokens, "Decode steps timed")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  model->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  model->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   model->add_flag("--json", o->json, "Print one JSON object");
   model->callback([o] { Run(*o); });
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "integer_options.h"
 #include "reuse_freed_memory.h"
 #include "machine_limits.h"
 #include "posenc/parallel.h"
@@ -102,7 +103,7 @@ void AddBenchTrainCommand(CLI::App& bench) {
   train->add_option("--steps", o->steps, "Timed steps (after one untimed)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  train->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  train->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   train->add_flag("--json", o->json, "Print one JSON object");
   train->callback([o] { Run(*o); });
 }

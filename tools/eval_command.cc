@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "integer_options.h"
 #include "reuse_freed_memory.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
@@ -102,8 +103,8 @@ void Run(EvalOptions o) {
   const std::span<const std::uint8_t> text(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
   const std::int64_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());
   Require(static_cast<std::int64_t>(text.size()) > longest, kOp, "--text", o.text,
-          "has " + std::to_string(text.size()) +
-              " bytes, fewer than one window of the longest length + 1 = " + std::to_string(longest + 1));
+          "has " + std::to_string(text.size()) + " bytes, fewer than one window of the longest length + 1 = " +
+              std::to_string(static_cast<std::uint64_t>(longest) + 1));  // exact up to 2^63
 
   const ByteCounts& corpus_counts = checkpoint.info.corpus_byte_counts;
   const bool corpus_known = std::any_of(corpus_counts.begin(), corpus_counts.end(), [](auto c) { return c > 0; });
@@ -188,7 +189,7 @@ void AddEvalCommand(CLI::App& app) {
                    ExtensionMethodsSynopsis() + " (RoPE models; defaults from the training length and each length)")
       ->capture_default_str();
   eval->add_option("--buckets", o->buckets, "Buckets of the per-position loss in --json")->capture_default_str();
-  eval->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  eval->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   eval->add_flag("--json", o->json, "Print one JSON object");
   eval->callback([o] { Run(*o); });
 }

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "commands.h"
+#include "integer_options.h"
 #include "reuse_freed_memory.h"
 #include "tiny_lm_options.h"
 #include "output_files.h"
@@ -157,7 +158,7 @@ void AddTrainCommand(CLI::App& app) {
   AddTinyLmOptions(*train, o->config, o->train);
   train->add_option("--name", o->name, "general.name of the checkpoint (default: tiny-lm-SCHEME-LN)");
   train->add_option("--log-every", o->log_every, "Steps between --json loss-log entries (0: about 100 entries)");
-  train->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  train->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   train->add_flag("--json", o->json, "Print one JSON object");
   train->callback([o] { Run(*o); });
 }

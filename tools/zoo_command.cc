@@ -157,8 +157,7 @@ void Run(const ZooOptions& o) {
   Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
   Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
   for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
-  std::vector<PositionScheme> schemes;
-  for (const std::string& name : o.schemes) schemes.push_back(SchemeOption(kOp, "--schemes", name));
+  std::vector<PositionScheme> schemes = SchemeListOption(kOp, "--schemes", o.schemes);
   if (schemes.empty()) schemes.assign(AllPositionSchemes().begin(), AllPositionSchemes().end());
   std::vector<std::int64_t> lengths = o.lengths;
   if (lengths.empty()) {
@@ -192,8 +191,9 @@ void AddZooCommand(CLI::App& app) {
   o->train.log_every = kZooLogEvery;
   CLI::App* cmd = app.add_subcommand(
       "zoo", "Train short, test long: every position scheme trained at one length, evaluated up to 16x past it");
-  cmd->add_option("--schemes", o->schemes, "Schemes, comma-separated (default: all: " + SchemeList() + ")")
-      ->delimiter(',');
+  // Not split by CLI11, which drops empty names (",rope"): SchemeListOption
+  // splits and refuses them.
+  cmd->add_option("--schemes", o->schemes, "Schemes, comma-separated (default: all: " + SchemeList() + ")");
   cmd->add_option("--seeds", o->seeds, "Seeds (init and batches), comma-separated")
       ->delimiter(',')
       ->capture_default_str();

@@ -29,12 +29,8 @@ std::string ShapeText(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
-// A whole number in [low, 2^53) stored under `key` (any integer or float type).
 std::int64_t ReadInt(const GgufMetadata& metadata, const std::string& key, std::int64_t low) {
-  const double value = RequireGgufNumber(metadata, key, kOp, "every posenc-tiny-lm checkpoint has it");
-  Require(value == std::floor(value) && value >= static_cast<double>(low) && value < 9007199254740992.0, kOp, key,
-          value, "must be a whole number >= " + std::to_string(low));
-  return static_cast<std::int64_t>(value);
+  return RequireGgufWholeNumber(metadata, key, kOp, low, "every posenc-tiny-lm checkpoint has it");
 }
 
 double ReadNumber(const GgufMetadata& metadata, const std::string& key) {

@@ -628,6 +628,18 @@ TEST(TinyLmCheckpoint, LoadErrorsNameTheFileAndTheProblem) {
   bad = {};
   bad.int_keys["posenc-tiny-lm.layers"] = -1;
   load_error(bad, {"bad.gguf: [checkpoint] posenc-tiny-lm.layers = -1: must be a whole number >= 0"});
+  // int64 edges, exact in the message (read through a double, 2^63 - 1 was
+  // reported as 9223372036854775808).
+  bad = {};
+  bad.int_keys["posenc-tiny-lm.layers"] = std::numeric_limits<std::int64_t>::max();
+  load_error(bad, {"bad.gguf: [tiny_lm] layers = 9223372036854775807: must be in [1, 1024]"});
+  bad = {};
+  bad.int_keys["posenc-tiny-lm.training.tokens"] = std::numeric_limits<std::int64_t>::min();
+  load_error(bad, {"[checkpoint] posenc-tiny-lm.training.tokens = -9223372036854775808: must be a whole number >= 0"});
+  bad = {};
+  bad.int_keys["posenc-tiny-lm.training.tokens"] = std::numeric_limits<std::int64_t>::max();
+  bad.Write(path);
+  EXPECT_EQ(LoadTinyLmCheckpoint(path).info.tokens, std::numeric_limits<std::int64_t>::max());
 }
 
 TEST(TinyLmCheckpoint, TruncatedAndMissingFiles) {
