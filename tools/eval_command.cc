@@ -48,16 +48,16 @@ struct EvalOptions {
   bool json = false;
 };
 
-// The position curve in `buckets` runs of equal width (the last may be shorter).
+// The position curve in at most `buckets` runs of equal width (the last may
+// be shorter), each with the positions it covers.
 nlohmann::ordered_json Buckets(const std::vector<double>& position_loss, std::int64_t buckets) {
   const auto length = static_cast<std::int64_t>(position_loss.size());
   const std::int64_t width = (length + buckets - 1) / buckets;
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (std::int64_t start = 0; start < length; start += width) {
-    const std::int64_t end = std::min(length, start + width);
-    double sum = 0.0;
-    for (std::int64_t t = start; t < end; ++t) sum += position_loss[t];
-    out.push_back({{"start", start}, {"end", end}, {"loss", sum / static_cast<double>(end - start)}});
+  std::int64_t start = 0;
+  for (const double loss : BucketPositionLoss(position_loss, width)) {
+    out.push_back({{"start", start}, {"end", std::min(length, start + width)}, {"loss", loss}});
+    start += width;
   }
   return out;
 }

@@ -33,19 +33,11 @@ std::span<const std::uint8_t> Bytes(const std::string& text) {
   return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
 }
 
-// loss per bucket of `width` positions (the last may be shorter).
-std::vector<double> Bucketed(const std::vector<double>& position_loss, std::int64_t width) {
-  std::vector<double> out;
-  const auto length = static_cast<std::int64_t>(position_loss.size());
-  for (std::int64_t start = 0; start < length; start += width) {
-    const std::int64_t end = std::min(length, start + width);
-    double sum = 0;
-    for (std::int64_t t = start; t < end; ++t) sum += position_loss[t];
-    out.push_back(sum / static_cast<double>(end - start));
-  }
-  return out;
-}
-
+// Every length predicts the same bytes, text[1..eval_bytes], in windows of
+// the length side by side (TinyLmTiledOffsets; the planner made eval_bytes a
+// multiple of every length): the loss at a length is over the same bytes
+// whatever other lengths the grid asks for, so a loss that falls with
+// length is more context, not other text.
 ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> text,
                    std::int64_t length, const Json& p, const std::optional<ContextExtension>& method) {
   const std::int64_t windows = std::max<std::int64_t>(1, p.at("eval_bytes").get<std::int64_t>() / length);
@@ -54,7 +46,7 @@ ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::
     const TinyLmEvalResult r = EvaluateTinyLm(config, params, text, length, windows, method);
     out.loss = r.loss;
     out.windows = r.windows;
-    out.position_loss = Bucketed(r.position_loss, p.at("bucket").get<std::int64_t>());
+    out.position_loss = BucketPositionLoss(r.position_loss, p.at("bucket").get<std::int64_t>());
     out.seconds = r.seconds;
   } catch (const Error& e) {
     // Only a learned table evaluated past its rows may fail: that is the

@@ -69,6 +69,12 @@ bool IsModelAsTrained(const ContextExtension& method);
 // the model is RoPE, and the planner's errors (context_extension.h).
 ExtensionPlan PlanTinyLmExtension(const TinyLmConfig& config, const ContextExtension& method, std::int64_t length);
 
+// The mean of `position_loss` over runs of `width` positions side by side,
+// the last one shorter where width does not divide the length: run i
+// covers [i width, min(length, (i + 1) width)). The per-position curves of
+// posenc eval and posenc zoo. Throws posenc::Error for width < 1.
+std::vector<double> BucketPositionLoss(std::span<const double> position_loss, std::int64_t width);
+
 // How often each byte value occurs.
 using ByteCounts = std::array<std::int64_t, 256>;
 ByteCounts CountBytes(std::span<const std::uint8_t> text);

@@ -93,6 +93,19 @@ TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& 
   return result;
 }
 
+std::vector<double> BucketPositionLoss(std::span<const double> position_loss, std::int64_t width) {
+  Require(width >= 1, kOp, "width", width, "must be >= 1 (positions a bucket)");
+  const auto length = static_cast<std::int64_t>(position_loss.size());
+  std::vector<double> buckets;
+  for (std::int64_t start = 0; start < length; start += width) {
+    const std::int64_t end = std::min(length, start + width);
+    double sum = 0.0;
+    for (std::int64_t t = start; t < end; ++t) sum += position_loss[t];
+    buckets.push_back(sum / static_cast<double>(end - start));
+  }
+  return buckets;
+}
+
 ByteCounts CountBytes(std::span<const std::uint8_t> text) {
   ByteCounts counts{};
   for (const std::uint8_t b : text) ++counts[b];

@@ -12,6 +12,7 @@
 #include "posenc/adamw.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
+#include "split_mix64.h"
 #include "train/tiny_lm_internal.h"
 
 namespace posenc {
@@ -23,15 +24,6 @@ constexpr const char* kOp = "train";
 constexpr std::int64_t kMaxBatchTokens = std::int64_t{1} << 24;
 // Steps averaged into final_loss.
 constexpr std::int64_t kFinalLossSteps = 10;
-
-// SplitMix64 (Steele et al. 2014), as InitTinyLm uses: a bijective mixer
-// that turns counters into independent-looking words on every machine.
-std::uint64_t SplitMix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // Keeps the batch stream apart from InitTinyLm's streams of the same seed.
 constexpr std::uint64_t kBatchSalt = 0x6261746368657321ULL;  // "batches!"

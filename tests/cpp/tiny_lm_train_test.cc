@@ -448,6 +448,14 @@ TEST(TinyLmEval, ByteUnigramLoss) {
   ExpectError([&] { ByteUnigramLoss(negative, Bytes("a")); }, {"[eval] counts[7] = -1"});
 }
 
+TEST(TinyLmEval, BucketPositionLoss) {
+  const std::vector<double> loss{1, 2, 3, 4, 5};
+  EXPECT_EQ(BucketPositionLoss(loss, 2), (std::vector<double>{1.5, 3.5, 5}));
+  EXPECT_EQ(BucketPositionLoss(loss, 5), (std::vector<double>{3}));
+  EXPECT_EQ(BucketPositionLoss(loss, 9), (std::vector<double>{3}));
+  ExpectError([&] { BucketPositionLoss(loss, 0); }, {"[eval] width = 0: must be >= 1"});
+}
+
 // -------------------------------------------------------------- checkpoints
 
 TinyLmTrainingInfo SomeInfo() {
