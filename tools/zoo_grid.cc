@@ -40,10 +40,11 @@ std::span<const std::uint8_t> Bytes(const std::string& text) {
 // length is more context, not other text.
 ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> text,
                    std::int64_t length, const Json& p, const std::optional<ContextExtension>& method) {
-  const std::int64_t windows = std::max<std::int64_t>(1, p.at("eval_bytes").get<std::int64_t>() / length);
+  const std::vector<std::int64_t> offsets =
+      TinyLmTiledOffsets(static_cast<std::int64_t>(text.size()), length, p.at("eval_bytes").get<std::int64_t>());
   ZooLength out{.length = length};
   try {
-    const TinyLmEvalResult r = EvaluateTinyLm(config, params, text, length, windows, method);
+    const TinyLmEvalResult r = EvaluateTinyLmAt(config, params, text, length, offsets, method);
     out.loss = r.loss;
     out.windows = r.windows;
     out.position_loss = BucketPositionLoss(r.position_loss, p.at("bucket").get<std::int64_t>());
@@ -64,8 +65,8 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
   const TinyLmTrainOptions train = ZooTrainFromJson(p.at("train"));
   const std::string corpus = ReadRegularFile(kOp, "--corpus", CheckedGridInput(grid, "corpus"), kMaxTextBytes,
                                              "the corpus is read into memory");
-  std::string text =
-      ReadRegularFile(kOp, "--text", CheckedGridInput(grid, "text"), kMaxTextBytes, "the text is read into memory");
+  const std::string text_path = CheckedGridInput(grid, "text");
+  std::string text = ReadRegularFile(kOp, "--text", text_path, kMaxTextBytes, "the text is read into memory");
   std::printf("training %s, seed %lld, on %zu bytes\n", cell.label.c_str(), static_cast<long long>(train.seed),
               corpus.size());
   std::int64_t next_report = 0;
@@ -86,11 +87,13 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
                  .tokens_per_s = trained.tokens_per_s};
 
   const auto lengths = p.at("lengths").get<std::vector<std::int64_t>>();
-  // Every length reads the same bytes: the text's first eval_bytes (and the
-  // longest window's reach), so that a loss that falls with length is more
-  // context, not other text.
-  const auto span = static_cast<std::size_t>(p.at("eval_bytes").get<std::int64_t>() + lengths.back() + 1);
-  text.resize(std::min(text.size(), span));
+  // The bytes every length reads (Evaluate): byte 0 as context, 1..eval_bytes predicted.
+  const auto eval_bytes = p.at("eval_bytes").get<std::int64_t>();
+  Require(static_cast<std::int64_t>(text.size()) > eval_bytes, kOp, "--text", text_path,
+          "has " + std::to_string(text.size()) +
+              " bytes, fewer than --eval-bytes + 1 = " + std::to_string(static_cast<std::uint64_t>(eval_bytes) + 1));
+  text.resize(static_cast<std::size_t>(eval_bytes + 1));
+  const std::span<const std::uint8_t> predicted = Bytes(text).subspan(1);
   ZooEvaluation as_trained{.variant = model.scheme};
   for (const std::int64_t length : lengths) {
     as_trained.lengths.push_back(Evaluate(config, trained.params, Bytes(text), length, p, std::nullopt));
@@ -135,8 +138,9 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
   }
   model.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json result = ZooModelJson(model);
-  result["unigram"] = {{"corpus_frequencies", ByteUnigramLoss(CountBytes(Bytes(corpus)), Bytes(text))},
-                       {"text_frequencies", ByteUnigramLoss(CountBytes(Bytes(text)), Bytes(text))}};
+  // Over the predicted bytes, as the models' losses.
+  result["unigram"] = {{"corpus_frequencies", ByteUnigramLoss(CountBytes(Bytes(corpus)), predicted)},
+                       {"text_frequencies", ByteUnigramLoss(CountBytes(predicted), predicted)}};
   return result;
 }
 

@@ -323,6 +323,38 @@ TEST(TinyLmEval, OffsetsEvenlySpacedNeverOverlapping) {
   ExpectError([] { TinyLmEvalOffsets(100, 4, 0); }, {"[eval] windows = 0"});
 }
 
+// The zoo's windows: every length that divides the budget predicts exactly
+// text[1..64], each byte once, and the loss depends on nothing but those
+// bytes and the length (not on how long the text is, as evenly spread
+// windows did).
+TEST(TinyLmEval, TiledWindowsPredictTheSameBytesAtEveryLength) {
+  for (const std::int64_t length : {1, 2, 4, 16, 32, 64}) {
+    std::vector<int> predicted(66, 0);
+    for (const std::int64_t offset : TinyLmTiledOffsets(65, length, 64)) {
+      for (std::int64_t t = offset + 1; t <= offset + length; ++t) ++predicted[t];
+    }
+    std::vector<int> once(66, 1);
+    once[0] = once[65] = 0;
+    EXPECT_EQ(predicted, once) << "length " << length;
+  }
+  EXPECT_EQ(TinyLmTiledOffsets(1000, 16, 64), (std::vector<std::int64_t>{0, 16, 32, 48}));
+  ExpectError([] { TinyLmTiledOffsets(65, 48, 64); },
+              {"[eval] predicted_bytes = 64: must be a multiple of length = 48"});
+  ExpectError([] { TinyLmTiledOffsets(64, 16, 64); }, {"[eval] text = 64 bytes: must hold predicted_bytes + 1 = 65"});
+
+  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  const TinyLmParams params = InitTinyLm(config, 4);
+  const std::vector<std::uint8_t> text = Noise(1000, 6);
+  const std::vector<std::uint8_t> just_enough(text.begin(), text.begin() + 65);
+  const auto loss = [&](std::span<const std::uint8_t> t) {
+    return EvaluateTinyLmAt(config, params, t, 16, TinyLmTiledOffsets(static_cast<std::int64_t>(t.size()), 16, 64))
+        .loss;
+  };
+  EXPECT_EQ(loss(text), loss(just_enough));
+  ExpectError([&] { EvaluateTinyLmAt(config, params, just_enough, 16, std::vector<std::int64_t>{49}); },
+              {"[eval] offsets[0] = 49: must leave a window of length + 1 = 17 bytes in the text of 65 bytes"});
+}
+
 TEST(TinyLmEval, MeanOverWindowsAsOneCallEach) {
   const TinyLmConfig config = SmallConfig(PositionScheme::kT5);
   const TinyLmParams params = InitTinyLm(config, 5);
