@@ -26,12 +26,19 @@ const T* GgufFind(const GgufMetadata& metadata, std::string_view key, std::strin
 
 // Any number (integer or float): nullopt when absent.
 std::optional<double> GgufNumber(const GgufMetadata& metadata, std::string_view key, std::string_view op);
+// A whole number >= low: an integer exactly (an error prints it as stored,
+// 9223372036854775807 included), a float below 2^53 (where every whole
+// double is exact). nullopt when absent.
+std::optional<std::int64_t> GgufWholeNumber(const GgufMetadata& metadata, std::string_view key, std::string_view op,
+                                            std::int64_t low);
 // A whole number >= 1 (counts, lengths): nullopt when absent.
 std::optional<std::int64_t> GgufCount(const GgufMetadata& metadata, std::string_view key, std::string_view op);
 std::optional<std::string> GgufString(const GgufMetadata& metadata, std::string_view key, std::string_view op);
 
 // The same, present or an Error "missing: <why>".
 double RequireGgufNumber(const GgufMetadata& metadata, std::string_view key, std::string_view op, std::string_view why);
+std::int64_t RequireGgufWholeNumber(const GgufMetadata& metadata, std::string_view key, std::string_view op,
+                                    std::int64_t low, std::string_view why);
 std::int64_t RequireGgufCount(const GgufMetadata& metadata, std::string_view key, std::string_view op,
                               std::string_view why);
 template <class T>

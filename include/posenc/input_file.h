@@ -26,6 +26,9 @@ struct OpenedFile {
 };
 OpenedFile OpenRegularFile(std::string_view op, std::string_view parameter, const std::string& path);
 
+// "64.0 GiB": how memory sizes read in messages.
+std::string Gibibytes(double bytes);
+
 // Physical memory of this machine in bytes.
 std::uint64_t PhysicalMemoryBytes();
 

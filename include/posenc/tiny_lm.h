@@ -127,6 +127,9 @@ TinyLmParams InitTinyLm(const TinyLmConfig& config, std::uint64_t seed);
 // Throws posenc::Error naming the tensor unless params has exactly the
 // config's tensors (names, shapes, sizes).
 void ValidateTinyLmParams(const TinyLmConfig& config, const TinyLmParams& params);
+// How many parameters (float32 values) the config's model has, counted
+// from the shapes without allocating them (a size check comes first).
+std::int64_t TinyLmParameterCount(const TinyLmConfig& config);
 // Every tensor of the config's model, in a fixed order (token_embd,
 // position_embd, attn_rel_b, blocks in order, output_norm): what a
 // checkpoint writes and an optimizer walks (params and grads side by side).

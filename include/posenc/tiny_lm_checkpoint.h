@@ -64,7 +64,8 @@ void SaveTinyLmCheckpoint(const std::string& path, const TinyLmConfig& config, c
 // the file and what is wrong: a truncated or corrupt file (the GGUF
 // reader's message), another architecture, an unknown scheme, a missing or
 // mistyped key, a config that breaks its rules, a missing tensor, one with
-// the wrong shape or type, or one the config's model does not have.
+// the wrong shape or type, one the config's model does not have, or a NaN or
+// infinite weight ("blk.0.ffn_up.weight[17] = nan: must be finite").
 TinyLmCheckpoint LoadTinyLmCheckpoint(const std::string& path);
 
 }  // namespace posenc

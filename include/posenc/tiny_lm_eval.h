@@ -41,6 +41,17 @@ struct TinyLmEvalResult {
 // for length < 1, windows < 1, and a text shorter than one window.
 std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_t length, std::int64_t windows);
 
+// Windows side by side from the start of the text, window w at w * length,
+// predicted_bytes / length of them: they predict text[1..predicted_bytes],
+// each byte once (with 0 to length - 1 bytes of context), and so every
+// length that divides predicted_bytes scores exactly the same bytes,
+// whatever other lengths are evaluated: a loss that falls with length is
+// more context, not other text (posenc zoo). Throws posenc::Error unless
+// length >= 1 divides predicted_bytes and the text holds predicted_bytes + 1
+// bytes.
+std::vector<std::int64_t> TinyLmTiledOffsets(std::int64_t text_bytes, std::int64_t length,
+                                             std::int64_t predicted_bytes);
+
 // The loss of `params` over the windows of `text` at `length` (TinyLmLoss
 // without gradients, several windows a call). A length past a learned
 // model's table needs config.learned_past_table = kHierarchical (else the
@@ -52,11 +63,20 @@ std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_
 // attention then runs through posenc::Attention under the plan (the same
 // kernel and options as the real-model study). RoPE models only; "none"
 // (without logn) is the model as trained and any scheme takes it. Throws
-// posenc::Error naming the method for another scheme.
+// posenc::Error naming the method for another scheme, and for a loss that
+// is not finite (NaN or infinite weights or activations), naming the
+// position and the windows, as EvaluatePerplexity does.
 TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& params,
                                 std::span<const std::uint8_t> text, std::int64_t length, std::int64_t windows,
                                 const std::optional<ContextExtension>& method = std::nullopt,
                                 const std::function<void(std::int64_t done, std::int64_t total)>& progress = {});
+// The same over windows starting at `offsets` (TinyLmEvalOffsets,
+// TinyLmTiledOffsets): each must hold length + 1 bytes of the text.
+TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams& params,
+                                  std::span<const std::uint8_t> text, std::int64_t length,
+                                  std::span<const std::int64_t> offsets,
+                                  const std::optional<ContextExtension>& method = std::nullopt,
+                                  const std::function<void(std::int64_t done, std::int64_t total)>& progress = {});
 
 // Whether `method` leaves the model as trained (ExtensionMethod::kNone
 // without logn): EvaluateTinyLm then runs the model's own attention.
@@ -66,6 +86,12 @@ bool IsModelAsTrained(const ContextExtension& method);
 // form names every default). Throws posenc::Error naming the method unless
 // the model is RoPE, and the planner's errors (context_extension.h).
 ExtensionPlan PlanTinyLmExtension(const TinyLmConfig& config, const ContextExtension& method, std::int64_t length);
+
+// The mean of `position_loss` over runs of `width` positions side by side,
+// the last one shorter where width does not divide the length: run i
+// covers [i width, min(length, (i + 1) width)). The per-position curves of
+// posenc eval and posenc zoo. Throws posenc::Error for width < 1.
+std::vector<double> BucketPositionLoss(std::span<const double> position_loss, std::int64_t width);
 
 // How often each byte value occurs.
 using ByteCounts = std::array<std::int64_t, 256>;

@@ -50,13 +50,37 @@ struct TinyLmTrainOptions {
 
   // Throws posenc::Error "[train] parameter = value: rule" for the first
   // field that breaks its rule, the config's own rules (train_length >= 2,
-  // ...) first, then batch * train_length within one TinyLmLoss call.
+  // ...) first, then batch * train_length within one TinyLmLoss call, then
+  // the peak memory of training (EstimateTinyLmTrainMemory) within this
+  // machine's physical memory: a model or a batch too large for the machine
+  // is an error naming the estimate and the limit before anything is
+  // allocated, not a bad_alloc after minutes of work.
   void Validate(const TinyLmConfig& config) const;
   // ceil(tokens / (batch * train_length)).
   std::int64_t Steps(const TinyLmConfig& config) const;
   // round(warmup * Steps).
   std::int64_t WarmupSteps(const TinyLmConfig& config) const;
 };
+
+// The peak memory of TrainTinyLm in bytes, by part, counted from the
+// buffers the code keeps (P = TinyLmParameterCount, N = batch *
+// train_length rows, d, F, H, L as in tiny_lm.h):
+//   model        5 P floats: the parameters, their gradients, AdamW's two
+//                moments, and the next step's zeroed gradients while the
+//                last ones are freed
+//   activations  per row: L (8d + 2F + 2) floats kept for the backward pass
+//                (tiny_lm_model.cc's BlockActivations), 256 logits and their
+//                gradient, the residual stream and its gradients, one block's
+//                backward temporaries (2F + 5d); the distance-bias partials
+//                (2 H floats a row) and Shaw's per-(sequence, head) table
+//                partials where the scheme has them
+//   log          one TinyLmTrainLogEntry every log_every steps (nothing
+//                else grows with the number of steps)
+struct TinyLmTrainMemory {
+  double model = 0, activations = 0, log = 0;
+  double Total() const { return model + activations + log; }
+};
+TinyLmTrainMemory EstimateTinyLmTrainMemory(const TinyLmConfig& config, const TinyLmTrainOptions& options);
 
 // Whether AdamW decays this tensor (the rule above).
 bool TinyLmTensorDecays(const TinyLmTensor& tensor);

@@ -42,13 +42,26 @@ std::optional<double> GgufNumber(const GgufMetadata& metadata, std::string_view 
   ThrowError(op, key, "non-numeric", "must be a number");
 }
 
-std::optional<std::int64_t> GgufCount(const GgufMetadata& metadata, std::string_view key, std::string_view op) {
+std::optional<std::int64_t> GgufWholeNumber(const GgufMetadata& metadata, std::string_view key, std::string_view op,
+                                            std::int64_t low) {
+  const std::string rule = "must be a whole number >= " + std::to_string(low);
+  const auto it = metadata.find(key);
+  if (it != metadata.end()) {
+    if (const auto* exact = std::get_if<std::int64_t>(&it->second)) {
+      Require(*exact >= low, op, key, *exact, rule);
+      return *exact;
+    }
+  }
   const auto value = GgufNumber(metadata, key, op);
   if (!value) return std::nullopt;
   // Below 2^53 every whole double is exact; no count comes near it.
-  Require(*value >= 1 && *value == std::floor(*value) && *value < 9007199254740992.0, op, key, *value,
-          "must be a whole number >= 1");
+  Require(*value >= static_cast<double>(low) && *value == std::floor(*value) && *value < 9007199254740992.0, op, key,
+          *value, rule);
   return static_cast<std::int64_t>(*value);
+}
+
+std::optional<std::int64_t> GgufCount(const GgufMetadata& metadata, std::string_view key, std::string_view op) {
+  return GgufWholeNumber(metadata, key, op, 1);
 }
 
 std::optional<std::string> GgufString(const GgufMetadata& metadata, std::string_view key, std::string_view op) {
@@ -64,11 +77,16 @@ double RequireGgufNumber(const GgufMetadata& metadata, std::string_view key, std
   return *value;
 }
 
-std::int64_t RequireGgufCount(const GgufMetadata& metadata, std::string_view key, std::string_view op,
-                              std::string_view why) {
-  const auto value = GgufCount(metadata, key, op);
+std::int64_t RequireGgufWholeNumber(const GgufMetadata& metadata, std::string_view key, std::string_view op,
+                                    std::int64_t low, std::string_view why) {
+  const auto value = GgufWholeNumber(metadata, key, op, low);
   if (!value) Missing(key, op, why);
   return *value;
+}
+
+std::int64_t RequireGgufCount(const GgufMetadata& metadata, std::string_view key, std::string_view op,
+                              std::string_view why) {
+  return RequireGgufWholeNumber(metadata, key, op, 1, why);
 }
 
 template <class T>

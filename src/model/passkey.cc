@@ -9,6 +9,7 @@
 #include "model/model_ops.h"
 #include "posenc/error.h"
 #include "posenc/generation.h"
+#include "util/split_mix64.h"
 
 namespace posenc {
 namespace {
@@ -45,13 +46,6 @@ PromptText TextWithFiller(std::size_t filler, double depth, const std::string& k
   p.text = p.before_key + "The pass key is " + key + ". Remember it. " + key + " is the pass key.\n" +
            Filler(filler - prefix) + "\n" + std::string(kQuestion);
   return p;
-}
-
-std::uint64_t SplitMix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
 }
 
 }  // namespace

@@ -29,12 +29,8 @@ std::string ShapeText(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
-// A whole number in [low, 2^53) stored under `key` (any integer or float type).
 std::int64_t ReadInt(const GgufMetadata& metadata, const std::string& key, std::int64_t low) {
-  const double value = RequireGgufNumber(metadata, key, kOp, "every posenc-tiny-lm checkpoint has it");
-  Require(value == std::floor(value) && value >= static_cast<double>(low) && value < 9007199254740992.0, kOp, key,
-          value, "must be a whole number >= " + std::to_string(low));
-  return static_cast<std::int64_t>(value);
+  return RequireGgufWholeNumber(metadata, key, kOp, low, "every posenc-tiny-lm checkpoint has it");
 }
 
 double ReadNumber(const GgufMetadata& metadata, const std::string& key) {
@@ -117,6 +113,13 @@ TinyLmParams ReadParams(const GgufFile& file, const TinyLmConfig& config) {
     Require(info->type == GgmlType::kF32, kOp, t->name + " type", TraitsOf(info->type).name,
             "must be F32 (checkpoints are float32)");
     t->values = file.Dequantize(*info);
+    // A NaN or infinite weight would make every loss nan, which reads like
+    // a measurement: refused here, naming the tensor and the first element.
+    const auto bad = std::find_if(t->values.begin(), t->values.end(), [](float v) { return !std::isfinite(v); });
+    if (bad != t->values.end()) {
+      ThrowError(kOp, t->name + "[" + std::to_string(bad - t->values.begin()) + "]", FormatValue(*bad),
+                 "must be finite (the first NaN or infinite weight of the tensor)");
+    }
   }
   for (const GgufTensorInfo& info : file.tensors()) {
     Require(expected.contains(info.name), kOp, "tensor", info.name,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "posenc/error.h"
@@ -33,6 +34,20 @@ std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_
   return offsets;
 }
 
+std::vector<std::int64_t> TinyLmTiledOffsets(std::int64_t text_bytes, std::int64_t length,
+                                             std::int64_t predicted_bytes) {
+  Require(length >= 1, kOp, "length", length, "must be >= 1");
+  Require(predicted_bytes >= length && predicted_bytes % length == 0, kOp, "predicted_bytes", predicted_bytes,
+          "must be a multiple of length = " + std::to_string(length) +
+              " (whole windows side by side predict the same bytes at every length)");
+  Require(text_bytes > predicted_bytes, kOp, "text", Verbatim{std::to_string(text_bytes) + " bytes"},
+          "must hold predicted_bytes + 1 = " + std::to_string(static_cast<std::uint64_t>(predicted_bytes) + 1) +
+              " bytes (byte 0 is context only)");
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(predicted_bytes / length));
+  for (std::size_t w = 0; w < offsets.size(); ++w) offsets[w] = static_cast<std::int64_t>(w) * length;
+  return offsets;
+}
+
 bool IsModelAsTrained(const ContextExtension& method) {
   return method.method == ExtensionMethod::kNone && !method.logn;
 }
@@ -49,10 +64,27 @@ TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& 
                                 const std::optional<ContextExtension>& method,
                                 const std::function<void(std::int64_t done, std::int64_t total)>& progress) {
   ValidateTinyLmParams(config, params);
+  if (method && !IsModelAsTrained(*method)) PlanTinyLmExtension(config, *method, length);  // its errors first
+  return EvaluateTinyLmAt(config, params, text, length,
+                          TinyLmEvalOffsets(static_cast<std::int64_t>(text.size()), length, windows), method, progress);
+}
+
+TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams& params,
+                                  std::span<const std::uint8_t> text, std::int64_t length,
+                                  std::span<const std::int64_t> offsets, const std::optional<ContextExtension>& method,
+                                  const std::function<void(std::int64_t done, std::int64_t total)>& progress) {
+  ValidateTinyLmParams(config, params);
   // The plan, before any work: its errors name the method's parameters.
   std::optional<ExtensionPlan> plan;
   if (method && !IsModelAsTrained(*method)) plan = PlanTinyLmExtension(config, *method, length);
-  const std::vector<std::int64_t> offsets = TinyLmEvalOffsets(static_cast<std::int64_t>(text.size()), length, windows);
+  Require(length >= 1, kOp, "length", length, "must be >= 1");
+  Require(!offsets.empty(), kOp, "offsets", Verbatim{"[]"}, "must name at least one window");
+  for (std::size_t w = 0; w < offsets.size(); ++w) {
+    Require(offsets[w] >= 0 && offsets[w] < static_cast<std::int64_t>(text.size()) - length, kOp,
+            "offsets[" + std::to_string(w) + "]", offsets[w],
+            "must leave a window of length + 1 = " + std::to_string(static_cast<std::uint64_t>(length) + 1) +
+                " bytes in the text of " + std::to_string(text.size()) + " bytes");
+  }
   const auto start = std::chrono::steady_clock::now();
   const auto count = static_cast<std::int64_t>(offsets.size());
   const std::int64_t per_call = std::clamp<std::int64_t>(kBatchTokens / length, 1, count);
@@ -72,6 +104,12 @@ TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& 
     const TinyLmLossResult loss =
         tiny_lm::Loss(config, params, rows, batch, length, nullptr, plan ? &plan->attention : nullptr);
     for (std::int64_t t = 0; t < length; ++t) {
+      // The engine's rule (perplexity.cc): a NaN would otherwise make every
+      // column "nan", which reads like a measurement.
+      Require(std::isfinite(loss.position_loss[t]), kOp, "loss", loss.position_loss[t],
+              "must be finite: the model's loss at position " + std::to_string(t) + " of windows " +
+                  std::to_string(first) + ".." + std::to_string(first + batch - 1) +
+                  " is not; the weights or activations hold NaN or infinity");
       result.position_loss[t] += loss.position_loss[t] * static_cast<double>(batch);
     }
     if (progress) progress(first + batch, count);
@@ -84,6 +122,19 @@ TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.tokens_per_s = result.seconds > 0 ? static_cast<double>(count * length) / result.seconds : 0.0;
   return result;
+}
+
+std::vector<double> BucketPositionLoss(std::span<const double> position_loss, std::int64_t width) {
+  Require(width >= 1, kOp, "width", width, "must be >= 1 (positions a bucket)");
+  const auto length = static_cast<std::int64_t>(position_loss.size());
+  std::vector<double> buckets;
+  for (std::int64_t start = 0; start < length; start += width) {
+    const std::int64_t end = std::min(length, start + width);
+    double sum = 0.0;
+    for (std::int64_t t = start; t < end; ++t) sum += position_loss[t];
+    buckets.push_back(sum / static_cast<double>(end - start));
+  }
+  return buckets;
 }
 
 ByteCounts CountBytes(std::span<const std::uint8_t> text) {

@@ -10,6 +10,7 @@
 
 #include "posenc/error.h"
 #include "posenc/tiny_lm.h"
+#include "util/split_mix64.h"
 #include "train/tiny_lm_internal.h"
 
 namespace posenc {
@@ -61,15 +62,6 @@ std::string ShapeText(const std::vector<std::int64_t>& shape) {
   std::string text = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + "]";
-}
-
-// SplitMix64 (Steele et al. 2014): a bijective mixer; counters through it
-// give independent-looking 64-bit words, the same on every machine.
-std::uint64_t SplitMix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
 }
 
 // FNV-1a of the tensor name: each tensor has its own stream.
@@ -170,6 +162,18 @@ void ValidateTinyLmParams(const TinyLmConfig& config, const TinyLmParams& params
         Require(static_cast<std::int64_t>(t.values.size()) == Elements(shape), kOp, name + " values.size()",
                 t.values.size(), "must be the product of its shape " + ShapeText(shape));
       });
+}
+
+std::int64_t TinyLmParameterCount(const TinyLmConfig& config) {
+  ValidateTinyLmConfig(config);
+  TinyLmParams shapes_only;  // names and shapes are walked, no values allocated
+  shapes_only.blocks.resize(static_cast<std::size_t>(config.layers));
+  std::int64_t count = 0;
+  ForEachTensor(config, shapes_only,
+                [&](const TinyLmTensor&, const std::string&, const std::vector<std::int64_t>& shape) {
+                  count += Elements(shape);
+                });
+  return count;
 }
 
 std::vector<TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, TinyLmParams& params) {

@@ -3,6 +3,7 @@
 #include "posenc/tiny_lm_train.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -10,6 +11,9 @@
 
 #include "posenc/adamw.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
+#include "util/split_mix64.h"
+#include "train/tiny_lm_internal.h"
 
 namespace posenc {
 namespace {
@@ -20,15 +24,6 @@ constexpr const char* kOp = "train";
 constexpr std::int64_t kMaxBatchTokens = std::int64_t{1} << 24;
 // Steps averaged into final_loss.
 constexpr std::int64_t kFinalLossSteps = 10;
-
-// SplitMix64 (Steele et al. 2014), as InitTinyLm uses: a bijective mixer
-// that turns counters into independent-looking words on every machine.
-std::uint64_t SplitMix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // Keeps the batch stream apart from InitTinyLm's streams of the same seed.
 constexpr std::uint64_t kBatchSalt = 0x6261746368657321ULL;  // "batches!"
@@ -52,7 +47,47 @@ std::vector<std::uint8_t> GatherRows(std::span<const std::uint8_t> corpus, const
   return rows;
 }
 
+// The memory check of Validate: the estimate against this machine's memory,
+// naming the parameter of the largest part (the one to make smaller).
+void RequireTrainingFits(const TinyLmConfig& config, const TinyLmTrainOptions& options) {
+  const TinyLmTrainMemory m = EstimateTinyLmTrainMemory(config, options);
+  const std::int64_t log_entries = options.Steps(config) / options.log_every + 1;
+  const std::string what = "training (the weights, their gradients and AdamW's moments " + Gibibytes(m.model) +
+                           ", one step's activations " + Gibibytes(m.activations) + ", the loss log of " +
+                           std::to_string(log_entries) + " entries " + Gibibytes(m.log) + ")";
+  const double words = m.Total() / sizeof(float);
+  if (m.model >= m.activations && m.model >= m.log) {
+    RequireFitsInMemory(kOp, "parameters", TinyLmParameterCount(config), what, words, sizeof(float));
+  } else if (m.activations >= m.log) {
+    RequireFitsInMemory(kOp, "batch * train_length", options.batch * config.train_length, what, words, sizeof(float));
+  } else {
+    RequireFitsInMemory(kOp, "log_every", options.log_every, what, words, sizeof(float));
+  }
+}
+
 }  // namespace
+
+TinyLmTrainMemory EstimateTinyLmTrainMemory(const TinyLmConfig& config, const TinyLmTrainOptions& options) {
+  const auto d = static_cast<double>(config.d_model), f = static_cast<double>(config.ffn_hidden);
+  const auto layers = static_cast<double>(config.layers), heads = static_cast<double>(config.heads);
+  const auto rows = static_cast<double>(options.batch * config.train_length);
+  constexpr double kFloat = sizeof(float);
+  TinyLmTrainMemory m;
+  m.model = 5 * kFloat * static_cast<double>(TinyLmParameterCount(config));
+  // Floats a row: the kept activations, the logits and their gradient,
+  // x, delta, xf, dxf, dx, one block's backward temporaries (dact, dup,
+  // din, datt, dqkv), the final 1/rms, the row's float64 loss and its bytes.
+  double per_row =
+      layers * (8 * d + 2 * f + 2) + 2 * static_cast<double>(TinyLmConfig::kVocab) + 5 * d + (2 * f + 5 * d) + 4;
+  if (tiny_lm::HasDistanceBias(config.scheme)) per_row += 2 * heads;  // float64 [B H, T] partials
+  m.activations = kFloat * rows * per_row;
+  if (config.scheme == PositionScheme::kShaw) {  // float64 [B H, 2K + 1, hd] partials of a^K and a^V
+    m.activations += 2 * sizeof(double) * static_cast<double>(options.batch) * heads *
+                     static_cast<double>((2 * config.shaw_clip + 1) * config.HeadDim());
+  }
+  m.log = sizeof(TinyLmTrainLogEntry) * static_cast<double>(options.Steps(config) / options.log_every + 1);
+  return m;
+}
 
 void TinyLmTrainOptions::Validate(const TinyLmConfig& config) const {
   ValidateTinyLmConfig(config);
@@ -72,6 +107,7 @@ void TinyLmTrainOptions::Validate(const TinyLmConfig& config) const {
   Require(beta1 >= 0 && beta1 < 1, kOp, "beta1", beta1, "must be in [0, 1)");
   Require(beta2 >= 0 && beta2 < 1, kOp, "beta2", beta2, "must be in [0, 1)");
   Require(log_every >= 1, kOp, "log_every", log_every, "must be >= 1");
+  RequireTrainingFits(config, *this);
 }
 
 std::int64_t TinyLmTrainOptions::Steps(const TinyLmConfig& config) const {
@@ -140,8 +176,9 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
       .peak = options.lr, .min_lr = options.min_lr, .warmup = options.WarmupSteps(config), .total = steps};
 
   TinyLmParams grads;
-  std::vector<double> losses;
-  losses.reserve(static_cast<std::size_t>(steps));
+  // The last kFinalLossSteps losses, step s at s % kFinalLossSteps: nothing
+  // kept grows with the number of steps (a budget of 1e11 bytes is 5e7 steps).
+  std::array<double, kFinalLossSteps> last_losses{};
   const auto start = std::chrono::steady_clock::now();
   const auto seconds_since_start = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -173,7 +210,7 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
     const double norm = ClipGradNorm(grad_spans, options.grad_clip);
     const double lr = LearningRate(schedule, step);
     adamw.Step(updates, lr);
-    losses.push_back(loss);
+    last_losses[static_cast<std::size_t>(step % kFinalLossSteps)] = loss;
     const std::int64_t tokens = step * step_tokens;
     if (step % options.log_every == 0 || step == steps) {
       result.log.push_back({.step = step, .tokens = tokens, .loss = loss, .lr = lr, .grad_norm = norm});
@@ -192,7 +229,9 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
   result.seconds = seconds_since_start();
   result.tokens_per_s = result.seconds > 0 ? static_cast<double>(result.tokens) / result.seconds : 0.0;
   const std::int64_t tail = std::min(kFinalLossSteps, steps);
-  for (std::int64_t s = steps - tail; s < steps; ++s) result.final_loss += losses[s];
+  for (std::int64_t s = steps - tail + 1; s <= steps; ++s) {
+    result.final_loss += last_losses[static_cast<std::size_t>(s % kFinalLossSteps)];
+  }
   result.final_loss /= static_cast<double>(tail);
   return result;
 }

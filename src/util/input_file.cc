@@ -11,15 +11,12 @@
 #include "posenc/error.h"
 
 namespace posenc {
-namespace {
 
 std::string Gibibytes(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f GiB", bytes / static_cast<double>(1ull << 30));
   return text;
 }
-
-}  // namespace
 
 OpenedFile OpenRegularFile(std::string_view op, std::string_view parameter, const std::string& path) {
   // O_NONBLOCK: opening a FIFO without a writer returns at once instead of

@@ -7,7 +7,7 @@
 # Usage: zoo.sh POSENC TEXT DIR
 set -euo pipefail
 posenc=$1 text=$2 dir=$3
-rm -rf "$dir" "$dir.threads"
+rm -rf "$dir" "$dir.threads" "$dir.lengths16,32" "$dir.lengths16,32,64"
 fail() { echo "FAIL: $*"; exit 1; }
 zoo() {
   "$posenc" zoo --schemes rope,learned,alibi --train-len 16 --tokens 4096 --d-model 16 --layers 1 --heads 2 --ffn 32 \
@@ -47,6 +47,19 @@ expect "6 cells, 6 finished earlier, 0 to compute"
 zoo --seeds 0,1,2 --out "$dir"
 expect "9 cells, 6 finished earlier, 3 to compute"
 expect "zoo: 9 models, 9 cells"
+
+# Every length predicts the same bytes whatever other lengths are asked:
+# the loss at 16 beside 32 is the loss at 16 beside 32 and 64, to the bit
+# (the windows' spacing used to follow the longest length).
+for lengths in 16,32 16,32,64; do
+  "$posenc" zoo --schemes alibi,rope --methods window --seeds 0 --train-len 16 --tokens 4096 --d-model 16 --layers 1 --heads 2 --ffn 32 \
+    --batch 4 --corpus "$text" --text "$text" --lengths "$lengths" --eval-bytes 512 --out "$dir.lengths$lengths" \
+    >"$dir.log" 2>&1 || fail "zoo --lengths $lengths: $(cat "$dir.log")"
+done
+at16() { python3 -c 'import json,sys
+print(repr(json.load(open(sys.argv[1]))["models"][0]["evaluations"][0]["lengths"][0]["loss"]))' "$1"; }
+[ "$(at16 "$dir.lengths16,32/zoo.json")" = "$(at16 "$dir.lengths16,32,64/zoo.json")" ] ||
+  fail "the loss at 16 changed with 64 added: $(at16 "$dir.lengths16,32/zoo.json") vs $(at16 "$dir.lengths16,32,64/zoo.json")"
 
 # Bitwise the same models and losses with 2 threads a cell (the seconds differ).
 zoo --seeds 0,1,2 --jobs 1 --threads 2 --out "$dir.threads"

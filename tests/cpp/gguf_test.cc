@@ -3,6 +3,7 @@
 #include "posenc/gguf.h"
 
 #include <cmath>
+#include <limits>
 #include <span>
 
 #include "gguf_builder.h"
@@ -167,6 +168,14 @@ TEST(GgufMetadata, TypedReadsNameTheKeyAndTheRule) {
   ExpectError([&] { GgufString(meta, "n", "t"); }, {"[t] n = a value of another type: must be a string"});
   ExpectError([&] { RequireGgufCount(meta, "absent", "llama", "a llama GGUF must have it"); },
               {"[llama] absent = missing: a llama GGUF must have it"});
+  // Integers are read exactly, the int64 edges too (through a double,
+  // 2^63 - 1 was 9223372036854775808 and refused).
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max(), min = std::numeric_limits<std::int64_t>::min();
+  const GgufMetadata edges{{"max", max}, {"min", min}, {"big_float", 1e300}};
+  EXPECT_EQ(GgufWholeNumber(edges, "max", "t", 0), max);
+  ExpectError([&] { GgufWholeNumber(edges, "min", "t", 0); },
+              {"[t] min = -9223372036854775808: must be a whole number >= 0"});
+  ExpectError([&] { GgufCount(edges, "big_float", "t"); }, {"[t] big_float = 1e+300: must be a whole number >= 1"});
 }
 
 TEST(Gguf, OpenNamesThePath) {

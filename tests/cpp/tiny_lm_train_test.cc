@@ -126,6 +126,65 @@ TEST(TinyLmTrainOptions, StepsWarmupAndErrors) {
   EXPECT_NO_THROW(with([](C, O o) { o.grad_clip = std::numeric_limits<double>::infinity(); })());
 }
 
+TEST(TinyLmTrainOptions, ParameterCountWithoutAllocating) {
+  for (const PositionScheme scheme : AllPositionSchemes()) {
+    const TinyLmConfig config = SmallConfig(scheme);
+    std::int64_t count = 0;
+    for (const TinyLmTensor* t : TinyLmTensorList(config, ZeroTinyLmParams(config))) {
+      count += static_cast<std::int64_t>(t->values.size());
+    }
+    EXPECT_EQ(TinyLmParameterCount(config), count) << PositionSchemeName(scheme);
+  }
+}
+
+// Training that cannot fit this machine is refused by Validate, before any
+// buffer exists, naming the largest part's parameter, the estimate and the
+// machine's memory (TrainTinyLm used to allocate gigabytes and then throw a
+// bare std::bad_alloc).
+TEST(TinyLmTrainOptions, MemoryIsCheckedBeforeAnyAllocation) {
+  TinyLmConfig big;  // 51.5 G parameters: about 960 GiB with gradients and moments
+  big.d_model = 8192;
+  big.layers = 64;
+  big.ffn_hidden = 32768;
+  big.heads = 16;
+  TinyLmTrainOptions options;
+  options.tokens = 100000;
+  EXPECT_EQ(TinyLmParameterCount(big), 51542761472);
+  EXPECT_DOUBLE_EQ(EstimateTinyLmTrainMemory(big, options).model, 5.0 * 4 * 51542761472);
+  ExpectError([&] { options.Validate(big); },
+              {"[train] parameters = 51542761472: training (the weights, their gradients and AdamW's moments 960.1 GiB",
+               "more than this machine's"});
+
+  TinyLmConfig config;  // the default model, 4096 sequences of 4096 bytes a step
+  config.train_length = 4096;
+  options.batch = 4096;
+  ExpectError([&] { options.Validate(config); },
+              {"[train] batch * train_length = 16777216: training", "one step's activations 688.8 GiB"});
+
+  config.train_length = 2;  // 5e11 steps, each logged
+  options.batch = 1;
+  options.tokens = 1000000000000;
+  options.log_every = 1;
+  ExpectError([&] { options.Validate(config); },
+              {"[train] log_every = 1: training", "the loss log of 500000000001 entries"});
+  // Logged every 5e9 steps, nothing else grows with the steps.
+  options.log_every = 5000000000;
+  EXPECT_EQ(EstimateTinyLmTrainMemory(config, options).log, 101.0 * sizeof(TinyLmTrainLogEntry));
+  EXPECT_NO_THROW(options.Validate(config));
+}
+
+TEST(TinyLmTrain, FinalLossIsTheMeanOfTheLastTenSteps) {
+  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  TinyLmTrainOptions options;
+  options.batch = 2;
+  options.tokens = 13 * 2 * 16;  // 13 steps: the ring of ten wraps
+  const TinyLmTrainResult r = TrainTinyLm(config, options, Repeated("abcdefghij", 200));
+  ASSERT_EQ(r.log.size(), 13u);
+  double sum = 0.0;
+  for (std::size_t s = 3; s < 13; ++s) sum += r.log[s].loss;
+  EXPECT_EQ(r.final_loss, sum / 10);
+}
+
 TEST(TinyLmTrainOptions, WeightDecayRule) {
   for (const PositionScheme scheme : AllPositionSchemes()) {
     const TinyLmConfig config = SmallConfig(scheme);
@@ -264,6 +323,38 @@ TEST(TinyLmEval, OffsetsEvenlySpacedNeverOverlapping) {
   ExpectError([] { TinyLmEvalOffsets(100, 4, 0); }, {"[eval] windows = 0"});
 }
 
+// The zoo's windows: every length that divides the budget predicts exactly
+// text[1..64], each byte once, and the loss depends on nothing but those
+// bytes and the length (not on how long the text is, as evenly spread
+// windows did).
+TEST(TinyLmEval, TiledWindowsPredictTheSameBytesAtEveryLength) {
+  for (const std::int64_t length : {1, 2, 4, 16, 32, 64}) {
+    std::vector<int> predicted(66, 0);
+    for (const std::int64_t offset : TinyLmTiledOffsets(65, length, 64)) {
+      for (std::int64_t t = offset + 1; t <= offset + length; ++t) ++predicted[t];
+    }
+    std::vector<int> once(66, 1);
+    once[0] = once[65] = 0;
+    EXPECT_EQ(predicted, once) << "length " << length;
+  }
+  EXPECT_EQ(TinyLmTiledOffsets(1000, 16, 64), (std::vector<std::int64_t>{0, 16, 32, 48}));
+  ExpectError([] { TinyLmTiledOffsets(65, 48, 64); },
+              {"[eval] predicted_bytes = 64: must be a multiple of length = 48"});
+  ExpectError([] { TinyLmTiledOffsets(64, 16, 64); }, {"[eval] text = 64 bytes: must hold predicted_bytes + 1 = 65"});
+
+  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  const TinyLmParams params = InitTinyLm(config, 4);
+  const std::vector<std::uint8_t> text = Noise(1000, 6);
+  const std::vector<std::uint8_t> just_enough(text.begin(), text.begin() + 65);
+  const auto loss = [&](std::span<const std::uint8_t> t) {
+    return EvaluateTinyLmAt(config, params, t, 16, TinyLmTiledOffsets(static_cast<std::int64_t>(t.size()), 16, 64))
+        .loss;
+  };
+  EXPECT_EQ(loss(text), loss(just_enough));
+  ExpectError([&] { EvaluateTinyLmAt(config, params, just_enough, 16, std::vector<std::int64_t>{49}); },
+              {"[eval] offsets[0] = 49: must leave a window of length + 1 = 17 bytes in the text of 65 bytes"});
+}
+
 TEST(TinyLmEval, MeanOverWindowsAsOneCallEach) {
   const TinyLmConfig config = SmallConfig(PositionScheme::kT5);
   const TinyLmParams params = InitTinyLm(config, 5);
@@ -362,6 +453,17 @@ TEST(TinyLmEval, ExtensionMethodsNeedRope) {
       {"window = 16"});
 }
 
+// The engine's NaN rule: a loss that is not finite is an error naming the
+// position and the windows, never "nan" in every column (weights set here
+// directly: a checkpoint with them is refused at load, below).
+TEST(TinyLmEval, NonFiniteLossIsAnError) {
+  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  TinyLmParams params = InitTinyLm(config, 1);
+  params.blocks[0].ffn_down.values[0] = std::numeric_limits<float>::quiet_NaN();
+  ExpectError([&] { EvaluateTinyLm(config, params, Noise(1000, 3), 16, 4); },
+              {"[eval] loss = nan: must be finite: the model's loss at position 0 of windows 0..3 is not"});
+}
+
 TEST(TinyLmEval, ByteUnigramLoss) {
   ByteCounts uniform{};
   uniform.fill(10);
@@ -376,6 +478,14 @@ TEST(TinyLmEval, ByteUnigramLoss) {
   ByteCounts negative{};
   negative[7] = -1;
   ExpectError([&] { ByteUnigramLoss(negative, Bytes("a")); }, {"[eval] counts[7] = -1"});
+}
+
+TEST(TinyLmEval, BucketPositionLoss) {
+  const std::vector<double> loss{1, 2, 3, 4, 5};
+  EXPECT_EQ(BucketPositionLoss(loss, 2), (std::vector<double>{1.5, 3.5, 5}));
+  EXPECT_EQ(BucketPositionLoss(loss, 5), (std::vector<double>{3}));
+  EXPECT_EQ(BucketPositionLoss(loss, 9), (std::vector<double>{3}));
+  ExpectError([&] { BucketPositionLoss(loss, 0); }, {"[eval] width = 0: must be >= 1"});
 }
 
 // -------------------------------------------------------------- checkpoints
@@ -437,6 +547,21 @@ TEST(TinyLmCheckpoint, RoundTripBitExactForEveryScheme) {
     const std::vector<std::uint8_t> tokens = Noise(17, 8);
     EXPECT_EQ(TinyLmLoss(config, params, tokens, 1, 16).loss,
               TinyLmLoss(loaded.config, loaded.params, tokens, 1, 16).loss);
+  }
+}
+
+TEST(TinyLmCheckpoint, NonFiniteWeightsAreRefusedAtLoad) {
+  const TempDir dir;
+  const TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const auto& [bad, text] : {std::pair{nan, "nan"}, std::pair{inf, "inf"}, std::pair{-inf, "-inf"}}) {
+    TinyLmParams params = InitTinyLm(config, 1);
+    params.blocks[1].ffn_up.values[17] = bad;
+    params.blocks[1].ffn_up.values[20] = nan;  // only the first is named
+    SaveTinyLmCheckpoint(dir / "bad.gguf", config, params, SomeInfo());
+    const std::string expected = std::string("bad.gguf: [checkpoint] blk.1.ffn_up.weight[17] = ") + text +
+                                 ": must be finite (the first NaN or infinite weight of the tensor)";
+    ExpectError([&] { LoadTinyLmCheckpoint(dir / "bad.gguf"); }, {expected.c_str()});
   }
 }
 
@@ -543,6 +668,18 @@ TEST(TinyLmCheckpoint, LoadErrorsNameTheFileAndTheProblem) {
   bad = {};
   bad.int_keys["posenc-tiny-lm.layers"] = -1;
   load_error(bad, {"bad.gguf: [checkpoint] posenc-tiny-lm.layers = -1: must be a whole number >= 0"});
+  // int64 edges, exact in the message (read through a double, 2^63 - 1 was
+  // reported as 9223372036854775808).
+  bad = {};
+  bad.int_keys["posenc-tiny-lm.layers"] = std::numeric_limits<std::int64_t>::max();
+  load_error(bad, {"bad.gguf: [tiny_lm] layers = 9223372036854775807: must be in [1, 1024]"});
+  bad = {};
+  bad.int_keys["posenc-tiny-lm.training.tokens"] = std::numeric_limits<std::int64_t>::min();
+  load_error(bad, {"[checkpoint] posenc-tiny-lm.training.tokens = -9223372036854775808: must be a whole number >= 0"});
+  bad = {};
+  bad.int_keys["posenc-tiny-lm.training.tokens"] = std::numeric_limits<std::int64_t>::max();
+  bad.Write(path);
+  EXPECT_EQ(LoadTinyLmCheckpoint(path).info.tokens, std::numeric_limits<std::int64_t>::max());
 }
 
 TEST(TinyLmCheckpoint, TruncatedAndMissingFiles) {

@@ -14,6 +14,7 @@
 #include "attention_workload.h"
 #include "commands/bench_floors.h"
 #include "commands.h"
+#include "options/integer_options.h"
 #include "machine_limits.h"
 #include "posenc/parallel.h"
 #include "rope_workload.h"
@@ -119,7 +120,7 @@ void AddBenchAttentionCommand(CLI::App& bench) {
   attention->add_option("--tokens", options->tokens, "Sequence length")
       ->capture_default_str()
       ->check(CLI::Range(16, 1 << 20));
-  attention->add_option("--threads", options->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  attention->add_option("--threads", options->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   attention->add_option("--reps", options->reps, "Timed repetitions (best counts)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));

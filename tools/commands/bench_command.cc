@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "options/integer_options.h"
 #include "machine_limits.h"
 #include "posenc/error.h"
 #include "posenc/parallel.h"
@@ -210,12 +211,12 @@ void AddBenchCommands(CLI::App& app) {
   rope->add_flag("--json", options->json, "Print one JSON object");
   rope->add_option("--tokens", options->tokens, "Sequence length (tokens)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(IntegerAtLeast(1));
   rope->add_option("--threads", options->threads, "Threads for the kernel and the copy (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntegerAtLeast(0));
   rope->add_option("--reps", options->reps, "Timed repetitions (best is kept)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(IntegerAtLeast(1));
   rope->add_option("--dtypes", options->dtypes, "Element types to measure (f32, bf16, f16)")
       ->capture_default_str()
       ->delimiter(',');

@@ -20,6 +20,7 @@
 
 #include "commands/bench_floors.h"
 #include "commands.h"
+#include "options/integer_options.h"
 #include "machine_limits.h"
 #include "posenc/generation.h"
 #include "options/model_inputs.h"
@@ -149,7 +150,7 @@ void AddBenchModelCommand(CLI::App& bench) {
   model->add_option("--decode-tokens", o->decode_tokens, "Decode steps timed")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  model->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  model->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   model->add_flag("--json", o->json, "Print one JSON object");
   model->callback([o] {
     o->model = ResolveInput("bench model", "--model", o->model, kDefaultModel);

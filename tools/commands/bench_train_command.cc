@@ -16,6 +16,7 @@
 #include "commands/bench_floors.h"
 #include "commands.h"
 #include "options/reuse_freed_memory.h"
+#include "options/integer_options.h"
 #include "machine_limits.h"
 #include "posenc/parallel.h"
 #include "posenc/tiny_lm_train.h"
@@ -104,7 +105,7 @@ void AddBenchTrainCommand(CLI::App& bench) {
   train->add_option("--steps", o->steps, "Timed steps (after one untimed)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  train->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  train->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   train->add_flag("--json", o->json, "Print one JSON object");
   train->callback([o] { Run(*o); });
 }

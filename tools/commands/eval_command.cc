@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "options/reuse_freed_memory.h"
 #include "options/default_inputs.h"
+#include "options/integer_options.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
@@ -47,16 +48,16 @@ struct EvalOptions {
   bool json = false;
 };
 
-// The position curve in `buckets` runs of equal width (the last may be shorter).
+// The position curve in at most `buckets` runs of equal width (the last may
+// be shorter), each with the positions it covers.
 nlohmann::ordered_json Buckets(const std::vector<double>& position_loss, std::int64_t buckets) {
   const auto length = static_cast<std::int64_t>(position_loss.size());
   const std::int64_t width = (length + buckets - 1) / buckets;
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (std::int64_t start = 0; start < length; start += width) {
-    const std::int64_t end = std::min(length, start + width);
-    double sum = 0.0;
-    for (std::int64_t t = start; t < end; ++t) sum += position_loss[t];
-    out.push_back({{"start", start}, {"end", end}, {"loss", sum / static_cast<double>(end - start)}});
+  std::int64_t start = 0;
+  for (const double loss : BucketPositionLoss(position_loss, width)) {
+    out.push_back({{"start", start}, {"end", std::min(length, start + width)}, {"loss", loss}});
+    start += width;
   }
   return out;
 }
@@ -103,8 +104,8 @@ void Run(EvalOptions o) {
   const std::span<const std::uint8_t> text(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
   const std::int64_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());
   Require(static_cast<std::int64_t>(text.size()) > longest, kOp, "--text", o.text,
-          "has " + std::to_string(text.size()) +
-              " bytes, fewer than one window of the longest length + 1 = " + std::to_string(longest + 1));
+          "has " + std::to_string(text.size()) + " bytes, fewer than one window of the longest length + 1 = " +
+              std::to_string(static_cast<std::uint64_t>(longest) + 1));  // exact up to 2^63
 
   const ByteCounts& corpus_counts = checkpoint.info.corpus_byte_counts;
   const bool corpus_known = std::any_of(corpus_counts.begin(), corpus_counts.end(), [](auto c) { return c > 0; });
@@ -152,10 +153,13 @@ void Run(EvalOptions o) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::printf("model %s: %s, trained at L %lld on %lld bytes of %s (train loss %.4f)\n", o.model.c_str(),
-              scheme.c_str(), static_cast<long long>(train_length), static_cast<long long>(checkpoint.info.tokens),
-              checkpoint.info.corpus.c_str(), checkpoint.info.final_loss);
-  std::printf("text %s: %zu bytes; byte-unigram baseline ", o.text.c_str(), text.size());
+  // The corpus is text from the file: its control bytes (an ANSI escape, a
+  // newline) are printed as \xNN, never raw to the terminal.
+  std::printf("model %s: %s, trained at L %lld on %lld bytes of %s (train loss %.4f)\n",
+              EscapeControlBytes(o.model).c_str(), scheme.c_str(), static_cast<long long>(train_length),
+              static_cast<long long>(checkpoint.info.tokens), EscapeControlBytes(checkpoint.info.corpus).c_str(),
+              checkpoint.info.final_loss);
+  std::printf("text %s: %zu bytes; byte-unigram baseline ", EscapeControlBytes(o.text).c_str(), text.size());
   if (corpus_known) std::printf("%.4f nats/byte (training corpus's frequencies), ", unigram_corpus);
   std::printf("%.4f (the text's own)\n", unigram_text);
   std::printf("%8s %7s %8s %10s %10s %10s  %s\n", "length", "x L", "windows", "nats/byte", "bits/byte", "ppl",
@@ -186,7 +190,7 @@ void AddEvalCommand(CLI::App& app) {
                    ExtensionMethodsSynopsis() + " (RoPE models; defaults from the training length and each length)")
       ->capture_default_str();
   eval->add_option("--buckets", o->buckets, "Buckets of the per-position loss in --json")->capture_default_str();
-  eval->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  eval->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   eval->add_flag("--json", o->json, "Print one JSON object");
   eval->callback([o] { Run(*o); });
 }

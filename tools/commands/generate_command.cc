@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "options/model_inputs.h"
+#include "options/integer_options.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/generation.h"
@@ -71,7 +73,12 @@ void Run(const GenerateCommandOptions& o) {
   Require(!prompt.empty(), kOp, "--prompt", Verbatim{"\"\""}, "must have at least one token");
 
   const LlamaHyperparams& hp = loaded.model.hparams();
-  const std::int64_t length = static_cast<std::int64_t>(prompt.size()) + o.max_tokens;
+  const auto prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  Require(o.max_tokens <= std::numeric_limits<std::int64_t>::max() - prompt_tokens, kOp, "--max-tokens", o.max_tokens,
+          "the prompt's " + std::to_string(prompt_tokens) + " tokens + --max-tokens = " +
+              std::to_string(static_cast<std::uint64_t>(prompt_tokens) + static_cast<std::uint64_t>(o.max_tokens)) +
+              " must be <= 2^63 - 1 (the length the method is planned for)");
+  const std::int64_t length = prompt_tokens + o.max_tokens;
   const ExtensionPlan plan = PlanContextExtension(extension, hp.rope, hp.context_length, length);
   GenerateOptions options{.max_tokens = o.max_tokens};
   if (loaded.tokenizer.eos_id()) options.stop_tokens.push_back(*loaded.tokenizer.eos_id());
@@ -127,7 +134,7 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--method", o->method,
                   ExtensionMethodsSynopsis() + " (defaults from the training length and prompt + max tokens)")
       ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming the text");
   cmd->callback([o] {
     o->model = ResolveInput(kOp, "--model", o->model, kDefaultModel);

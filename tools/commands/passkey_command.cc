@@ -17,6 +17,7 @@
 #include "grid/passkey_grid.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/passkey.h"
 
 namespace posenc::cli {
@@ -30,7 +31,7 @@ struct PasskeyOptions {
   std::vector<double> depths{0.1, 0.5, 0.9};
   std::int64_t trials = 1;
   std::vector<ContextExtension> methods;  // empty: the default set below
-  std::uint64_t seed = 0;
+  std::int64_t seed = 0;                  // >= 0 (an unsigned option took -1 as 2^64 - 1)
   std::int64_t max_new_tokens = 12;
   std::string out = "build/passkey";
   bool json = false;
@@ -61,9 +62,13 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
                          {"depths", depths},
                          {"trials", o.trials}}};
   for (const auto length : lengths) {
-    MakePasskeyPrompt(loaded.tokenizer, length, 0.5, PasskeyKey(o.seed, 0), o.max_new_tokens);
     const GridCell cost{.flops = model.ForwardFlops(length),
                         .memory_bytes = model.WeightBytes() + model.ActivationBytes(length) + model.CacheBytes(length)};
+    // Before the prompt is made: tokenizing 2^24 tokens of filler takes minutes.
+    RequireFitsInMemory(kOp, "--lengths", length, "a trial (the weights, the activations and the key/value cache)",
+                        cost.memory_bytes / sizeof(float), sizeof(float));
+    MakePasskeyPrompt(loaded.tokenizer, length, 0.5, PasskeyKey(static_cast<std::uint64_t>(o.seed), 0),
+                      o.max_new_tokens);
     for (std::size_t m = 0; m < methods.size(); ++m) {
       const ExtensionPlan plan = PlanContextExtension(methods[m], hp.rope, hp.context_length, length);
       const bool same = SameAsModelRope(plan, hp.rope, length);
@@ -94,6 +99,7 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
 
 void Run(const PasskeyOptions& o) {
   RequireOutputDirectory(kOp, "--out", o.out);
+  Require(o.seed >= 0, kOp, "--seed", o.seed, "must be >= 0");
   for (const std::int64_t length : o.lengths) CheckPasskeyLength(length);
   for (const double depth : o.depths) CheckPasskeyDepth(depth);
   CheckPasskeyTrials(o.trials);

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "options/model_inputs.h"
 #include "machine_limits.h"
+#include "options/integer_options.h"
 #include "posenc/parallel.h"
 #include "posenc/perplexity.h"
 #include "options/progress_bar.h"
@@ -117,11 +118,11 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_option("--text", o->text, "UTF-8 text file")->required();
   ppl->add_option("--ctx", o->ctx, "Tokens per window")->required();
   ppl->add_option("--stride", o->stride, "Tokens between window starts, 1..ctx (default: ctx, non-overlapping)")
-      ->check(CLI::PositiveNumber);
+      ->check(IntegerAtLeast(1));
   ppl->add_option("--method", o->method, ExtensionMethodsSynopsis() + " (defaults from the training length and ctx)")
       ->capture_default_str();
   ppl->add_option("--max-windows", o->max_windows, "Evaluate at most this many windows (0: all)");
-  ppl->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  ppl->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   ppl->add_flag("--json", o->json, "Print one JSON object");
   ppl->callback([o] {
     o->model = ResolveInput("ppl", "--model", o->model, kDefaultModel);

@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "commands.h"
+#include "options/integer_options.h"
 #include "posenc/error.h"
 #include "posenc/rope_config.h"
 #include "posenc/rope_frequencies.h"
@@ -149,7 +150,7 @@ void AddRopeCommands(CLI::App& app) {
       ->add_option("--seq-len", options->seq_len,
                    "Current sequence length (dynamic NTK and LongRoPE depend on it; 0: not beyond "
                    "the original length)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntegerAtLeast(0));
   freqs->add_flag("--json", options->json, "Print one JSON object instead of a table");
   freqs->callback([options] { RunRopeFreqs(*options, std::cout); });
 }

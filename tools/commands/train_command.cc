@@ -10,6 +10,7 @@
 // reads. The checkpoint appears whole or not at all.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <numbers>
@@ -21,6 +22,7 @@
 #include "options/tiny_lm_options.h"
 #include "options/output_files.h"
 #include "options/default_inputs.h"
+#include "options/integer_options.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
 #include "posenc/output_file.h"
@@ -48,12 +50,6 @@ struct TrainCommandOptions {
   bool json = false;
 };
 
-std::int64_t ParameterCount(const TinyLmConfig& config, const TinyLmParams& params) {
-  std::int64_t count = 0;
-  for (const TinyLmTensor* t : TinyLmTensorList(config, params)) count += static_cast<std::int64_t>(t->values.size());
-  return count;
-}
-
 void Run(TrainCommandOptions o) {
   ReuseFreedMemory();
   // Every check before the text is read and an hour of training starts.
@@ -62,9 +58,14 @@ void Run(TrainCommandOptions o) {
           "must be >= 2 (a sequence of one byte has nothing to attend to)");
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes)");
   Require(o.log_every >= 0, kOp, "--log-every", o.log_every, "must be >= 0 (0: about 100 entries)");
-  o.train.Validate(o.config);
-  const std::int64_t steps = o.train.Steps(o.config);
-  o.train.log_every = o.log_every > 0 ? o.log_every : std::max<std::int64_t>(1, steps / 100);
+  // About 100 entries needs the step count, which needs valid options:
+  // validated with one entry first, then again with the log's real size.
+  o.train.log_every = o.log_every > 0 ? o.log_every : std::numeric_limits<std::int64_t>::max();
+  o.train.Validate(o.config);  // the memory estimate too: before the text is read or a buffer allocated
+  if (o.log_every == 0) {
+    o.train.log_every = std::max<std::int64_t>(1, o.train.Steps(o.config) / 100);
+    o.train.Validate(o.config);
+  }
   RequireWritableOutput(kOp, "--out", o.out);
   if (o.threads > 0) SetNumThreads(o.threads);
   o.text = ResolveInput(kOp, "--text", o.text, kDefaultTrainCorpus);
@@ -92,7 +93,7 @@ void Run(TrainCommandOptions o) {
   info.corpus_byte_counts = CountBytes(corpus);
   SaveTinyLmCheckpoint(o.out, o.config, r.params, info);
 
-  const std::int64_t params = ParameterCount(o.config, r.params);
+  const std::int64_t params = TinyLmParameterCount(o.config);
   if (o.json) {
     nlohmann::ordered_json log = nlohmann::ordered_json::array();
     for (const TinyLmTrainLogEntry& e : r.log) {
@@ -152,7 +153,7 @@ void AddTrainCommand(CLI::App& app) {
   AddTinyLmOptions(*train, o->config, o->train);
   train->add_option("--name", o->name, "general.name of the checkpoint (default: tiny-lm-SCHEME-LN)");
   train->add_option("--log-every", o->log_every, "Steps between --json loss-log entries (0: about 100 entries)");
-  train->add_option("--threads", o->threads, "Threads (default: all)")->check(CLI::NonNegativeNumber);
+  train->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   train->add_flag("--json", o->json, "Print one JSON object");
   train->callback([o] { Run(*o); });
 }

@@ -72,9 +72,16 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
   Require(corpus_bytes > train_length, kOp, "--corpus", o.corpus,
           "has " + std::to_string(corpus_bytes) +
               " bytes, fewer than one window of --train-len + 1 = " + std::to_string(train_length + 1));
-  Require(text_bytes > lengths.back(), kOp, "--text", o.text,
-          "has " + std::to_string(text_bytes) +
-              " bytes, fewer than one window of the longest length + 1 = " + std::to_string(lengths.back() + 1));
+  // Every length predicts the same bytes, 1..eval_bytes of the text, in
+  // whole windows side by side (zoo_grid.cc's Evaluate).
+  for (const std::int64_t length : lengths) {
+    Require(o.eval_bytes % length == 0, kOp, "--eval-bytes", o.eval_bytes,
+            "must be a multiple of every length (" + std::to_string(length) +
+                " is not a divisor), so that each length predicts the same bytes in whole windows");
+  }
+  Require(text_bytes > o.eval_bytes, kOp, "--text", o.text,
+          "has " + std::to_string(text_bytes) + " bytes, fewer than --eval-bytes + 1 = " +
+              std::to_string(static_cast<std::uint64_t>(o.eval_bytes) + 1) + " (byte 0 is context only)");
   std::vector<std::string> names;
   names.reserve(methods.size());
   for (const ContextExtension& m : methods) names.push_back(FormatContextExtension(m));
@@ -115,7 +122,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
     double flops =
         static_cast<double>(o.train.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length);
     for (const std::int64_t length : lengths) {
-      const std::int64_t windows = std::max<std::int64_t>(1, o.eval_bytes / length);  // as the cell computes them
+      const std::int64_t windows = o.eval_bytes / length;  // as the cell computes them
       flops += static_cast<double>(windows) * TinyLmTrainStepFlops(config, 1, length) / 3 *
                (rope ? 1.0 + methods.size() : 2.0);
     }
@@ -152,8 +159,7 @@ void Run(const ZooOptions& o) {
   Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
   Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
   for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
-  std::vector<PositionScheme> schemes;
-  for (const std::string& name : o.schemes) schemes.push_back(SchemeOption(kOp, "--schemes", name));
+  std::vector<PositionScheme> schemes = SchemeListOption(kOp, "--schemes", o.schemes);
   if (schemes.empty()) schemes.assign(AllPositionSchemes().begin(), AllPositionSchemes().end());
   std::vector<std::int64_t> lengths = o.lengths;
   if (lengths.empty()) {
@@ -182,10 +188,12 @@ void Run(const ZooOptions& o) {
 void AddZooCommand(CLI::App& app) {
   auto o = std::make_shared<ZooOptions>();
   o->train.tokens = kDefaultTokens;
+  o->train.log_every = kZooLogEvery;
   CLI::App* cmd = app.add_subcommand(
       "zoo", "Train short, test long: every position scheme trained at one length, evaluated up to 16x past it");
-  cmd->add_option("--schemes", o->schemes, "Schemes, comma-separated (default: all: " + SchemeList() + ")")
-      ->delimiter(',');
+  // Not split by CLI11, which drops empty names (",rope"): SchemeListOption
+  // splits and refuses them.
+  cmd->add_option("--schemes", o->schemes, "Schemes, comma-separated (default: all: " + SchemeList() + ")");
   cmd->add_option("--seeds", o->seeds, "Seeds (init and batches), comma-separated")
       ->delimiter(',')
       ->capture_default_str();
@@ -196,7 +204,9 @@ void AddZooCommand(CLI::App& app) {
                    "linear ntk dynamic-ntk yarn rerope leaky-rerope window lambda none:logn self-extend (RoPE models)");
   cmd->add_option("--corpus", o->corpus, "Training corpus (bytes)")->capture_default_str();
   cmd->add_option("--text", o->text, "Held-out text (bytes)")->capture_default_str();
-  cmd->add_option("--eval-bytes", o->eval_bytes, "Predicted bytes per evaluated length (windows = this / length)")
+  cmd->add_option("--eval-bytes", o->eval_bytes,
+                  "Bytes predicted at every length: the text's bytes 1..N in windows side by side (a multiple of "
+                  "every length)")
       ->capture_default_str();
   cmd->add_option("--bucket", o->bucket, "Positions per point of the loss curves (0: L / 8)")->capture_default_str();
   cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; zoo.md, zoo.json, zoo.png)")

@@ -35,19 +35,6 @@ std::span<const std::uint8_t> Bytes(const std::string& text) {
   return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
 }
 
-// loss per bucket of `width` positions (the last may be shorter).
-std::vector<double> Bucketed(const std::vector<double>& position_loss, std::int64_t width) {
-  std::vector<double> out;
-  const auto length = static_cast<std::int64_t>(position_loss.size());
-  for (std::int64_t start = 0; start < length; start += width) {
-    const std::int64_t end = std::min(length, start + width);
-    double sum = 0;
-    for (std::int64_t t = start; t < end; ++t) sum += position_loss[t];
-    out.push_back(sum / static_cast<double>(end - start));
-  }
-  return out;
-}
-
 // What a cell is computed from, each value checked as its flag is.
 struct ZooCellParams {
   std::string scheme;
@@ -84,15 +71,21 @@ ZooCellParams ReadCellParams(const GridField& at, const Json& p) {
   return c;
 }
 
+// Every length predicts the same bytes, text[1..eval_bytes], in windows of
+// the length side by side (TinyLmTiledOffsets; the planner made eval_bytes a
+// multiple of every length): the loss at a length is over the same bytes
+// whatever other lengths the grid asks for, so a loss that falls with
+// length is more context, not other text.
 ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> text,
                    std::int64_t length, const ZooCellParams& p, const std::optional<ContextExtension>& method) {
-  const std::int64_t windows = std::max<std::int64_t>(1, p.eval_bytes / length);
+  const std::vector<std::int64_t> offsets =
+      TinyLmTiledOffsets(static_cast<std::int64_t>(text.size()), length, p.eval_bytes);
   ZooLength out{.length = length};
   try {
-    const TinyLmEvalResult r = EvaluateTinyLm(config, params, text, length, windows, method);
+    const TinyLmEvalResult r = EvaluateTinyLmAt(config, params, text, length, offsets, method);
     out.loss = r.loss;
     out.windows = r.windows;
-    out.position_loss = Bucketed(r.position_loss, p.bucket);
+    out.position_loss = BucketPositionLoss(r.position_loss, p.bucket);
     out.seconds = r.seconds;
   } catch (const Error& e) {
     // Only a learned table evaluated past its rows may fail: that is the
@@ -111,8 +104,8 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
   const TinyLmTrainOptions& train = p.train;
   const std::string corpus = ReadRegularFile(kOp, "--corpus", CheckedGridInput(grid, "corpus"), kMaxTextBytes,
                                              "the corpus is read into memory");
-  std::string text =
-      ReadRegularFile(kOp, "--text", CheckedGridInput(grid, "text"), kMaxTextBytes, "the text is read into memory");
+  const std::string text_path = CheckedGridInput(grid, "text");
+  std::string text = ReadRegularFile(kOp, "--text", text_path, kMaxTextBytes, "the text is read into memory");
   std::printf("training %s, seed %lld, on %zu bytes\n", cell.label.c_str(), static_cast<long long>(train.seed),
               corpus.size());
   std::int64_t next_report = 0;
@@ -123,13 +116,9 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
                 static_cast<long long>(s.steps), s.loss, s.tokens_per_s);
     std::fflush(stdout);
   });
-  std::int64_t params = 0;
-  for (const TinyLmTensor* t : TinyLmTensorList(config, trained.params)) {
-    params += static_cast<std::int64_t>(t->values.size());
-  }
   ZooModel model{.scheme = p.scheme,
                  .seed = train.seed,
-                 .params = params,
+                 .params = TinyLmParameterCount(config),
                  .steps = trained.steps,
                  .tokens = trained.tokens,
                  .final_loss = trained.final_loss,
@@ -137,11 +126,13 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
                  .tokens_per_s = trained.tokens_per_s};
 
   const std::vector<std::int64_t>& lengths = p.lengths;
-  // Every length reads the same bytes: the text's first eval_bytes (and the
-  // longest window's reach), so that a loss that falls with length is more
-  // context, not other text. (Both are at most 2^32: no overflow.)
-  const auto span = static_cast<std::size_t>(p.eval_bytes + lengths.back() + 1);
-  text.resize(std::min(text.size(), span));
+  // The bytes every length reads (Evaluate): byte 0 as context, 1..eval_bytes predicted.
+  const std::int64_t eval_bytes = p.eval_bytes;
+  Require(static_cast<std::int64_t>(text.size()) > eval_bytes, kOp, "--text", text_path,
+          "has " + std::to_string(text.size()) +
+              " bytes, fewer than --eval-bytes + 1 = " + std::to_string(static_cast<std::uint64_t>(eval_bytes) + 1));
+  text.resize(static_cast<std::size_t>(eval_bytes + 1));
+  const std::span<const std::uint8_t> predicted = Bytes(text).subspan(1);
   ZooEvaluation as_trained{.variant = model.scheme};
   for (const std::int64_t length : lengths) {
     as_trained.lengths.push_back(Evaluate(config, trained.params, Bytes(text), length, p, std::nullopt));
@@ -186,8 +177,9 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
   }
   model.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json result = ZooModelJson(model);
-  result["unigram"] = {{"corpus_frequencies", ByteUnigramLoss(CountBytes(Bytes(corpus)), Bytes(text))},
-                       {"text_frequencies", ByteUnigramLoss(CountBytes(Bytes(text)), Bytes(text))}};
+  // Over the predicted bytes, as the models' losses.
+  result["unigram"] = {{"corpus_frequencies", ByteUnigramLoss(CountBytes(Bytes(corpus)), predicted)},
+                       {"text_frequencies", ByteUnigramLoss(CountBytes(predicted), predicted)}};
   return result;
 }
 
@@ -328,6 +320,7 @@ TinyLmTrainOptions ZooTrainFromJson(const GridField& at, const Json& j) {
   t.grad_clip = j.contains("grad_clip") && j.at("grad_clip").is_null() ? HUGE_VAL : at.Number(j, "grad_clip");
   t.beta1 = at.Number(j, "beta1");
   t.beta2 = at.Number(j, "beta2");
+  t.log_every = kZooLogEvery;
   return t;
 }
 

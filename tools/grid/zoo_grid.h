@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,11 +17,16 @@
 
 namespace posenc::cli {
 
+// A zoo model keeps no loss log but the last step's entry (its final loss
+// is all the tables use), so the log costs nothing at any budget.
+inline constexpr std::int64_t kZooLogEvery = std::numeric_limits<std::int64_t>::max();
+
 nlohmann::json ZooConfigJson(const TinyLmConfig& config);
 // Throws posenc::Error naming `at`'s file and field when a value is missing,
 // of another type, or not one train/zoo accept (TinyLmTrainOptions::Validate).
 TinyLmConfig ZooConfigFromJson(const GridField& at, const nlohmann::json& json);
 nlohmann::json ZooTrainJson(const TinyLmTrainOptions& train);
+// log_every = kZooLogEvery.
 TinyLmTrainOptions ZooTrainFromJson(const GridField& at, const nlohmann::json& json);
 
 // --lengths (sorted, without repeats): at least one, each in [1, 2^32], and

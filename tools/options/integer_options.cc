@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 namespace posenc::cli {
@@ -24,6 +25,18 @@ std::string CheckFitsInt64(const std::string& text) {
 }
 
 }  // namespace
+
+CLI::Validator IntegerAtLeast(std::int64_t low) {
+  return {[low](const std::string& text) -> std::string {
+            // strtod reads every form CLI11 converts ("-1", "-1e0"); text
+            // that is no number is left to CLI11's own message.
+            char* end = nullptr;
+            const double value = std::strtod(text.c_str(), &end);
+            if (text.empty() || end != text.c_str() + text.size() || value >= static_cast<double>(low)) return {};
+            return "value " + text + " must be an integer >= " + std::to_string(low);
+          },
+          ">= " + std::to_string(low), "at least " + std::to_string(low)};
+}
 
 void RejectIntegersOutsideInt64(CLI::App& app) {
   const CLI::Validator fits_int64(CheckFitsInt64, "", "int64");

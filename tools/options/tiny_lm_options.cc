@@ -1,5 +1,7 @@
 #include "options/tiny_lm_options.h"
 
+#include <algorithm>
+
 #include "posenc/error.h"
 
 namespace posenc::cli {
@@ -17,6 +19,24 @@ PositionScheme SchemeOption(const char* op, const char* flag, const std::string&
     if (name == PositionSchemeName(scheme)) return scheme;
   }
   ThrowError(op, flag, FormatValue(name), "must be one of " + SchemeList());
+}
+
+std::vector<PositionScheme> SchemeListOption(const char* op, const char* flag, const std::vector<std::string>& lists) {
+  std::string text;
+  for (const std::string& list : lists) text += (text.empty() ? "" : ",") + list;
+  std::vector<PositionScheme> schemes;
+  if (lists.empty()) return schemes;
+  for (std::size_t begin = 0;;) {
+    const std::size_t comma = text.find(',', begin);
+    const std::string name = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    Require(!name.empty(), op, flag, text, "must be scheme names separated by ',', none of them empty");
+    const PositionScheme scheme = SchemeOption(op, flag, name);
+    Require(std::find(schemes.begin(), schemes.end(), scheme) == schemes.end(), op, flag, text,
+            "lists " + name + " twice");
+    schemes.push_back(scheme);
+    if (comma == std::string::npos) return schemes;
+    begin = comma + 1;
+  }
 }
 
 void AddTinyLmOptions(CLI::App& command, TinyLmConfig& config, TinyLmTrainOptions& train) {

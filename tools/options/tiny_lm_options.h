@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,11 @@ namespace posenc::cli {
 // The scheme called `name`; throws posenc::Error "[op] flag = "name": must
 // be one of nope, ..., kerple" otherwise.
 PositionScheme SchemeOption(const char* op, const char* flag, const std::string& name);
+// The schemes of a list option (--schemes rope,alibi or --schemes rope
+// alibi: each argument split at ','), in the order given. Throws
+// posenc::Error naming the flag and the text for an empty name (",rope"),
+// a scheme listed twice, or an unknown name (SchemeOption).
+std::vector<PositionScheme> SchemeListOption(const char* op, const char* flag, const std::vector<std::string>& lists);
 // "nope, sinusoidal, ..., kerple".
 std::string SchemeList();
 

@@ -214,8 +214,9 @@ std::string ZooMarkdown(const ZooReport& r) {
         " bytes of `" + std::filesystem::path(r.corpus).filename().string() + "` (batches of " +
         std::to_string(r.batch) + " × " + std::to_string(r.train_length) + ", AdamW, peak lr " + Number(r.lr, "%g") +
         ", warmup + cosine), seeds " + Joined(r.seeds) + ". Held out: `" +
-        std::filesystem::path(r.text).filename().string() + "`, its first " + std::to_string(r.eval_bytes) +
-        " bytes predicted at every length (windows of the length side by side). Byte-unigram baseline: " +
+        std::filesystem::path(r.text).filename().string() + "`, the same " + std::to_string(r.eval_bytes) +
+        " bytes (its bytes 1 to " + std::to_string(r.eval_bytes) +
+        ") predicted at every length, in windows of the length side by side. Byte-unigram baseline: " +
         Number(r.unigram_corpus) + " nats/byte (the training corpus's byte frequencies; " + Number(r.unigram_text) +
         " with the text's own).\n\n";
   md += "Held-out loss in nats per byte (lower is better), the mean over the seeds ± half their range:\n\n";

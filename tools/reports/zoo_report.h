@@ -56,7 +56,7 @@ struct ZooReport {
   std::int64_t d_model = 0, layers = 0, heads = 0, ffn_hidden = 0;
   double lr = 0;
   std::string corpus, text;
-  std::int64_t eval_bytes = 0;  // predicted bytes per length (at most: the text may hold fewer windows)
+  std::int64_t eval_bytes = 0;  // predicted bytes, the same text[1..eval_bytes] at every length
   std::int64_t bucket = 0;      // positions per point of the loss curves
   double unigram_corpus = 0, unigram_text = 0;
   double seconds = 0;  // the cells' compute, added up
