@@ -89,7 +89,7 @@ tamper passkey passkey_depth 'p["depth"] = 1.5'
 expect 2 "$cell_field\.depth: \[passkey\] --depths = 1\.5: must be in \[0, 1\]" \
   "$posenc" grid cell "$dir/passkey_depth" "$(first_key "$dir/passkey_depth")"
 tamper passkey passkey_seed 'p["seed"] = -1'
-expect 2 "$cell_field\.seed = -1: must be an integer >= 0" \
+expect 2 "$cell_field\.seed: \[passkey\] --seed = -1: must be >= 0" \
   "$posenc" grid cell "$dir/passkey_seed" "$(first_key "$dir/passkey_seed")"
 
 # Fields of the wrong type, missing or empty: "[grid] file = ...: field = value: rule", exit 2.

@@ -99,7 +99,7 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
 
 void Run(const PasskeyOptions& o) {
   RequireOutputDirectory(kOp, "--out", o.out);
-  Require(o.seed >= 0, kOp, "--seed", o.seed, "must be >= 0");
+  CheckPasskeySeed(o.seed);
   for (const std::int64_t length : o.lengths) CheckPasskeyLength(length);
   for (const double depth : o.depths) CheckPasskeyDepth(depth);
   CheckPasskeyTrials(o.trials);

@@ -22,6 +22,10 @@ constexpr const char* kOp = "grid";
 constexpr int kGridFormat = 1;
 constexpr std::size_t kCellKeyDigits = 24;
 
+bool IsLowerHex(std::string_view text, std::size_t digits) {
+  return text.size() == digits && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 std::string GridPath(const std::string& dir) { return dir + "/grid.json"; }
 
 // The JSON in the regular file `path`, or nullopt when it is cut short or
@@ -91,9 +95,7 @@ std::string CellKey(const nlohmann::json& params) {
   return Sha256Hex(params.dump()).substr(0, kCellKeyDigits);
 }
 
-bool IsCellKey(std::string_view key) {
-  return key.size() == kCellKeyDigits && key.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
+bool IsCellKey(std::string_view key) { return IsLowerHex(key, kCellKeyDigits); }
 
 void RequireCellKey(const std::string& key) {
   Require(IsCellKey(key), kOp, "key", key, "must be a cell key (24 lower-case hex digits, as in grid.json)");
@@ -190,12 +192,6 @@ std::int64_t GridField::Int(const nlohmann::json& object, std::string_view name)
   return AsInt(Child(name), Member(*this, object, name));
 }
 
-std::uint64_t GridField::Unsigned(const nlohmann::json& object, std::string_view name) const {
-  const nlohmann::json& v = Member(*this, object, name);
-  if (!v.is_number_unsigned()) Child(name).Fail(Shown(v), "must be an integer >= 0 (an unsigned 64-bit one)");
-  return v.get<std::uint64_t>();
-}
-
 double GridField::Number(const nlohmann::json& object, std::string_view name) const {
   return AsNumber(Child(name), Member(*this, object, name));
 }
@@ -269,7 +265,7 @@ Grid ReadGrid(const std::string& dir) {
     const GridField at = top.Child("inputs").Child(name);
     at.String(input, "path");
     const std::string digest = at.String(input, "sha256");
-    if (!IsCellKey(digest))
+    if (!IsLowerHex(digest, 64))
       at.Child("sha256").Fail(FormatValue(digest), "must be a SHA-256 (64 lower-case hex digits)");
   }
   grid.settings = top.Object(*json, "settings");

@@ -117,7 +117,6 @@ struct GridField {
   const nlohmann::json& Array(const nlohmann::json& object, std::string_view name) const;
   std::string String(const nlohmann::json& object, std::string_view name) const;
   std::int64_t Int(const nlohmann::json& object, std::string_view name) const;
-  std::uint64_t Unsigned(const nlohmann::json& object, std::string_view name) const;
   double Number(const nlohmann::json& object, std::string_view name) const;  // finite
   bool Bool(const nlohmann::json& object, std::string_view name) const;
   std::vector<std::int64_t> Ints(const nlohmann::json& object, std::string_view name) const;

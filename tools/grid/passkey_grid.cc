@@ -23,6 +23,8 @@ void CheckPasskeyDepth(double depth) {
   Require(depth >= 0 && depth <= 1, kOp, "--depths", depth, "must be in [0, 1] (the share of filler before the key)");
 }
 
+void CheckPasskeySeed(std::int64_t seed) { Require(seed >= 0, kOp, "--seed", seed, "must be >= 0"); }
+
 void CheckPasskeyTrials(std::int64_t trials) {
   Require(trials >= 1 && trials <= kMaxTrials, kOp, "--trials", trials, "must be in [1, 1000]");
 }
@@ -58,6 +60,12 @@ TrialParams ReadTrialParams(const GridField& at, const nlohmann::json& p) {
   return t;
 }
 
+std::uint64_t ReadSeed(const GridField& at, const nlohmann::json& object) {
+  const std::int64_t seed = at.Int(object, "seed");
+  at.Child("seed").Check([&] { CheckPasskeySeed(seed); });
+  return static_cast<std::uint64_t>(seed);
+}
+
 std::int64_t ReadMaxNewTokens(const GridField& at, const nlohmann::json& object) {
   const std::int64_t max_new_tokens = at.Int(object, "max_new_tokens");
   at.Child("max_new_tokens").Check([&] { CheckPasskeyMaxNewTokens(max_new_tokens); });
@@ -67,7 +75,7 @@ std::int64_t ReadMaxNewTokens(const GridField& at, const nlohmann::json& object)
 PasskeyReport ReadSettings(const GridField& at, const nlohmann::json& s) {
   PasskeyReport report{.model = at.String(s, "model"),
                        .train_length = at.Int(s, "train_length"),
-                       .seed = at.Unsigned(s, "seed"),
+                       .seed = ReadSeed(at, s),
                        .max_new_tokens = ReadMaxNewTokens(at, s),
                        .methods = at.Strings(s, "methods"),
                        .lengths = at.Ints(s, "lengths"),
@@ -88,7 +96,7 @@ void Check(const Grid& grid, const GridField& file) {
   for (const auto& [key, cell] : grid.cells) {
     const GridField at = file.Child("cells").Child(key).Child("params");
     ReadTrialParams(at, cell.params);
-    at.Unsigned(cell.params, "seed");
+    ReadSeed(at, cell.params);
     ReadMaxNewTokens(at, cell.params);
   }
   for (std::size_t i = 0; i < grid.entries.size(); ++i) {
@@ -108,7 +116,7 @@ nlohmann::json ComputeTrial(const Grid& grid, const GridCell& cell) {
   const LoadedModel loaded = LoadGridModel(grid);
   const LlamaHyperparams& hp = loaded.model.hparams();
   const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(t.method), hp.rope, hp.context_length, length);
-  const std::string key = PasskeyKey(at.Unsigned(cell.params, "seed"), trial);
+  const std::string key = PasskeyKey(ReadSeed(at, cell.params), trial);
   const PasskeyPrompt prompt = MakePasskeyPrompt(loaded.tokenizer, length, t.depth, key, max_new_tokens);
   const PasskeyScore score = ScorePasskey(loaded.model, loaded.tokenizer, prompt, plan.attention, max_new_tokens);
   return {{"key", key},
