@@ -138,6 +138,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
                                {"lengths", lengths},
                                {"methods", rope ? names : std::vector<std::string>{}},
                                {"eval_bytes", o.eval_bytes},
+                               {"windows", kZooWindows},
                                {"bucket", bucket}},
                     .label = std::string(PositionSchemeName(scheme)) + " seed " + std::to_string(seed),
                     .flops = flops,

@@ -61,6 +61,11 @@ ZooCellParams ReadCellParams(const GridField& at, const Json& p) {
   at.Child("train").Check([&] { c.train.Validate(c.config); });
   at.Child("lengths").Check([&] { CheckZooLengths(c.config, c.lengths); });
   at.Child("eval_bytes").Check([&] { CheckZooEvalBytes(c.eval_bytes); });
+  at.Child("windows").Check([&] {
+    const std::string windows = at.String(p, "windows");
+    Require(windows == kZooWindows, kOp, "windows", windows,
+            std::string("must be \"") + kZooWindows + "\" (a cell scored by another rule is another posenc's)");
+  });
   at.Child("bucket").Check([&] { CheckZooBucket(c.bucket); });
   for (std::size_t i = 0; i < c.methods.size(); ++i) {
     at.Child("methods").Child(std::to_string(i)).Check([&] {

@@ -21,6 +21,11 @@ namespace posenc::cli {
 // is all the tables use), so the log costs nothing at any budget.
 inline constexpr std::int64_t kZooLogEvery = std::numeric_limits<std::int64_t>::max();
 
+// How a cell places its evaluation windows (zoo_grid.cc's Evaluate), part of
+// its parameters: a cell computed under another rule has another key, so a
+// rerun never reuses numbers scored differently.
+inline constexpr const char* kZooWindows = "tiled from byte 0";
+
 nlohmann::json ZooConfigJson(const TinyLmConfig& config);
 // Throws posenc::Error naming `at`'s file and field when a value is missing,
 // of another type, or not one train/zoo accept (TinyLmTrainOptions::Validate).
