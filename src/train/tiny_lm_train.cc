@@ -85,7 +85,8 @@ TinyLmTrainMemory EstimateTinyLmTrainMemory(const TinyLmConfig& config, const Ti
     m.activations += 2 * sizeof(double) * static_cast<double>(options.batch) * heads *
                      static_cast<double>((2 * config.shaw_clip + 1) * config.HeadDim());
   }
-  m.log = sizeof(TinyLmTrainLogEntry) * static_cast<double>(options.Steps(config) / options.log_every + 1);
+  const std::int64_t log_entries = options.Steps(config) / options.log_every + 1;  // steps 0, k, 2k, ...
+  m.log = sizeof(TinyLmTrainLogEntry) * static_cast<double>(log_entries);
   return m;
 }
 
