@@ -1,5 +1,5 @@
 // Greedy generation and passkey retrieval on the tiny random-weight model
-// (tests/cpp/tiny_llama.h, a byte-level vocabulary: one token a character).
+// (tests/cpp/random_llama.h, a byte-level vocabulary: one token a character).
 // Generation is held to full forward passes; the passkey prompt to its
 // definition and to the token budget.
 #include "posenc/generation.h"
@@ -13,16 +13,16 @@
 #include "posenc/context_extension.h"
 #include "posenc/passkey.h"
 #include "test_util.h"
-#include "tiny_llama.h"
+#include "random_llama.h"
 
 namespace posenc {
 namespace {
 
 using testing::ExpectError;
-using testing::TinyLlamaGguf;
+using testing::RandomLlamaGguf;
 
 struct Tiny {
-  std::vector<unsigned char> bytes = TinyLlamaGguf({});
+  std::vector<unsigned char> bytes = RandomLlamaGguf({});
   GgufFile file = GgufFile::Parse(std::as_bytes(std::span(bytes)));
   LlamaModel model = LlamaModel::FromGguf(file);
   BpeTokenizer tokenizer = BpeTokenizer::FromGguf(file.metadata());

@@ -11,14 +11,14 @@
 #include "posenc/context_extension.h"
 #include "posenc/parallel.h"
 #include "test_util.h"
-#include "tiny_llama.h"
+#include "random_llama.h"
 
 namespace posenc {
 namespace {
 
 using testing::ExpectError;
-using testing::TinyLlamaGguf;
-using testing::TinyLlamaOptions;
+using testing::RandomLlamaGguf;
+using testing::RandomLlamaOptions;
 
 class ThreadCount {
  public:
@@ -29,12 +29,12 @@ class ThreadCount {
   int saved_;
 };
 
-struct TinyModel {
+struct RandomModel {
   std::vector<unsigned char> bytes;
   GgufFile file;
   LlamaModel model;
-  explicit TinyModel(const TinyLlamaOptions& options = {})
-      : bytes(TinyLlamaGguf(options)), file(GgufFile::Parse(std::as_bytes(std::span(bytes)))),
+  explicit RandomModel(const RandomLlamaOptions& options = {})
+      : bytes(RandomLlamaGguf(options)), file(GgufFile::Parse(std::as_bytes(std::span(bytes)))),
         model(LlamaModel::FromGguf(file)) {}
 };
 
@@ -56,7 +56,7 @@ double RelativeError(const std::vector<float>& fast, const std::vector<double>& 
 }
 
 TEST(LlamaModel, ReadsHyperparameters) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   const LlamaHyperparams& hp = tiny.model.hparams();
   EXPECT_EQ(hp.architecture, "llama");
   EXPECT_EQ(hp.vocab_size, 256);
@@ -73,9 +73,9 @@ TEST(LlamaModel, ReadsHyperparameters) {
 
 TEST(LlamaModel, MatchesFloat64ReferenceOnEveryTarget) {
   for (const bool tied : {true, false}) {
-    TinyLlamaOptions options;
+    RandomLlamaOptions options;
     options.tied = tied;
-    const TinyModel tiny(options);
+    const RandomModel tiny(options);
     const auto tokens = RandomTokens(37, 7);
     const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, tiny.model.DefaultAttention());
     testing::ForEachTarget([&] {
@@ -87,7 +87,7 @@ TEST(LlamaModel, MatchesFloat64ReferenceOnEveryTarget) {
 }
 
 TEST(LlamaModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   const auto tokens = RandomTokens(70, 3);  // beyond the training length 32
   const LlamaHyperparams& hp = tiny.model.hparams();
   for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
@@ -101,7 +101,7 @@ TEST(LlamaModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
 }
 
 TEST(LlamaModel, ExtensionMethodsChangeTheOutputOnlyWhereTheyShould) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   const auto tokens = RandomTokens(70, 4);
   const LlamaHyperparams& hp = tiny.model.hparams();
   const auto logits = [&](const char* method) {
@@ -135,7 +135,7 @@ TEST(LlamaModel, ExtensionMethodsChangeTheOutputOnlyWhereTheyShould) {
 }
 
 TEST(LlamaModel, NextTokenNllIsTheLogSoftmaxOfTheLogits) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   const auto tokens = RandomTokens(150, 9);  // > 64 rows: two logit blocks
   const auto attention = tiny.model.DefaultAttention();
   const std::vector<float> logits = tiny.model.Logits(tokens, attention);
@@ -150,7 +150,7 @@ TEST(LlamaModel, NextTokenNllIsTheLogSoftmaxOfTheLogits) {
 }
 
 TEST(LlamaModel, BitwiseIdenticalForAnyThreadCount) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   const auto tokens = RandomTokens(97, 11);
   const auto attention = tiny.model.DefaultAttention();
   std::vector<float> one;
@@ -170,9 +170,9 @@ TEST(LlamaModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
   // tied output multiplies by it once more); attention adds q.k and p.v,
   // 2 x head_dim multiply-adds per causal (query, key) pair, head and layer.
   for (const bool tied : {true, false}) {
-    TinyLlamaOptions options;
+    RandomLlamaOptions options;
     options.tied = tied;
-    const TinyModel tiny(options);
+    const RandomModel tiny(options);
     double matrix_elements = 0;
     for (const GgufTensorInfo& t : tiny.file.tensors()) {
       if (t.shape.size() == 2 && t.name != "token_embd.weight") matrix_elements += static_cast<double>(t.Elements());
@@ -191,7 +191,7 @@ TEST(LlamaModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
 // one full forward pass, for the model's RoPE and every method (planned for
 // the final length, as a decoder must).
 TEST(LlamaModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   const std::int64_t n = 70, prefill = 61;
   const auto tokens = RandomTokens(n, 5);
   const LlamaHyperparams& hp = tiny.model.hparams();
@@ -230,7 +230,7 @@ TEST(LlamaModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
 
 // Only the listed rows' logits are made; a rewind replays exactly.
 TEST(LlamaModel, ExtendScoresChosenRowsAndTruncateRewinds) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   const auto tokens = RandomTokens(20, 6);
   const auto attention = tiny.model.DefaultAttention();
   const std::int64_t vocab = tiny.model.hparams().vocab_size;
@@ -271,7 +271,7 @@ TEST(LlamaModel, ExtendScoresChosenRowsAndTruncateRewinds) {
 }
 
 TEST(LlamaModel, RejectsBadTokens) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   const auto attention = tiny.model.DefaultAttention();
   ExpectError([&] { tiny.model.Logits({}, attention); }, {"tokens.size()", ">= 1"});
   const std::vector<std::int32_t> big{1, 256};
@@ -283,7 +283,7 @@ TEST(LlamaModel, RejectsBadTokens) {
 // A context too long for this machine is an error that names the size,
 // before anything is allocated (it was a bare std::bad_alloc after 5 GB).
 TEST(LlamaModel, ContextsTooLongForMemoryAreRefusedUpFront) {
-  const TinyModel tiny;
+  const RandomModel tiny;
   EXPECT_NO_THROW(tiny.model.RequireActivationsFit(100000));
   ExpectError(
       [&] { tiny.model.RequireActivationsFit(std::int64_t{1} << 50); },
@@ -299,17 +299,17 @@ void ExpectLoadError(const std::vector<unsigned char>& bytes, std::initializer_l
 }
 
 TEST(LlamaModel, RejectsOtherArchitecturesAndBrokenFiles) {
-  TinyLlamaOptions gpt2;
+  RandomLlamaOptions gpt2;
   gpt2.architecture = "gpt2";
-  ExpectLoadError(TinyLlamaGguf(gpt2), {"general.architecture", "\"gpt2\"", "llama family"});
+  ExpectLoadError(RandomLlamaGguf(gpt2), {"general.architecture", "\"gpt2\"", "llama family"});
 
   // The tensor data of the first tensor cut off: the GGUF reader's error.
-  std::vector<unsigned char> truncated = TinyLlamaGguf();
+  std::vector<unsigned char> truncated = RandomLlamaGguf();
   truncated.resize(truncated.size() - 100);
   ExpectError([&] { GgufFile::Parse(std::as_bytes(std::span(truncated))); }, {"gguf"});
 
   // A missing tensor: rename blk.1.ffn_up.weight.
-  std::vector<unsigned char> renamed = TinyLlamaGguf();
+  std::vector<unsigned char> renamed = RandomLlamaGguf();
   const std::string from = "blk.1.ffn_up.weight";
   auto it = std::search(renamed.begin(), renamed.end(), from.begin(), from.end());
   ASSERT_NE(it, renamed.end());
@@ -318,9 +318,9 @@ TEST(LlamaModel, RejectsOtherArchitecturesAndBrokenFiles) {
 }
 
 TEST(LlamaModel, RejectsInconsistentHyperparameters) {
-  TinyLlamaOptions odd;
+  RandomLlamaOptions odd;
   odd.kv_heads = 3;  // does not divide 4 heads
-  ExpectLoadError(TinyLlamaGguf(odd), {"attention.head_count_kv = 3", "must divide"});
+  ExpectLoadError(RandomLlamaGguf(odd), {"attention.head_count_kv = 3", "must divide"});
 }
 
 }  // namespace

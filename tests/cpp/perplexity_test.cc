@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "test_util.h"
-#include "tiny_llama.h"
+#include "random_llama.h"
 
 namespace posenc {
 namespace {
@@ -14,7 +14,7 @@ namespace {
 using testing::ExpectError;
 
 struct Fixture {
-  std::vector<unsigned char> bytes = testing::TinyLlamaGguf();
+  std::vector<unsigned char> bytes = testing::RandomLlamaGguf();
   LlamaModel model = LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
   std::vector<std::int32_t> tokens;
   Fixture() {
@@ -106,9 +106,9 @@ TEST(Perplexity, PositionLossIsTheMeanOverWindowsAtEachPosition) {
 }
 
 TEST(Perplexity, NonFiniteLossIsAnErrorNotAPerplexity) {
-  testing::TinyLlamaOptions broken;
+  testing::RandomLlamaOptions broken;
   broken.nan_in_output_norm = true;
-  const auto bytes = testing::TinyLlamaGguf(broken);
+  const auto bytes = testing::RandomLlamaGguf(broken);
   const LlamaModel model = LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
   const Fixture f;
   PerplexityOptions options;

@@ -1,4 +1,4 @@
-// A tiny Llama GGUF with random weights, made by the tests themselves: the
+// A small Llama GGUF with random weights, made by the tests themselves: the
 // engine's golden end-to-end model (no download needed). Its tokenizer is
 // byte-level BPE over the 256 byte tokens (no merges), so any text encodes.
 #pragma once
@@ -14,7 +14,7 @@
 
 namespace posenc::testing {
 
-struct TinyLlamaOptions {
+struct RandomLlamaOptions {
   std::int64_t d = 32;
   std::int64_t blocks = 2;
   std::int64_t heads = 4;
@@ -50,7 +50,7 @@ inline std::vector<std::string> ByteAlphabet() {
   return tokens;
 }
 
-inline std::vector<unsigned char> TinyLlamaGguf(const TinyLlamaOptions& o = {}) {
+inline std::vector<unsigned char> RandomLlamaGguf(const RandomLlamaOptions& o = {}) {
   constexpr std::uint32_t kU32 = 4, kF32 = 6, kF32Tensor = 0;
   std::mt19937 rng(o.seed);
   // Uniform values of standard deviation `scale`.

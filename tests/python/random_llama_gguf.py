@@ -1,6 +1,6 @@
 """Tiny random-weight Llama models as GGUF files, for the model tests.
 
-:func:`write_tiny_llama` writes a llama-architecture GGUF with llama.cpp's
+:func:`write_random_llama` writes a llama-architecture GGUF with llama.cpp's
 tensor names and shapes and gguf-py's GGUFWriter, small enough that
 Hugging Face (``AutoModelForCausalLM.from_pretrained(dir, gguf_file=name)``)
 and posenc both load it in well under a second:
@@ -27,7 +27,7 @@ posenc's BpeTokenizer and AutoTokenizer can also read.
 
 Usage::
 
-    path = write_tiny_llama(tmp_path / "tiny.gguf", tied=True, dtype="f32")
+    path = write_random_llama(tmp_path / "random-llama.gguf", tied=True, dtype="f32")
 """
 
 from __future__ import annotations
@@ -154,9 +154,9 @@ def random_weights(seed: int = 0, tied: bool = True) -> Dict[str, np.ndarray]:
     return w
 
 
-def write_tiny_llama(path, tied: bool = True, dtype: str = "f32", seed: int = 0,
+def write_random_llama(path, tied: bool = True, dtype: str = "f32", seed: int = 0,
                      context_length: int = CONTEXT, with_vocab_size: bool = True) -> pathlib.Path:
-    """Writes the tiny model to `path` and returns it (a pathlib.Path).
+    """Writes the random-weight model to `path` and returns it (a pathlib.Path).
 
     Args:
         tied: no output.weight (logits use token_embd, as SmolLM2).
@@ -171,7 +171,7 @@ def write_tiny_llama(path, tied: bool = True, dtype: str = "f32", seed: int = 0,
     path = pathlib.Path(path)
     tokens, merges, types = tokenizer_vocabulary()
     writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name(f"posenc-tiny-llama-{'tied' if tied else 'untied'}-{dtype}")
+    writer.add_name(f"posenc-random-llama-{'tied' if tied else 'untied'}-{dtype}")
     writer.add_context_length(context_length)
     writer.add_embedding_length(D)
     writer.add_block_count(BLOCKS)
@@ -217,4 +217,4 @@ def stored_weights(path) -> Dict[str, np.ndarray]:
 if __name__ == "__main__":  # writes the three variants into the current directory
     for tied_ in (True, False):
         for dtype_ in DTYPES:
-            print(write_tiny_llama(f"tiny-llama-{'tied' if tied_ else 'untied'}-{dtype_}.gguf", tied_, dtype_))
+            print(write_random_llama(f"random-llama-{'tied' if tied_ else 'untied'}-{dtype_}.gguf", tied_, dtype_))

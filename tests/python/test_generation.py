@@ -1,5 +1,5 @@
 """posenc.LlamaModel.generate: greedy decoding through the key/value cache,
-on the tiny random Llama (tiny_llama_gguf.py: context_length 64).
+on the tiny random Llama (random_llama_gguf.py: context_length 64).
 
 Oracles:
 * Hugging Face LlamaForCausalLM in float64 (the same GGUF), greedy by an
@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import posenc
-from tiny_llama_gguf import VOCAB, write_tiny_llama
+from random_llama_gguf import VOCAB, write_random_llama
 
 KEYS = {"tokens", "prompt_tokens", "prefill_tokens_per_s", "decode_tokens_per_s", "prefill_seconds",
         "decode_seconds", "method"}
@@ -34,7 +34,7 @@ KEYS = {"tokens", "prompt_tokens", "prefill_tokens_per_s", "decode_tokens_per_s"
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory) -> pathlib.Path:
     path = tmp_path_factory.mktemp("generate") / "tiny.gguf"
-    write_tiny_llama(path, tied=False, dtype="f32", seed=23)
+    write_random_llama(path, tied=False, dtype="f32", seed=23)
     return path
 
 

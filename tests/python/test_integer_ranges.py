@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import posenc
-from tiny_llama_gguf import VOCAB, write_tiny_llama
+from random_llama_gguf import VOCAB, write_random_llama
 
 TOO_LARGE = [2**63, -(2**63) - 1, 2**200, -(2**200)]
 FITS = "must fit in a signed 64-bit integer"
@@ -208,7 +208,7 @@ def test_non_integers_still_named():
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory) -> pathlib.Path:
     path = tmp_path_factory.mktemp("tiny-int") / "tiny.gguf"
-    write_tiny_llama(path, tied=True)
+    write_random_llama(path, tied=True)
     return path
 
 

@@ -1,5 +1,5 @@
-"""posenc.LlamaModel and posenc.perplexity: the Python API on tiny random
-models (tiny_llama_gguf.py), without Hugging Face.
+"""posenc.LlamaModel and posenc.perplexity: the Python API on small random-weight
+models (random_llama_gguf.py), without Hugging Face.
 
 Shapes and dtypes, the token array-likes accepted, losses against a float64
 log-softmax of the model's own logits, the perplexity dict against
@@ -20,22 +20,22 @@ import pytest
 import torch
 
 import posenc
-from tiny_llama_gguf import BLOCKS, CONTEXT, D, FFN, HEAD_DIM, HEADS, KV_HEADS, VOCAB, write_tiny_llama
+from random_llama_gguf import BLOCKS, CONTEXT, D, FFN, HEAD_DIM, HEADS, KV_HEADS, VOCAB, write_random_llama
 
 KEYS = {"ppl", "mean_nll", "scored", "processed", "windows", "seconds", "tokens_per_s", "method"}
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> pathlib.Path:
-    directory = tmp_path_factory.mktemp("tiny-api")
-    write_tiny_llama(directory / "tied.gguf", tied=True)
-    write_tiny_llama(directory / "untied.gguf", tied=False, seed=1)
+def random_dir(tmp_path_factory) -> pathlib.Path:
+    directory = tmp_path_factory.mktemp("random-api")
+    write_random_llama(directory / "tied.gguf", tied=True)
+    write_random_llama(directory / "untied.gguf", tied=False, seed=1)
     return directory
 
 
 @pytest.fixture(scope="module")
-def model(tiny_dir) -> posenc.LlamaModel:
-    return posenc.LlamaModel(tiny_dir / "tied.gguf")
+def model(random_dir) -> posenc.LlamaModel:
+    return posenc.LlamaModel(random_dir / "tied.gguf")
 
 
 def tokens(n: int, seed: int = 0) -> np.ndarray:
@@ -54,7 +54,7 @@ def nll64(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 # ---- the model ---------------------------------------------------------------------
 
-def test_hparams(tiny_dir, model):
+def test_hparams(random_dir, model):
     h = model.hparams
     assert h["architecture"] == "llama"
     assert (h["vocab_size"], h["embedding_length"], h["feed_forward_length"], h["block_count"], h["head_count"],
@@ -66,7 +66,7 @@ def test_hparams(tiny_dir, model):
         10000.0, HEAD_DIM, HEAD_DIM, "interleaved")
     assert h["rope"].scaling is None
     assert h["tied_output"] is True
-    assert posenc.LlamaModel(str(tiny_dir / "untied.gguf")).hparams["tied_output"] is False
+    assert posenc.LlamaModel(str(random_dir / "untied.gguf")).hparams["tied_output"] is False
     h["vocab_size"] = 1  # a copy
     assert model.hparams["vocab_size"] == VOCAB
     assert model.vocab_size == VOCAB and model.context_length == CONTEXT
@@ -160,8 +160,8 @@ def test_forward_flops_of_a_negative_count_is_an_error(model):
     assert model.forward_flops(0) == 0.0
 
 
-def test_tiny_file_has_a_working_tokenizer(tiny_dir, model):
-    tok = posenc.BpeTokenizer.from_gguf(str(tiny_dir / "tied.gguf"))
+def test_random_file_has_a_working_tokenizer(random_dir, model):
+    tok = posenc.BpeTokenizer.from_gguf(str(random_dir / "tied.gguf"))
     assert tok.vocab_size == VOCAB
     ids = tok.encode("the license of the program, version 3")
     assert tok.decode(ids) == "the license of the program, version 3"
@@ -332,10 +332,10 @@ def test_bad_perplexity_arguments(model):
         posenc.perplexity("tied.gguf", ids)
 
 
-def test_bad_files(tiny_dir, tmp_path):
+def test_bad_files(random_dir, tmp_path):
     with pytest.raises(ValueError, match=r"missing\.gguf"):
         posenc.LlamaModel(tmp_path / "missing.gguf")
-    data = (tiny_dir / "tied.gguf").read_bytes()
+    data = (random_dir / "tied.gguf").read_bytes()
     for size in (10, 1000, len(data) // 2, len(data) - 1):
         path = tmp_path / f"cut-{size}.gguf"
         path.write_bytes(data[:size])

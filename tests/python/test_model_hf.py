@@ -13,7 +13,7 @@ in float64 (the same model, ``.double()``), and posenc must be as close to
 that as HF's float32 run is, within a small factor (both are float32 with
 different summation orders), and under an absolute bound.
 
-(a) Tiny random models (tiny_llama_gguf.py: vocab 320, d 64, 2 blocks, GQA
+(a) Tiny random models (random_llama_gguf.py: vocab 320, d 64, 2 blocks, GQA
     4/2 heads, context_length 64): tied and untied output, F32, F16 and
     Q8_0 weights; and context extension past the training length:
     posenc "linear"/"yarn"/"dynamic-ntk" vs HF rope_scaling linear/yarn/dynamic
@@ -40,7 +40,7 @@ import pytest
 import torch
 
 import posenc
-from tiny_llama_gguf import CONTEXT, VOCAB, write_tiny_llama
+from random_llama_gguf import CONTEXT, VOCAB, write_random_llama
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
@@ -90,33 +90,33 @@ def compare(ours: np.ndarray, hf32: np.ndarray, hf64: np.ndarray, label: str) ->
     return e
 
 
-# ---- (a) tiny random models ----------------------------------------------------
+# ---- (a) small random-weight models ----------------------------------------------------
 
 VARIANTS = [("tied", "f32"), ("untied", "f32"), ("tied", "f16"), ("untied", "q8_0"), ("tied", "q8_0")]
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> pathlib.Path:
-    directory = tmp_path_factory.mktemp("tiny-llama")
+def random_dir(tmp_path_factory) -> pathlib.Path:
+    directory = tmp_path_factory.mktemp("random-llama")
     for tied, dtype in VARIANTS:
-        write_tiny_llama(directory / f"{tied}-{dtype}.gguf", tied=tied == "tied", dtype=dtype, seed=7)
+        write_random_llama(directory / f"{tied}-{dtype}.gguf", tied=tied == "tied", dtype=dtype, seed=7)
     return directory
 
 
-def tiny_tokens(n: int, seed: int = 3) -> np.ndarray:
+def random_tokens(n: int, seed: int = 3) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, VOCAB, n)
 
 
 @pytest.mark.parametrize("tied,dtype", VARIANTS, ids=[f"{t}-{d}" for t, d in VARIANTS])
-def test_tiny_logits_match_hf(tiny_dir, tied, dtype):
-    path = tiny_dir / f"{tied}-{dtype}.gguf"
+def test_random_logits_match_hf(random_dir, tied, dtype):
+    path = random_dir / f"{tied}-{dtype}.gguf"
     hf = hf_llama(path)
     ours = posenc.LlamaModel(path)
     assert ours.hparams["tied_output"] == (tied == "tied") == hf.config.tie_word_embeddings
-    tokens = tiny_tokens(40)
+    tokens = random_tokens(40)
     got = ours.logits(tokens)
     assert got.dtype == np.float32 and got.shape == (40, VOCAB)
-    e = compare(got, hf_logits(hf, tokens), hf_logits(hf_float64(hf), tokens), f"tiny {tied} {dtype}")
+    e = compare(got, hf_logits(hf, tokens), hf_logits(hf_float64(hf), tokens), f"random {tied} {dtype}")
     # HF float32's own error is ~6e-6 on logits of ~13 (measured: posenc
     # 5-8e-6 from either HF run); float32 in another summation order may be
     # a few times that: within 8x of HF's error, and 5e-6 of the logit scale
@@ -140,13 +140,13 @@ EXTENSIONS = [
 
 
 @pytest.mark.parametrize("method,scaling,n", EXTENSIONS, ids=[f"{m}-{n}" for m, _, n in EXTENSIONS])
-def test_tiny_context_extension_matches_hf(tiny_dir, method, scaling, n):
-    path = tiny_dir / "untied-f32.gguf"
+def test_random_context_extension_matches_hf(random_dir, method, scaling, n):
+    path = random_dir / "untied-f32.gguf"
     hf = hf_llama(path, scaling)
     ours = posenc.LlamaModel(path)
-    tokens = tiny_tokens(n, seed=n)
+    tokens = random_tokens(n, seed=n)
     got = ours.logits(tokens, method=method)
-    e = compare(got, hf_logits(hf, tokens), hf_logits(hf_float64(hf), tokens), f"tiny {method} n={n}")
+    e = compare(got, hf_logits(hf, tokens), hf_logits(hf_float64(hf), tokens), f"random {method} n={n}")
     # HF computes inverse frequencies (and YaRN's ramp) in float32, posenc in
     # double: a few ulp of angle more at positions ~100 (measured 1.0-1.4e-5
     # on logits of ~13 for posenc, 0.7-0.9e-5 for HF float32, against HF float64).
@@ -155,20 +155,20 @@ def test_tiny_context_extension_matches_hf(tiny_dir, method, scaling, n):
     assert e["argmax_agree"] == 1.0
 
 
-def test_tiny_extension_changes_logits(tiny_dir):
+def test_random_extension_changes_logits(random_dir):
     # The methods above must really change the model past L_train (else the
     # comparison would be vacuous), and "none" must equal HF without scaling.
-    ours = posenc.LlamaModel(tiny_dir / "untied-f32.gguf")
-    tokens = tiny_tokens(100)
+    ours = posenc.LlamaModel(random_dir / "untied-f32.gguf")
+    tokens = random_tokens(100)
     base = ours.logits(tokens)
     for method in ("linear:factor=2", "yarn:factor=2", "dynamic-ntk"):
         assert np.abs(ours.logits(tokens, method=method) - base).max() > 0.1, method
 
 
-def test_tiny_nll_matches_hf(tiny_dir):
-    path = tiny_dir / "tied-f32.gguf"
+def test_random_nll_matches_hf(random_dir):
+    path = random_dir / "tied-f32.gguf"
     hf = hf_llama(path)
-    tokens = tiny_tokens(60)
+    tokens = random_tokens(60)
     logp = torch.log_softmax(torch.from_numpy(hf_logits(hf_float64(hf), tokens)), -1).numpy()
     expected = -logp[np.arange(59), tokens[1:]]
     got = posenc.LlamaModel(path).next_token_nll(tokens)

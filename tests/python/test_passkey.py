@@ -9,7 +9,7 @@ posenc.LlamaModel.score_passkey).
   information line, the final question, joined by ``"\\n"``. posenc's
   prompt tokens are decoded, n_garbage is read off the decoded length, and
   the text must equal the transcription at depths 0, 0.3 and 1, with the
-  tiny test tokenizer (tiny_llama_gguf.py) and SmolLM2's when it is there.
+  tiny test tokenizer (random_llama_gguf.py) and SmolLM2's when it is there.
   The prompt is the longest that fits: one more filler character would not.
 * The keys: five digits from SplitMix64 (Steele, Lea & Flood 2014), pinned
   by a transcription, so they are the same on every machine.
@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import posenc
-from tiny_llama_gguf import VOCAB, write_tiny_llama
+from random_llama_gguf import VOCAB, write_random_llama
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SMOLLM = ROOT / "build" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -62,8 +62,8 @@ def fixed_characters(key: str) -> int:
 
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory) -> pathlib.Path:
-    path = tmp_path_factory.mktemp("passkey") / "tiny.gguf"
-    write_tiny_llama(path, tied=True, dtype="f32", seed=5)
+    path = tmp_path_factory.mktemp("passkey") / "random-llama.gguf"
+    write_random_llama(path, tied=True, dtype="f32", seed=5)
     return path
 
 
@@ -73,7 +73,7 @@ def tiny_tokenizer(tiny_path) -> posenc.BpeTokenizer:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tiny_path) -> posenc.LlamaModel:
+def random_model(tiny_path) -> posenc.LlamaModel:
     return posenc.LlamaModel(tiny_path)
 
 
@@ -224,20 +224,20 @@ def log_softmax64(logits: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("method", ["none", "yarn", "self-extend", "lambda"])
-def test_score_matches_full_forward_passes(tiny_model, tiny_tokenizer, method):
+def test_score_matches_full_forward_passes(random_model, tiny_tokenizer, method):
     """Past the training length (64): the trial's numbers from the model's own
     full forward passes, with the method planned for the same length."""
     max_new = 6
     p = posenc.passkey_prompt(tiny_tokenizer, 220, 0.4, posenc.passkey_key(1, 2), reserve=max_new)
     target = len(p.prompt) + max(len(p.answer), max_new)
-    score = tiny_model.score_passkey(tiny_tokenizer, p, method=method, max_new_tokens=max_new)
+    score = random_model.score_passkey(tiny_tokenizer, p, method=method, max_new_tokens=max_new)
     assert set(score) == {"generated_has_key", "answer_exact", "answer_nll", "generated", "seconds",
                           "prompt_tokens", "method"}
     assert score["prompt_tokens"] == len(p.prompt) and score["seconds"] > 0
-    assert score["method"] == tiny_model.resolve_method(method, target)
+    assert score["method"] == random_model.resolve_method(method, target)
 
     # Teacher forcing: logits of prompt + answer[:-1], rows predicting the answer.
-    full = tiny_model.logits(p.prompt + p.answer[:-1], method=method, target_length=target)
+    full = random_model.logits(p.prompt + p.answer[:-1], method=method, target_length=target)
     rows = full[len(p.prompt) - 1:]
     nll = -log_softmax64(rows)[np.arange(len(p.answer)), p.answer]
     assert score["answer_nll"] == pytest.approx(float(nll.mean()), rel=1e-5, abs=1e-6)
@@ -247,7 +247,7 @@ def test_score_matches_full_forward_passes(tiny_model, tiny_tokenizer, method):
     ids = list(p.prompt)
     generated = []
     for _ in range(max_new):
-        token = int(tiny_model.logits(ids, method=method, target_length=target)[-1].argmax())
+        token = int(random_model.logits(ids, method=method, target_length=target)[-1].argmax())
         generated.append(token)
         ids.append(token)
         if token == tiny_tokenizer.eos_id:
@@ -256,29 +256,29 @@ def test_score_matches_full_forward_passes(tiny_model, tiny_tokenizer, method):
     assert score["generated_has_key"] == (p.key in score["generated"])
 
 
-def test_score_target_length_and_errors(tiny_model, tiny_tokenizer):
+def test_score_target_length_and_errors(random_model, tiny_tokenizer):
     p = posenc.passkey_prompt(tiny_tokenizer, 200, 0.5, "12345", reserve=6)
-    a = tiny_model.score_passkey(tiny_tokenizer, p, method="yarn", max_new_tokens=6, target_length=320)
+    a = random_model.score_passkey(tiny_tokenizer, p, method="yarn", max_new_tokens=6, target_length=320)
     assert a["method"] == "yarn:factor=5"            # 320 / 64
-    b = tiny_model.score_passkey(tiny_tokenizer, p, method="yarn", max_new_tokens=6)
-    assert b["method"] == tiny_model.resolve_method("yarn", len(p.prompt) + 6)
+    b = random_model.score_passkey(tiny_tokenizer, p, method="yarn", max_new_tokens=6)
+    assert b["method"] == random_model.resolve_method("yarn", len(p.prompt) + 6)
     with pytest.raises(ValueError, match=r"^\[passkey\] max_new_tokens = 0: must be >= 1$"):
-        tiny_model.score_passkey(tiny_tokenizer, p, max_new_tokens=0)
+        random_model.score_passkey(tiny_tokenizer, p, max_new_tokens=0)
     with pytest.raises(ValueError, match=r"^\[passkey\] target_length = 0: must be >= 1"):
-        tiny_model.score_passkey(tiny_tokenizer, p, target_length=0)
+        random_model.score_passkey(tiny_tokenizer, p, target_length=0)
     with pytest.raises(ValueError, match=r"^\[passkey\] max_new_tokens = 9223372036854775807: must be at most"):
-        tiny_model.score_passkey(tiny_tokenizer, p, max_new_tokens=2**63 - 1)
+        random_model.score_passkey(tiny_tokenizer, p, max_new_tokens=2**63 - 1)
     with pytest.raises(ValueError, match=r"^\[passkey\] prompt = list: must be a posenc.PasskeyPrompt"):
-        tiny_model.score_passkey(tiny_tokenizer, p.prompt)
+        random_model.score_passkey(tiny_tokenizer, p.prompt)
     with pytest.raises(ValueError, match=r"^\[passkey\] tokenizer = NoneType: must be a posenc.BpeTokenizer"):
-        tiny_model.score_passkey(None, p)
+        random_model.score_passkey(None, p)
     with pytest.raises(ValueError, match=r"^\[context extension\] method = \"nope\""):
-        tiny_model.score_passkey(tiny_tokenizer, p, method="nope")
+        random_model.score_passkey(tiny_tokenizer, p, method="nope")
     with pytest.raises(TypeError):
-        tiny_model.score_passkey(tiny_tokenizer, p, "none")      # method is keyword-only
+        random_model.score_passkey(tiny_tokenizer, p, "none")      # method is keyword-only
     # A prompt from another tokenizer with ids beyond this model's vocabulary.
     if SMOLLM.is_file():
         big = posenc.passkey_prompt(posenc.BpeTokenizer.from_gguf(SMOLLM), 200, 0.5, "12345")
         if max(big.prompt) >= VOCAB:
             with pytest.raises(ValueError, match=r"token"):
-                tiny_model.score_passkey(tiny_tokenizer, big)
+                random_model.score_passkey(tiny_tokenizer, big)

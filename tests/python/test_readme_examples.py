@@ -1,7 +1,7 @@
 """The README's Python snippets are the files under examples/ (scripts/readme-examples
 copies them into README.md and checks the copies): each runs here as a script, from
 the repository root as the README's reader would, the model ones on a tiny
-random-weight GGUF (tiny_llama_gguf.py) and a text long enough for their windows."""
+random-weight GGUF (random_llama_gguf.py) and a text long enough for their windows."""
 
 import pathlib
 import runpy
@@ -9,15 +9,15 @@ import sys
 
 import pytest
 
-from tiny_llama_gguf import write_tiny_llama
+from random_llama_gguf import write_random_llama
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> pathlib.Path:
-    return write_tiny_llama(tmp_path_factory.mktemp("examples") / "tiny.gguf", tied=True)
+def random_model(tmp_path_factory) -> pathlib.Path:
+    return write_random_llama(tmp_path_factory.mktemp("examples") / "random-llama.gguf", tied=True)
 
 
 def run_example(name, monkeypatch, *args):
@@ -32,14 +32,14 @@ def test_example_without_model(name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["gguf.py", "tokenizer.py"])
-def test_example_on_a_model(name, tiny_model, monkeypatch):
-    run_example(name, monkeypatch, tiny_model)
+def test_example_on_a_model(name, random_model, monkeypatch):
+    run_example(name, monkeypatch, random_model)
 
 
-def test_model_example(tiny_model, tmp_path, monkeypatch):
+def test_model_example(random_model, tmp_path, monkeypatch):
     text = tmp_path / "text.txt"
     text.write_text((ROOT / "LICENSE").read_text(encoding="utf-8"), encoding="utf-8")
-    run_example("model.py", monkeypatch, tiny_model, text)
+    run_example("model.py", monkeypatch, random_model, text)
 
 
 def test_every_example_is_run():

@@ -28,7 +28,7 @@ same attention on permuted dimensions) and group 1 (plain RoPE). A test
 fails if the two score matrices are swapped or the window ignored.
 
 The context-extension method ``"self-extend:group=G,window=W"`` is checked
-on the tiny Llama (tiny_llama_gguf.py) against Hugging Face's
+on the tiny Llama (random_llama_gguf.py) against Hugging Face's
 LlamaForCausalLM with LongLM's attention patched into every layer (torch,
 float64), and its defaults against the rule in context_extension.h.
 """
@@ -329,9 +329,9 @@ def test_errors(run):
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory):
     pytest.importorskip("gguf")
-    from tiny_llama_gguf import write_tiny_llama
-    path = tmp_path_factory.mktemp("self-extend") / "tiny.gguf"
-    write_tiny_llama(path, tied=False, dtype="f32", seed=11)
+    from random_llama_gguf import write_random_llama
+    path = tmp_path_factory.mktemp("self-extend") / "random-llama.gguf"
+    write_random_llama(path, tied=False, dtype="f32", seed=11)
     return path
 
 
