@@ -129,8 +129,10 @@ TEST(TinyLmTrainOptions, StepsWarmupAndErrors) {
 TEST(TinyLmTrainOptions, ParameterCountWithoutAllocating) {
   for (const PositionScheme scheme : AllPositionSchemes()) {
     const TinyLmConfig config = SmallConfig(scheme);
+    // Named: a temporary in the range expression would die before the loop (C++20).
+    const TinyLmParams params = ZeroTinyLmParams(config);
     std::int64_t count = 0;
-    for (const TinyLmTensor* t : TinyLmTensorList(config, ZeroTinyLmParams(config))) {
+    for (const TinyLmTensor* t : TinyLmTensorList(config, params)) {
       count += static_cast<std::int64_t>(t->values.size());
     }
     EXPECT_EQ(TinyLmParameterCount(config), count) << PositionSchemeName(scheme);
