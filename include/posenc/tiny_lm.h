@@ -11,13 +11,13 @@
 //   logits = RmsNorm(x) token_embd^T      (output projection tied to the
 //                                          token embedding, as GPT-2)
 // Attention is causal, one softmax per (sequence, head) over keys j <= i,
-// scores q_i.k_j / sqrt(hd) plus the scheme's term:
+// scores q_i.k_j / sqrt(hd) plus the scheme's terms (position_scheme.h):
 //   nope        nothing
 //   sinusoidal  Vaswani et al.'s sinusoid added to the input (interleaved)
 //   learned     a trained row per position added to the input
 //   shaw        Shaw et al. 2018, relative keys and values: a^K, a^V per
-//               clipped distance j - i in [-shaw_clip, shaw_clip], one table
-//               per layer shared by the heads (ShawRelativeSpec layout)
+//               clipped distance j - i in [-clip, clip], one table per
+//               layer shared by the heads (ShawRelativeSpec layout)
 //   t5          T5's causal buckets of i - j, a learned bias per (bucket,
 //               head), one table shared by every layer (as in T5)
 //   alibi       -slope_h (i - j), AlibiSlopes' fixed slopes
@@ -26,6 +26,8 @@
 //               per layer and head, r = softplus(raw) > 0 (the paper clamps
 //               r >= 0.01 after each step instead; softplus keeps the loss
 //               smooth and needs nothing from the optimizer)
+//   fire        FIRE (Li et al. 2024): a per-layer MLP of the distance,
+//               log-scaled and divided by the query's own log position
 //
 // The MLP is GELU (tanh approximation) as in GPT-2 and in the models of the
 // ALiBi and KERPLE papers: two matrices, one activation.
@@ -37,18 +39,10 @@
 #include <string_view>
 #include <vector>
 
+#include "posenc/position_scheme.h"
 #include "posenc/rope_spec.h"
 
 namespace posenc {
-
-enum class PositionScheme { kNope, kSinusoidal, kLearned, kShaw, kT5, kAlibi, kRope, kKerple };
-
-// "nope", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "kerple".
-std::string_view PositionSchemeName(PositionScheme scheme);
-// Throws posenc::Error naming the value and the list for an unknown name.
-PositionScheme ParsePositionScheme(std::string_view name);
-// Every scheme, in the order above.
-std::span<const PositionScheme> AllPositionSchemes();
 
 // What a learned table does past its train_length rows (evaluation only).
 enum class LearnedPastTable {
@@ -65,24 +59,44 @@ struct TinyLmConfig {
   std::int64_t heads = 4;
   std::int64_t ffn_hidden = 512;
   std::int64_t train_length = 128;
-  PositionScheme scheme = PositionScheme::kRope;
-  std::int64_t shaw_clip = 16;         // shaw: distances clip to [-shaw_clip, shaw_clip]
-  std::int64_t t5_buckets = 32;        // t5: buckets (all on the past side: causal)
-  std::int64_t t5_max_distance = 128;  // t5: distances from here share the last bucket
-  double rope_theta = 10000.0;
+  PositionScheme scheme = RopeScheme{};
   double norm_eps = 1e-5;
+  // Not a hyperparameter (never stored): what an evaluation does past a
+  // learned table.
   LearnedPastTable learned_past_table = LearnedPastTable::kError;
 
   std::int64_t HeadDim() const { return d_model / heads; }
+
+  // The one field list (position_scheme.h's ConfigField): the model's
+  // sizes (VisitModelFields), then the scheme's own fields. Checkpoints,
+  // grid files and flags are written and read through it; the scheme's
+  // name is stored beside it under the key "scheme" (it says which fields
+  // follow).
+  template <class Self, class Visitor>
+  static void VisitModelFields(Self& self, Visitor&& visit) {
+    visit(ConfigField{"train_length", "--train-len", "Training length L (bytes a sequence)"}, self.train_length);
+    visit(ConfigField{"d_model", "--d-model", "Model width"}, self.d_model);
+    visit(ConfigField{"layers", "--layers", "Blocks"}, self.layers);
+    visit(ConfigField{"heads", "--heads", "Attention heads"}, self.heads);
+    visit(ConfigField{"ffn_hidden", "--ffn", "MLP hidden width"}, self.ffn_hidden);
+    visit(ConfigField{"norm_eps", "", "RMSNorm epsilon"}, self.norm_eps);
+  }
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    VisitModelFields(self, visit);
+    VisitSchemeFields(self.scheme, visit);
+  }
 };
 
 // Throws posenc::Error "[tiny_lm] parameter = value: rule" for the first
 // field that breaks a rule (sizes >= 1, heads dividing d_model,
-// train_length >= 2, an even head_dim for rope, the T5 bucket rules, ...).
+// train_length >= 2, then the scheme's own rules: an even head_dim for
+// rope, the T5 bucket rules, ...).
 void ValidateTinyLmConfig(const TinyLmConfig& config);
 
-// The RoPE of a rope model: theta = rope_theta, every dimension of a head
-// rotated, half-split pairs (i, i + hd/2), as GPT-NeoX and Llama in HF.
+// The RoPE of a rope model: theta = its rope_theta, every dimension of a
+// head rotated, half-split pairs (i, i + hd/2), as GPT-NeoX and Llama in
+// HF. Throws posenc::Error for a model of another scheme.
 RopeSpec TinyLmRopeSpec(const TinyLmConfig& config);
 
 // One float32 tensor, row-major, outermost dimension first (PyTorch order;
@@ -91,28 +105,35 @@ struct TinyLmTensor {
   std::string name;  // GGUF style: "token_embd.weight", "blk.0.attn_qkv.weight"
   std::vector<std::int64_t> shape;
   std::vector<float> values;
+  bool decays = false;  // AdamW's weight decay applies (matrices, not positional tables)
 };
 
 struct TinyLmBlock {
-  TinyLmTensor attn_norm;       // "blk.N.attn_norm.weight"   [d]
-  TinyLmTensor attn_qkv;        // "blk.N.attn_qkv.weight"    [3d, d]: q | k | v rows, head h at rows h*hd..
-  TinyLmTensor attn_output;     // "blk.N.attn_output.weight" [d, d]
-  TinyLmTensor ffn_norm;        // "blk.N.ffn_norm.weight"    [d]
-  TinyLmTensor ffn_up;          // "blk.N.ffn_up.weight"      [F, d]
-  TinyLmTensor ffn_down;        // "blk.N.ffn_down.weight"    [d, F]
-  TinyLmTensor attn_rel_k;      // shaw:   "blk.N.attn_rel_k.weight" [2 shaw_clip + 1, hd]
-  TinyLmTensor attn_rel_v;      // shaw:   "blk.N.attn_rel_v.weight" [2 shaw_clip + 1, hd]
-  TinyLmTensor attn_kerple_r1;  // kerple: "blk.N.attn_kerple_r1.weight" [heads], raw (r1 = softplus)
-  TinyLmTensor attn_kerple_r2;  // kerple: "blk.N.attn_kerple_r2.weight" [heads], raw (r2 = softplus)
+  TinyLmTensor attn_norm;            // "blk.N.attn_norm.weight"   [d]
+  TinyLmTensor attn_qkv;             // "blk.N.attn_qkv.weight"    [3d, d]: q | k | v rows, head h at rows h*hd..
+  TinyLmTensor attn_output;          // "blk.N.attn_output.weight" [d, d]
+  std::vector<TinyLmTensor> scheme;  // the scheme's tensors of this layer (shaw: attn_rel_k, attn_rel_v; ...)
+  TinyLmTensor ffn_norm;             // "blk.N.ffn_norm.weight"    [d]
+  TinyLmTensor ffn_up;               // "blk.N.ffn_up.weight"      [F, d]
+  TinyLmTensor ffn_down;             // "blk.N.ffn_down.weight"    [d, F]
 };
 
-// A scheme's tensors are empty (no name, no shape) under other schemes.
+// The scheme's tensors are its own (src/train/schemes/): names, shapes,
+// initialization and weight decay. Their names are those of the
+// checkpoints: "position_embd.weight" [train_length, d] (learned),
+// "attn_rel_b.weight" [buckets, heads] (t5), "blk.N.attn_rel_k.weight"
+// [2 clip + 1, hd] (shaw), "blk.N.attn_kerple_r1.weight" [heads] (kerple),
+// "blk.N.attn_fire_w1.weight" (fire), ...
 struct TinyLmParams {
-  TinyLmTensor token_embd;     // "token_embd.weight"    [256, d], also the output projection
-  TinyLmTensor position_embd;  // learned: "position_embd.weight" [train_length, d]
-  TinyLmTensor attn_rel_b;     // t5: "attn_rel_b.weight" [t5_buckets, heads], every layer's
+  TinyLmTensor token_embd;           // "token_embd.weight"    [256, d], also the output projection
+  std::vector<TinyLmTensor> scheme;  // the scheme's model-wide tensors
   std::vector<TinyLmBlock> blocks;
   TinyLmTensor output_norm;  // "output_norm.weight" [d]
+
+  // The tensor called `name`; throws posenc::Error naming it when the
+  // model has none.
+  TinyLmTensor& Tensor(std::string_view name);
+  const TinyLmTensor& Tensor(std::string_view name) const;
 };
 
 // The config's tensors with their names and shapes, all zero.
@@ -121,8 +142,9 @@ TinyLmParams ZeroTinyLmParams(const TinyLmConfig& config);
 // (seed, tensor name, e) (SplitMix64 counters, Box-Muller written here), so
 // two schemes with one seed share every tensor they have in common.
 // Normal(0, 0.02); attn_output and ffn_down / sqrt(2 layers) (GPT-2);
-// position_embd 0.01 (GPT-2's wpe); norms 1; KERPLE r1 ~ U(0, 2),
-// r2 ~ U(0, 1), at least 0.01 (the paper's init and clamp).
+// norms 1; each scheme's tensors by its own rule (position_embd 0.01 as
+// GPT-2's wpe; KERPLE r1 ~ U(0, 2), r2 ~ U(0, 1), at least 0.01, the
+// paper's init and clamp; FIRE as PyTorch's nn.Linear and the authors').
 TinyLmParams InitTinyLm(const TinyLmConfig& config, std::uint64_t seed);
 // Throws posenc::Error naming the tensor unless params has exactly the
 // config's tensors (names, shapes, sizes).
@@ -130,8 +152,8 @@ void ValidateTinyLmParams(const TinyLmConfig& config, const TinyLmParams& params
 // How many parameters (float32 values) the config's model has, counted
 // from the shapes without allocating them (a size check comes first).
 std::int64_t TinyLmParameterCount(const TinyLmConfig& config);
-// Every tensor of the config's model, in a fixed order (token_embd,
-// position_embd, attn_rel_b, blocks in order, output_norm): what a
+// Every tensor of the config's model, in a fixed order (token_embd, the
+// scheme's model-wide tensors, blocks in order, output_norm): what a
 // checkpoint writes and an optimizer walks (params and grads side by side).
 std::vector<TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, TinyLmParams& params);
 std::vector<const TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, const TinyLmParams& params);

@@ -4,11 +4,14 @@
 //   general.architecture               "posenc-tiny-lm"
 //   general.name                       info.name, or "tiny-lm-<scheme>-L<train_length>"
 //   posenc-tiny-lm.scheme              PositionSchemeName: "rope", "alibi", ...
-//   posenc-tiny-lm.train_length        int64, and so .d_model .layers .heads
-//                                      .ffn_hidden .shaw_clip .t5_buckets
-//                                      .t5_max_distance (every field, whatever
-//                                      the scheme: the config round-trips)
-//   posenc-tiny-lm.rope_theta          float64, and .norm_eps
+//   posenc-tiny-lm.<key>               every field of TinyLmConfig::VisitFields
+//                                      (int64 or float64): .train_length
+//                                      .d_model .layers .heads .ffn_hidden
+//                                      .norm_eps, then the scheme's own
+//                                      (.rope_theta, .shaw_clip, .t5_buckets,
+//                                      .t5_max_distance, .fire_mlp_width,
+//                                      .fire_c); keys of other schemes are
+//                                      ignored when read
 //   posenc-tiny-lm.training.seed       int64, and .tokens .steps .batch
 //   posenc-tiny-lm.training.lr         float64 (the peak), and .final_loss
 //   posenc-tiny-lm.training.corpus     string: what it was trained on

@@ -10,15 +10,14 @@
 //   norm   = ClipGradNorm(grads, grad_clip)
 //   AdamW.Step(params, grads, LearningRate({lr, min_lr, warmup, S}, s))
 //
-// Weight decay follows nanoGPT (decay every tensor of >= 2 dims, none of
-// the 1-D ones: norm gains, KERPLE's r1 and r2), with one exception: the
-// positional tensors (learned position_embd, Shaw's attn_rel_k / attn_rel_v,
-// T5's attn_rel_b) are not decayed either. They are what the study
-// compares; ALiBi, RoPE and sinusoidal have no parameters, KERPLE's are 1-D,
-// so decaying the tables would put a pull towards "no position information"
-// on exactly the learned schemes (T5 itself was trained with Adafactor and
-// no weight decay). The token embedding (tied to the output) is decayed, as
-// nanoGPT does.
+// Weight decay (TinyLmTensor::decays) follows nanoGPT for the model's own
+// tensors (decay the matrices, not the norm gains), and no scheme's tensor
+// is decayed (learned position_embd, Shaw's attn_rel_k / attn_rel_v, T5's
+// attn_rel_b, KERPLE's r1 and r2, FIRE's MLP): they are what the study
+// compares, and decaying them would put a pull towards "no position
+// information" on exactly the learned schemes (T5 itself was trained with
+// Adafactor and no weight decay). The token embedding (tied to the output)
+// is decayed, as nanoGPT does.
 //
 // Everything is a pure function of (config, options, corpus): the init is
 // InitTinyLm(config, seed), the batches are counters through SplitMix64,
@@ -71,9 +70,8 @@ struct TinyLmTrainOptions {
 //   activations  per row: L (8d + 2F + 2) floats kept for the backward pass
 //                (tiny_lm_model.cc's BlockActivations), 256 logits and their
 //                gradient, the residual stream and its gradients, one block's
-//                backward temporaries (2F + 5d); the distance-bias partials
-//                (2 H floats a row) and Shaw's per-(sequence, head) table
-//                partials where the scheme has them
+//                backward temporaries (2F + 5d); the scheme's float64
+//                partials per (sequence, head) of its biases and tables
 //   log          one TinyLmTrainLogEntry every log_every steps (nothing
 //                else grows with the number of steps)
 struct TinyLmTrainMemory {
@@ -81,9 +79,6 @@ struct TinyLmTrainMemory {
   double Total() const { return model + activations + log; }
 };
 TinyLmTrainMemory EstimateTinyLmTrainMemory(const TinyLmConfig& config, const TinyLmTrainOptions& options);
-
-// Whether AdamW decays this tensor (the rule above).
-bool TinyLmTensorDecays(const TinyLmTensor& tensor);
 
 // The start of each row of step `step` (0-based): `batch` offsets in
 // [0, corpus_bytes - (length + 1)], row r's a pure function of (seed, step,

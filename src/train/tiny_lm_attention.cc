@@ -1,18 +1,19 @@
 // Causal multi-head attention of the tiny model, forward and backward,
 // materialized one (sequence, head) at a time:
-//   s_ij = scale (q_i.k_j + q_i.a^K_c) + bias_h[i - j]   for j <= i
+//   s_ij = scale (q_i.k_j + q_i.a^K_c) + bias_h[i - j] + pair_h[i, i - j]   for j <= i
 //   p_i  = softmax_j(s_i)                                (float32, max subtracted)
 //   o_i  = sum_j p_ij (v_j + a^V_c)
 // scale = 1/sqrt(hd); a^K, a^V (Shaw) are rows of the layer's tables for the
 // clipped distance class c = min(i - j, K) (table row K - c, which is
 // ShawRelativeSpec::Row for d = j - i); bias_h (ALiBi, T5, KERPLE) depends
-// on i - j only. Without Shaw or bias those terms are absent.
+// on i - j only, pair_h (FIRE) on the query's position too. Without Shaw or
+// biases those terms are absent.
 //
 // Backward, with do_i = dL/do_i:
 //   dp_ij = do_i.(v_j + a^V_c)     ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij')
 //   dq_i  = scale sum_j ds_ij (k_j + a^K_c)     dk_j = scale sum_i ds_ij q_i
 //   dv_j  = sum_i p_ij do_i         da^K_c = scale sum ds_ij q_i   da^V_c = sum p_ij do_i
-//   dbias_h[delta] = sum over pairs with i - j = delta of ds_ij
+//   dbias_h[delta] = sum over pairs with i - j = delta of ds_ij    dpair_h[i, delta] = ds_ij
 // The probabilities are recomputed by the same function as the forward
 // (bit for bit the same), so nothing [T, T] is stored.
 //
@@ -73,6 +74,7 @@ class HeadTask {
     const float* q = Q(i);
     if (shaw()) DotRows(q, RelK(0), ClassStride(), Classes(i), hd_, q_rel);
     const float* bias = terms_.distance_bias.empty() ? nullptr : terms_.distance_bias.data() + h_ * shape_.length + i;
+    const float* pair = terms_.pair_bias.empty() ? nullptr : PairRow(i) + i;
     DotRows(q, K(0), KeyStride(), i + 1, hd_, p);
     float max = -std::numeric_limits<float>::infinity();
     for (std::int64_t j = 0; j <= i; ++j) {
@@ -80,6 +82,7 @@ class HeadTask {
       if (shaw()) s += q_rel[ClassOf(i, j)];
       s *= scale_;
       if (bias != nullptr) s += *(bias - j);  // bias_h[i - j]
+      if (pair != nullptr) s += *(pair - j);  // pair_h[i, i - j]
       p[j] = s;
       max = std::max(max, s);
     }
@@ -90,6 +93,11 @@ class HeadTask {
     }
     const float inv = 1.0f / sum;
     for (std::int64_t j = 0; j <= i; ++j) p[j] *= inv;
+  }
+
+  // pair_h[i, 0..T-1] of the [H, T, T] pair bias.
+  const float* PairRow(std::int64_t i) const {
+    return terms_.pair_bias.data() + (h_ * shape_.length + i) * shape_.length;
   }
 
   // mass[c] = sum of w[j] over the keys of class c (Shaw).
@@ -146,11 +154,13 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
                                  std::span<const float> dout) {
   const std::int64_t d = shape.d(), length = shape.length, hd = shape.head_dim, tasks = shape.batch * shape.heads;
   const std::int64_t table = terms.rel_k.empty() ? 0 : (2 * terms.shaw_clip + 1) * hd;
-  const bool bias = !terms.distance_bias.empty();
+  const bool bias = !terms.distance_bias.empty(), pair = !terms.pair_bias.empty();
   AttentionGrads grads;
   grads.dqkv.assign(static_cast<std::size_t>(shape.batch * length * 3 * d), 0.0f);
   // Per-task partials of the shared parameters: [tasks, T] and [tasks, table].
   std::vector<double> dbias_part(bias ? static_cast<std::size_t>(tasks * length) : 0, 0.0);
+  // [tasks, T, T]: each (i, j) of a task written once.
+  std::vector<double> dpair_part(pair ? static_cast<std::size_t>(tasks * length * length) : 0, 0.0);
   std::vector<double> drel_k_part(static_cast<std::size_t>(tasks * table), 0.0);
   std::vector<double> drel_v_part(drel_k_part.size(), 0.0);
   ParallelFor(tasks, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -185,6 +195,10 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
         if (bias) {
           for (std::int64_t j = 0; j <= i; ++j) dbias_part[task * length + (i - j)] += ds[j];
         }
+        if (pair) {
+          double* row = dpair_part.data() + (task * length + i) * length;
+          for (std::int64_t j = 0; j <= i; ++j) row[i - j] = ds[j];
+        }
         if (head.shaw()) {
           head.ClassSums(i, p.data(), scratch.mass.data());
           head.ClassSums(i, ds.data(), scratch.ds_mass.data());
@@ -212,6 +226,14 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
     for (std::int64_t task = 0; task < tasks; ++task) {
       const std::int64_t h = task % shape.heads;
       for (std::int64_t t = 0; t < length; ++t) grads.dbias[h * length + t] += dbias_part[task * length + t];
+    }
+  }
+  if (pair) {
+    const std::int64_t square = length * length;
+    grads.dpair.assign(static_cast<std::size_t>(shape.heads * square), 0.0);
+    for (std::int64_t task = 0; task < tasks; ++task) {
+      const std::int64_t h = task % shape.heads;
+      for (std::int64_t e = 0; e < square; ++e) grads.dpair[h * square + e] += dpair_part[task * square + e];
     }
   }
   if (table > 0) {

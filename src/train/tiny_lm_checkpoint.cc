@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "posenc/error.h"
@@ -43,33 +44,22 @@ const std::string& ReadString(const GgufMetadata& metadata, const std::string& k
   return RequireGgufValue<std::string>(metadata, key, kOp, "every posenc-tiny-lm checkpoint has it");
 }
 
-PositionScheme ReadScheme(const GgufMetadata& metadata) {
-  const std::string& name = ReadString(metadata, Key("scheme"));
-  std::string list;
-  for (const PositionScheme scheme : AllPositionSchemes()) {
-    if (name == PositionSchemeName(scheme)) return scheme;
-    list += (list.empty() ? "" : ", ") + std::string(PositionSchemeName(scheme));
-  }
-  ThrowError(kOp, Key("scheme"), FormatValue(name), "must be one of " + list);
-}
-
 TinyLmConfig ReadConfig(const GgufMetadata& metadata) {
   const std::string& architecture =
       RequireGgufValue<std::string>(metadata, "general.architecture", kOp, "a GGUF file names its architecture");
   Require(architecture == kTinyLmArchitecture, kOp, "general.architecture", architecture,
           std::string("must be \"") + kTinyLmArchitecture + "\" (a checkpoint of posenc train)");
   TinyLmConfig config;
-  config.scheme = ReadScheme(metadata);
-  config.train_length = ReadInt(metadata, Key("train_length"), 0);
-  config.d_model = ReadInt(metadata, Key("d_model"), 0);
-  config.layers = ReadInt(metadata, Key("layers"), 0);
-  config.heads = ReadInt(metadata, Key("heads"), 0);
-  config.ffn_hidden = ReadInt(metadata, Key("ffn_hidden"), 0);
-  config.shaw_clip = ReadInt(metadata, Key("shaw_clip"), 0);
-  config.t5_buckets = ReadInt(metadata, Key("t5_buckets"), 0);
-  config.t5_max_distance = ReadInt(metadata, Key("t5_max_distance"), 0);
-  config.rope_theta = ReadNumber(metadata, Key("rope_theta"));
-  config.norm_eps = ReadNumber(metadata, Key("norm_eps"));
+  const std::string scheme_key = Key("scheme");
+  config.scheme = ParsePositionScheme(ReadString(metadata, scheme_key), kOp, scheme_key.c_str());
+  // The scheme decides which of its fields the list visits.
+  TinyLmConfig::VisitFields(config, [&](const ConfigField& field, auto& value) {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(value)>, double>) {
+      value = ReadNumber(metadata, Key(field.key));
+    } else {
+      value = ReadInt(metadata, Key(field.key), 0);
+    }
+  });
   ValidateTinyLmConfig(config);
   return config;
 }
@@ -106,7 +96,7 @@ TinyLmParams ReadParams(const GgufFile& file, const TinyLmConfig& config) {
     expected.insert(t->name);
     const GgufTensorInfo* info = file.FindTensor(t->name);
     Require(info != nullptr, kOp, t->name, Verbatim{"missing"},
-            "a " + std::string(PositionSchemeName(config.scheme)) + " model has this tensor");
+            "a " + std::string(PositionSchemeName(config.scheme)) + " model of this config has this tensor");
     std::vector<std::int64_t> shape(info->shape.rbegin(), info->shape.rend());  // ggml order reversed
     Require(shape == t->shape, kOp, t->name + " shape", Verbatim{ShapeText(shape)},
             "must be " + ShapeText(t->shape) + " for this config (outermost dimension first; GGUF ne reversed)");
@@ -141,18 +131,15 @@ void SaveTinyLmCheckpoint(const std::string& path, const TinyLmConfig& config, c
   writer.AddString("general.architecture", kTinyLmArchitecture)
       .AddString("general.name",
                  info.name.empty() ? "tiny-lm-" + scheme + "-L" + std::to_string(config.train_length) : info.name)
-      .AddString(Key("scheme"), scheme)
-      .AddInt64(Key("train_length"), config.train_length)
-      .AddInt64(Key("d_model"), config.d_model)
-      .AddInt64(Key("layers"), config.layers)
-      .AddInt64(Key("heads"), config.heads)
-      .AddInt64(Key("ffn_hidden"), config.ffn_hidden)
-      .AddInt64(Key("shaw_clip"), config.shaw_clip)
-      .AddInt64(Key("t5_buckets"), config.t5_buckets)
-      .AddInt64(Key("t5_max_distance"), config.t5_max_distance)
-      .AddFloat64(Key("rope_theta"), config.rope_theta)
-      .AddFloat64(Key("norm_eps"), config.norm_eps)
-      .AddInt64(TrainingKey("seed"), info.seed)
+      .AddString(Key("scheme"), scheme);
+  TinyLmConfig::VisitFields(config, [&](const ConfigField& field, const auto& value) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, double>) {
+      writer.AddFloat64(Key(field.key), value);
+    } else {
+      writer.AddInt64(Key(field.key), value);
+    }
+  });
+  writer.AddInt64(TrainingKey("seed"), info.seed)
       .AddInt64(TrainingKey("tokens"), info.tokens)
       .AddInt64(TrainingKey("steps"), info.steps)
       .AddInt64(TrainingKey("batch"), info.batch)

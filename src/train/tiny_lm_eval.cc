@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <variant>
 
 #include "posenc/error.h"
 #include "train/tiny_lm_internal.h"
@@ -53,7 +54,7 @@ bool IsModelAsTrained(const ContextExtension& method) {
 }
 
 ExtensionPlan PlanTinyLmExtension(const TinyLmConfig& config, const ContextExtension& method, std::int64_t length) {
-  Require(config.scheme == PositionScheme::kRope, kOp, "method", FormatContextExtension(method),
+  Require(std::holds_alternative<RopeScheme>(config.scheme), kOp, "method", FormatContextExtension(method),
           "applies to RoPE models only; this model's scheme is " + std::string(PositionSchemeName(config.scheme)) +
               " (evaluate it as trained: no method, or none)");
   return PlanContextExtension(method, TinyLmRopeSpec(config), config.train_length, length);
@@ -101,8 +102,9 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
       const auto begin = text.begin() + offsets[w];
       rows.insert(rows.end(), begin, begin + length + 1);
     }
-    const TinyLmLossResult loss =
-        tiny_lm::Loss(config, params, rows, batch, length, nullptr, plan ? &plan->attention : nullptr);
+    tiny_lm::KernelAttention kernel;
+    if (plan) kernel = [&](std::int64_t /*layer*/) { return plan->attention; };
+    const TinyLmLossResult loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel);
     for (std::int64_t t = 0; t < length; ++t) {
       // The engine's rule (perplexity.cc): a NaN would otherwise make every
       // column "nan", which reads like a measurement.

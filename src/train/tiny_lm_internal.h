@@ -1,12 +1,13 @@
 // Internal pieces of the tiny language model (include/posenc/tiny_lm.h): the
-// checks both losses share, the position schemes' tables and their
-// gradients, the float32 steps of the forward and backward passes.
+// checks both losses share and the float32 steps of the forward and
+// backward passes (the schemes' parts: scheme_trainer.h).
 //
 // Shapes: B batch, T length, N = B*T rows (row n = b*T + t), d = d_model,
 // H heads, hd = d/H, F = ffn_hidden, L layers, V = 256.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -18,52 +19,41 @@ namespace posenc::tiny_lm {
 
 inline constexpr const char* kOp = "tiny_lm";
 
-// TinyLmLoss (tiny_lm_model.cc), and for evaluation under a context-extension
-// method: with kernel_attention non-null (and grads null) every layer's
-// attention is posenc::Attention under those options, q and k unrotated.
+// Layer l's attention as posenc::Attention's options.
+using KernelAttention = std::function<AttentionOptions(std::int64_t layer)>;
+
+// TinyLmLoss (tiny_lm_model.cc), and for evaluation through the attention
+// kernel (a context-extension method, or the scheme's own lowering): with
+// kernel_attention set (and grads null) every layer's attention is
+// posenc::Attention under kernel_attention(layer), q and k unrotated.
 TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, TinyLmParams* grads,
-                      const AttentionOptions* kernel_attention);
+                      const KernelAttention& kernel_attention);
+
+// The scheme's own attention of every layer as posenc::Attention's
+// options (causal), or an empty function where the kernel has no form of
+// the scheme (SchemeTrainer::KernelEncoding).
+KernelAttention SchemeKernelAttention(const TinyLmConfig& config, const TinyLmParams& params);
 
 // Throws posenc::Error unless the config, the params, the tokens and the
-// length fit (tiny_lm_config.cc). `gradients`: a training call.
+// length fit, the scheme's rules included (tiny_lm_config.cc). `gradients`:
+// a training call.
 void ValidateLossCall(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, bool gradients);
 
-// ----------------------------------------------------- tiny_lm_positions.cc
+// Throws posenc::Error "[tiny_lm] name = value: must be in [low, high]why".
+void RequireInRange(std::int64_t value, std::int64_t low, std::int64_t high, const char* name, const char* why);
 
-double Softplus(double x);
-double Sigmoid(double x);
+// Far above any tiny model, low enough that a typo is refused before it
+// allocates gigabytes.
+inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 16;
+inline constexpr std::int64_t kMaxLength = std::int64_t{1} << 20;
 
-// What the token embedding is multiplied by at the input: sqrt(d_model) for
-// sinusoidal (Vaswani et al. 2017, section 3.4, and fairseq's embed_scale:
-// without it the sinusoid's unit amplitude drowns embeddings initialised at
-// 0.02), 1 for every other scheme (GPT-2's learned table is trained at the
-// embeddings' own scale). The tied output projection is never scaled.
-double EmbeddingScale(const TinyLmConfig& config);
-
-// Whether the scheme adds a bias depending only on (head, i - j): ALiBi, T5, KERPLE.
-bool HasDistanceBias(PositionScheme scheme);
-
-// Positions added to the input embeddings, float64 [T, d] (sinusoidal,
-// learned; learned past train_length by Su's hierarchical decomposition);
-// empty for the other schemes.
-std::vector<double> InputPositions(const TinyLmConfig& config, const TinyLmParams& params, std::int64_t length);
-
-// The distance bias of one layer, float64 [H, T]: entry h*T + delta is the
-// bias of a query i and key j = i - delta. Empty unless HasDistanceBias.
-std::vector<double> DistanceBias(const TinyLmConfig& config, const TinyLmParams& params, std::int64_t layer,
-                                 std::int64_t length);
-
-// dbias[l]: d loss / d DistanceBias(layer l) [H, T]. Writes the gradients of
-// the scheme's parameters (t5: attn_rel_b; kerple: attn_kerple_r1/r2).
-void DistanceBiasBackward(const TinyLmConfig& config, const TinyLmParams& params,
-                          const std::vector<std::vector<double>>& dbias, std::int64_t length, TinyLmParams& grads);
-
-// RoPE on the q and k columns of qkv [N, 3d], in place, positions 0..T-1 of
-// every sequence: kForward rotates, kBackward maps gradients back.
-void RotateQueriesKeys(const TinyLmConfig& config, const RopeFrequencies& frequencies, std::span<float> qkv,
-                       std::int64_t batch, std::int64_t length, RopeDirection direction);
+// RoPE by `spec` on the q and k columns of qkv [N, 3d], in place,
+// positions 0..T-1 of every sequence: kForward rotates, kBackward maps
+// gradients back.
+void RotateQueriesKeys(const RopeSpec& spec, const RopeFrequencies& frequencies, std::span<float> qkv,
+                       std::int64_t batch, std::int64_t length, std::int64_t heads, RopeDirection direction);
 
 // ----------------------------------------------------- tiny_lm_attention.cc
 
@@ -72,9 +62,10 @@ struct AttentionShape {
   std::int64_t d() const { return heads * head_dim; }
 };
 
-// One layer's positional terms, float32.
+// One layer's positional terms, float32 (scheme_trainer.h's LayerTerms).
 struct AttentionTerms {
   std::span<const float> distance_bias;  // [H, T] or empty
+  std::span<const float> pair_bias;      // [H, T, T] (h, i, i - j) or empty
   std::span<const float> rel_k, rel_v;   // shaw: [2K + 1, hd] each, or empty
   std::int64_t shaw_clip = 0;            // K
 };
@@ -87,6 +78,7 @@ void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, 
 struct AttentionGrads {
   std::vector<float> dqkv;     // [N, 3d]
   std::vector<double> dbias;   // [H, T] when terms have a distance bias
+  std::vector<double> dpair;   // [H, T, T] when terms have a pair bias
   std::vector<double> drel_k;  // [2K + 1, hd] when shaw
   std::vector<double> drel_v;
 };

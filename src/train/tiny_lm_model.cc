@@ -14,11 +14,14 @@
 // the unrotated columns of qkv, and the options carry the rotation.
 #include <algorithm>
 #include <array>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/rope_frequencies.h"
+#include "train/scheme_trainer.h"
 #include "train/tiny_lm_internal.h"
 
 namespace posenc {
@@ -29,51 +32,40 @@ using tiny_lm::AttentionTerms;
 
 // What the backward pass needs of one block (the forward's intermediates).
 struct BlockActivations {
-  std::vector<float> x_in;      // [N, d] residual stream entering the block
-  std::vector<float> attn_rms;  // [N] 1 / rms
-  std::vector<float> attn_in;   // [N, d]
-  std::vector<float> qkv;       // [N, 3d], q and k rotated (RoPE)
-  std::vector<float> att;       // [N, d]
-  std::vector<float> x_mid;     // [N, d] after the attention residual
-  std::vector<float> ffn_rms;   // [N]
-  std::vector<float> ffn_in;    // [N, d]
-  std::vector<float> up;        // [N, F]
-  std::vector<float> act;       // [N, F]
+  std::vector<float> x_in;              // [N, d] residual stream entering the block
+  std::vector<float> attn_rms;          // [N] 1 / rms
+  std::vector<float> attn_in;           // [N, d]
+  std::vector<float> qkv;               // [N, 3d], q and k rotated (RoPE)
+  std::vector<float> distance_bias;     // [H, T] the scheme's bias of i - j, or empty
+  std::vector<float> pair_bias;         // [H, T, T] the scheme's bias of (i, i - j), or empty
+  std::span<const float> rel_k, rel_v;  // the scheme's Shaw tables (in params), or empty
+  std::int64_t shaw_clip = 0;
+  std::vector<float> att;      // [N, d]
+  std::vector<float> x_mid;    // [N, d] after the attention residual
+  std::vector<float> ffn_rms;  // [N]
+  std::vector<float> ffn_in;   // [N, d]
+  std::vector<float> up;       // [N, F]
+  std::vector<float> act;      // [N, F]
 };
 
-// The per-call state: shapes, the scheme's tables, the activations.
+std::vector<float> ToFloat(const std::vector<double>& values) { return {values.begin(), values.end()}; }
+
+// The per-call state: shapes, the scheme, the activations.
 struct Pass {
   const TinyLmConfig& config;
   const TinyLmParams& params;
   std::int64_t batch, length, rows, d, ffn;
   AttentionShape shape;
-  RopeFrequencies rope;
-  std::vector<std::vector<float>> distance_bias;  // [L][H, T] or empty
-  const AttentionOptions* kernel_attention;       // null: the model's own attention
+  std::unique_ptr<tiny_lm::SchemeTrainer> scheme;
+  std::optional<RopeSpec> rotation;        // the model's own rotation of q and k
+  RopeFrequencies rope;                    // its table, when the model's attention runs
+  const tiny_lm::KernelAttention& kernel;  // empty: the model's own attention
 
-  Pass(const TinyLmConfig& c, const TinyLmParams& p, std::int64_t b, std::int64_t t, const AttentionOptions* kernel)
+  Pass(const TinyLmConfig& c, const TinyLmParams& p, std::int64_t b, std::int64_t t, const tiny_lm::KernelAttention& k)
       : config(c), params(p), batch(b), length(t), rows(b * t), d(c.d_model),
         ffn(c.ffn_hidden), shape{.batch = b, .length = t, .heads = c.heads, .head_dim = c.HeadDim()},
-        kernel_attention(kernel) {
-    if (c.scheme == PositionScheme::kRope && kernel == nullptr) rope = ComputeRopeFrequencies(TinyLmRopeSpec(c), t);
-    if (tiny_lm::HasDistanceBias(c.scheme)) {
-      for (std::int64_t l = 0; l < c.layers; ++l) {
-        const std::vector<double> bias = tiny_lm::DistanceBias(c, p, l, t);
-        distance_bias.emplace_back(bias.begin(), bias.end());
-      }
-    }
-  }
-
-  AttentionTerms Terms(std::int64_t l) const {
-    const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(l)];
-    AttentionTerms terms;
-    if (!distance_bias.empty()) terms.distance_bias = distance_bias[static_cast<std::size_t>(l)];
-    if (config.scheme == PositionScheme::kShaw) {
-      terms.rel_k = block.attn_rel_k.values;
-      terms.rel_v = block.attn_rel_v.values;
-      terms.shaw_clip = config.shaw_clip;
-    }
-    return terms;
+        scheme(tiny_lm::MakeSchemeTrainer(c)), rotation(scheme->Rotation()), kernel(k) {
+    if (rotation && !kernel) rope = ComputeRopeFrequencies(*rotation, t);
   }
 
   std::vector<float> Floats(std::int64_t width) const {
@@ -82,7 +74,7 @@ struct Pass {
 
   // posenc::Attention over the q, k, v columns of qkv [B, T, 3d] (views
   // [B, T, H, hd] with a row stride of 3d) into att [B, T, H, hd].
-  void KernelAttention(std::span<const float> qkv, std::span<float> att) const {
+  void KernelAttention(std::int64_t l, std::span<const float> qkv, std::span<float> att) const {
     const std::int64_t hd = shape.head_dim;
     const std::array<std::int64_t, 4> view_shape{batch, length, shape.heads, hd};
     const std::array<std::int64_t, 4> strides{length * 3 * d, 3 * d, hd, 1};
@@ -91,7 +83,29 @@ struct Pass {
     in.k = ConstTensorView{qkv.data() + d, DType::kF32, view_shape, strides};
     in.v = ConstTensorView{qkv.data() + 2 * d, DType::kF32, view_shape, strides};
     in.out = TensorView::Contiguous(att.data(), DType::kF32, view_shape);
-    Attention(in, *kernel_attention);
+    Attention(in, kernel(l));
+  }
+
+  // The model's own attention of layer l over qkv (q and k rotated in place
+  // for RoPE); the scheme's terms are kept in a for the backward.
+  void OwnAttention(std::int64_t l, BlockActivations& a) const {
+    if (rotation)
+      tiny_lm::RotateQueriesKeys(*rotation, rope, a.qkv, batch, length, shape.heads, RopeDirection::kForward);
+    const tiny_lm::LayerTerms terms = scheme->Layer(params, l, length);
+    a.distance_bias = ToFloat(terms.distance_bias);
+    a.pair_bias = ToFloat(terms.pair_bias);
+    a.rel_k = terms.rel_k;
+    a.rel_v = terms.rel_v;
+    a.shaw_clip = terms.shaw_clip;
+    tiny_lm::AttentionForward(shape, Terms(a), a.qkv, a.att);
+  }
+
+  static AttentionTerms Terms(const BlockActivations& a) {
+    return {.distance_bias = a.distance_bias,
+            .pair_bias = a.pair_bias,
+            .rel_k = a.rel_k,
+            .rel_v = a.rel_v,
+            .shaw_clip = a.shaw_clip};
   }
 
   // x [N, d] -> x after block l; a keeps its intermediates.
@@ -105,13 +119,10 @@ struct Pass {
     a.att = Floats(d);
     tiny_lm::RmsNormForward(x, block.attn_norm.values, config.norm_eps, a.attn_in, a.attn_rms);
     tiny_lm::LinearForward(a.attn_in, rows, block.attn_qkv, a.qkv);
-    if (kernel_attention != nullptr) {
-      KernelAttention(a.qkv, a.att);
+    if (kernel) {
+      KernelAttention(l, a.qkv, a.att);
     } else {
-      if (config.scheme == PositionScheme::kRope) {
-        tiny_lm::RotateQueriesKeys(config, rope, a.qkv, batch, length, RopeDirection::kForward);
-      }
-      tiny_lm::AttentionForward(shape, Terms(l), a.qkv, a.att);
+      OwnAttention(l, a);
     }
     tiny_lm::LinearForward(a.att, rows, block.attn_output, delta);
     for (std::size_t e = 0; e < x.size(); ++e) x[e] += delta[e];
@@ -128,10 +139,10 @@ struct Pass {
   }
 
   // dx: d loss / d (block l's output) on entry, / d (its input) on return.
-  // Writes block l's parameter gradients; returns d loss / d its distance bias.
-  std::vector<double> BlockBackward(std::int64_t l, const BlockActivations& a, std::vector<float>& dx,
-                                    TinyLmBlock& g) const {
+  // Writes block l's parameter gradients and the scheme's part of them.
+  void BlockBackward(std::int64_t l, const BlockActivations& a, std::vector<float>& dx, TinyLmParams& grads) const {
     const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(l)];
+    TinyLmBlock& g = grads.blocks[static_cast<std::size_t>(l)];
     std::vector<float> dact = Floats(ffn), dup = Floats(ffn), din = Floats(d);
     tiny_lm::LinearBackward(a.act, dx, rows, block.ffn_down, dact, g.ffn_down.values);
     tiny_lm::GeluBackward(a.up, dact, dup);
@@ -140,17 +151,18 @@ struct Pass {
 
     std::vector<float> datt = Floats(d);
     tiny_lm::LinearBackward(a.att, dx, rows, block.attn_output, datt, g.attn_output.values);
-    tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, Terms(l), a.qkv, datt);
-    if (config.scheme == PositionScheme::kRope) {
-      tiny_lm::RotateQueriesKeys(config, rope, ag.dqkv, batch, length, RopeDirection::kBackward);
+    tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, Terms(a), a.qkv, datt);
+    if (rotation) {
+      tiny_lm::RotateQueriesKeys(*rotation, rope, ag.dqkv, batch, length, shape.heads, RopeDirection::kBackward);
     }
     tiny_lm::LinearBackward(a.attn_in, ag.dqkv, rows, block.attn_qkv, din, g.attn_qkv.values);
     tiny_lm::RmsNormBackward(a.x_in, block.attn_norm.values, a.attn_rms, din, dx, g.attn_norm.values);
-    if (config.scheme == PositionScheme::kShaw) {
-      std::copy(ag.drel_k.begin(), ag.drel_k.end(), g.attn_rel_k.values.begin());
-      std::copy(ag.drel_v.begin(), ag.drel_v.end(), g.attn_rel_v.values.begin());
-    }
-    return std::move(ag.dbias);
+    scheme->LayerBackward(params, l, length,
+                          {.distance_bias = std::move(ag.dbias),
+                           .pair_bias = std::move(ag.dpair),
+                           .rel_k = std::move(ag.drel_k),
+                           .rel_v = std::move(ag.drel_v)},
+                          grads);
   }
 };
 
@@ -159,18 +171,18 @@ struct Pass {
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
                             std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
                             TinyLmParams* grads) {
-  return tiny_lm::Loss(config, params, tokens, batch, length, grads, nullptr);
+  return tiny_lm::Loss(config, params, tokens, batch, length, grads, {});
 }
 
 namespace tiny_lm {
 
 TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, TinyLmParams* grads,
-                      const AttentionOptions* kernel_attention) {
+                      const KernelAttention& kernel_attention) {
   ValidateLossCall(config, params, tokens, batch, length, grads != nullptr);
   Require(grads != &params, kOp, "grads", Verbatim{"&params"},
           "must be another TinyLmParams (the params are read while the gradients are written)");
-  Require(grads == nullptr || kernel_attention == nullptr, kOp, "grads", Verbatim{"non-null"},
+  Require(grads == nullptr || !kernel_attention, kOp, "grads", Verbatim{"non-null"},
           "must be null with posenc::Attention's options: that attention has no backward here (evaluation only)");
   const Pass pass(config, params, batch, length, kernel_attention);
   const std::int64_t n_rows = pass.rows, d = pass.d, vocab = TinyLmConfig::kVocab;
@@ -184,8 +196,8 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
 
   // Embedding (+ positions), then the blocks. Evaluation keeps one block's
   // activations at a time.
-  const std::vector<double> positions = tiny_lm::InputPositions(config, params, length);
-  const auto scale = static_cast<float>(tiny_lm::EmbeddingScale(config));
+  const std::vector<double> positions = pass.scheme->InputPositions(params, length);
+  const auto scale = static_cast<float>(pass.scheme->EmbeddingScale());
   std::vector<float> x = pass.Floats(d);
   for (std::int64_t n = 0; n < n_rows; ++n) {
     const float* e = params.token_embd.values.data() + inputs[n] * d;
@@ -219,21 +231,18 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
   std::vector<float> dxf = pass.Floats(d), dx = pass.Floats(d);
   tiny_lm::LinearBackward(xf, dlogits, n_rows, params.token_embd, dxf, g.token_embd.values);
   tiny_lm::RmsNormBackward(x, params.output_norm.values, final_rms, dxf, dx, g.output_norm.values);
-  std::vector<std::vector<double>> dbias(static_cast<std::size_t>(config.layers));
-  for (std::int64_t l = config.layers - 1; l >= 0; --l) {
-    dbias[l] = pass.BlockBackward(l, acts[l], dx, g.blocks[static_cast<std::size_t>(l)]);
-  }
-  tiny_lm::DistanceBiasBackward(config, params, dbias, length, g);
+  for (std::int64_t l = config.layers - 1; l >= 0; --l) pass.BlockBackward(l, acts[l], dx, g);
   for (std::int64_t n = 0; n < n_rows; ++n) {
     float* de = g.token_embd.values.data() + inputs[n] * d;
     for (std::int64_t c = 0; c < d; ++c) de[c] += scale * dx[n * d + c];
   }
-  if (config.scheme == PositionScheme::kLearned) {
-    // length <= train_length here (ValidateLossCall): row t is position t.
+  if (!positions.empty()) {
+    // d loss / d positions[t] sums the batch's rows at t (in row order).
+    std::vector<double> dpositions(static_cast<std::size_t>(length * d), 0.0);
     for (std::int64_t n = 0; n < n_rows; ++n) {
-      float* dp = g.position_embd.values.data() + (n % length) * d;
-      for (std::int64_t c = 0; c < d; ++c) dp[c] += dx[n * d + c];
+      for (std::int64_t c = 0; c < d; ++c) dpositions[(n % length) * d + c] += dx[n * d + c];
     }
+    pass.scheme->InputPositionsBackward(params, dpositions, length, g);
   }
   return result;
 }

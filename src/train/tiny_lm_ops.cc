@@ -1,14 +1,16 @@
 // The tiny model's float32 steps besides attention: linear layers through
-// MatMul (forward and both backward products), RMSNorm, GELU and the
-// cross-entropy. Row-wise steps run in parallel over rows, each row in a
-// fixed order; reductions over rows (the norm gains) run in row order on
-// one thread: nothing depends on the thread count.
+// MatMul (forward and both backward products), RMSNorm, GELU, the
+// cross-entropy and RoPE on q and k through the library's kernel. Row-wise steps run in parallel over rows, each row in
+// a fixed order; reductions over rows (the norm gains) run in row order on one thread: nothing depends on the thread
+// count.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
 #include "posenc/matmul.h"
 #include "posenc/parallel.h"
+#include "posenc/tensor.h"
 #include "train/tiny_lm_internal.h"
 #include "train/tiny_lm_kernels.h"
 
@@ -131,6 +133,21 @@ void CrossEntropy(std::span<const float> logits, std::span<const std::uint8_t> t
       dlogits[n * kV + targets[n]] -= scale;
     }
   });
+}
+
+void RotateQueriesKeys(const RopeSpec& spec, const RopeFrequencies& frequencies, std::span<float> qkv,
+                       std::int64_t batch, std::int64_t length, std::int64_t heads, RopeDirection direction) {
+  // q and k as strided [B, T, H, hd] views of the qkv rows [N, 3d]: the
+  // library's kernel rotates them in place, no copy.
+  const std::int64_t hd = spec.head_dim, d = heads * hd;
+  const std::array<std::int64_t, 4> shape{batch, length, heads, hd};
+  const std::array<std::int64_t, 4> strides{length * 3 * d, 3 * d, hd, 1};
+  const TensorView q{qkv.data(), DType::kF32, shape, strides};
+  const TensorView k{qkv.data() + d, DType::kF32, shape, strides};
+  ApplyRope(spec, frequencies,
+            RopeCall{.operands = {RopeOperand::InPlace(q), RopeOperand::InPlace(k)},
+                     .positions = RopePositions::Offset(0),
+                     .direction = direction});
 }
 
 }  // namespace posenc::tiny_lm

@@ -1,18 +1,23 @@
 // The tiny model's loss in float64, one sequence at a time, each piece a
-// function written as its formula reads. It shares with the float32 path
-// only the library's encodings (sinusoid, learned table, ALiBi slopes, T5
-// buckets, Shaw rows, RoPE rotation) and the call's checks; the tests take
-// its finite differences as the true gradients.
+// function written as its formula reads, the attention the library's one
+// float64 attention (MaterializedAttention). It shares with the float32
+// path the schemes' forward terms (their float64 tables: sinusoid, learned
+// rows, biases, Shaw rows; the RoPE spec, rotated here by RotateHead) and
+// the call's checks; the tests take its finite differences as the true
+// gradients, so every scheme's backward is checked against its forward.
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
+#include <span>
 #include <numbers>
 #include <vector>
 
-#include "posenc/alibi.h"
 #include "posenc/rope.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/shaw_relative.h"
-#include "posenc/t5_bias.h"
+#include "reference/materialized_attention.h"
+#include "train/scheme_trainer.h"
 #include "train/tiny_lm_internal.h"
 
 namespace posenc::reference {
@@ -55,29 +60,6 @@ Matrix Add(Matrix a, const Matrix& b) {
   return a;
 }
 
-// The scheme's bias of head h for query i and key j (ALiBi, T5, KERPLE).
-double PairBias(const TinyLmConfig& config, const TinyLmParams& params, std::int64_t layer, std::int64_t h,
-                std::int64_t i, std::int64_t j) {
-  switch (config.scheme) {
-    case PositionScheme::kAlibi: {
-      const double slope = AlibiSlopes(AlibiSpec{.heads = config.heads})[h];
-      return AlibiBiasAt(AlibiForm::kDistance, slope, i, j);
-    }
-    case PositionScheme::kT5: {
-      const T5BucketSpec spec{
-          .num_buckets = config.t5_buckets, .max_distance = config.t5_max_distance, .direction = T5Direction::kCausal};
-      return params.attn_rel_b.values[T5RelativeBucket(spec, j - i) * config.heads + h];  // [buckets, heads]
-    }
-    case PositionScheme::kKerple: {
-      const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(layer)];
-      const double r1 = tiny_lm::Softplus(block.attn_kerple_r1.values[h]);
-      const double r2 = tiny_lm::Softplus(block.attn_kerple_r2.values[h]);
-      return -r1 * std::log(1.0 + r2 * static_cast<double>(std::abs(i - j)));
-    }
-    default: return 0.0;
-  }
-}
-
 // Head h's slice [T][hd] of column block `part` (0 q, 1 k, 2 v) of qkv.
 Matrix HeadSlice(const Matrix& qkv, std::int64_t part, std::int64_t h, std::int64_t d, std::int64_t hd) {
   Matrix out;
@@ -88,62 +70,74 @@ Matrix HeadSlice(const Matrix& qkv, std::int64_t part, std::int64_t h, std::int6
   return out;
 }
 
-double Dot(const std::vector<double>& a, const std::vector<double>& b) {
+double Dot(std::span<const double> a, std::span<const double> b) {
   double sum = 0.0;
   for (std::size_t e = 0; e < a.size(); ++e) sum += a[e] * b[e];
   return sum;
 }
 
-// Causal multi-head attention of layer `layer` over one sequence: qkv [T][3d] -> [T][d].
-Matrix Attention(const TinyLmConfig& config, const TinyLmParams& params, std::int64_t layer, const Matrix& qkv) {
+// Causal multi-head attention of layer `layer` over one sequence: qkv
+// [T][3d] -> [T][d], through the library's one float64 attention
+// (MaterializedAttention) given the logits
+//   (q_i.k_j + q_i.a^K_ij) / sqrt(hd) + bias_h(i - j) + pair_h(i, i - j)
+// and the values v_j + a^V_ij, with q and k rotated first for RoPE.
+Matrix Attention(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, const TinyLmParams& params,
+                 std::int64_t layer, const Matrix& qkv) {
   const std::int64_t length = static_cast<std::int64_t>(qkv.size()), d = config.d_model, hd = config.HeadDim();
-  const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(layer)];
-  const bool shaw = config.scheme == PositionScheme::kShaw;
-  const ShawRelativeSpec shaw_spec{.max_distance = config.shaw_clip, .distance = RelativeDistance::kKeyMinusQuery};
-  const auto table_row = [&](const TinyLmTensor& table, std::int64_t i, std::int64_t j) {
-    const std::int64_t r = shaw_spec.Row(i, j);
-    return std::vector<double>(table.values.begin() + r * hd, table.values.begin() + (r + 1) * hd);
+  const std::int64_t heads = config.heads;
+  const tiny_lm::LayerTerms terms = scheme.Layer(params, layer, length);
+  const ShawRelativeSpec shaw{.max_distance = terms.shaw_clip, .distance = RelativeDistance::kKeyMinusQuery};
+  const auto table_row = [&](std::span<const float> table, std::int64_t i, std::int64_t j) {
+    const std::span<const float> row = table.subspan(static_cast<std::size_t>(shaw.Row(i, j) * hd), hd);
+    return std::vector<double>(row.begin(), row.end());
   };
-  Matrix out(static_cast<std::size_t>(length), std::vector<double>(static_cast<std::size_t>(d), 0.0));
-  for (std::int64_t h = 0; h < config.heads; ++h) {
-    Matrix q = HeadSlice(qkv, 0, h, d, hd), k = HeadSlice(qkv, 1, h, d, hd), v = HeadSlice(qkv, 2, h, d, hd);
-    if (config.scheme == PositionScheme::kRope) {
-      const RopeSpec spec = TinyLmRopeSpec(config);
-      const std::vector<double> inv_freq = ComputeRopeFrequencies(spec, length).inv_freq;
+  std::vector<Matrix> q, k, v;  // [H][T][hd]
+  for (std::int64_t h = 0; h < heads; ++h) {
+    q.push_back(HeadSlice(qkv, 0, h, d, hd));
+    k.push_back(HeadSlice(qkv, 1, h, d, hd));
+    v.push_back(HeadSlice(qkv, 2, h, d, hd));
+    if (const std::optional<RopeSpec> spec = scheme.Rotation()) {
+      const std::vector<double> inv_freq = ComputeRopeFrequencies(*spec, length).inv_freq;
       for (std::int64_t t = 0; t < length; ++t) {
-        q[t] = RotateHead(spec, inv_freq, q[t], static_cast<double>(t));
-        k[t] = RotateHead(spec, inv_freq, k[t], static_cast<double>(t));
+        q[h][t] = RotateHead(*spec, inv_freq, q[h][t], static_cast<double>(t));
+        k[h][t] = RotateHead(*spec, inv_freq, k[h][t], static_cast<double>(t));
       }
     }
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  MaterializedTerms materialized;
+  materialized.logit = [&](std::int64_t, std::int64_t h, std::int64_t i, std::int64_t j) {
+    if (j > i) return 0.0;  // not visible
+    double content = Dot(q[h][i], k[h][j]);
+    if (!terms.rel_k.empty()) content += Dot(q[h][i], table_row(terms.rel_k, i, j));
+    double logit = content * scale;
+    if (!terms.distance_bias.empty()) logit += terms.distance_bias[h * length + (i - j)];
+    if (!terms.pair_bias.empty()) logit += terms.pair_bias[(h * length + i) * length + (i - j)];
+    return logit;
+  };
+  materialized.visible = [](std::int64_t, std::int64_t, std::int64_t i, std::int64_t j) { return j <= i; };
+  materialized.add_value = [&](std::int64_t, std::int64_t h, std::int64_t i, std::int64_t j, double weight,
+                               double* out) {
+    const std::vector<double> a_v = terms.rel_v.empty() ? std::vector<double>(hd, 0.0) : table_row(terms.rel_v, i, j);
+    for (std::int64_t e = 0; e < hd; ++e) out[e] += weight * (v[h][j][e] + a_v[e]);
+  };
+  const RelativeAttentionResult result = MaterializedAttention(
+      {.batch = 1, .heads = heads, .q_len = length, .k_len = length, .value_dim = hd}, materialized);
+  Matrix out(static_cast<std::size_t>(length), std::vector<double>(static_cast<std::size_t>(d), 0.0));
+  for (std::int64_t h = 0; h < heads; ++h) {
     for (std::int64_t i = 0; i < length; ++i) {
-      std::vector<double> scores(static_cast<std::size_t>(i + 1));
-      for (std::int64_t j = 0; j <= i; ++j) {
-        double content = Dot(q[i], k[j]);
-        if (shaw) content += Dot(q[i], table_row(block.attn_rel_k, i, j));
-        scores[j] = content / std::sqrt(static_cast<double>(hd)) + PairBias(config, params, layer, h, i, j);
-      }
-      const double max = *std::max_element(scores.begin(), scores.end());
-      double sum = 0.0;
-      for (double& s : scores) sum += (s = std::exp(s - max));
-      for (std::int64_t j = 0; j <= i; ++j) {
-        const double p = scores[j] / sum;
-        std::vector<double> value = v[j];
-        if (shaw) {
-          const std::vector<double> a_v = table_row(block.attn_rel_v, i, j);
-          for (std::int64_t e = 0; e < hd; ++e) value[e] += a_v[e];
-        }
-        for (std::int64_t e = 0; e < hd; ++e) out[i][h * hd + e] += p * value[e];
-      }
+      for (std::int64_t e = 0; e < hd; ++e) out[i][h * hd + e] = result.output[(h * length + i) * hd + e];
     }
   }
   return out;
 }
 
 // x + attention(RmsNorm(x)), then + mlp(RmsNorm(.)).
-Matrix Block(const TinyLmConfig& config, const TinyLmParams& params, std::int64_t layer, const Matrix& x) {
+Matrix Block(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, const TinyLmParams& params,
+             std::int64_t layer, const Matrix& x) {
   const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(layer)];
   const Matrix qkv = Linear(RmsNorm(x, block.attn_norm, config.norm_eps), block.attn_qkv);
-  const Matrix mid = Add(x, Linear(Attention(config, params, layer, qkv), block.attn_output));
+  const Matrix mid = Add(x, Linear(Attention(config, scheme, params, layer, qkv), block.attn_output));
   Matrix hidden = Linear(RmsNorm(mid, block.ffn_norm, config.norm_eps), block.ffn_up);
   for (std::vector<double>& row : hidden) {
     for (double& u : row) u = Gelu(u);
@@ -153,10 +147,11 @@ Matrix Block(const TinyLmConfig& config, const TinyLmParams& params, std::int64_
 
 // token_embd rows of the inputs times the embedding scale, plus the
 // positions (sinusoid, learned).
-Matrix Embed(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> inputs) {
+Matrix Embed(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, const TinyLmParams& params,
+             std::span<const std::uint8_t> inputs) {
   const std::int64_t length = static_cast<std::int64_t>(inputs.size()), d = config.d_model;
-  const std::vector<double> positions = tiny_lm::InputPositions(config, params, length);
-  const double scale = tiny_lm::EmbeddingScale(config);
+  const std::vector<double> positions = scheme.InputPositions(params, length);
+  const double scale = scheme.EmbeddingScale();
   Matrix x;
   for (std::int64_t t = 0; t < length; ++t) {
     std::vector<double> row(static_cast<std::size_t>(d));
@@ -171,9 +166,10 @@ Matrix Embed(const TinyLmConfig& config, const TinyLmParams& params, std::span<c
 // -log softmax(logits)[target] at each position of one sequence [length + 1].
 std::vector<double> SequenceLosses(const TinyLmConfig& config, const TinyLmParams& params,
                                    std::span<const std::uint8_t> sequence) {
+  const std::unique_ptr<tiny_lm::SchemeTrainer> scheme = tiny_lm::MakeSchemeTrainer(config);
   const std::span<const std::uint8_t> inputs = sequence.first(sequence.size() - 1);
-  Matrix x = Embed(config, params, inputs);
-  for (std::int64_t l = 0; l < config.layers; ++l) x = Block(config, params, l, x);
+  Matrix x = Embed(config, *scheme, params, inputs);
+  for (std::int64_t l = 0; l < config.layers; ++l) x = Block(config, *scheme, params, l, x);
   const Matrix logits = Linear(RmsNorm(x, params.output_norm, config.norm_eps), params.token_embd);  // tied
   std::vector<double> losses;
   for (std::size_t t = 0; t < logits.size(); ++t) {

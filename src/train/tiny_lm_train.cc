@@ -13,6 +13,7 @@
 #include "posenc/error.h"
 #include "posenc/input_file.h"
 #include "util/split_mix64.h"
+#include "train/scheme_trainer.h"
 #include "train/tiny_lm_internal.h"
 
 namespace posenc {
@@ -27,14 +28,6 @@ constexpr std::int64_t kFinalLossSteps = 10;
 
 // Keeps the batch stream apart from InitTinyLm's streams of the same seed.
 constexpr std::uint64_t kBatchSalt = 0x6261746368657321ULL;  // "batches!"
-
-bool IsPositionTensor(const std::string& name) {
-  const auto ends_with = [&](std::string_view suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return name == "position_embd.weight" || name == "attn_rel_b.weight" || ends_with(".attn_rel_k.weight") ||
-         ends_with(".attn_rel_v.weight");
-}
 
 std::vector<std::uint8_t> GatherRows(std::span<const std::uint8_t> corpus, const std::vector<std::int64_t>& offsets,
                                      std::int64_t window) {
@@ -69,7 +62,7 @@ void RequireTrainingFits(const TinyLmConfig& config, const TinyLmTrainOptions& o
 
 TinyLmTrainMemory EstimateTinyLmTrainMemory(const TinyLmConfig& config, const TinyLmTrainOptions& options) {
   const auto d = static_cast<double>(config.d_model), f = static_cast<double>(config.ffn_hidden);
-  const auto layers = static_cast<double>(config.layers), heads = static_cast<double>(config.heads);
+  const auto layers = static_cast<double>(config.layers);
   const auto rows = static_cast<double>(options.batch * config.train_length);
   constexpr double kFloat = sizeof(float);
   TinyLmTrainMemory m;
@@ -77,14 +70,10 @@ TinyLmTrainMemory EstimateTinyLmTrainMemory(const TinyLmConfig& config, const Ti
   // Floats a row: the kept activations, the logits and their gradient,
   // x, delta, xf, dxf, dx, one block's backward temporaries (dact, dup,
   // din, datt, dqkv), the final 1/rms, the row's float64 loss and its bytes.
-  double per_row =
+  const double per_row =
       layers * (8 * d + 2 * f + 2) + 2 * static_cast<double>(TinyLmConfig::kVocab) + 5 * d + (2 * f + 5 * d) + 4;
-  if (tiny_lm::HasDistanceBias(config.scheme)) per_row += 2 * heads;  // float64 [B H, T] partials
-  m.activations = kFloat * rows * per_row;
-  if (config.scheme == PositionScheme::kShaw) {  // float64 [B H, 2K + 1, hd] partials of a^K and a^V
-    m.activations += 2 * sizeof(double) * static_cast<double>(options.batch) * heads *
-                     static_cast<double>((2 * config.shaw_clip + 1) * config.HeadDim());
-  }
+  // The scheme's partials (biases, tables) on top.
+  m.activations = kFloat * rows * per_row + tiny_lm::MakeSchemeTrainer(config)->ScratchBytes(options.batch);
   const std::int64_t log_entries = options.Steps(config) / options.log_every + 1;  // steps 0, k, 2k, ...
   m.log = sizeof(TinyLmTrainLogEntry) * static_cast<double>(log_entries);
   return m;
@@ -118,10 +107,6 @@ std::int64_t TinyLmTrainOptions::Steps(const TinyLmConfig& config) const {
 
 std::int64_t TinyLmTrainOptions::WarmupSteps(const TinyLmConfig& config) const {
   return std::llround(warmup * static_cast<double>(Steps(config)));
-}
-
-bool TinyLmTensorDecays(const TinyLmTensor& tensor) {
-  return tensor.shape.size() >= 2 && !IsPositionTensor(tensor.name);
 }
 
 std::vector<std::int64_t> TinyLmBatchOffsets(std::int64_t corpus_bytes, std::int64_t length, std::int64_t batch,
@@ -169,7 +154,7 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
   std::vector<AdamWTensor> tensors;
   tensors.reserve(params.size());
   for (const TinyLmTensor* t : params) {
-    tensors.push_back({.size = static_cast<std::int64_t>(t->values.size()), .weight_decay = TinyLmTensorDecays(*t)});
+    tensors.push_back({.size = static_cast<std::int64_t>(t->values.size()), .weight_decay = t->decays});
   }
   AdamW adamw({.lr = options.lr, .beta1 = options.beta1, .beta2 = options.beta2, .weight_decay = options.weight_decay},
               tensors);

@@ -1,13 +1,16 @@
 // The tiny language model's API: scheme names, config rules, tensors and
-// their deterministic init, the KERPLE parameterization, evaluation past
-// the training length, bitwise results for 1, 2 and 3 threads, and call
+// their deterministic init, the KERPLE and FIRE parameterizations, the
+// trainer's attention against posenc::Attention, evaluation past the
+// training length, bitwise results for 1, 2 and 3 threads, and call
 // errors. (Loss and gradients against float64: tiny_lm_gradient_test.cc.)
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "posenc/alibi.h"
@@ -15,6 +18,7 @@
 #include "posenc/t5_bias.h"
 #include "test_util.h"
 #include "tiny_lm_test_util.h"
+#include "train/scheme_trainer.h"
 #include "train/tiny_lm_internal.h"
 
 namespace posenc {
@@ -25,23 +29,28 @@ using testing::RandomBytes;
 using testing::RandomTinyParams;
 using testing::TinyConfig;
 
+double Softplus(double raw) { return std::log1p(std::exp(raw)); }
+float InverseSoftplus(double r) { return static_cast<float>(std::log(std::expm1(r))); }
+
 TEST(TinyLmNames, RoundTripAndUnknownName) {
   std::vector<std::string> names;
-  for (const PositionScheme scheme : AllPositionSchemes()) {
+  for (const PositionScheme& scheme : AllPositionSchemes()) {
     names.emplace_back(PositionSchemeName(scheme));
     EXPECT_EQ(ParsePositionScheme(PositionSchemeName(scheme)), scheme);
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"nope", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "kerple"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"nope", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "kerple",
+                                             "fire"}));
+  EXPECT_EQ(PositionSchemeList(), "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire");
   ExpectError([] { ParsePositionScheme("xpos"); },
-              {"[tiny_lm] scheme = \"xpos\"", "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple"});
+              {"[tiny_lm] scheme = \"xpos\"", "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire"});
+  ExpectError([] { ParsePositionScheme("urpe", "zoo", "--schemes"); }, {"[zoo] --schemes = \"urpe\""});
   EXPECT_EQ(ParseLearnedPastTable("hierarchical"), LearnedPastTable::kHierarchical);
   ExpectError([] { ParseLearnedPastTable("clamp"); }, {"learned_past_table = \"clamp\"", "error, hierarchical"});
 }
 
 TEST(TinyLmConfig, DefaultsAndGridAreValid) {
   EXPECT_NO_THROW(ValidateTinyLmConfig(TinyLmConfig{}));
-  for (const PositionScheme scheme : AllPositionSchemes()) {
+  for (const PositionScheme& scheme : AllPositionSchemes()) {
     for (const testing::TinyShape& shape : testing::kTinyGrid) {
       EXPECT_NO_THROW(ValidateTinyLmConfig(TinyConfig(scheme, shape)));
     }
@@ -61,17 +70,42 @@ TEST(TinyLmConfig, ErrorsNameParameterValueAndRule) {
   ExpectError(with([](TinyLmConfig& c) { c.layers = 0; }), {"layers = 0"});
   ExpectError(with([](TinyLmConfig& c) { c.norm_eps = 0; }), {"norm_eps = 0", "> 0"});
   ExpectError(with([](TinyLmConfig& c) { c.d_model = 12, c.heads = 4; }), {"head_dim = 3", "even for rope"});
-  ExpectError(with([](TinyLmConfig& c) { c.rope_theta = 1; }), {"rope_theta = 1"});
-  ExpectError(with([](TinyLmConfig& c) { c.scheme = PositionScheme::kShaw, c.shaw_clip = 0; }), {"shaw_clip = 0"});
-  ExpectError(with([](TinyLmConfig& c) { c.scheme = PositionScheme::kT5, c.t5_buckets = 1; }), {"t5_buckets = 1"});
-  ExpectError(with([](TinyLmConfig& c) { c.scheme = PositionScheme::kT5, c.t5_max_distance = 16; }),
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = RopeScheme{.theta = 1}; }), {"rope_theta = 1"});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = ShawScheme{.clip = 0}; }), {"shaw_clip = 0"});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = T5Scheme{.buckets = 1}; }), {"t5_buckets = 1"});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = T5Scheme{.max_distance = 16}; }),
               {"t5_max_distance = 16", "t5_buckets / 2 = 16"});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = FireScheme{.mlp_width = 0}; }), {"fire_mlp_width = 0", "[1, "});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = FireScheme{.c = -1}; }), {"fire_c = -1", "> 0"});
   // An odd head_dim is fine without rope.
-  EXPECT_NO_THROW(with([](TinyLmConfig& c) { c.d_model = 12, c.heads = 4, c.scheme = PositionScheme::kAlibi; })());
+  EXPECT_NO_THROW(with([](TinyLmConfig& c) { c.d_model = 12, c.heads = 4, c.scheme = AlibiScheme{}; })());
+  // RoPE's spec is a rope model's.
+  ExpectError([] { TinyLmRopeSpec(TinyLmConfig{.scheme = AlibiScheme{}}); },
+              {"scheme = \"alibi\"", "rotates no queries and keys"});
+}
+
+// The one field list: every scheme's fields once, with a key and a flag of
+// their own (the checkpoint keys, grid-file members and flags are these).
+TEST(TinyLmConfig, FieldListHasUniqueKeysAndFlags) {
+  std::vector<std::string> keys, flags;
+  const auto collect = [&](const ConfigField& field, const auto& /*value*/) {
+    keys.emplace_back(field.key);
+    if (!field.flag.empty()) flags.emplace_back(field.flag);
+  };
+  const TinyLmConfig defaults;
+  TinyLmConfig::VisitModelFields(defaults, collect);
+  for (const PositionScheme& scheme : AllPositionSchemes()) VisitSchemeFields(scheme, collect);
+  EXPECT_EQ(keys, (std::vector<std::string>{"train_length", "d_model", "layers", "heads", "ffn_hidden", "norm_eps",
+                                            "shaw_clip", "t5_buckets", "t5_max_distance", "rope_theta",
+                                            "fire_mlp_width", "fire_c"}));
+  std::vector<std::string> sorted = flags;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  EXPECT_EQ(flags.size(), keys.size() - 1);  // norm_eps has no flag
 }
 
 TEST(TinyLmParams, NamesShapesAndOrder) {
-  TinyLmConfig config = TinyConfig(PositionScheme::kShaw, testing::kTinyGrid[1]);
+  TinyLmConfig config = TinyConfig(ShawScheme{}, testing::kTinyGrid[1]);
   TinyLmParams params = ZeroTinyLmParams(config);
   std::vector<std::string> names;
   for (const TinyLmTensor* t : TinyLmTensorList(config, params)) names.push_back(t->name);
@@ -84,16 +118,25 @@ TEST(TinyLmParams, NamesShapesAndOrder) {
   expected.emplace_back("output_norm.weight");
   EXPECT_EQ(names, expected);
   EXPECT_EQ(params.blocks[1].attn_qkv.shape, (std::vector<std::int64_t>{36, 12}));
-  EXPECT_EQ(params.blocks[0].attn_rel_k.shape, (std::vector<std::int64_t>{7, 4}));
+  EXPECT_EQ(params.Tensor("blk.0.attn_rel_k.weight").shape, (std::vector<std::int64_t>{7, 4}));
   EXPECT_EQ(params.blocks[0].ffn_down.shape, (std::vector<std::int64_t>{12, 13}));
-  EXPECT_TRUE(params.position_embd.name.empty());
+  EXPECT_TRUE(params.scheme.empty());
+  ExpectError([&] { params.Tensor("position_embd.weight"); }, {"tensor = \"position_embd.weight\"", "not a tensor"});
 
-  config.scheme = PositionScheme::kT5;
-  EXPECT_EQ(ZeroTinyLmParams(config).attn_rel_b.shape, (std::vector<std::int64_t>{4, 3}));
-  config.scheme = PositionScheme::kLearned;
-  EXPECT_EQ(ZeroTinyLmParams(config).position_embd.shape, (std::vector<std::int64_t>{7, 12}));
-  config.scheme = PositionScheme::kKerple;
-  EXPECT_EQ(ZeroTinyLmParams(config).blocks[1].attn_kerple_r2.name, "blk.1.attn_kerple_r2.weight");
+  config.scheme = T5Scheme{.buckets = 4, .max_distance = 6};
+  EXPECT_EQ(ZeroTinyLmParams(config).Tensor("attn_rel_b.weight").shape, (std::vector<std::int64_t>{4, 3}));
+  config.scheme = LearnedScheme{};
+  EXPECT_EQ(ZeroTinyLmParams(config).Tensor("position_embd.weight").shape, (std::vector<std::int64_t>{7, 12}));
+  config.scheme = FireScheme{.mlp_width = 5};
+  const TinyLmParams fire = ZeroTinyLmParams(config);
+  std::vector<std::string> fire_names;
+  for (const TinyLmTensor& t : fire.blocks[1].scheme) fire_names.push_back(t.name);
+  EXPECT_EQ(fire_names, (std::vector<std::string>{"blk.1.attn_fire_up.weight", "blk.1.attn_fire_up.bias",
+                                                  "blk.1.attn_fire_down.weight", "blk.1.attn_fire_c",
+                                                  "blk.1.attn_fire_threshold"}));
+  EXPECT_EQ(fire.Tensor("blk.0.attn_fire_down.weight").shape, (std::vector<std::int64_t>{3, 5}));
+  config.scheme = KerpleScheme{};
+  EXPECT_EQ(ZeroTinyLmParams(config).blocks[1].scheme[1].name, "blk.1.attn_kerple_r2.weight");
 
   TinyLmParams wrong = ZeroTinyLmParams(config);
   wrong.blocks[0].ffn_up.shape = {12, 13};
@@ -104,17 +147,36 @@ TEST(TinyLmParams, NamesShapesAndOrder) {
   // Params of another scheme do not fit.
   ExpectError(
       [&] {
-        ValidateTinyLmParams(config, ZeroTinyLmParams(TinyConfig(PositionScheme::kRope, {12, 3, 2, 13, 7, 2})));
+        ValidateTinyLmParams(config, ZeroTinyLmParams(TinyConfig(RopeScheme{}, {12, 3, 2, 13, 7, 2})));
       },
-      {"tensor name", "blk.0.attn_kerple_r1.weight"});
+      {"params.blocks[0].scheme.size() = 0", "must be 2: the kerple scheme's tensors"});
+  TinyLmParams renamed = ZeroTinyLmParams(config);
+  renamed.blocks[0].scheme[0].name = "blk.0.attn_rel_k.weight";
+  ExpectError([&] { ValidateTinyLmParams(config, renamed); }, {"tensor name", "blk.0.attn_kerple_r1.weight"});
+}
+
+// Weight decay: the model's matrices, never a norm gain or a scheme's tensor.
+TEST(TinyLmParams, DecayIsTheModelsMatricesOnly) {
+  for (const PositionScheme& scheme : AllPositionSchemes()) {
+    const TinyLmConfig config = TinyConfig(scheme, testing::kTinyGrid[1]);
+    const TinyLmParams params = ZeroTinyLmParams(config);
+    EXPECT_TRUE(params.token_embd.decays);
+    EXPECT_FALSE(params.output_norm.decays);
+    for (const TinyLmTensor& t : params.scheme) EXPECT_FALSE(t.decays) << t.name;
+    for (const TinyLmBlock& block : params.blocks) {
+      EXPECT_TRUE(block.attn_qkv.decays && block.attn_output.decays && block.ffn_up.decays && block.ffn_down.decays);
+      EXPECT_FALSE(block.attn_norm.decays || block.ffn_norm.decays);
+      for (const TinyLmTensor& t : block.scheme) EXPECT_FALSE(t.decays) << t.name;
+    }
+  }
 }
 
 TEST(TinyLmParams, InitIsDeterministicAndSharedAcrossSchemes) {
-  TinyLmConfig config = TinyConfig(PositionScheme::kRope, testing::kTinyGrid[2]);
+  TinyLmConfig config = TinyConfig(RopeScheme{}, testing::kTinyGrid[2]);
   const TinyLmParams a = InitTinyLm(config, 42);
   EXPECT_EQ(a.token_embd.values, InitTinyLm(config, 42).token_embd.values);
   EXPECT_NE(a.token_embd.values, InitTinyLm(config, 43).token_embd.values);
-  config.scheme = PositionScheme::kAlibi;
+  config.scheme = AlibiScheme{};
   const TinyLmParams b = InitTinyLm(config, 42);
   EXPECT_EQ(a.blocks[1].attn_qkv.values, b.blocks[1].attn_qkv.values);
   // Golden values: the same on every machine (SplitMix64 + Box-Muller, no
@@ -138,43 +200,153 @@ TEST(TinyLmParams, InitIsDeterministicAndSharedAcrossSchemes) {
   EXPECT_NEAR(moments(a.blocks[0].ffn_down.values).second, 0.01, 0.001);  // 0.02 / sqrt(4)
   EXPECT_EQ(a.blocks[0].attn_norm.values, std::vector<float>(24, 1.0f));
   // KERPLE: r1 in [0.01, 2), r2 in [0.01, 1) through softplus.
-  config.scheme = PositionScheme::kKerple;
+  config.scheme = KerpleScheme{};
   const TinyLmParams k = InitTinyLm(config, 42);
-  for (const float raw : k.blocks[0].attn_kerple_r1.values) {
-    EXPECT_GE(tiny_lm::Softplus(raw), 0.0099);
-    EXPECT_LT(tiny_lm::Softplus(raw), 2.0);
+  for (const float raw : k.Tensor("blk.0.attn_kerple_r1.weight").values) {
+    EXPECT_GE(Softplus(raw), 0.0099);
+    EXPECT_LT(Softplus(raw), 2.0);
   }
+  // FIRE: nn.Linear's bounds (1 for the 1-input layer, 1/sqrt(W) after), c
+  // and the threshold multiplier at their initial values.
+  config.scheme = FireScheme{.mlp_width = 16, .c = 0.25};
+  const TinyLmParams f = InitTinyLm(config, 42);
+  for (const float w : f.Tensor("blk.1.attn_fire_up.weight").values) EXPECT_LE(std::abs(w), 1.0f);
+  for (const float w : f.Tensor("blk.1.attn_fire_down.weight").values) EXPECT_LE(std::abs(w), 0.25f);
+  EXPECT_NEAR(moments(f.Tensor("blk.0.attn_fire_down.weight").values).second, 0.25 / std::sqrt(3.0), 0.04);
+  EXPECT_EQ(f.Tensor("blk.0.attn_fire_c").values, std::vector<float>{0.25f});
+  EXPECT_EQ(f.Tensor("blk.0.attn_fire_threshold").values, std::vector<float>{1.0f});
 }
 
 // KERPLE-log with r = softplus(raw): the bias is -r1 log(1 + r2 delta), r > 0
 // for any raw (no clamp needed), so the bias never rewards distance.
 TEST(TinyLmKerple, SoftplusParameterization) {
-  TinyLmConfig config = TinyConfig(PositionScheme::kKerple, testing::kTinyGrid[0]);
+  TinyLmConfig config = TinyConfig(KerpleScheme{}, testing::kTinyGrid[0]);
   TinyLmParams params = ZeroTinyLmParams(config);
   const double r1 = 1.5, r2 = 0.25;
-  params.blocks[0].attn_kerple_r1.values = {static_cast<float>(std::log(std::expm1(r1))), -40.0f};
-  params.blocks[0].attn_kerple_r2.values = {static_cast<float>(std::log(std::expm1(r2))), -40.0f};
-  const std::vector<double> bias = tiny_lm::DistanceBias(config, params, 0, 5);
+  params.Tensor("blk.0.attn_kerple_r1.weight").values = {InverseSoftplus(r1), -40.0f};
+  params.Tensor("blk.0.attn_kerple_r2.weight").values = {InverseSoftplus(r2), -40.0f};
+  const std::vector<double> bias = tiny_lm::MakeSchemeTrainer(config)->Layer(params, 0, 5).distance_bias;
   for (int delta = 0; delta < 5; ++delta) {
     EXPECT_NEAR(bias[delta], -r1 * std::log(1 + r2 * delta), 1e-6) << delta;
     EXPECT_LE(bias[5 + delta], 0.0);  // head 1: r = softplus(-40) = 4e-18 > 0
   }
-  EXPECT_GT(tiny_lm::Softplus(-40.0), 0.0);
-  EXPECT_NEAR(tiny_lm::Softplus(40.0), 40.0, 1e-12);
-  EXPECT_NEAR(tiny_lm::Sigmoid(0.0), 0.5, 1e-15);
 }
+
+// FIRE's input: psi(i - j) / psi(max(i, threshold)). Below the threshold
+// (train_length here) the bias is a function of the distance alone; past
+// it the query's own log position normalizes, so the key at distance i
+// (the first token) always reads u = 1: the MLP never leaves [0, 1].
+TEST(TinyLmFire, BiasIsRelativeBelowTheThresholdAndInterpolatedPastIt) {
+  const std::int64_t train_length = 8, length = 64;
+  const TinyLmConfig config = TinyConfig(FireScheme{}, {12, 3, 1, 13, train_length, 1});
+  TinyLmParams params = RandomTinyParams(config, 3);
+  params.Tensor("blk.0.attn_fire_c").values = {0.5f};  // psi well above the eps of its denominator
+  const std::vector<double> bias = tiny_lm::MakeSchemeTrainer(config)->Layer(params, 0, length).pair_bias;
+  ASSERT_EQ(bias.size(), static_cast<std::size_t>(3 * length * length));
+  const auto at = [&](std::int64_t h, std::int64_t i, std::int64_t delta) {
+    return bias[(h * length + i) * length + delta];
+  };
+  const double threshold = std::abs(params.Tensor("blk.0.attn_fire_threshold").values[0]) * train_length;
+  const auto last_below = static_cast<std::int64_t>(std::ceil(threshold)) - 1;  // the last query below it
+  ASSERT_GT(last_below, 2);
+  for (std::int64_t h = 0; h < 3; ++h) {
+    for (std::int64_t i = 0; i < length; ++i) {
+      if (static_cast<double>(i) < threshold) {
+        for (std::int64_t delta = 0; delta <= i; ++delta) EXPECT_EQ(at(h, i, delta), at(h, last_below, delta));
+      } else {
+        EXPECT_NEAR(at(h, i, i), at(h, length - 1, length - 1), 1e-5) << "u = 1 at every query past the threshold";
+      }
+      for (std::int64_t delta = i + 1; delta < length; ++delta) EXPECT_EQ(at(h, i, delta), 0.0);  // never read
+    }
+  }
+}
+
+// Li et al. show FIRE represents KERPLE-log: with one hidden unit
+// (weight 1, bias 0: ReLU(u) = u for u >= 0) and output weight -s_h,
+// b_h = -s_h log(1 + c (i - j)) / log(1 + c L) below the threshold L, which
+// is KERPLE with r1 = s_h / log(1 + c L) and r2 = c. Two schemes written
+// apart give the same model loss.
+TEST(TinyLmFire, RepresentsKerpleLog) {
+  const testing::TinyShape shape{12, 3, 2, 13, 9, 2};
+  const double c = 0.7, s[3] = {0.8, 1.9, 0.3};
+  TinyLmConfig fire_config = TinyConfig(FireScheme{}, shape);
+  fire_config.scheme = FireScheme{.mlp_width = 1};
+  TinyLmParams fire = InitTinyLm(fire_config, 5);
+  TinyLmConfig kerple_config = TinyConfig(KerpleScheme{}, shape);
+  TinyLmParams kerple = InitTinyLm(kerple_config, 5);  // every tensor they share is the same
+  const double normalizer = std::log1p(c * static_cast<double>(shape.length)) + 1e-6;  // the authors' eps
+  for (int l = 0; l < 2; ++l) {
+    const std::string fire_prefix = "blk." + std::to_string(l) + ".attn_fire_";
+    const std::string kerple_prefix = "blk." + std::to_string(l) + ".attn_kerple_";
+    fire.Tensor(fire_prefix + "up.weight").values = {1.0f};
+    fire.Tensor(fire_prefix + "up.bias").values = {0.0f};
+    fire.Tensor(fire_prefix + "c").values = {static_cast<float>(c)};
+    std::vector<float>& down = fire.Tensor(fire_prefix + "down.weight").values;
+    std::vector<float>& r1 = kerple.Tensor(kerple_prefix + "r1.weight").values;
+    for (int h = 0; h < 3; ++h) {
+      down[h] = static_cast<float>(-s[h]);
+      r1[h] = InverseSoftplus(static_cast<double>(down[h]) * -1.0 / normalizer);
+    }
+    kerple.Tensor(kerple_prefix + "r2.weight").values.assign(3, InverseSoftplus(static_cast<float>(c)));
+  }
+  const std::vector<std::uint8_t> tokens = RandomBytes(shape.batch, shape.length, 6);
+  const TinyLmLossResult a = TinyLmLoss(fire_config, fire, tokens, shape.batch, shape.length);
+  const TinyLmLossResult b = TinyLmLoss(kerple_config, kerple, tokens, shape.batch, shape.length);
+  constexpr double kTolerance = 2e-6;
+  for (std::int64_t t = 0; t < shape.length; ++t) EXPECT_NEAR(a.position_loss[t], b.position_loss[t], kTolerance) << t;
+  // And the comparison can fail: another c in FIRE moves some position's
+  // loss by ten times the tolerance.
+  fire.Tensor("blk.1.attn_fire_c").values = {static_cast<float>(2 * c)};
+  const TinyLmLossResult other = TinyLmLoss(fire_config, fire, tokens, shape.batch, shape.length);
+  double moved = 0;
+  for (std::int64_t t = 0; t < shape.length; ++t)
+    moved = std::max(moved, std::abs(other.position_loss[t] - b.position_loss[t]));
+  EXPECT_GT(moved, 10 * kTolerance);
+}
+
+// The trainer's attention and posenc::Attention under the scheme's lowering
+// (SchemeKernelAttention: input positions stay with the model) give the
+// same loss, per position, for every scheme the kernel has; KERPLE and
+// FIRE are the two it has not.
+class TinyLmKernelLowering : public ::testing::TestWithParam<PositionScheme> {};
+
+TEST_P(TinyLmKernelLowering, TrainerAttentionEqualsTheKernel) {
+  const TinyLmConfig config = TinyConfig(GetParam(), {24, 3, 2, 37, 9, 3});
+  const TinyLmParams params = RandomTinyParams(config, 8);
+  const tiny_lm::KernelAttention kernel = tiny_lm::SchemeKernelAttention(config, params);
+  const bool has_kernel =
+      std::holds_alternative<KerpleScheme>(GetParam()) || std::holds_alternative<FireScheme>(GetParam());
+  ASSERT_EQ(static_cast<bool>(kernel), !has_kernel);
+  if (!kernel) GTEST_SKIP() << PositionSchemeName(GetParam()) << ": the attention kernel has no form of it";
+  // Past the training length too (11 > 9), where learned needs its extension.
+  TinyLmConfig long_config = config;
+  long_config.learned_past_table = LearnedPastTable::kHierarchical;
+  for (const std::int64_t length : {std::int64_t{9}, std::int64_t{11}}) {
+    const std::vector<std::uint8_t> tokens = RandomBytes(3, length, 10);
+    const TinyLmLossResult own = tiny_lm::Loss(long_config, params, tokens, 3, length, nullptr, {});
+    const TinyLmLossResult fused = tiny_lm::Loss(long_config, params, tokens, 3, length, nullptr, kernel);
+    for (std::int64_t t = 0; t < length; ++t) {
+      EXPECT_NEAR(fused.position_loss[t], own.position_loss[t], 2e-6 * own.position_loss[t]) << "t = " << t;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyLm, TinyLmKernelLowering,
+                         ::testing::ValuesIn(AllPositionSchemes().begin(), AllPositionSchemes().end()),
+                         testing::SchemeTestName);
 
 // ALiBi and T5 distance biases are the library's (AlibiBias, T5Bias).
 TEST(TinyLmPositions, DistanceBiasesAreTheLibrarys) {
   const std::int64_t length = 9;
-  TinyLmConfig config = TinyConfig(PositionScheme::kAlibi, testing::kTinyGrid[2]);
+  TinyLmConfig config = TinyConfig(AlibiScheme{}, testing::kTinyGrid[2]);
   TinyLmParams params = RandomTinyParams(config, 1);
-  std::vector<double> table = tiny_lm::DistanceBias(config, params, 0, length);
+  std::vector<double> table = tiny_lm::MakeSchemeTrainer(config)->Layer(params, 0, length).distance_bias;
   const std::vector<double> alibi = AlibiBias(AlibiSpec{.heads = 3}, length, length, 0);
-  config.scheme = PositionScheme::kT5;
+  config.scheme = T5Scheme{.buckets = 4, .max_distance = 6};
   params = RandomTinyParams(config, 1);
-  const std::vector<double> t5_table = tiny_lm::DistanceBias(config, params, 1, length);
-  const std::vector<double> weights(params.attn_rel_b.values.begin(), params.attn_rel_b.values.end());
+  const std::vector<double> t5_table = tiny_lm::MakeSchemeTrainer(config)->Layer(params, 1, length).distance_bias;
+  const std::vector<float>& trained = params.Tensor("attn_rel_b.weight").values;
+  const std::vector<double> weights(trained.begin(), trained.end());
   const std::vector<double> t5 =
       T5Bias(T5BucketSpec{.num_buckets = 4, .max_distance = 6, .direction = T5Direction::kCausal}, weights, 3, length,
              length, 0);
@@ -191,11 +363,11 @@ TEST(TinyLmPositions, DistanceBiasesAreTheLibrarys) {
 // Train at 6, evaluate at 11: every scheme but a plain learned table runs,
 // and matches the float64 reference there.
 TEST(TinyLmPastTrainLength, EverySchemeButLearned) {
-  for (const PositionScheme scheme : AllPositionSchemes()) {
+  for (const PositionScheme& scheme : AllPositionSchemes()) {
     TinyLmConfig config = TinyConfig(scheme, {12, 3, 2, 13, 6, 2});
     const TinyLmParams params = RandomTinyParams(config, 9);
     const std::vector<std::uint8_t> tokens = RandomBytes(2, 11, 4);
-    if (scheme == PositionScheme::kLearned) {
+    if (std::holds_alternative<LearnedScheme>(scheme)) {
       ExpectError([&] { TinyLmLoss(config, params, tokens, 2, 11); },
                   {"[tiny_lm] position = 6", "learned position table of 6 rows", "hierarchical"});
       ExpectError([&] { reference::TinyLmLoss(config, params, tokens, 2, 11); }, {"position = 6"});
@@ -213,7 +385,7 @@ TEST(TinyLmPastTrainLength, EverySchemeButLearned) {
 }
 
 TEST(TinyLmPastTrainLength, HierarchicalReachesTrainLengthSquared) {
-  TinyLmConfig config = TinyConfig(PositionScheme::kLearned, {12, 3, 1, 13, 3, 1});
+  TinyLmConfig config = TinyConfig(LearnedScheme{}, {12, 3, 1, 13, 3, 1});
   config.learned_past_table = LearnedPastTable::kHierarchical;
   const TinyLmParams params = RandomTinyParams(config, 2);
   EXPECT_NO_THROW(TinyLmLoss(config, params, RandomBytes(1, 9, 1), 1, 9));
@@ -224,7 +396,7 @@ TEST(TinyLmPastTrainLength, HierarchicalReachesTrainLengthSquared) {
 // large enough that attention, the row steps and MatMul split.
 TEST(TinyLmThreads, BitwiseIdenticalForOneTwoThreeThreads) {
   const int saved = NumThreads();
-  for (const PositionScheme scheme : AllPositionSchemes()) {
+  for (const PositionScheme& scheme : AllPositionSchemes()) {
     SCOPED_TRACE(PositionSchemeName(scheme));
     const TinyLmConfig config = TinyConfig(scheme, {48, 3, 2, 97, 64, 3});
     const TinyLmParams params = RandomTinyParams(config, 21);
@@ -251,16 +423,14 @@ TEST(TinyLmThreads, BitwiseIdenticalForOneTwoThreeThreads) {
 }
 
 TEST(TinyLmLoss, CallErrors) {
-  const TinyLmConfig config = TinyConfig(PositionScheme::kRope, testing::kTinyGrid[0]);
+  const TinyLmConfig config = TinyConfig(RopeScheme{}, testing::kTinyGrid[0]);
   const TinyLmParams params = InitTinyLm(config, 1);
   const std::vector<std::uint8_t> tokens = RandomBytes(1, 5, 1);
   ExpectError([&] { TinyLmLoss(config, params, tokens, 1, 4); }, {"tokens.size() = 6", "batch * (length + 1) = 5"});
   ExpectError([&] { TinyLmLoss(config, params, tokens, 0, 5); }, {"batch = 0"});
   ExpectError([&] { TinyLmLoss(config, params, {}, 1, 0); }, {"length = 0"});
   ExpectError(
-      [&] {
-        TinyLmLoss(config, ZeroTinyLmParams(TinyConfig(PositionScheme::kNope, testing::kTinyGrid[1])), tokens, 1, 5);
-      },
+      [&] { TinyLmLoss(config, ZeroTinyLmParams(TinyConfig(NopeScheme{}, testing::kTinyGrid[1])), tokens, 1, 5); },
       {"params.blocks.size() = 2", "layers = 1"});
   TinyLmParams same = params;
   ExpectError([&] { TinyLmLoss(config, same, tokens, 1, 5, &same); }, {"grads = &params"});

@@ -5,7 +5,11 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
+#include <variant>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "posenc/tiny_lm.h"
 
@@ -22,31 +26,63 @@ inline constexpr TinyShape kTinyGrid[] = {
     {24, 3, 2, 37, 9, 3},
 };
 
-// train_length = the shape's length; Shaw clips at 3 and T5 has 4 buckets
-// with max_distance 6, so that lengths 5-9 reach the clipped distances and
-// every T5 bucket (2 exact, 2 logarithmic).
-inline TinyLmConfig TinyConfig(PositionScheme scheme, const TinyShape& s) {
+// The scheme at test sizes: Shaw clips at 3 and T5 has 4 buckets with
+// max_distance 6, so that lengths 5-9 reach the clipped distances and every
+// T5 bucket (2 exact, 2 logarithmic); FIRE's MLP is 8 wide. Other fields as
+// given.
+inline PositionScheme TestSized(PositionScheme scheme) {
+  if (auto* shaw = std::get_if<ShawScheme>(&scheme)) shaw->clip = 3;
+  if (auto* t5 = std::get_if<T5Scheme>(&scheme)) *t5 = {.buckets = 4, .max_distance = 6};
+  if (auto* fire = std::get_if<FireScheme>(&scheme)) fire->mlp_width = 8;
+  return scheme;
+}
+
+// train_length = the shape's length, the scheme TestSized.
+inline TinyLmConfig TinyConfig(const PositionScheme& scheme, const TinyShape& s) {
   TinyLmConfig config;
   config.d_model = s.d_model;
   config.heads = s.heads;
   config.layers = s.layers;
   config.ffn_hidden = s.ffn_hidden;
   config.train_length = s.length;
-  config.scheme = scheme;
-  config.shaw_clip = 3;
-  config.t5_buckets = 4;
-  config.t5_max_distance = 6;
+  config.scheme = TestSized(scheme);
   return config;
+}
+
+// gtest's name of a scheme parameter.
+inline std::string SchemeTestName(const ::testing::TestParamInfo<PositionScheme>& info) {
+  return std::string(PositionSchemeName(info.param));
 }
 
 // InitTinyLm plus U(-0.3, 0.3) on every value: norm gains away from 1,
 // biases and tables away from their small init, gradients of order 0.01-1.
+// FIRE's hidden units then get their kinks inside u's range [0, 1]
+// (|weight| in [0.5, 1.5], bias = -weight * U(0.1, 0.9)): a unit active or
+// dead over the whole range adds a constant or nothing to a softmax row,
+// and its bias has no gradient to check; and a finite-difference step
+// moves a kink by at most 2 steps in u, not across the u of a neighbour
+// distance (a weight near 0 would move it by step / |weight|). c is drawn
+// from [0.5, 1.5] (far from 0, where u hardly depends on it) and the
+// threshold from [0.5, 0.9] L, so that queries below and past it are both
+// checked.
 inline TinyLmParams RandomTinyParams(const TinyLmConfig& config, std::uint32_t seed) {
   TinyLmParams params = InitTinyLm(config, seed);
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> noise(-0.3f, 0.3f);
+  std::uniform_real_distribution<float> noise(-0.3f, 0.3f), kink(0.1f, 0.9f), slope(0.5f, 1.5f);
   for (TinyLmTensor* t : TinyLmTensorList(config, params)) {
     for (float& v : t->values) v += noise(rng);
+  }
+  if (std::holds_alternative<FireScheme>(config.scheme)) {
+    for (TinyLmBlock& block : params.blocks) {
+      std::vector<float>& weight = block.scheme[0].values;  // attn_fire_up.weight
+      std::vector<float>& bias = block.scheme[1].values;    // attn_fire_up.bias
+      for (std::size_t w = 0; w < bias.size(); ++w) {
+        weight[w] = std::copysign(slope(rng), weight[w]);
+        bias[w] = -weight[w] * kink(rng);
+      }
+      block.scheme[3].values = {slope(rng)};                // attn_fire_c
+      block.scheme[4].values = {kink(rng) * 0.5f + 0.45f};  // attn_fire_threshold
+    }
   }
   return params;
 }

@@ -29,6 +29,7 @@
 #include "posenc/tiny_lm_train.h"
 #include "temp_dir.h"
 #include "test_util.h"
+#include "tiny_lm_test_util.h"
 
 namespace posenc {
 namespace {
@@ -36,19 +37,17 @@ namespace {
 using testing::ExpectError;
 namespace fs = std::filesystem;
 
-// d 16, 2 heads (head_dim 8), 2 layers, ffn 24, L 16; Shaw clip 3, T5 with 4
-// buckets up to distance 6 (reached within 16).
-TinyLmConfig SmallConfig(PositionScheme scheme) {
+// d 16, 2 heads (head_dim 8), 2 layers, ffn 24, L 16; the scheme at test
+// sizes (testing::TestSized: Shaw clip 3, T5 with 4 buckets up to distance
+// 6, reached within 16).
+TinyLmConfig SmallConfig(const PositionScheme& scheme) {
   TinyLmConfig config;
   config.d_model = 16;
   config.heads = 2;
   config.layers = 2;
   config.ffn_hidden = 24;
   config.train_length = 16;
-  config.scheme = scheme;
-  config.shaw_clip = 3;
-  config.t5_buckets = 4;
-  config.t5_max_distance = 6;
+  config.scheme = testing::TestSized(scheme);
   return config;
 }
 
@@ -93,7 +92,7 @@ class TempDir : public testing::TempDir {
 // ------------------------------------------------------------------ options
 
 TEST(TinyLmTrainOptions, StepsWarmupAndErrors) {
-  TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  TinyLmConfig config = SmallConfig(RopeScheme{});
   TinyLmTrainOptions options;
   options.tokens = 1000;
   options.batch = 4;
@@ -127,7 +126,7 @@ TEST(TinyLmTrainOptions, StepsWarmupAndErrors) {
 }
 
 TEST(TinyLmTrainOptions, ParameterCountWithoutAllocating) {
-  for (const PositionScheme scheme : AllPositionSchemes()) {
+  for (const PositionScheme& scheme : AllPositionSchemes()) {
     const TinyLmConfig config = SmallConfig(scheme);
     // Named: a temporary in the range expression would die before the loop (C++20).
     const TinyLmParams params = ZeroTinyLmParams(config);
@@ -176,7 +175,7 @@ TEST(TinyLmTrainOptions, MemoryIsCheckedBeforeAnyAllocation) {
 }
 
 TEST(TinyLmTrain, FinalLossIsTheMeanOfTheLastTenSteps) {
-  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  const TinyLmConfig config = SmallConfig(AlibiScheme{});
   TinyLmTrainOptions options;
   options.batch = 2;
   options.tokens = 13 * 2 * 16;  // 13 steps: the ring of ten wraps
@@ -185,22 +184,6 @@ TEST(TinyLmTrain, FinalLossIsTheMeanOfTheLastTenSteps) {
   double sum = 0.0;
   for (std::size_t s = 3; s < 13; ++s) sum += r.log[s].loss;
   EXPECT_EQ(r.final_loss, sum / 10);
-}
-
-TEST(TinyLmTrainOptions, WeightDecayRule) {
-  for (const PositionScheme scheme : AllPositionSchemes()) {
-    const TinyLmConfig config = SmallConfig(scheme);
-    const TinyLmParams params = ZeroTinyLmParams(config);
-    for (const TinyLmTensor* t : TinyLmTensorList(config, params)) {
-      const bool positional = t->name == "position_embd.weight" || t->name == "attn_rel_b.weight" ||
-                              t->name.find("attn_rel_") != std::string::npos;
-      EXPECT_EQ(TinyLmTensorDecays(*t), t->shape.size() >= 2 && !positional) << t->name;
-    }
-  }
-  const TinyLmParams params = ZeroTinyLmParams(SmallConfig(PositionScheme::kRope));
-  EXPECT_TRUE(TinyLmTensorDecays(params.token_embd));
-  EXPECT_TRUE(TinyLmTensorDecays(params.blocks[0].attn_qkv));
-  EXPECT_FALSE(TinyLmTensorDecays(params.blocks[0].attn_norm));
 }
 
 // ------------------------------------------------------------------ batches
@@ -234,7 +217,7 @@ TEST(TinyLmBatches, PureInRangeAndUniform) {
 TEST(TinyLmTrain, BitwiseIdenticalForOneAndTwoThreads) {
   const int saved = NumThreads();
   const std::vector<std::uint8_t> corpus = Noise(4000, 1);
-  for (const PositionScheme scheme : AllPositionSchemes()) {
+  for (const PositionScheme& scheme : AllPositionSchemes()) {
     SCOPED_TRACE(PositionSchemeName(scheme));
     const TinyLmConfig config = SmallConfig(scheme);
     TinyLmTrainOptions options;
@@ -261,7 +244,7 @@ TEST(TinyLmTrain, BitwiseIdenticalForOneAndTwoThreads) {
 }
 
 TEST(TinyLmTrain, LossFallsOnARepetitiveText) {
-  TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  TinyLmConfig config = SmallConfig(RopeScheme{});
   config.d_model = 32;
   config.heads = 4;
   config.ffn_hidden = 64;
@@ -298,7 +281,7 @@ TEST(TinyLmTrain, LossFallsOnARepetitiveText) {
 }
 
 TEST(TinyLmTrain, CorpusAndDivergenceErrors) {
-  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  const TinyLmConfig config = SmallConfig(AlibiScheme{});
   TinyLmTrainOptions options;
   options.tokens = 100;
   ExpectError([&] { TrainTinyLm(config, options, Bytes("sixteen bytes!!!")); },
@@ -344,7 +327,7 @@ TEST(TinyLmEval, TiledWindowsPredictTheSameBytesAtEveryLength) {
               {"[eval] predicted_bytes = 64: must be a multiple of length = 48"});
   ExpectError([] { TinyLmTiledOffsets(64, 16, 64); }, {"[eval] text = 64 bytes: must hold predicted_bytes + 1 = 65"});
 
-  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  const TinyLmConfig config = SmallConfig(AlibiScheme{});
   const TinyLmParams params = InitTinyLm(config, 4);
   const std::vector<std::uint8_t> text = Noise(1000, 6);
   const std::vector<std::uint8_t> just_enough(text.begin(), text.begin() + 65);
@@ -358,7 +341,7 @@ TEST(TinyLmEval, TiledWindowsPredictTheSameBytesAtEveryLength) {
 }
 
 TEST(TinyLmEval, MeanOverWindowsAsOneCallEach) {
-  const TinyLmConfig config = SmallConfig(PositionScheme::kT5);
+  const TinyLmConfig config = SmallConfig(T5Scheme{});
   const TinyLmParams params = InitTinyLm(config, 5);
   const std::vector<std::uint8_t> text = Noise(3000, 3);
   // 48 windows of 40: 8192 / 40 = 204 a call, so one batch of all 48.
@@ -387,7 +370,7 @@ TEST(TinyLmEval, MeanOverWindowsAsOneCallEach) {
 }
 
 TEST(TinyLmEval, LearnedTablePastItsLength) {
-  TinyLmConfig config = SmallConfig(PositionScheme::kLearned);
+  TinyLmConfig config = SmallConfig(LearnedScheme{});
   const TinyLmParams params = InitTinyLm(config, 1);
   const std::vector<std::uint8_t> text = Noise(2000, 5);
   ExpectError([&] { EvaluateTinyLm(config, params, text, 32, 4); },
@@ -402,7 +385,7 @@ TEST(TinyLmEval, LearnedTablePastItsLength) {
 // defaults leave RoPE as it is, that path must give the model's own loss;
 // past it, the method must change what it claims to change and nothing else.
 TEST(TinyLmEval, ExtensionMethodsThroughTheAttentionKernel) {
-  const TinyLmConfig config = SmallConfig(PositionScheme::kRope);  // L_train = 16
+  const TinyLmConfig config = SmallConfig(RopeScheme{});  // L_train = 16
   TinyLmParams params = InitTinyLm(config, 7);
   // Sharp attention (init scores are near uniform), so that positions matter.
   for (TinyLmBlock& block : params.blocks) {
@@ -437,7 +420,7 @@ TEST(TinyLmEval, ExtensionMethodsThroughTheAttentionKernel) {
 }
 
 TEST(TinyLmEval, ExtensionMethodsNeedRope) {
-  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  const TinyLmConfig config = SmallConfig(AlibiScheme{});
   const TinyLmParams params = InitTinyLm(config, 2);
   const std::vector<std::uint8_t> text = Noise(4000, 9);
   ExpectError([&] { EvaluateTinyLm(config, params, text, 32, 4, ParseContextExtension("yarn")); },
@@ -449,8 +432,8 @@ TEST(TinyLmEval, ExtensionMethodsNeedRope) {
   // The planner's own rules still apply: ReRoPE's window must be below L_train.
   ExpectError(
       [&] {
-        EvaluateTinyLm(SmallConfig(PositionScheme::kRope), InitTinyLm(SmallConfig(PositionScheme::kRope), 2), text, 32,
-                       4, ParseContextExtension("rerope:window=16"));
+        EvaluateTinyLm(SmallConfig(RopeScheme{}), InitTinyLm(SmallConfig(RopeScheme{}), 2), text, 32, 4,
+                       ParseContextExtension("rerope:window=16"));
       },
       {"window = 16"});
 }
@@ -459,7 +442,7 @@ TEST(TinyLmEval, ExtensionMethodsNeedRope) {
 // position and the windows, never "nan" in every column (weights set here
 // directly: a checkpoint with them is refused at load, below).
 TEST(TinyLmEval, NonFiniteLossIsAnError) {
-  const TinyLmConfig config = SmallConfig(PositionScheme::kAlibi);
+  const TinyLmConfig config = SmallConfig(AlibiScheme{});
   TinyLmParams params = InitTinyLm(config, 1);
   params.blocks[0].ffn_down.values[0] = std::numeric_limits<float>::quiet_NaN();
   ExpectError([&] { EvaluateTinyLm(config, params, Noise(1000, 3), 16, 4); },
@@ -509,10 +492,11 @@ TinyLmTrainingInfo SomeInfo() {
 
 TEST(TinyLmCheckpoint, RoundTripBitExactForEveryScheme) {
   const TempDir dir;
-  for (const PositionScheme scheme : AllPositionSchemes()) {
+  for (const PositionScheme& scheme : AllPositionSchemes()) {
     SCOPED_TRACE(PositionSchemeName(scheme));
     TinyLmConfig config = SmallConfig(scheme);
-    config.rope_theta = 500000.0;
+    if (auto* rope = std::get_if<RopeScheme>(&config.scheme)) rope->theta = 500000.0;
+    if (auto* fire = std::get_if<FireScheme>(&config.scheme)) fire->c = 0.375;
     config.norm_eps = 1e-6;
     // Values with every bit pattern class: init plus noise, a subnormal, -0.
     TinyLmParams params = InitTinyLm(config, 9);
@@ -521,16 +505,12 @@ TEST(TinyLmCheckpoint, RoundTripBitExactForEveryScheme) {
     const std::string path = dir / (std::string(PositionSchemeName(scheme)) + ".gguf");
     SaveTinyLmCheckpoint(path, config, params, SomeInfo());
     const TinyLmCheckpoint loaded = LoadTinyLmCheckpoint(path);
-    EXPECT_EQ(loaded.config.scheme, scheme);
+    EXPECT_EQ(loaded.config.scheme, config.scheme);  // every field of the scheme (shaw clip 3, theta 500000, ...)
     EXPECT_EQ(loaded.config.d_model, 16);
     EXPECT_EQ(loaded.config.heads, 2);
     EXPECT_EQ(loaded.config.layers, 2);
     EXPECT_EQ(loaded.config.ffn_hidden, 24);
     EXPECT_EQ(loaded.config.train_length, 16);
-    EXPECT_EQ(loaded.config.shaw_clip, 3);
-    EXPECT_EQ(loaded.config.t5_buckets, 4);
-    EXPECT_EQ(loaded.config.t5_max_distance, 6);
-    EXPECT_EQ(loaded.config.rope_theta, 500000.0);
     EXPECT_EQ(loaded.config.norm_eps, 1e-6);
     std::string where;
     EXPECT_TRUE(SameBits(config, params, loaded.params, &where)) << where;
@@ -554,7 +534,7 @@ TEST(TinyLmCheckpoint, RoundTripBitExactForEveryScheme) {
 
 TEST(TinyLmCheckpoint, NonFiniteWeightsAreRefusedAtLoad) {
   const TempDir dir;
-  const TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  const TinyLmConfig config = SmallConfig(RopeScheme{});
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   for (const auto& [bad, text] : {std::pair{nan, "nan"}, std::pair{inf, "inf"}, std::pair{-inf, "-inf"}}) {
     TinyLmParams params = InitTinyLm(config, 1);
@@ -569,7 +549,7 @@ TEST(TinyLmCheckpoint, NonFiniteWeightsAreRefusedAtLoad) {
 
 TEST(TinyLmCheckpoint, TensorsInListOrderWithReversedShapes) {
   const TempDir dir;
-  const TinyLmConfig config = SmallConfig(PositionScheme::kShaw);
+  const TinyLmConfig config = SmallConfig(ShawScheme{});
   const TinyLmParams params = InitTinyLm(config, 1);
   TinyLmTrainingInfo info = SomeInfo();
   info.name = "my model";
@@ -591,7 +571,7 @@ TEST(TinyLmCheckpoint, TensorsInListOrderWithReversedShapes) {
 // a key left out or replaced, a tensor's shape changed, a tensor left out
 // or added.
 struct BadCheckpoint {
-  TinyLmConfig config = SmallConfig(PositionScheme::kRope);
+  TinyLmConfig config = SmallConfig(RopeScheme{});
   std::string drop_key, drop_tensor;
   std::map<std::string, std::string> string_keys;  // replacements of string keys
   std::map<std::string, std::int64_t> int_keys;    // replacements of integer keys
@@ -659,10 +639,23 @@ TEST(TinyLmCheckpoint, LoadErrorsNameTheFileAndTheProblem) {
   load_error(bad, {"bad.gguf: [checkpoint] blk.1.ffn_up.weight shape = [1, 384]: must be [24, 16] for this config"});
   bad = {};
   bad.drop_tensor = "output_norm.weight";
-  load_error(bad, {"bad.gguf: [checkpoint] output_norm.weight = missing: a rope model has this tensor"});
+  load_error(bad, {"bad.gguf: [checkpoint] output_norm.weight = missing: a rope model of this config has this tensor"});
   bad = {};
   bad.extra_tensor = true;
   load_error(bad, {"[checkpoint] tensor = \"blk.9.attn_qkv.weight\": is not part of a rope model"});
+  // A checkpoint of another scheme's tensors: the first missing one is named.
+  bad = {};
+  bad.config = SmallConfig(FireScheme{});
+  bad.string_keys["posenc-tiny-lm.scheme"] = "kerple";
+  load_error(bad, {"bad.gguf: [checkpoint] blk.0.attn_kerple_r1.weight = missing: a kerple model of this config"});
+  bad = {};
+  bad.config = SmallConfig(FireScheme{});
+  bad.int_keys["posenc-tiny-lm.fire_mlp_width"] = 0;
+  load_error(bad, {"bad.gguf: [tiny_lm] fire_mlp_width = 0: must be in [1, "});
+  bad = {};
+  bad.config = SmallConfig(FireScheme{});
+  bad.drop_key = "posenc-tiny-lm.fire_c";
+  load_error(bad, {"bad.gguf: [checkpoint] posenc-tiny-lm.fire_c = missing"});
   // A config that breaks its own rules: heads not dividing d_model.
   bad = {};
   bad.int_keys["posenc-tiny-lm.heads"] = 3;
@@ -686,7 +679,7 @@ TEST(TinyLmCheckpoint, LoadErrorsNameTheFileAndTheProblem) {
 
 TEST(TinyLmCheckpoint, TruncatedAndMissingFiles) {
   const TempDir dir;
-  const TinyLmConfig config = SmallConfig(PositionScheme::kKerple);
+  const TinyLmConfig config = SmallConfig(KerpleScheme{});
   SaveTinyLmCheckpoint(dir / "good.gguf", config, InitTinyLm(config, 1), SomeInfo());
   const auto size = static_cast<std::int64_t>(fs::file_size(dir / "good.gguf"));
   for (const std::int64_t keep : {std::int64_t{10}, size / 2, size - 1}) {

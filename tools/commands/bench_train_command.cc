@@ -38,7 +38,7 @@ void Run(const BenchTrainOptions& o) {
   ReuseFreedMemory();
   if (o.threads > 0) SetNumThreads(o.threads);
   TinyLmConfig config;  // the defaults are the benchmark's model
-  config.scheme = ParsePositionScheme(o.scheme);
+  config.scheme = ParsePositionScheme(o.scheme, "bench train", "--pe");
   TinyLmTrainOptions train;
   train.batch = 16;
   train.tokens = (o.steps + 1) * train.batch * config.train_length;
@@ -101,7 +101,7 @@ void AddBenchTrainCommand(CLI::App& bench) {
   auto o = std::make_shared<BenchTrainOptions>();
   CLI::App* train = bench.add_subcommand(
       "train", std::string("Training tokens/s of the default tiny model and its ratio to the FMA peak") + kFloorsHelp);
-  train->add_option("--pe", o->scheme, "Position scheme")->capture_default_str();
+  train->add_option("--pe", o->scheme, "Position scheme: " + PositionSchemeList())->capture_default_str();
   train->add_option("--steps", o->steps, "Timed steps (after one untimed)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

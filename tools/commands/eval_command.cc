@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "commands.h"
@@ -84,7 +85,7 @@ void Run(EvalOptions o) {
   }
   // Before any work: a learned table ends at the training length.
   for (const std::int64_t length : o.lengths) {
-    if (config.scheme != PositionScheme::kLearned || length <= train_length) continue;
+    if (!std::holds_alternative<LearnedScheme>(config.scheme) || length <= train_length) continue;
     Require(past_table == LearnedPastTable::kHierarchical, kOp, "--lengths", length,
             "is past the learned position table of " + std::to_string(train_length) + " rows of " + o.model +
                 "; pass --learned-past-table hierarchical (Su's decomposition, up to " +

@@ -43,7 +43,8 @@ struct TrainCommandOptions {
   std::string text{kDefaultTrainCorpus.path};
   std::string out;
   std::string name;
-  TinyLmConfig config;
+  TinyLmFlags flags;
+  TinyLmConfig config;  // the flags' config of --pe
   TinyLmTrainOptions train;
   std::int64_t log_every = 0;
   int threads = 0;
@@ -53,7 +54,7 @@ struct TrainCommandOptions {
 void Run(TrainCommandOptions o) {
   ReuseFreedMemory();
   // Every check before the text is read and an hour of training starts.
-  o.config.scheme = SchemeOption(kOp, "--pe", o.scheme);
+  o.config = o.flags.Config(ParsePositionScheme(o.scheme, kOp, "--pe"));
   Require(o.config.train_length >= 2, kOp, "--train-len", o.config.train_length,
           "must be >= 2 (a sequence of one byte has nothing to attend to)");
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes)");
@@ -143,14 +144,13 @@ void Run(TrainCommandOptions o) {
 void AddTrainCommand(CLI::App& app) {
   auto o = std::make_shared<TrainCommandOptions>();
   CLI::App* train = app.add_subcommand("train", "Train a tiny byte-level model with one position scheme");
-  train->add_option("--pe", o->scheme, "Position scheme: " + SchemeList())->required();
+  train->add_option("--pe", o->scheme, "Position scheme: " + PositionSchemeList())->required();
   train->add_option("--tokens", o->train.tokens, "Training budget in bytes (predictions)")->required();
   train->add_option("--out", o->out, "Checkpoint to write (GGUF)")->required();
-  train->add_option("--train-len", o->config.train_length, "Training length L (bytes a sequence)")
-      ->capture_default_str();
   train->add_option("--seed", o->train.seed, "Seed of the init and of the batches")->capture_default_str();
   train->add_option("--text", o->text, "Training corpus (bytes)")->capture_default_str();
-  AddTinyLmOptions(*train, o->config, o->train);
+  o->flags.Add(*train);
+  AddTinyLmTrainOptions(*train, o->train);
   train->add_option("--name", o->name, "general.name of the checkpoint (default: tiny-lm-SCHEME-LN)");
   train->add_option("--log-every", o->log_every, "Steps between --json loss-log entries (0: about 100 entries)");
   train->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <variant>
 
 #include "commands.h"
 #include "grid/grid_executor.h"
@@ -37,7 +38,7 @@ constexpr const char* kOp = "zoo";
 constexpr std::int64_t kDefaultTokens = 786432;
 
 struct ZooOptions {
-  std::vector<std::string> schemes;  // empty: every scheme
+  std::vector<std::string> schemes;  // empty: kDefaultSchemes; "all": every scheme
   std::vector<std::int64_t> seeds{0, 1};
   std::vector<std::int64_t> lengths;      // empty: 1, 2, 4, 8, 16 x L
   std::vector<ContextExtension> methods;  // empty: the default set below
@@ -47,10 +48,15 @@ struct ZooOptions {
   std::int64_t bucket = 0;  // 0: L / 8
   std::string out = "build/zoo";
   bool json = false;
-  TinyLmConfig config;
+  TinyLmFlags flags;
   TinyLmTrainOptions train;
   std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
 };
+
+// The notes' schemes and KERPLE; FIRE (and any scheme beyond these) runs
+// with --schemes all or by name, so that the default stays within 20
+// minutes on 2 cores.
+constexpr const char* kDefaultSchemes = "nope,sinusoidal,learned,shaw,t5,alibi,rope,kerple";
 
 // Every method of the real-model study; logn on its own as "none:logn".
 constexpr const char* kDefaultMethods =
@@ -67,7 +73,7 @@ std::int64_t FileBytes(const char* flag, const std::string& path) {
 // here, before a minute of training.
 Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, const std::vector<std::int64_t>& lengths,
               const std::vector<ContextExtension>& methods) {
-  const std::int64_t train_length = o.config.train_length;
+  const std::int64_t train_length = o.flags.model().train_length;
   const std::int64_t corpus_bytes = FileBytes("--corpus", o.corpus), text_bytes = FileBytes("--text", o.text);
   Require(corpus_bytes > train_length, kOp, "--corpus", o.corpus,
           "has " + std::to_string(corpus_bytes) +
@@ -87,9 +93,8 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
   for (const ContextExtension& m : methods) names.push_back(FormatContextExtension(m));
   std::vector<std::string> scheme_names;
   scheme_names.reserve(schemes.size());
-  for (const PositionScheme s : schemes) scheme_names.emplace_back(PositionSchemeName(s));
-  nlohmann::json model = ZooConfigJson(o.config);
-  model.erase("scheme");
+  for (const PositionScheme& s : schemes) scheme_names.emplace_back(PositionSchemeName(s));
+  const nlohmann::json model = ZooModelJson(o.flags.model());
   nlohmann::json train = ZooTrainJson(o.train);
   train.erase("seed");
   const std::int64_t bucket = o.bucket > 0 ? o.bucket : std::max<std::int64_t>(1, train_length / 8);
@@ -107,11 +112,10 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
                          {"text", o.text},
                          {"eval_bytes", o.eval_bytes},
                          {"bucket", bucket}}};
-  for (const PositionScheme scheme : schemes) {
-    TinyLmConfig config = o.config;
-    config.scheme = scheme;
+  for (const PositionScheme& scheme : schemes) {
+    const TinyLmConfig config = o.flags.Config(scheme);
     o.train.Validate(config);
-    const bool rope = scheme == PositionScheme::kRope;
+    const bool rope = std::holds_alternative<RopeScheme>(scheme);
     if (rope) {
       for (const ContextExtension& m : methods) {
         for (const std::int64_t length : lengths) PlanTinyLmExtension(config, m, length);
@@ -152,7 +156,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
 void Run(const ZooOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   RequireOutputDirectory(kOp, "--out", o.out);
-  const std::int64_t train_length = o.config.train_length;
+  const std::int64_t train_length = o.flags.model().train_length;
   Require(train_length >= 2, kOp, "--train-len", train_length,
           "must be >= 2 (a sequence of one byte has nothing to attend to)");
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
@@ -160,15 +164,21 @@ void Run(const ZooOptions& o) {
   Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
   Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
   for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
-  std::vector<PositionScheme> schemes = SchemeListOption(kOp, "--schemes", o.schemes);
-  if (schemes.empty()) schemes.assign(AllPositionSchemes().begin(), AllPositionSchemes().end());
+  const std::vector<std::string> all{"all"};
+  std::vector<PositionScheme> schemes;
+  if (o.schemes == all) {
+    schemes.assign(AllPositionSchemes().begin(), AllPositionSchemes().end());
+  } else {
+    schemes =
+        SchemeListOption(kOp, "--schemes", o.schemes.empty() ? std::vector<std::string>{kDefaultSchemes} : o.schemes);
+  }
   std::vector<std::int64_t> lengths = o.lengths;
   if (lengths.empty()) {
     for (const std::int64_t factor : {1, 2, 4, 8, 16}) lengths.push_back(factor * train_length);
   }
   std::sort(lengths.begin(), lengths.end());
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
-  CheckZooLengths(o.config, lengths);
+  CheckZooLengths(o.flags.model(), lengths);
   std::vector<std::int64_t> seeds = o.seeds;
   std::sort(seeds.begin(), seeds.end());
   seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
@@ -194,11 +204,12 @@ void AddZooCommand(CLI::App& app) {
       "zoo", "Train short, test long: every position scheme trained at one length, evaluated up to 16x past it");
   // Not split by CLI11, which drops empty names (",rope"): SchemeListOption
   // splits and refuses them.
-  cmd->add_option("--schemes", o->schemes, "Schemes, comma-separated (default: all: " + SchemeList() + ")");
+  cmd->add_option(
+      "--schemes", o->schemes,
+      std::string("Schemes, comma-separated, or all (") + PositionSchemeList() + "; default: " + kDefaultSchemes + ")");
   cmd->add_option("--seeds", o->seeds, "Seeds (init and batches), comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--train-len", o->config.train_length, "Training length L (bytes a sequence)")->capture_default_str();
   cmd->add_option("--tokens", o->train.tokens, "Training budget in bytes, per model")->capture_default_str();
   cmd->add_option("--lengths", o->lengths, "Evaluated lengths (default: 1, 2, 4, 8, 16 x L)")->delimiter(',');
   AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
@@ -212,7 +223,8 @@ void AddZooCommand(CLI::App& app) {
   cmd->add_option("--bucket", o->bucket, "Positions per point of the loss curves (0: L / 8)")->capture_default_str();
   cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; zoo.md, zoo.json, zoo.png)")
       ->capture_default_str();
-  AddTinyLmOptions(*cmd, o->config, o->train);
+  o->flags.Add(*cmd);
+  AddTinyLmTrainOptions(*cmd, o->train);
   AddExecutorOptions(*cmd, o->executor);
   cmd->add_flag("--json", o->json, "Print the JSON report");
   cmd->callback([o] {

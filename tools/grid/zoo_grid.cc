@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstdio>
 #include <span>
+#include <type_traits>
+#include <variant>
 
 #include "grid/grid_kind.h"
 #include "posenc/context_extension.h"
@@ -95,7 +97,7 @@ ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::
   } catch (const Error& e) {
     // Only a learned table evaluated past its rows may fail: that is the
     // claim "no extrapolation" measured. Anything else is a real error.
-    if (config.scheme != PositionScheme::kLearned || length <= config.train_length) throw;
+    if (!std::holds_alternative<LearnedScheme>(config.scheme) || length <= config.train_length) throw;
     out.error = e.what();
   }
   return out;
@@ -155,7 +157,7 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
     }
     model.evaluations.push_back(std::move(e));
   };
-  if (config.scheme == PositionScheme::kLearned) {
+  if (std::holds_alternative<LearnedScheme>(config.scheme)) {
     TinyLmConfig hierarchical = config;
     hierarchical.learned_past_table = LearnedPastTable::kHierarchical;
     variant(
@@ -167,7 +169,7 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
           return Evaluate(hierarchical, trained.params, Bytes(text), length, p, std::nullopt);
         });
   }
-  if (config.scheme == PositionScheme::kRope) {
+  if (std::holds_alternative<RopeScheme>(config.scheme)) {
     for (const std::string& name : p.methods) {
       const ContextExtension method = ParseContextExtension(name);
       variant(
@@ -225,7 +227,7 @@ ZooReport ReadSettings(const GridField& at, const Json& s) {
   at.Child("bucket").Check([&] { CheckZooBucket(report.bucket); });
   const std::vector<std::string> schemes = at.Strings(s, "schemes");
   for (std::size_t i = 0; i < schemes.size(); ++i) {
-    at.Child("schemes").Child(std::to_string(i)).Check([&] { SchemeOption(kOp, "--schemes", schemes[i]); });
+    at.Child("schemes").Child(std::to_string(i)).Check([&] { ParsePositionScheme(schemes[i], kOp, "--schemes"); });
   }
   const std::vector<std::string> methods = at.Strings(s, "methods");
   for (std::size_t i = 0; i < methods.size(); ++i) {
@@ -268,33 +270,30 @@ GridReport Merge(const Grid& grid, const std::map<std::string, Json>& results, c
 }  // namespace
 
 Json ZooConfigJson(const TinyLmConfig& c) {
-  return {{"scheme", PositionSchemeName(c.scheme)},
-          {"train_length", c.train_length},
-          {"d_model", c.d_model},
-          {"layers", c.layers},
-          {"heads", c.heads},
-          {"ffn_hidden", c.ffn_hidden},
-          {"shaw_clip", c.shaw_clip},
-          {"t5_buckets", c.t5_buckets},
-          {"t5_max_distance", c.t5_max_distance},
-          {"rope_theta", c.rope_theta},
-          {"norm_eps", c.norm_eps}};
+  Json j{{"scheme", PositionSchemeName(c.scheme)}};
+  TinyLmConfig::VisitFields(c, [&](const ConfigField& field, const auto& value) { j[std::string(field.key)] = value; });
+  return j;
+}
+
+Json ZooModelJson(const TinyLmConfig& c) {
+  Json j = Json::object();
+  TinyLmConfig::VisitModelFields(
+      c, [&](const ConfigField& field, const auto& value) { j[std::string(field.key)] = value; });
+  return j;
 }
 
 TinyLmConfig ZooConfigFromJson(const GridField& at, const Json& j) {
   TinyLmConfig c;
   const std::string scheme = at.String(j, "scheme");
-  at.Child("scheme").Check([&] { c.scheme = SchemeOption(kOp, "--schemes", scheme); });
-  c.train_length = at.Int(j, "train_length");
-  c.d_model = at.Int(j, "d_model");
-  c.layers = at.Int(j, "layers");
-  c.heads = at.Int(j, "heads");
-  c.ffn_hidden = at.Int(j, "ffn_hidden");
-  c.shaw_clip = at.Int(j, "shaw_clip");
-  c.t5_buckets = at.Int(j, "t5_buckets");
-  c.t5_max_distance = at.Int(j, "t5_max_distance");
-  c.rope_theta = at.Number(j, "rope_theta");
-  c.norm_eps = at.Number(j, "norm_eps");
+  at.Child("scheme").Check([&] { c.scheme = ParsePositionScheme(scheme, kOp, "--schemes"); });
+  // The scheme decides which of its fields the list visits.
+  TinyLmConfig::VisitFields(c, [&](const ConfigField& field, auto& value) {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(value)>, double>) {
+      value = at.Number(j, field.key);
+    } else {
+      value = at.Int(j, field.key);
+    }
+  });
   at.Check([&] { ValidateTinyLmConfig(c); });
   return c;
 }
@@ -337,7 +336,7 @@ void CheckZooLengths(const TinyLmConfig& config, const std::vector<std::int64_t>
     Require(i == 0 || lengths[i] > lengths[i - 1], kOp, "--lengths", lengths[i],
             "must come after a shorter length (ascending, each once)");
   }
-  if (config.scheme == PositionScheme::kLearned) {
+  if (std::holds_alternative<LearnedScheme>(config.scheme)) {
     Require(lengths.back() <= config.train_length * config.train_length, kOp, "--lengths", lengths.back(),
             "must be <= train_length^2 = " + std::to_string(config.train_length * config.train_length) +
                 " for a learned table (the most its hierarchical decomposition reaches)");

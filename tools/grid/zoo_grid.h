@@ -26,7 +26,10 @@ inline constexpr std::int64_t kZooLogEvery = std::numeric_limits<std::int64_t>::
 // rerun never reuses numbers scored differently.
 inline constexpr const char* kZooWindows = "tiled from byte 0";
 
+// {"scheme": name, then every field of TinyLmConfig::VisitFields}.
 nlohmann::json ZooConfigJson(const TinyLmConfig& config);
+// The model's sizes alone (TinyLmConfig::VisitModelFields): the report's settings.
+nlohmann::json ZooModelJson(const TinyLmConfig& config);
 // Throws posenc::Error naming `at`'s file and field when a value is missing,
 // of another type, or not one train/zoo accept (TinyLmTrainOptions::Validate).
 TinyLmConfig ZooConfigFromJson(const GridField& at, const nlohmann::json& json);

@@ -1,8 +1,10 @@
 // Command-line options shared by the commands that train the tiny model
-// (posenc train, posenc zoo): the scheme by name, the model's size and the
-// optimizer's settings.
+// (posenc train, posenc zoo): the scheme by name, the model's size and
+// every scheme's hyperparameters (flags made from TinyLmConfig's one field
+// list), and the optimizer's settings.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,20 +15,32 @@
 
 namespace posenc::cli {
 
-// The scheme called `name`; throws posenc::Error "[op] flag = "name": must
-// be one of nope, ..., kerple" otherwise.
-PositionScheme SchemeOption(const char* op, const char* flag, const std::string& name);
 // The schemes of a list option (--schemes rope,alibi or --schemes rope
-// alibi: each argument split at ','), in the order given. Throws
-// posenc::Error naming the flag and the text for an empty name (",rope"),
-// a scheme listed twice, or an unknown name (SchemeOption).
+// alibi: each argument split at ','), in the order given, with their
+// default fields. Throws posenc::Error naming the flag and the text for an
+// empty name (",rope"), a scheme listed twice, or an unknown name.
 std::vector<PositionScheme> SchemeListOption(const char* op, const char* flag, const std::vector<std::string>& lists);
-// "nope, sinusoidal, ..., kerple".
-std::string SchemeList();
 
-// --d-model --layers --heads --ffn --shaw-clip --t5-buckets --t5-max-distance
-// --rope-theta into `config`; --batch --lr --min-lr --warmup --weight-decay
-// --grad-clip into `train` (the defaults shown are theirs).
-void AddTinyLmOptions(CLI::App& command, TinyLmConfig& config, TinyLmTrainOptions& train);
+// The model's flags: one per field of TinyLmConfig::VisitModelFields with
+// a flag (--train-len --d-model --layers --heads --ffn) and one per field
+// of every scheme (--shaw-clip --t5-buckets --t5-max-distance --rope-theta
+// --fire-mlp-width --fire-c ...), each with its default shown.
+class TinyLmFlags {
+ public:
+  // Registers the flags on `command`; this object must outlive its parse.
+  void Add(CLI::App& command);
+  // The config of `scheme` (by its alternative) with the flags' values.
+  TinyLmConfig Config(const PositionScheme& scheme) const;
+  // The model's sizes as parsed (its scheme is the default's).
+  const TinyLmConfig& model() const { return model_; }
+
+ private:
+  TinyLmConfig model_;
+  std::vector<PositionScheme> schemes_{AllPositionSchemes().begin(), AllPositionSchemes().end()};
+};
+
+// --batch --lr --min-lr --warmup --weight-decay --grad-clip into `train`
+// (the defaults shown are theirs).
+void AddTinyLmTrainOptions(CLI::App& command, TinyLmTrainOptions& train);
 
 }  // namespace posenc::cli

@@ -1,0 +1,148 @@
+// The vocabulary of trainable positional encodings: one struct per scheme,
+// its hyperparameters as a field list, and the variant of them all.
+//
+// A PositionScheme is what a model is trained with. The trainer
+// (tiny_lm.h) turns it into trainable tensors, a forward and a backward
+// (src/train/schemes/, one file a scheme), lowers it to the attention
+// kernel's PositionEncoding where the kernel has its math (attention.h),
+// and the checkpoints (GGUF metadata), the zoo's grid files (JSON) and the
+// command line (flags) all read and write its fields through VisitFields:
+// one field list, three formats. Every std::visit over the variant names
+// each alternative: a scheme added here does not compile until the
+// trainer has its factory (src/train/scheme_trainer.h).
+//
+// The sources: Vaswani et al. 2017 (sinusoidal), GPT-2 (learned), Shaw et
+// al. 2018, Raffel et al. 2020 (T5), Press et al. 2022 (ALiBi), Su et al.
+// 2021 (RoPE; Su Jianlin's posts on kexue.fm), Chi et al. 2022 (KERPLE), Li
+// et al. 2024 (FIRE).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+
+namespace posenc {
+
+// One field of a config: its key (GGUF metadata "posenc-tiny-lm.<key>", the
+// JSON member), its command-line flag ("" for none) and a line of help.
+struct ConfigField {
+  std::string_view key;
+  std::string_view flag;
+  std::string_view help;
+};
+
+// Each scheme: kName (its name everywhere: CLI, checkpoints, zoo rows) and
+// VisitFields(self, visitor), which calls visitor(ConfigField, member&) for
+// every hyperparameter, in a fixed order. Members are std::int64_t or double.
+
+struct NopeScheme {  // no positional information (Kazemnejad et al. 2023)
+  static constexpr std::string_view kName = "nope";
+  template <class Self, class Visitor>
+  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const NopeScheme&) const = default;
+};
+
+struct SinusoidalScheme {  // Vaswani et al.'s sinusoid added to the input, interleaved, base 10000
+  static constexpr std::string_view kName = "sinusoidal";
+  template <class Self, class Visitor>
+  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const SinusoidalScheme&) const = default;
+};
+
+struct LearnedScheme {  // a trained row per position added to the input (GPT-2)
+  static constexpr std::string_view kName = "learned";
+  template <class Self, class Visitor>
+  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const LearnedScheme&) const = default;
+};
+
+struct ShawScheme {  // relative keys and values per clipped distance, a table per layer
+  static constexpr std::string_view kName = "shaw";
+  std::int64_t clip = 16;  // distances clip to [-clip, clip]
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(ConfigField{"shaw_clip", "--shaw-clip", "shaw: distances clip to [-K, K]"}, self.clip);
+  }
+  bool operator==(const ShawScheme&) const = default;
+};
+
+struct T5Scheme {  // T5's causal log buckets, a bias per (bucket, head) shared by the layers
+  static constexpr std::string_view kName = "t5";
+  std::int64_t buckets = 32;        // all on the past side (causal)
+  std::int64_t max_distance = 128;  // distances from here share the last bucket
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(ConfigField{"t5_buckets", "--t5-buckets", "t5: buckets"}, self.buckets);
+    visit(ConfigField{"t5_max_distance", "--t5-max-distance", "t5: distance of the last bucket"}, self.max_distance);
+  }
+  bool operator==(const T5Scheme&) const = default;
+};
+
+struct AlibiScheme {  // -slope_h (i - j), the fixed geometric slopes
+  static constexpr std::string_view kName = "alibi";
+  template <class Self, class Visitor>
+  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const AlibiScheme&) const = default;
+};
+
+struct RopeScheme {  // q and k rotated, half-split pairs (GPT-NeoX, HF Llama)
+  static constexpr std::string_view kName = "rope";
+  double theta = 10000.0;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(ConfigField{"rope_theta", "--rope-theta", "rope: base"}, self.theta);
+  }
+  bool operator==(const RopeScheme&) const = default;
+};
+
+struct KerpleScheme {  // -r1_h log(1 + r2_h (i - j)), trained per layer and head
+  static constexpr std::string_view kName = "kerple";
+  template <class Self, class Visitor>
+  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const KerpleScheme&) const = default;
+};
+
+// FIRE (Li et al., ICLR 2024, "Functional Interpolation for Relative
+// Positions Improves Long Context Transformers"): per layer a bias
+//   b_h(i, j) = MLP_h( psi(i - j) / psi(max(i, threshold)) ),  psi(x) = log(c x + 1)
+// with the MLP 1 -> mlp_width (ReLU) -> heads, and c and the threshold
+// trained (c starts at fire_c, the threshold at train_length). The input of
+// the MLP stays in [0, 1] at any length: the interpolation that lets it
+// extrapolate.
+struct FireScheme {
+  static constexpr std::string_view kName = "fire";
+  std::int64_t mlp_width = 32;  // the paper's width
+  double c = 0.1;               // psi's initial scale (the authors' init)
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(ConfigField{"fire_mlp_width", "--fire-mlp-width", "fire: hidden units of the bias MLP"}, self.mlp_width);
+    visit(ConfigField{"fire_c", "--fire-c", "fire: initial c of psi(x) = log(c x + 1)"}, self.c);
+  }
+  bool operator==(const FireScheme&) const = default;
+};
+
+using PositionScheme = std::variant<NopeScheme, SinusoidalScheme, LearnedScheme, ShawScheme, T5Scheme, AlibiScheme,
+                                    RopeScheme, KerpleScheme, FireScheme>;
+
+// The scheme's kName.
+std::string_view PositionSchemeName(const PositionScheme& scheme);
+// The scheme called `name`, with its default fields. Throws posenc::Error
+// "[op] parameter = "name": must be one of nope, sinusoidal, ..." otherwise.
+PositionScheme ParsePositionScheme(std::string_view name, const char* op = "tiny_lm", const char* parameter = "scheme");
+// Every scheme with its default fields, in the variant's order.
+std::span<const PositionScheme> AllPositionSchemes();
+// "nope, sinusoidal, ..., fire".
+std::string PositionSchemeList();
+
+// visitor(ConfigField, member&) for each field of the scheme that `scheme`
+// holds (const or not).
+template <class Scheme, class Visitor>
+requires std::is_same_v<std::remove_const_t<Scheme>, PositionScheme>
+void VisitSchemeFields(Scheme& scheme, Visitor&& visit) {
+  std::visit([&](auto& alternative) { alternative.VisitFields(alternative, visit); }, scheme);
+}
+
+}  // namespace posenc

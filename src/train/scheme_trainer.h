@@ -1,0 +1,125 @@
+// What a positional scheme (position_scheme.h) is to the tiny model's
+// trainer: its tensors, its forward terms, their backward, and its lowering
+// to the attention kernel. One SchemeTrainer subclass per scheme, in
+// src/train/schemes/<name>.cc; the trainer, the float64 reference, the
+// parameter lists, the checkpoints and the evaluation ask only this
+// interface, never which scheme it is.
+//
+// A scheme acts on a pass at three places, each optional:
+//   input      x = token_embd[token] * EmbeddingScale() + InputPositions()[t]
+//   q and k    rotated by Rotation() (RoPE) at positions 0..T-1
+//   attention  per layer, LayerTerms: a bias of (h, i - j), a bias of
+//              (h, i, i - j), Shaw's relative keys and values
+// and has the gradient of each (InputPositionsBackward, LayerBackward) in
+// terms of its own tensors. The factories below are one overload per
+// alternative of PositionScheme, called through std::visit: a scheme
+// without its factory does not compile.
+//
+// Shapes: T length, d d_model, H heads, hd = d / H.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "posenc/attention.h"
+#include "posenc/rope_spec.h"
+#include "posenc/tiny_lm.h"
+
+namespace posenc::tiny_lm {
+
+// Tensors(kModelWide) are the scheme's model-wide tensors.
+inline constexpr std::int64_t kModelWide = -1;
+
+struct SchemeTensor {
+  std::string name;  // as in checkpoints: "attn_rel_b.weight", "blk.3.attn_rel_k.weight"
+  std::vector<std::int64_t> shape;
+  bool decays = false;  // AdamW's weight decay (positional tables: no)
+  // Fills the tensor (name, shape and size already set) from the seed;
+  // element e a pure function of (seed, name, e) (tensor_init.h).
+  std::function<void(TinyLmTensor& tensor, std::uint64_t seed)> init;
+};
+
+// One layer's terms of a pass of length T, float64 (the fast path rounds
+// them to float32; the float64 reference reads them as they are).
+struct LayerTerms {
+  std::vector<double> distance_bias;    // [H, T]: query i, key j = i - delta at h*T + delta; or empty
+  std::vector<double> pair_bias;        // [H, T, T]: query i, key i - delta at (h*T + i)*T + delta; or empty
+  std::span<const float> rel_k, rel_v;  // Shaw: [2 clip + 1, hd] each, row clip - min(i - j, clip); or empty
+  std::int64_t shaw_clip = 0;
+};
+
+// d loss / d each term of LayerTerms, same shapes (empty where the term is).
+struct LayerTermGrads {
+  std::vector<double> distance_bias, pair_bias, rel_k, rel_v;
+};
+
+class SchemeTrainer {
+ public:
+  explicit SchemeTrainer(const TinyLmConfig& config) : config_(config) {}
+  virtual ~SchemeTrainer() = default;
+  SchemeTrainer(const SchemeTrainer&) = delete;
+  SchemeTrainer& operator=(const SchemeTrainer&) = delete;
+
+  // The scheme's tensors of layer `layer`, or its model-wide ones
+  // (kModelWide), in checkpoint order.
+  virtual std::vector<SchemeTensor> Tensors(std::int64_t layer) const = 0;
+
+  // What the token embedding is multiplied by at the input (the tied output
+  // projection is never scaled).
+  virtual double EmbeddingScale() const { return 1.0; }
+  // [T, d] added to the input embeddings, or empty.
+  virtual std::vector<double> InputPositions(const TinyLmParams& params, std::int64_t length) const;
+  // dpositions [T, d] (summed over the batch) into the scheme's tensors of grads (+=).
+  virtual void InputPositionsBackward(const TinyLmParams& params, std::span<const double> dpositions,
+                                      std::int64_t length, TinyLmParams& grads) const;
+
+  // The rotation of q and k, if the scheme rotates them.
+  virtual std::optional<RopeSpec> Rotation() const { return std::nullopt; }
+
+  virtual LayerTerms Layer(const TinyLmParams& params, std::int64_t layer, std::int64_t length) const;
+  // The terms' gradients into the scheme's tensors of grads (+=: layers
+  // sharing a tensor add up, in the order the backward visits them).
+  virtual void LayerBackward(const TinyLmParams& params, std::int64_t layer, std::int64_t length,
+                             const LayerTermGrads& dterms, TinyLmParams& grads) const;
+
+  // Layer `layer`'s attention as posenc::Attention's encoding (q, k, v the
+  // unrotated columns of qkv; input positions stay with the model), or
+  // nullopt where the kernel has no form of this scheme.
+  virtual std::optional<PositionEncoding> KernelEncoding(const TinyLmParams& params, std::int64_t layer) const = 0;
+
+  // Throws posenc::Error unless a pass of `length` can run (gradients:
+  // a training call). The common checks are the caller's.
+  virtual void CheckLength(std::int64_t length, bool gradients) const;
+
+  // Bytes of training scratch beyond the common model's, for one step of
+  // `batch` sequences of train_length (float64 partials kept per (b, h)).
+  virtual double ScratchBytes(std::int64_t batch) const;
+
+ protected:
+  const TinyLmConfig& config() const { return config_; }
+
+ private:
+  TinyLmConfig config_;
+};
+
+// The trainer of config.scheme. Checks the scheme's fields against the
+// config (throws posenc::Error "[tiny_lm] parameter = value: rule").
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const TinyLmConfig& config);
+
+// One factory per scheme (src/train/schemes/<name>.cc).
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const NopeScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const SinusoidalScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const LearnedScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const ShawScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const T5Scheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const AlibiScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const RopeScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const KerpleScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const FireScheme& scheme, const TinyLmConfig& config);
+
+}  // namespace posenc::tiny_lm
