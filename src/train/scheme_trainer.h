@@ -8,8 +8,9 @@
 // A scheme acts on a pass at three places, each optional:
 //   input      x = token_embd[token] * EmbeddingScale() + InputPositions()[t]
 //   q and k    rotated by Rotation() (RoPE) at positions 0..T-1
-//   attention  per layer, LayerTerms: a bias of (h, i - j), a bias of
-//              (h, i, i - j), Shaw's relative keys and values
+//   attention  per layer, LayerTerms: the scale, a bias of (h, i - j), a
+//              bias of (h, i, i - j), relative tables read by q, by k and
+//              added to v through the distance, a key bias
 // and has the gradient of each (InputPositionsBackward, LayerBackward) in
 // terms of its own tensors. The factories below are one overload per
 // alternative of PositionScheme, called through std::visit: a scheme
@@ -44,18 +45,36 @@ struct SchemeTensor {
   std::function<void(TinyLmTensor& tensor, std::uint64_t seed)> init;
 };
 
+// A table of vectors [hd] read through the distance of a query i and a key
+// j: row row_of_distance[i - j] (of head h's rows when per_head).
+struct RelativeTableTerm {
+  std::vector<double> values;  // [heads, rows, hd] or [rows, hd]; empty: no such term
+  bool per_head = false;
+  std::int64_t rows = 0;
+  std::vector<std::int64_t> row_of_distance;  // [T], each in [0, rows)
+
+  bool empty() const { return values.empty(); }
+};
+
 // One layer's terms of a pass of length T, float64 (the fast path rounds
-// them to float32; the float64 reference reads them as they are).
+// them to float32; the float64 reference reads them as they are):
+//   s_ij = scale (q_i.k_j + u_h.k_j + q_i.A[i - j] + k_j.B[i - j])
+//          + bias_h(i - j) + pair_h(i, i - j)
+//   o_i  = sum_j p_ij (v_j + C[i - j])
+// A the query table, B the key table, C the value table, u the key bias.
 struct LayerTerms {
-  std::vector<double> distance_bias;    // [H, T]: query i, key j = i - delta at h*T + delta; or empty
-  std::vector<double> pair_bias;        // [H, T, T]: query i, key i - delta at (h*T + i)*T + delta; or empty
-  std::span<const float> rel_k, rel_v;  // Shaw: [2 clip + 1, hd] each, row clip - min(i - j, clip); or empty
-  std::int64_t shaw_clip = 0;
+  std::optional<double> scale;        // unset: 1 / sqrt(hd)
+  std::vector<double> distance_bias;  // [H, T]: query i, key j = i - delta at h*T + delta; or empty
+  std::vector<double> pair_bias;      // [H, T, T]: query i, key i - delta at (h*T + i)*T + delta; or empty
+  RelativeTableTerm query_table;      // Shaw's a^K, XLNet's projected sinusoid, DeBERTa's c2p
+  RelativeTableTerm key_table;        // DeBERTa's p2c
+  RelativeTableTerm value_table;      // Shaw's a^V
+  std::vector<double> key_bias;       // [H, hd]: XLNet's content bias u, or empty
 };
 
 // d loss / d each term of LayerTerms, same shapes (empty where the term is).
 struct LayerTermGrads {
-  std::vector<double> distance_bias, pair_bias, rel_k, rel_v;
+  std::vector<double> distance_bias, pair_bias, query_table, key_table, value_table, key_bias;
 };
 
 class SchemeTrainer {

@@ -1,26 +1,30 @@
 // Causal multi-head attention of the tiny model, forward and backward,
-// materialized one (sequence, head) at a time:
-//   s_ij = scale (q_i.k_j + q_i.a^K_c) + bias_h[i - j] + pair_h[i, i - j]   for j <= i
-//   p_i  = softmax_j(s_i)                                (float32, max subtracted)
-//   o_i  = sum_j p_ij (v_j + a^V_c)
-// scale = 1/sqrt(hd); a^K, a^V (Shaw) are rows of the layer's tables for the
-// clipped distance class c = min(i - j, K) (table row K - c, which is
-// ShawRelativeSpec::Row for d = j - i); bias_h (ALiBi, T5, KERPLE) depends
-// on i - j only, pair_h (FIRE) on the query's position too. Without Shaw or
-// biases those terms are absent.
+// materialized one (sequence, head) at a time; for j <= i, with the
+// distance delta = i - j and the scheme's terms (scheme_trainer.h):
+//   s_ij = scale (q_i.k_j + u.k_j + q_i.A[r(delta)] + k_j.B[r'(delta)])
+//          + bias[delta] + pair[i, delta]
+//   p_i  = softmax_j(s_i)                             (float32, max subtracted)
+//   o_i  = sum_j p_ij (v_j + C[r''(delta)])
+// scale = 1/sqrt(hd) unless the scheme sets it; A, B, C are the query, key
+// and value tables (rows of the head, or shared by the heads), read through
+// each table's row of the distance; u the key bias of the head. Absent terms
+// are skipped.
 //
-// Backward, with do_i = dL/do_i:
-//   dp_ij = do_i.(v_j + a^V_c)     ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij')
-//   dq_i  = scale sum_j ds_ij (k_j + a^K_c)     dk_j = scale sum_i ds_ij q_i
-//   dv_j  = sum_i p_ij do_i         da^K_c = scale sum ds_ij q_i   da^V_c = sum p_ij do_i
-//   dbias_h[delta] = sum over pairs with i - j = delta of ds_ij    dpair_h[i, delta] = ds_ij
-// The probabilities are recomputed by the same function as the forward
-// (bit for bit the same), so nothing [T, T] is stored.
+// Backward, with do_i = dL/do_i and ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'):
+//   dp_ij = do_i.(v_j + C[r''])
+//   dq_i  = scale sum_j ds_ij (k_j + A[r])      dk_j = scale sum_i ds_ij (q_i + u + B[r'])
+//   dv_j  = sum_i p_ij do_i
+//   dA[r] = scale sum ds_ij q_i    dB[r'] = scale sum ds_ij k_j    dC[r''] = sum p_ij do_i
+//   du    = scale sum ds_ij k_j    dbias[delta] = sum of ds_ij    dpair[i, delta] = ds_ij
+// A query's query-table and value-table terms are summed per row first (the
+// rows its distances reach: a clipped table has few). The probabilities are
+// recomputed by the same function as the forward (bit for bit the same), so
+// nothing [T, T] is stored.
 //
 // Threads: ParallelFor over the B*H (sequence, head) tasks. A task writes
 // only its own rows and columns of the outputs, and its own partials of the
-// shared parameters (bias, Shaw tables), which are summed afterwards in task
-// order: results do not depend on the thread count.
+// shared parameters (biases, tables, key bias), which are summed afterwards
+// in task order: results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -33,54 +37,108 @@
 namespace posenc::tiny_lm {
 namespace {
 
+float Dot(const float* a, const float* b, std::int64_t n) {
+  float sum = 0.0f;
+  for (std::int64_t e = 0; e < n; ++e) sum += a[e] * b[e];
+  return sum;
+}
+
+void Axpy(float w, const float* x, float* y, std::int64_t n) {
+  for (std::int64_t e = 0; e < n; ++e) y[e] += w * x[e];
+}
+
+// The rows a query reaches through a table: [low[i], high[i]] over the
+// distances 0..i (prefix minimum and maximum of the row map).
+struct RowSpan {
+  std::vector<std::int64_t> low, high;
+  RowSpan(const AttentionTable& table, std::int64_t length) {
+    if (table.empty()) return;
+    low.resize(static_cast<std::size_t>(length));
+    high.resize(low.size());
+    for (std::int64_t i = 0; i < length; ++i) {
+      const std::int64_t r = table.row_of_distance[i];
+      low[i] = i == 0 ? r : std::min(low[i - 1], r);
+      high[i] = i == 0 ? r : std::max(high[i - 1], r);
+    }
+  }
+  std::int64_t Count(std::int64_t i) const { return low.empty() ? 0 : high[i] - low[i] + 1; }
+};
+
+// What every task shares: the terms and the tables' row spans.
+struct Layer {
+  const AttentionShape& shape;
+  const AttentionTerms& terms;
+  RowSpan query_rows, value_rows;
+  float scale;
+  Layer(const AttentionShape& s, const AttentionTerms& t)
+      : shape(s), terms(t), query_rows(t.query_table, s.length), value_rows(t.value_table, s.length),
+        scale(t.scale != 0 ? t.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim))) {}
+};
+
+// Scratch of one thread: [T] rows, a table's rows, [T, hd] keys and values
+// and their gradients.
+struct Scratch {
+  std::vector<float> p, dp, scaled, key_bias, dkey_bias, q_rel, ds_mass, mass, do_rel;
+  std::vector<float> keys, values, dkeys, dvalues;
+  Scratch(const Layer& layer)
+      : p(Size(layer.shape.length)), dp(p.size()), scaled(p.size()), key_bias(p.size()), dkey_bias(p.size()),
+        q_rel(Size(layer.terms.query_table.rows)), ds_mass(q_rel.size()), mass(Size(layer.terms.value_table.rows)),
+        do_rel(mass.size()), keys(Size(layer.shape.length * layer.shape.head_dim)), values(keys.size()),
+        dkeys(keys.size()), dvalues(keys.size()) {}
+  static std::size_t Size(std::int64_t n) { return static_cast<std::size_t>(n); }
+};
+
 // One (sequence b, head h) of qkv [N, 3d].
 class HeadTask {
  public:
-  // keys, values: [T, hd] scratch that receives the head's keys and values.
-  HeadTask(const AttentionShape& shape, const AttentionTerms& terms, const float* qkv, std::int64_t b, std::int64_t h,
-           float* keys, float* values)
-      : shape_(shape), terms_(terms), qkv_(qkv), b_(b), h_(h), hd_(shape.head_dim),
-        scale_(1.0f / std::sqrt(static_cast<float>(shape.head_dim))), keys_(keys), values_(values) {
-    for (std::int64_t t = 0; t < shape.length; ++t) {
-      std::copy(Q(t) + shape_.d(), Q(t) + shape_.d() + hd_, keys_ + t * hd_);
-      std::copy(Q(t) + 2 * shape_.d(), Q(t) + 2 * shape_.d() + hd_, values_ + t * hd_);
+  HeadTask(const Layer& layer, const float* qkv, std::int64_t b, std::int64_t h, Scratch& scratch)
+      : layer_(layer), terms_(layer.terms), qkv_(qkv), b_(b), h_(h), hd_(layer.shape.head_dim), s_(scratch) {
+    const std::int64_t d = layer.shape.d();
+    for (std::int64_t t = 0; t < layer.shape.length; ++t) {
+      std::copy(Q(t) + d, Q(t) + d + hd_, s_.keys.data() + t * hd_);
+      std::copy(Q(t) + 2 * d, Q(t) + 2 * d + hd_, s_.values.data() + t * hd_);
+      if (!terms_.key_bias.empty()) s_.key_bias[t] = Dot(KeyBias(), K(t), hd_);
     }
   }
 
   std::int64_t hd() const { return hd_; }
-  float scale() const { return scale_; }
-  bool shaw() const { return !terms_.rel_k.empty(); }
+  float scale() const { return layer_.scale; }
   // Row n of the [N, *] tensors and the head's column in a [*, d] block.
-  std::int64_t Row(std::int64_t t) const { return b_ * shape_.length + t; }
+  std::int64_t Row(std::int64_t t) const { return b_ * layer_.shape.length + t; }
   std::int64_t Column() const { return h_ * hd_; }
-  const float* Q(std::int64_t t) const { return qkv_ + Row(t) * 3 * shape_.d() + Column(); }
+  const float* Q(std::int64_t t) const { return qkv_ + Row(t) * 3 * layer_.shape.d() + Column(); }
   // Key and value rows, contiguous: every query row reads all of them, and
   // at long lengths their rows in qkv (3d floats apart) fell out of the cache.
-  const float* K(std::int64_t t) const { return keys_ + t * hd_; }
-  const float* V(std::int64_t t) const { return values_ + t * hd_; }
-  // Shaw: the number of distance classes of row i, and class c's rows.
-  std::int64_t Classes(std::int64_t i) const { return shaw() ? std::min(i, terms_.shaw_clip) + 1 : 0; }
-  std::int64_t ClassOf(std::int64_t i, std::int64_t j) const { return std::min(i - j, terms_.shaw_clip); }
-  std::int64_t TableRow(std::int64_t c) const { return terms_.shaw_clip - c; }
-  const float* RelK(std::int64_t c) const { return terms_.rel_k.data() + TableRow(c) * hd_; }
-  const float* RelV(std::int64_t c) const { return terms_.rel_v.data() + TableRow(c) * hd_; }
-  // Between the rows of consecutive keys (K(j + 1) - K(j)), and of
-  // consecutive Shaw classes (RelK(c + 1) - RelK(c): the table walked back).
-  std::int64_t KeyStride() const { return hd_; }
-  std::int64_t ClassStride() const { return -hd_; }
+  const float* K(std::int64_t t) const { return s_.keys.data() + t * hd_; }
+  const float* V(std::int64_t t) const { return s_.values.data() + t * hd_; }
+  const float* KeyBias() const { return terms_.key_bias.data() + h_ * hd_; }
+  // Row r of a table, of this head's rows when the table has one per head.
+  const float* TableRow(const AttentionTable& table, std::int64_t r) const {
+    return table.values.data() + ((table.per_head ? h_ * table.rows : 0) + r) * hd_;
+  }
+  std::int64_t RowOf(const AttentionTable& table, std::int64_t i, std::int64_t j) const {
+    return table.row_of_distance[i - j];
+  }
 
-  // p[0..i]: row i's probabilities; q_rel[c] = q_i.a^K_c for Shaw.
-  void RowProbabilities(std::int64_t i, float* p, float* q_rel) const {
+  // p[0..i]: row i's probabilities; s_.q_rel[r - low] = q_i.A[r] over the
+  // rows row i reaches.
+  void RowProbabilities(std::int64_t i, float* p) {
     const float* q = Q(i);
-    if (shaw()) DotRows(q, RelK(0), ClassStride(), Classes(i), hd_, q_rel);
-    const float* bias = terms_.distance_bias.empty() ? nullptr : terms_.distance_bias.data() + h_ * shape_.length + i;
-    const float* pair = terms_.pair_bias.empty() ? nullptr : PairRow(i) + i;
-    DotRows(q, K(0), KeyStride(), i + 1, hd_, p);
+    const AttentionTable& qt = terms_.query_table;
+    const AttentionTable& kt = terms_.key_table;
+    const std::int64_t low = qt.empty() ? 0 : layer_.query_rows.low[i];
+    if (!qt.empty()) DotRows(q, TableRow(qt, low), hd_, layer_.query_rows.Count(i), hd_, s_.q_rel.data());
+    const std::int64_t length = layer_.shape.length;
+    const float* bias = terms_.distance_bias.empty() ? nullptr : terms_.distance_bias.data() + h_ * length + i;
+    const float* pair = terms_.pair_bias.empty() ? nullptr : terms_.pair_bias.data() + (h_ * length + i) * length + i;
+    DotRows(q, K(0), hd_, i + 1, hd_, p);
     float max = -std::numeric_limits<float>::infinity();
     for (std::int64_t j = 0; j <= i; ++j) {
       float s = p[j];
-      if (shaw()) s += q_rel[ClassOf(i, j)];
-      s *= scale_;
+      if (!terms_.key_bias.empty()) s += s_.key_bias[j];
+      if (!qt.empty()) s += s_.q_rel[RowOf(qt, i, j) - low];
+      if (!kt.empty()) s += Dot(K(j), TableRow(kt, RowOf(kt, i, j)), hd_);
+      s *= scale();
       if (bias != nullptr) s += *(bias - j);  // bias_h[i - j]
       if (pair != nullptr) s += *(pair - j);  // pair_h[i, i - j]
       p[j] = s;
@@ -95,56 +153,65 @@ class HeadTask {
     for (std::int64_t j = 0; j <= i; ++j) p[j] *= inv;
   }
 
-  // pair_h[i, 0..T-1] of the [H, T, T] pair bias.
-  const float* PairRow(std::int64_t i) const {
-    return terms_.pair_bias.data() + (h_ * shape_.length + i) * shape_.length;
-  }
-
-  // mass[c] = sum of w[j] over the keys of class c (Shaw).
-  void ClassSums(std::int64_t i, const float* w, float* mass) const {
-    std::fill(mass, mass + Classes(i), 0.0f);
-    for (std::int64_t j = 0; j <= i; ++j) mass[ClassOf(i, j)] += w[j];
+  // mass[r - low] = sum of w[j] over the keys j <= i whose distance reads
+  // row r of `table` (low: the first row row i reaches); returns low.
+  std::int64_t RowSums(const AttentionTable& table, const RowSpan& span, std::int64_t i, const float* w,
+                       float* mass) const {
+    const std::int64_t low = span.low[i];
+    std::fill(mass, mass + span.Count(i), 0.0f);
+    for (std::int64_t j = 0; j <= i; ++j) mass[RowOf(table, i, j) - low] += w[j];
+    return low;
   }
 
  private:
-  const AttentionShape& shape_;
+  const Layer& layer_;
   const AttentionTerms& terms_;
   const float* qkv_;
   std::int64_t b_, h_, hd_;
-  float scale_;
-  float* keys_;
-  float* values_;
+  Scratch& s_;
 };
 
-// Scratch of one thread: [T] rows, [K + 1] classes, [T, hd] keys and
-// values and their gradients.
-struct Scratch {
-  std::vector<float> p, dp, scaled, q_rel, do_rel, mass, ds_mass;
-  std::vector<float> keys, values, dkeys, dvalues;
-  Scratch(std::int64_t length, std::int64_t classes, std::int64_t head_dim)
-      : p(length), dp(length), scaled(length), q_rel(classes), do_rel(classes), mass(classes), ds_mass(classes),
-        keys(static_cast<std::size_t>(length * head_dim)), values(keys.size()), dkeys(keys.size()),
-        dvalues(keys.size()) {}
+// Per-task partials of one shared term, summed in task order afterwards.
+struct Partials {
+  std::int64_t size = 0;  // a task's floats
+  std::vector<double> values;
+  Partials(std::int64_t tasks, std::int64_t task_size)
+      : size(task_size), values(static_cast<std::size_t>(tasks * task_size), 0.0) {}
+  double* Of(std::int64_t task) { return values.data() + task * size; }
+  // The sum over tasks: into head h's slice (task = b * heads + h) when
+  // per head, into one block of `size` otherwise.
+  std::vector<double> Sum(std::int64_t heads, bool per_head) const {
+    if (size == 0) return {};
+    const std::int64_t tasks = static_cast<std::int64_t>(values.size()) / size;
+    std::vector<double> sum(static_cast<std::size_t>(per_head ? heads * size : size), 0.0);
+    for (std::int64_t task = 0; task < tasks; ++task) {
+      double* out = sum.data() + (per_head ? (task % heads) * size : 0);
+      for (std::int64_t e = 0; e < size; ++e) out[e] += values[task * size + e];
+    }
+    return sum;
+  }
 };
 
 }  // namespace
 
 void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, std::span<const float> qkv,
                       std::span<float> out) {
+  const Layer layer(shape, terms);
   const std::int64_t d = shape.d(), length = shape.length;
+  const AttentionTable& vt = terms.value_table;
   ParallelFor(shape.batch * shape.heads, 1, [&](std::int64_t begin, std::int64_t end) {
-    Scratch scratch(length, terms.shaw_clip + 1, shape.head_dim);
+    Scratch scratch(layer);
     for (std::int64_t task = begin; task < end; ++task) {
-      const HeadTask head(shape, terms, qkv.data(), task / shape.heads, task % shape.heads, scratch.keys.data(),
-                          scratch.values.data());
+      HeadTask head(layer, qkv.data(), task / shape.heads, task % shape.heads, scratch);
       for (std::int64_t i = 0; i < length; ++i) {
-        head.RowProbabilities(i, scratch.p.data(), scratch.q_rel.data());
+        head.RowProbabilities(i, scratch.p.data());
         float* o = out.data() + head.Row(i) * d + head.Column();
         std::fill(o, o + head.hd(), 0.0f);
-        AddWeightedRows(scratch.p.data(), head.V(0), head.KeyStride(), i + 1, head.hd(), o);
-        if (!head.shaw()) continue;
-        head.ClassSums(i, scratch.p.data(), scratch.mass.data());
-        AddWeightedRows(scratch.mass.data(), head.RelV(0), head.ClassStride(), head.Classes(i), head.hd(), o);
+        AddWeightedRows(scratch.p.data(), head.V(0), head.hd(), i + 1, head.hd(), o);
+        if (vt.empty()) continue;
+        const std::int64_t low = head.RowSums(vt, layer.value_rows, i, scratch.p.data(), scratch.mass.data());
+        AddWeightedRows(scratch.mass.data(), head.TableRow(vt, low), head.hd(), layer.value_rows.Count(i), head.hd(),
+                        o);
       }
     }
   });
@@ -152,67 +219,89 @@ void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, 
 
 AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTerms& terms, std::span<const float> qkv,
                                  std::span<const float> dout) {
+  const Layer layer(shape, terms);
   const std::int64_t d = shape.d(), length = shape.length, hd = shape.head_dim, tasks = shape.batch * shape.heads;
-  const std::int64_t table = terms.rel_k.empty() ? 0 : (2 * terms.shaw_clip + 1) * hd;
-  const bool bias = !terms.distance_bias.empty(), pair = !terms.pair_bias.empty();
+  const AttentionTable &qt = terms.query_table, &kt = terms.key_table, &vt = terms.value_table;
+  const bool bias = !terms.distance_bias.empty(), pair = !terms.pair_bias.empty(), ub = !terms.key_bias.empty();
   AttentionGrads grads;
   grads.dqkv.assign(static_cast<std::size_t>(shape.batch * length * 3 * d), 0.0f);
-  // Per-task partials of the shared parameters: [tasks, T] and [tasks, table].
-  std::vector<double> dbias_part(bias ? static_cast<std::size_t>(tasks * length) : 0, 0.0);
-  // [tasks, T, T]: each (i, j) of a task written once.
-  std::vector<double> dpair_part(pair ? static_cast<std::size_t>(tasks * length * length) : 0, 0.0);
-  std::vector<double> drel_k_part(static_cast<std::size_t>(tasks * table), 0.0);
-  std::vector<double> drel_v_part(drel_k_part.size(), 0.0);
+  Partials dbias(tasks, bias ? length : 0), dpair(tasks, pair ? length * length : 0);
+  Partials dquery(tasks, qt.HeadSize(hd)), dkey(tasks, kt.HeadSize(hd)), dvalue(tasks, vt.HeadSize(hd));
+  Partials dkey_bias(tasks, ub ? hd : 0);
   ParallelFor(tasks, 1, [&](std::int64_t begin, std::int64_t end) {
-    Scratch scratch(length, terms.shaw_clip + 1, hd);
+    Scratch scratch(layer);
     std::vector<float>& p = scratch.p;
     std::vector<float>& ds = scratch.dp;  // dp, then ds in place
     for (std::int64_t task = begin; task < end; ++task) {
-      const HeadTask head(shape, terms, qkv.data(), task / shape.heads, task % shape.heads, scratch.keys.data(),
-                          scratch.values.data());
+      HeadTask head(layer, qkv.data(), task / shape.heads, task % shape.heads, scratch);
       const auto dq_of = [&](std::int64_t t) { return grads.dqkv.data() + head.Row(t) * 3 * d + head.Column(); };
       std::fill(scratch.dkeys.begin(), scratch.dkeys.end(), 0.0f);
       std::fill(scratch.dvalues.begin(), scratch.dvalues.end(), 0.0f);
+      std::fill(scratch.dkey_bias.begin(), scratch.dkey_bias.end(), 0.0f);
       for (std::int64_t i = 0; i < length; ++i) {
-        head.RowProbabilities(i, p.data(), scratch.q_rel.data());
+        head.RowProbabilities(i, p.data());
         const float* q = head.Q(i);
         const float* g = dout.data() + head.Row(i) * d + head.Column();
-        if (head.shaw()) DotRows(g, head.RelV(0), head.ClassStride(), head.Classes(i), hd, scratch.do_rel.data());
-        DotRows(g, head.V(0), head.KeyStride(), i + 1, hd, ds.data());
-        float weighted = 0.0f;  // sum_j p_ij dp_ij
-        for (std::int64_t j = 0; j <= i; ++j) {
-          if (head.shaw()) ds[j] += scratch.do_rel[head.ClassOf(i, j)];
-          weighted += p[j] * ds[j];
+        DotRows(g, head.V(0), hd, i + 1, hd, ds.data());
+        std::int64_t value_low = 0;
+        if (!vt.empty()) {
+          value_low = layer.value_rows.low[i];
+          DotRows(g, head.TableRow(vt, value_low), hd, layer.value_rows.Count(i), hd, scratch.do_rel.data());
+          for (std::int64_t j = 0; j <= i; ++j) ds[j] += scratch.do_rel[head.RowOf(vt, i, j) - value_low];
         }
+        float weighted = 0.0f;  // sum_j p_ij dp_ij
+        for (std::int64_t j = 0; j <= i; ++j) weighted += p[j] * ds[j];
         for (std::int64_t j = 0; j <= i; ++j) {
           ds[j] = p[j] * (ds[j] - weighted);
           scratch.scaled[j] = head.scale() * ds[j];
         }
         float* dq = dq_of(i);
-        AddWeightedRows(ds.data(), head.K(0), head.KeyStride(), i + 1, hd, dq);
+        AddWeightedRows(ds.data(), head.K(0), hd, i + 1, hd, dq);
         AddScaledToRows(q, scratch.scaled.data(), scratch.dkeys.data(), hd, i + 1, hd);  // dk_j
         AddScaledToRows(g, p.data(), scratch.dvalues.data(), hd, i + 1, hd);             // dv_j
         if (bias) {
-          for (std::int64_t j = 0; j <= i; ++j) dbias_part[task * length + (i - j)] += ds[j];
+          for (std::int64_t j = 0; j <= i; ++j) dbias.Of(task)[i - j] += ds[j];
         }
         if (pair) {
-          double* row = dpair_part.data() + (task * length + i) * length;
+          double* row = dpair.Of(task) + i * length;
           for (std::int64_t j = 0; j <= i; ++j) row[i - j] = ds[j];
         }
-        if (head.shaw()) {
-          head.ClassSums(i, p.data(), scratch.mass.data());
-          head.ClassSums(i, ds.data(), scratch.ds_mass.data());
-          AddWeightedRows(scratch.ds_mass.data(), head.RelK(0), head.ClassStride(), head.Classes(i), hd, dq);
-          for (std::int64_t c = 0; c < head.Classes(i); ++c) {
-            double* drk = drel_k_part.data() + task * table + head.TableRow(c) * hd;
-            double* drv = drel_v_part.data() + task * table + head.TableRow(c) * hd;
-            for (std::int64_t e = 0; e < hd; ++e) {
-              drk[e] += static_cast<double>(head.scale() * scratch.ds_mass[c]) * q[e];
-              drv[e] += static_cast<double>(scratch.mass[c]) * g[e];
-            }
+        if (ub) {
+          for (std::int64_t j = 0; j <= i; ++j) scratch.dkey_bias[j] += scratch.scaled[j];
+        }
+        if (!qt.empty()) {
+          const std::int64_t low = head.RowSums(qt, layer.query_rows, i, ds.data(), scratch.ds_mass.data());
+          AddWeightedRows(scratch.ds_mass.data(), head.TableRow(qt, low), hd, layer.query_rows.Count(i), hd, dq);
+          for (std::int64_t r = 0; r < layer.query_rows.Count(i); ++r) {
+            double* row = dquery.Of(task) + (low + r) * hd;
+            const double w = head.scale() * scratch.ds_mass[r];
+            for (std::int64_t e = 0; e < hd; ++e) row[e] += w * q[e];
+          }
+        }
+        if (!kt.empty()) {
+          for (std::int64_t j = 0; j <= i; ++j) {
+            const std::int64_t r = head.RowOf(kt, i, j);
+            Axpy(scratch.scaled[j], head.TableRow(kt, r), scratch.dkeys.data() + j * hd, hd);
+            double* row = dkey.Of(task) + r * hd;
+            const float* k = head.K(j);
+            for (std::int64_t e = 0; e < hd; ++e) row[e] += static_cast<double>(scratch.scaled[j]) * k[e];
+          }
+        }
+        if (!vt.empty()) {
+          head.RowSums(vt, layer.value_rows, i, p.data(), scratch.mass.data());
+          for (std::int64_t r = 0; r < layer.value_rows.Count(i); ++r) {
+            double* row = dvalue.Of(task) + (value_low + r) * hd;
+            for (std::int64_t e = 0; e < hd; ++e) row[e] += static_cast<double>(scratch.mass[r]) * g[e];
           }
         }
         for (std::int64_t e = 0; e < hd; ++e) dq[e] *= head.scale();
+      }
+      if (ub) {  // u.k_j: dk_j += scale (sum_i ds_ij) u, du = scale sum_j (sum_i ds_ij) k_j
+        double* du = dkey_bias.Of(task);
+        for (std::int64_t j = 0; j < length; ++j) {
+          Axpy(scratch.dkey_bias[j], head.KeyBias(), scratch.dkeys.data() + j * hd, hd);
+          for (std::int64_t e = 0; e < hd; ++e) du[e] += static_cast<double>(scratch.dkey_bias[j]) * head.K(j)[e];
+        }
       }
       for (std::int64_t t = 0; t < length; ++t) {  // the task's own columns of dqkv, still zero
         std::copy_n(scratch.dkeys.data() + t * hd, hd, dq_of(t) + d);
@@ -220,32 +309,13 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
       }
     }
   });
-  // The shared parameters: partials summed in task order (b, then h).
-  if (bias) {
-    grads.dbias.assign(static_cast<std::size_t>(shape.heads * length), 0.0);
-    for (std::int64_t task = 0; task < tasks; ++task) {
-      const std::int64_t h = task % shape.heads;
-      for (std::int64_t t = 0; t < length; ++t) grads.dbias[h * length + t] += dbias_part[task * length + t];
-    }
-  }
-  if (pair) {
-    const std::int64_t square = length * length;
-    grads.dpair.assign(static_cast<std::size_t>(shape.heads * square), 0.0);
-    for (std::int64_t task = 0; task < tasks; ++task) {
-      const std::int64_t h = task % shape.heads;
-      for (std::int64_t e = 0; e < square; ++e) grads.dpair[h * square + e] += dpair_part[task * square + e];
-    }
-  }
-  if (table > 0) {
-    grads.drel_k.assign(static_cast<std::size_t>(table), 0.0);
-    grads.drel_v.assign(static_cast<std::size_t>(table), 0.0);
-    for (std::int64_t task = 0; task < tasks; ++task) {
-      for (std::int64_t e = 0; e < table; ++e) {
-        grads.drel_k[e] += drel_k_part[task * table + e];
-        grads.drel_v[e] += drel_v_part[task * table + e];
-      }
-    }
-  }
+  // The shared terms: partials summed in task order (b, then h).
+  grads.dbias = dbias.Sum(shape.heads, true);
+  grads.dpair = dpair.Sum(shape.heads, true);
+  grads.dquery_table = dquery.Sum(shape.heads, qt.per_head);
+  grads.dkey_table = dkey.Sum(shape.heads, kt.per_head);
+  grads.dvalue_table = dvalue.Sum(shape.heads, vt.per_head);
+  grads.dkey_bias = dkey_bias.Sum(shape.heads, true);
   return grads;
 }
 

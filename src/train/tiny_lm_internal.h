@@ -62,12 +62,25 @@ struct AttentionShape {
   std::int64_t d() const { return heads * head_dim; }
 };
 
+// A relative table, float32 (scheme_trainer.h's RelativeTableTerm).
+struct AttentionTable {
+  std::span<const float> values;  // [H, rows, hd] when per_head, else [rows, hd]; empty: none
+  bool per_head = false;
+  std::int64_t rows = 0;
+  std::span<const std::int64_t> row_of_distance;  // [T]
+
+  bool empty() const { return values.empty(); }
+  // Floats a (sequence, head) task reads of it: one head's rows.
+  std::int64_t HeadSize(std::int64_t head_dim) const { return rows * head_dim; }
+};
+
 // One layer's positional terms, float32 (scheme_trainer.h's LayerTerms).
 struct AttentionTerms {
+  float scale = 0;                       // 0: 1 / sqrt(hd)
   std::span<const float> distance_bias;  // [H, T] or empty
   std::span<const float> pair_bias;      // [H, T, T] (h, i, i - j) or empty
-  std::span<const float> rel_k, rel_v;   // shaw: [2K + 1, hd] each, or empty
-  std::int64_t shaw_clip = 0;            // K
+  AttentionTable query_table, key_table, value_table;
+  std::span<const float> key_bias;  // [H, hd] or empty
 };
 
 // qkv [N, 3d] (q and k already rotated for RoPE) -> out [N, d], heads side
@@ -76,11 +89,9 @@ void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, 
                       std::span<float> out);
 
 struct AttentionGrads {
-  std::vector<float> dqkv;     // [N, 3d]
-  std::vector<double> dbias;   // [H, T] when terms have a distance bias
-  std::vector<double> dpair;   // [H, T, T] when terms have a pair bias
-  std::vector<double> drel_k;  // [2K + 1, hd] when shaw
-  std::vector<double> drel_v;
+  std::vector<float> dqkv;  // [N, 3d]
+  // d loss / d each term, float64, the terms' shapes; empty where a term is.
+  std::vector<double> dbias, dpair, dquery_table, dkey_table, dvalue_table, dkey_bias;
 };
 
 // Given dout [N, d], the gradients of qkv and of the terms. Parameter

@@ -32,15 +32,13 @@ using tiny_lm::AttentionTerms;
 
 // What the backward pass needs of one block (the forward's intermediates).
 struct BlockActivations {
-  std::vector<float> x_in;              // [N, d] residual stream entering the block
-  std::vector<float> attn_rms;          // [N] 1 / rms
-  std::vector<float> attn_in;           // [N, d]
-  std::vector<float> qkv;               // [N, 3d], q and k rotated (RoPE)
-  std::vector<float> distance_bias;     // [H, T] the scheme's bias of i - j, or empty
-  std::vector<float> pair_bias;         // [H, T, T] the scheme's bias of (i, i - j), or empty
-  std::span<const float> rel_k, rel_v;  // the scheme's Shaw tables (in params), or empty
-  std::int64_t shaw_clip = 0;
-  std::vector<float> att;      // [N, d]
+  std::vector<float> x_in;      // [N, d] residual stream entering the block
+  std::vector<float> attn_rms;  // [N] 1 / rms
+  std::vector<float> attn_in;   // [N, d]
+  std::vector<float> qkv;       // [N, 3d], q and k rotated (RoPE)
+  tiny_lm::LayerTerms terms;    // the scheme's terms, float64
+  std::vector<float> distance_bias, pair_bias, query_table, key_table, value_table, key_bias;  // as float32
+  std::vector<float> att;                                                                      // [N, d]
   std::vector<float> x_mid;    // [N, d] after the attention residual
   std::vector<float> ffn_rms;  // [N]
   std::vector<float> ffn_in;   // [N, d]
@@ -49,6 +47,32 @@ struct BlockActivations {
 };
 
 std::vector<float> ToFloat(const std::vector<double>& values) { return {values.begin(), values.end()}; }
+
+tiny_lm::AttentionTable TableView(const tiny_lm::RelativeTableTerm& term, const std::vector<float>& values) {
+  return {.values = values, .per_head = term.per_head, .rows = term.rows, .row_of_distance = term.row_of_distance};
+}
+
+// Keeps the scheme's layer terms and their float32 copies in a.
+void KeepTerms(tiny_lm::LayerTerms terms, BlockActivations& a) {
+  a.terms = std::move(terms);
+  a.distance_bias = ToFloat(a.terms.distance_bias);
+  a.pair_bias = ToFloat(a.terms.pair_bias);
+  a.query_table = ToFloat(a.terms.query_table.values);
+  a.key_table = ToFloat(a.terms.key_table.values);
+  a.value_table = ToFloat(a.terms.value_table.values);
+  a.key_bias = ToFloat(a.terms.key_bias);
+}
+
+// The trainer attention's view of the terms kept in a.
+tiny_lm::AttentionTerms TermsOf(const BlockActivations& a) {
+  return {.scale = a.terms.scale ? static_cast<float>(*a.terms.scale) : 0.0f,
+          .distance_bias = a.distance_bias,
+          .pair_bias = a.pair_bias,
+          .query_table = TableView(a.terms.query_table, a.query_table),
+          .key_table = TableView(a.terms.key_table, a.key_table),
+          .value_table = TableView(a.terms.value_table, a.value_table),
+          .key_bias = a.key_bias};
+}
 
 // The per-call state: shapes, the scheme, the activations.
 struct Pass {
@@ -91,21 +115,8 @@ struct Pass {
   void OwnAttention(std::int64_t l, BlockActivations& a) const {
     if (rotation)
       tiny_lm::RotateQueriesKeys(*rotation, rope, a.qkv, batch, length, shape.heads, RopeDirection::kForward);
-    const tiny_lm::LayerTerms terms = scheme->Layer(params, l, length);
-    a.distance_bias = ToFloat(terms.distance_bias);
-    a.pair_bias = ToFloat(terms.pair_bias);
-    a.rel_k = terms.rel_k;
-    a.rel_v = terms.rel_v;
-    a.shaw_clip = terms.shaw_clip;
-    tiny_lm::AttentionForward(shape, Terms(a), a.qkv, a.att);
-  }
-
-  static AttentionTerms Terms(const BlockActivations& a) {
-    return {.distance_bias = a.distance_bias,
-            .pair_bias = a.pair_bias,
-            .rel_k = a.rel_k,
-            .rel_v = a.rel_v,
-            .shaw_clip = a.shaw_clip};
+    KeepTerms(scheme->Layer(params, l, length), a);
+    tiny_lm::AttentionForward(shape, TermsOf(a), a.qkv, a.att);
   }
 
   // x [N, d] -> x after block l; a keeps its intermediates.
@@ -151,7 +162,7 @@ struct Pass {
 
     std::vector<float> datt = Floats(d);
     tiny_lm::LinearBackward(a.att, dx, rows, block.attn_output, datt, g.attn_output.values);
-    tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, Terms(a), a.qkv, datt);
+    tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, TermsOf(a), a.qkv, datt);
     if (rotation) {
       tiny_lm::RotateQueriesKeys(*rotation, rope, ag.dqkv, batch, length, shape.heads, RopeDirection::kBackward);
     }
@@ -160,8 +171,10 @@ struct Pass {
     scheme->LayerBackward(params, l, length,
                           {.distance_bias = std::move(ag.dbias),
                            .pair_bias = std::move(ag.dpair),
-                           .rel_k = std::move(ag.drel_k),
-                           .rel_v = std::move(ag.drel_v)},
+                           .query_table = std::move(ag.dquery_table),
+                           .key_table = std::move(ag.dkey_table),
+                           .value_table = std::move(ag.dvalue_table),
+                           .key_bias = std::move(ag.dkey_bias)},
                           grads);
   }
 };

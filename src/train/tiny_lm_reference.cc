@@ -15,7 +15,6 @@
 
 #include "posenc/rope.h"
 #include "posenc/rope_frequencies.h"
-#include "posenc/shaw_relative.h"
 #include "reference/materialized_attention.h"
 #include "train/scheme_trainer.h"
 #include "train/tiny_lm_internal.h"
@@ -76,21 +75,25 @@ double Dot(std::span<const double> a, std::span<const double> b) {
   return sum;
 }
 
+// Row r of head h of a table, or nothing when the table is empty.
+std::span<const double> TableRow(const tiny_lm::RelativeTableTerm& table, std::int64_t h, std::int64_t distance,
+                                 std::int64_t hd) {
+  if (table.empty()) return {};
+  const std::int64_t row = (table.per_head ? h * table.rows : 0) + table.row_of_distance[distance];
+  return std::span<const double>(table.values).subspan(static_cast<std::size_t>(row * hd), hd);
+}
+
 // Causal multi-head attention of layer `layer` over one sequence: qkv
 // [T][3d] -> [T][d], through the library's one float64 attention
 // (MaterializedAttention) given the logits
-//   (q_i.k_j + q_i.a^K_ij) / sqrt(hd) + bias_h(i - j) + pair_h(i, i - j)
-// and the values v_j + a^V_ij, with q and k rotated first for RoPE.
+//   scale (q_i.k_j + u.k_j + q_i.A[i - j] + k_j.B[i - j]) + bias_h(i - j) + pair_h(i, i - j)
+// and the values v_j + C[i - j] (scheme_trainer.h's LayerTerms), with q
+// and k rotated first for RoPE.
 Matrix Attention(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, const TinyLmParams& params,
                  std::int64_t layer, const Matrix& qkv) {
   const std::int64_t length = static_cast<std::int64_t>(qkv.size()), d = config.d_model, hd = config.HeadDim();
   const std::int64_t heads = config.heads;
   const tiny_lm::LayerTerms terms = scheme.Layer(params, layer, length);
-  const ShawRelativeSpec shaw{.max_distance = terms.shaw_clip, .distance = RelativeDistance::kKeyMinusQuery};
-  const auto table_row = [&](std::span<const float> table, std::int64_t i, std::int64_t j) {
-    const std::span<const float> row = table.subspan(static_cast<std::size_t>(shaw.Row(i, j) * hd), hd);
-    return std::vector<double>(row.begin(), row.end());
-  };
   std::vector<Matrix> q, k, v;  // [H][T][hd]
   for (std::int64_t h = 0; h < heads; ++h) {
     q.push_back(HeadSlice(qkv, 0, h, d, hd));
@@ -104,22 +107,25 @@ Matrix Attention(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& schem
       }
     }
   }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const double scale = terms.scale.value_or(1.0 / std::sqrt(static_cast<double>(hd)));
   MaterializedTerms materialized;
   materialized.logit = [&](std::int64_t, std::int64_t h, std::int64_t i, std::int64_t j) {
     if (j > i) return 0.0;  // not visible
+    const std::int64_t delta = i - j;
     double content = Dot(q[h][i], k[h][j]);
-    if (!terms.rel_k.empty()) content += Dot(q[h][i], table_row(terms.rel_k, i, j));
+    if (!terms.key_bias.empty()) content += Dot(std::span(terms.key_bias).subspan(h * hd, hd), k[h][j]);
+    if (!terms.query_table.empty()) content += Dot(q[h][i], TableRow(terms.query_table, h, delta, hd));
+    if (!terms.key_table.empty()) content += Dot(k[h][j], TableRow(terms.key_table, h, delta, hd));
     double logit = content * scale;
-    if (!terms.distance_bias.empty()) logit += terms.distance_bias[h * length + (i - j)];
-    if (!terms.pair_bias.empty()) logit += terms.pair_bias[(h * length + i) * length + (i - j)];
+    if (!terms.distance_bias.empty()) logit += terms.distance_bias[h * length + delta];
+    if (!terms.pair_bias.empty()) logit += terms.pair_bias[(h * length + i) * length + delta];
     return logit;
   };
   materialized.visible = [](std::int64_t, std::int64_t, std::int64_t i, std::int64_t j) { return j <= i; };
   materialized.add_value = [&](std::int64_t, std::int64_t h, std::int64_t i, std::int64_t j, double weight,
                                double* out) {
-    const std::vector<double> a_v = terms.rel_v.empty() ? std::vector<double>(hd, 0.0) : table_row(terms.rel_v, i, j);
-    for (std::int64_t e = 0; e < hd; ++e) out[e] += weight * (v[h][j][e] + a_v[e]);
+    const std::span<const double> c = TableRow(terms.value_table, h, i - j, hd);
+    for (std::int64_t e = 0; e < hd; ++e) out[e] += weight * (v[h][j][e] + (c.empty() ? 0.0 : c[e]));
   };
   const RelativeAttentionResult result = MaterializedAttention(
       {.batch = 1, .heads = heads, .q_len = length, .k_len = length, .value_dim = hd}, materialized);

@@ -7,7 +7,7 @@
 # Usage: zoo.sh POSENC TEXT DIR
 set -euo pipefail
 posenc=$1 text=$2 dir=$3
-rm -rf "$dir" "$dir.threads" "$dir.lengths16,32" "$dir.lengths16,32,64"
+rm -rf "$dir" "$dir.threads" "$dir.lengths16,32" "$dir.lengths16,32,64" "$dir.fire"
 fail() { echo "FAIL: $*"; exit 1; }
 zoo() {
   "$posenc" zoo --schemes rope,learned,alibi --train-len 16 --tokens 4096 --d-model 16 --layers 1 --heads 2 --ffn 32 \
@@ -60,6 +60,14 @@ at16() { python3 -c 'import json,sys
 print(repr(json.load(open(sys.argv[1]))["models"][0]["evaluations"][0]["lengths"][0]["loss"]))' "$1"; }
 [ "$(at16 "$dir.lengths16,32/zoo.json")" = "$(at16 "$dir.lengths16,32,64/zoo.json")" ] ||
   fail "the loss at 16 changed with 64 added: $(at16 "$dir.lengths16,32/zoo.json") vs $(at16 "$dir.lengths16,32,64/zoo.json")"
+
+# A zoo without a RoPE model (a scheme beyond the default list, by name):
+# its tables and its picture, whose RoPE-method panels are left out.
+"$posenc" zoo --schemes fire --fire-mlp-width 4 --seeds 0 --train-len 16 --tokens 2048 --d-model 16 --layers 1 --heads 2 \
+  --ffn 32 --batch 4 --corpus "$text" --text "$text" --lengths 16,64 --eval-bytes 512 --out "$dir.fire" \
+  >"$dir.log" 2>&1 || fail "zoo --schemes fire: $(cat "$dir.log")"
+expect "^\| fire \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \|$"
+expect "wrote .*zoo\.md, .*zoo\.json, .*zoo\.png"
 
 # Bitwise the same models and losses with 2 threads a cell (the seconds differ).
 zoo --seeds 0,1,2 --jobs 1 --threads 2 --out "$dir.threads"

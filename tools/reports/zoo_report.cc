@@ -221,11 +221,13 @@ std::string ZooMarkdown(const ZooReport& r) {
         " with the text's own).\n\n";
   md += "Held-out loss in nats per byte (lower is better), the mean over the seeds ± half their range:\n\n";
   md += Table(r, false);
-  md += "\n### RoPE past its training length, training-free\n\n";
-  md +=
-      "The RoPE models above, evaluated under each method of `posenc ppl` (defaults from L and the length; the "
-      "last column is the method with its parameters at the longest length):\n\n";
-  md += Table(r, true);
+  if (std::any_of(r.variants.begin(), r.variants.end(), IsRopeMethod)) {  // a zoo with a RoPE model
+    md += "\n### RoPE past its training length, training-free\n\n";
+    md +=
+        "The RoPE models above, evaluated under each method of `posenc ppl` (defaults from L and the length; the "
+        "last column is the method with its parameters at the longest length):\n\n";
+    md += Table(r, true);
+  }
   md += "\nCompute: " + std::to_string(r.models.size()) + " models, " + Number(r.seconds / 60, "%.1f") +
         " min in all (training " + Number(train_seconds / 60, "%.1f") + " min).\n";
   return md;
@@ -324,6 +326,12 @@ void DrawZooPlot(const ZooReport& r, const std::string& png_path, OutputFiles& o
   }
   const std::string title = "Train short, test long: byte-level models trained at " + std::to_string(r.train_length) +
                             " bytes (mean of " + std::to_string(r.seeds.size()) + " seeds)";
+  // Without a RoPE model (a zoo of other schemes) the methods' panels
+  // would be empty, which gnuplot refuses: the two panels of every encoding.
+  if (by_length[1].series.empty()) {
+    DrawLinePlotGrid({by_length[0], by_position[0]}, title, 2, 820, 460, png_path, &outputs);
+    return;
+  }
   DrawLinePlotGrid({by_length[0], by_length[1], by_position[0], by_position[1]}, title, 2, 820, 460, png_path,
                    &outputs);
 }

@@ -28,26 +28,35 @@ class ShawTrainer final : public SchemeTrainer {
             {.name = prefix + "attn_rel_v.weight", .shape = shape, .init = init}};
   }
 
-  LayerTerms Layer(const TinyLmParams& params, std::int64_t layer, std::int64_t /*length*/) const override {
+  // a^K is the query table, a^V the value table, both shared by the heads,
+  // row clip - min(i - j, clip) (ShawRelativeSpec::Row of a query at i - j
+  // and a key at 0).
+  LayerTerms Layer(const TinyLmParams& params, std::int64_t layer, std::int64_t length) const override {
     const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(layer)];
-    return {.rel_k = block.scheme[0].values, .rel_v = block.scheme[1].values, .shaw_clip = scheme_.clip};
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(length));
+    for (std::int64_t delta = 0; delta < length; ++delta) rows[delta] = Spec().Row(delta, 0);
+    const auto table = [&](const TinyLmTensor& t) {
+      return RelativeTableTerm{
+          .values = {t.values.begin(), t.values.end()}, .rows = t.shape[0], .row_of_distance = rows};
+    };
+    LayerTerms terms;
+    terms.query_table = table(block.scheme[0]);
+    terms.value_table = table(block.scheme[1]);
+    return terms;
   }
 
   void LayerBackward(const TinyLmParams& /*params*/, std::int64_t layer, std::int64_t /*length*/,
                      const LayerTermGrads& dterms, TinyLmParams& grads) const override {
     TinyLmBlock& block = grads.blocks[static_cast<std::size_t>(layer)];
-    for (std::size_t e = 0; e < dterms.rel_k.size(); ++e) {
-      block.scheme[0].values[e] += static_cast<float>(dterms.rel_k[e]);
-      block.scheme[1].values[e] += static_cast<float>(dterms.rel_v[e]);
+    for (std::size_t e = 0; e < dterms.query_table.size(); ++e) {
+      block.scheme[0].values[e] += static_cast<float>(dterms.query_table[e]);
+      block.scheme[1].values[e] += static_cast<float>(dterms.value_table[e]);
     }
   }
 
   std::optional<PositionEncoding> KernelEncoding(const TinyLmParams& params, std::int64_t layer) const override {
     const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(layer)];
-    return ShawEncoding{.spec = {.max_distance = scheme_.clip,
-                                 .distance = RelativeDistance::kKeyMinusQuery,
-                                 .key_term = true,
-                                 .value_term = true},
+    return ShawEncoding{.spec = Spec(),
                         .rel_k = {block.scheme[0].values.begin(), block.scheme[0].values.end()},
                         .rel_v = {block.scheme[1].values.begin(), block.scheme[1].values.end()}};
   }
@@ -58,6 +67,13 @@ class ShawTrainer final : public SchemeTrainer {
   }
 
  private:
+  ShawRelativeSpec Spec() const {
+    return {.max_distance = scheme_.clip,
+            .distance = RelativeDistance::kKeyMinusQuery,
+            .key_term = true,
+            .value_term = true};
+  }
+
   ShawScheme scheme_;
 };
 
