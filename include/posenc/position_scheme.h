@@ -13,7 +13,8 @@
 //
 // The sources: Vaswani et al. 2017 (sinusoidal), GPT-2 (learned), Shaw et
 // al. 2018, Raffel et al. 2020 (T5), Press et al. 2022 (ALiBi), Su et al.
-// 2021 (RoPE; Su Jianlin's posts on kexue.fm), Chi et al. 2022 (KERPLE), Li
+// 2021 (RoPE; Su Jianlin's posts on kexue.fm), Dai et al. 2019 and Yang et
+// al. 2019 (XLNet), He et al. 2021 (DeBERTa), Chi et al. 2022 (KERPLE), Li
 // et al. 2024 (FIRE).
 #pragma once
 
@@ -124,8 +125,39 @@ struct FireScheme {
   bool operator==(const FireScheme&) const = default;
 };
 
+// XLNet / Transformer-XL relative attention (Dai et al. 2019, Yang et al.
+// 2019), per layer: s_ij = scale ((q_i + u).k_j + (q_i + v).W_R R(i - j)),
+// R the sinusoid of the distance ([sin | cos], XLNet's), W_R, u and v
+// trained per layer (XLNet's r, r_w_bias, r_r_bias). Causal, one segment.
+struct XlnetScheme {
+  static constexpr std::string_view kName = "xlnet";
+  template <class Self, class Visitor>
+  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const XlnetScheme&) const = default;
+};
+
+// DeBERTa's disentangled attention (He et al. 2021): s_ij = (q_i.k_j +
+// q_i.K_r[c(i - j)] + k_j.Q_r[c(i - j)]) / sqrt(3 hd), c the log bucket of
+// the distance (deberta_relative.h), K_r and Q_r the model's relative
+// embeddings [2 buckets, d] projected per layer by trained matrices (as
+// DeBERTa v1's pos_proj and pos_q_proj; v2/v3 reuse the layer's own key and
+// query projections).
+struct DebertaScheme {
+  static constexpr std::string_view kName = "deberta";
+  std::int64_t buckets = 32;                  // position_buckets: distances up to buckets / 2 exact
+  std::int64_t max_relative_positions = 128;  // where the log buckets end (the last one beyond)
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(ConfigField{"deberta_buckets", "--deberta-buckets", "deberta: position buckets"}, self.buckets);
+    visit(ConfigField{"deberta_max_relative_positions", "--deberta-max-relative-positions",
+                      "deberta: the distance where the log buckets end"},
+          self.max_relative_positions);
+  }
+  bool operator==(const DebertaScheme&) const = default;
+};
+
 using PositionScheme = std::variant<NopeScheme, SinusoidalScheme, LearnedScheme, ShawScheme, T5Scheme, AlibiScheme,
-                                    RopeScheme, KerpleScheme, FireScheme>;
+                                    RopeScheme, KerpleScheme, FireScheme, XlnetScheme, DebertaScheme>;
 
 // The scheme's kName.
 std::string_view PositionSchemeName(const PositionScheme& scheme);
@@ -134,7 +166,7 @@ std::string_view PositionSchemeName(const PositionScheme& scheme);
 PositionScheme ParsePositionScheme(std::string_view name, const char* op = "tiny_lm", const char* parameter = "scheme");
 // Every scheme with its default fields, in the variant's order.
 std::span<const PositionScheme> AllPositionSchemes();
-// "nope, sinusoidal, ..., fire".
+// "nope, sinusoidal, ..., deberta".
 std::string PositionSchemeList();
 
 // visitor(ConfigField, member&) for each field of the scheme that `scheme`

@@ -140,5 +140,7 @@ std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const AlibiScheme& scheme, cons
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const RopeScheme& scheme, const TinyLmConfig& config);
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const KerpleScheme& scheme, const TinyLmConfig& config);
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const FireScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const XlnetScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const DebertaScheme& scheme, const TinyLmConfig& config);
 
 }  // namespace posenc::tiny_lm

@@ -17,7 +17,10 @@
 //   dA[r] = scale sum ds_ij q_i    dB[r'] = scale sum ds_ij k_j    dC[r''] = sum p_ij do_i
 //   du    = scale sum ds_ij k_j    dbias[delta] = sum of ds_ij    dpair[i, delta] = ds_ij
 // A query's query-table and value-table terms are summed per row first (the
-// rows its distances reach: a clipped table has few). The probabilities are
+// rows its distances reach: a clipped table has few); the key table's
+// k_j.B[r] are computed once a task ([rows, T]) and its gradient
+// coefficients summed over the queries before the products. A task's table
+// gradients are float32 sums (SIMD), its partials float64. The probabilities are
 // recomputed by the same function as the forward (bit for bit the same), so
 // nothing [T, T] is stored.
 //
@@ -28,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "posenc/parallel.h"
@@ -80,11 +84,18 @@ struct Layer {
 struct Scratch {
   std::vector<float> p, dp, scaled, key_bias, dkey_bias, q_rel, ds_mass, mass, do_rel;
   std::vector<float> keys, values, dkeys, dvalues;
-  Scratch(const Layer& layer)
+  // Key table: k_j.B[r] and the backward's coefficients, both [rows, T].
+  std::vector<float> key_rel, dkey_rel;
+  // The tables' gradients of one task, float32 [rows, hd].
+  std::vector<float> dquery_table, dkey_table, dvalue_table;
+  explicit Scratch(const Layer& layer)
       : p(Size(layer.shape.length)), dp(p.size()), scaled(p.size()), key_bias(p.size()), dkey_bias(p.size()),
         q_rel(Size(layer.terms.query_table.rows)), ds_mass(q_rel.size()), mass(Size(layer.terms.value_table.rows)),
         do_rel(mass.size()), keys(Size(layer.shape.length * layer.shape.head_dim)), values(keys.size()),
-        dkeys(keys.size()), dvalues(keys.size()) {}
+        dkeys(keys.size()), dvalues(keys.size()), key_rel(Size(layer.terms.key_table.rows * layer.shape.length)),
+        dkey_rel(key_rel.size()), dquery_table(Size(layer.terms.query_table.HeadSize(layer.shape.head_dim))),
+        dkey_table(Size(layer.terms.key_table.HeadSize(layer.shape.head_dim))),
+        dvalue_table(Size(layer.terms.value_table.HeadSize(layer.shape.head_dim))) {}
   static std::size_t Size(std::int64_t n) { return static_cast<std::size_t>(n); }
 };
 
@@ -93,11 +104,15 @@ class HeadTask {
  public:
   HeadTask(const Layer& layer, const float* qkv, std::int64_t b, std::int64_t h, Scratch& scratch)
       : layer_(layer), terms_(layer.terms), qkv_(qkv), b_(b), h_(h), hd_(layer.shape.head_dim), s_(scratch) {
-    const std::int64_t d = layer.shape.d();
-    for (std::int64_t t = 0; t < layer.shape.length; ++t) {
+    const std::int64_t d = layer.shape.d(), length = layer.shape.length;
+    for (std::int64_t t = 0; t < length; ++t) {
       std::copy(Q(t) + d, Q(t) + d + hd_, s_.keys.data() + t * hd_);
       std::copy(Q(t) + 2 * d, Q(t) + 2 * d + hd_, s_.values.data() + t * hd_);
       if (!terms_.key_bias.empty()) s_.key_bias[t] = Dot(KeyBias(), K(t), hd_);
+    }
+    const AttentionTable& kt = terms_.key_table;
+    for (std::int64_t r = 0; r < (kt.empty() ? 0 : kt.rows); ++r) {
+      DotRows(TableRow(kt, r), K(0), hd_, length, hd_, s_.key_rel.data() + r * length);  // k_j.B[r]
     }
   }
 
@@ -126,9 +141,9 @@ class HeadTask {
     const float* q = Q(i);
     const AttentionTable& qt = terms_.query_table;
     const AttentionTable& kt = terms_.key_table;
+    const std::int64_t length = layer_.shape.length;
     const std::int64_t low = qt.empty() ? 0 : layer_.query_rows.low[i];
     if (!qt.empty()) DotRows(q, TableRow(qt, low), hd_, layer_.query_rows.Count(i), hd_, s_.q_rel.data());
-    const std::int64_t length = layer_.shape.length;
     const float* bias = terms_.distance_bias.empty() ? nullptr : terms_.distance_bias.data() + h_ * length + i;
     const float* pair = terms_.pair_bias.empty() ? nullptr : terms_.pair_bias.data() + (h_ * length + i) * length + i;
     DotRows(q, K(0), hd_, i + 1, hd_, p);
@@ -137,7 +152,7 @@ class HeadTask {
       float s = p[j];
       if (!terms_.key_bias.empty()) s += s_.key_bias[j];
       if (!qt.empty()) s += s_.q_rel[RowOf(qt, i, j) - low];
-      if (!kt.empty()) s += Dot(K(j), TableRow(kt, RowOf(kt, i, j)), hd_);
+      if (!kt.empty()) s += s_.key_rel[RowOf(kt, i, j) * length + j];
       s *= scale();
       if (bias != nullptr) s += *(bias - j);  // bias_h[i - j]
       if (pair != nullptr) s += *(pair - j);  // pair_h[i, i - j]
@@ -192,7 +207,28 @@ struct Partials {
   }
 };
 
+std::vector<float> ToFloat(const std::vector<double>& values) { return {values.begin(), values.end()}; }
+
+AttentionTable TableView(const RelativeTableTerm& term, const std::vector<float>& values) {
+  return {.values = values, .per_head = term.per_head, .rows = term.rows, .row_of_distance = term.row_of_distance};
+}
+
 }  // namespace
+
+FloatLayerTerms::FloatLayerTerms(LayerTerms layer_terms)
+    : terms(std::move(layer_terms)), distance_bias(ToFloat(terms.distance_bias)), pair_bias(ToFloat(terms.pair_bias)),
+      query_table(ToFloat(terms.query_table.values)), key_table(ToFloat(terms.key_table.values)),
+      value_table(ToFloat(terms.value_table.values)), key_bias(ToFloat(terms.key_bias)) {}
+
+AttentionTerms FloatLayerTerms::View() const {
+  return {.scale = terms.scale ? static_cast<float>(*terms.scale) : 0.0f,
+          .distance_bias = distance_bias,
+          .pair_bias = pair_bias,
+          .query_table = TableView(terms.query_table, query_table),
+          .key_table = TableView(terms.key_table, key_table),
+          .value_table = TableView(terms.value_table, value_table),
+          .key_bias = key_bias};
+}
 
 void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, std::span<const float> qkv,
                       std::span<float> out) {
@@ -238,6 +274,10 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
       std::fill(scratch.dkeys.begin(), scratch.dkeys.end(), 0.0f);
       std::fill(scratch.dvalues.begin(), scratch.dvalues.end(), 0.0f);
       std::fill(scratch.dkey_bias.begin(), scratch.dkey_bias.end(), 0.0f);
+      for (std::vector<float>* v :
+           {&scratch.dkey_rel, &scratch.dquery_table, &scratch.dkey_table, &scratch.dvalue_table}) {
+        std::fill(v->begin(), v->end(), 0.0f);
+      }
       for (std::int64_t i = 0; i < length; ++i) {
         head.RowProbabilities(i, p.data());
         const float* q = head.Q(i);
@@ -269,33 +309,36 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
         if (ub) {
           for (std::int64_t j = 0; j <= i; ++j) scratch.dkey_bias[j] += scratch.scaled[j];
         }
-        if (!qt.empty()) {
+        if (!qt.empty()) {  // dq_i += ds_mass A (scaled below), dA[r] += scale ds_mass[r] q_i
           const std::int64_t low = head.RowSums(qt, layer.query_rows, i, ds.data(), scratch.ds_mass.data());
-          AddWeightedRows(scratch.ds_mass.data(), head.TableRow(qt, low), hd, layer.query_rows.Count(i), hd, dq);
-          for (std::int64_t r = 0; r < layer.query_rows.Count(i); ++r) {
-            double* row = dquery.Of(task) + (low + r) * hd;
-            const double w = head.scale() * scratch.ds_mass[r];
-            for (std::int64_t e = 0; e < hd; ++e) row[e] += w * q[e];
-          }
+          const std::int64_t count = layer.query_rows.Count(i);
+          AddWeightedRows(scratch.ds_mass.data(), head.TableRow(qt, low), hd, count, hd, dq);
+          for (std::int64_t r = 0; r < count; ++r) scratch.ds_mass[r] *= head.scale();
+          AddScaledToRows(q, scratch.ds_mass.data(), scratch.dquery_table.data() + low * hd, hd, count, hd);
         }
-        if (!kt.empty()) {
-          for (std::int64_t j = 0; j <= i; ++j) {
-            const std::int64_t r = head.RowOf(kt, i, j);
-            Axpy(scratch.scaled[j], head.TableRow(kt, r), scratch.dkeys.data() + j * hd, hd);
-            double* row = dkey.Of(task) + r * hd;
-            const float* k = head.K(j);
-            for (std::int64_t e = 0; e < hd; ++e) row[e] += static_cast<double>(scratch.scaled[j]) * k[e];
-          }
+        if (!kt.empty()) {  // the coefficient of k_j.B[r]: summed over the queries first
+          for (std::int64_t j = 0; j <= i; ++j)
+            scratch.dkey_rel[head.RowOf(kt, i, j) * length + j] += scratch.scaled[j];
         }
-        if (!vt.empty()) {
+        if (!vt.empty()) {  // dC[r] += mass[r] do_i
           head.RowSums(vt, layer.value_rows, i, p.data(), scratch.mass.data());
-          for (std::int64_t r = 0; r < layer.value_rows.Count(i); ++r) {
-            double* row = dvalue.Of(task) + (value_low + r) * hd;
-            for (std::int64_t e = 0; e < hd; ++e) row[e] += static_cast<double>(scratch.mass[r]) * g[e];
-          }
+          AddScaledToRows(g, scratch.mass.data(), scratch.dvalue_table.data() + value_low * hd, hd,
+                          layer.value_rows.Count(i), hd);
         }
         for (std::int64_t e = 0; e < hd; ++e) dq[e] *= head.scale();
       }
+      for (std::int64_t r = 0; r < (kt.empty() ? 0 : kt.rows); ++r) {
+        // dk_j += w_rj B[r] and dB[r] = sum_j w_rj k_j, w_rj = scale sum over the queries reading row r of ds_ij
+        const float* w = scratch.dkey_rel.data() + r * length;
+        AddScaledToRows(head.TableRow(kt, r), w, scratch.dkeys.data(), hd, length, hd);
+        AddWeightedRows(w, head.K(0), hd, length, hd, scratch.dkey_table.data() + r * hd);
+      }
+      const auto keep = [&](const std::vector<float>& from, Partials& to) {
+        std::copy(from.begin(), from.end(), to.Of(task));
+      };
+      keep(scratch.dquery_table, dquery);
+      keep(scratch.dkey_table, dkey);
+      keep(scratch.dvalue_table, dvalue);
       if (ub) {  // u.k_j: dk_j += scale (sum_i ds_ij) u, du = scale sum_j (sum_i ds_ij) k_j
         double* du = dkey_bias.Of(task);
         for (std::int64_t j = 0; j < length; ++j) {

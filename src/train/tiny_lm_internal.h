@@ -14,6 +14,7 @@
 #include "posenc/attention.h"
 #include "posenc/rope.h"
 #include "posenc/tiny_lm.h"
+#include "train/scheme_trainer.h"
 
 namespace posenc::tiny_lm {
 
@@ -81,6 +82,17 @@ struct AttentionTerms {
   std::span<const float> pair_bias;      // [H, T, T] (h, i, i - j) or empty
   AttentionTable query_table, key_table, value_table;
   std::span<const float> key_bias;  // [H, hd] or empty
+};
+
+// A layer's terms (scheme_trainer.h's LayerTerms, float64) with their
+// float32 copies, and the attention's view of them (valid while this lives).
+struct FloatLayerTerms {
+  FloatLayerTerms() = default;
+  explicit FloatLayerTerms(LayerTerms terms);
+  AttentionTerms View() const;
+
+  LayerTerms terms;
+  std::vector<float> distance_bias, pair_bias, query_table, key_table, value_table, key_bias;
 };
 
 // qkv [N, 3d] (q and k already rotated for RoPE) -> out [N, d], heads side

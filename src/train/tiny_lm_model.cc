@@ -32,47 +32,18 @@ using tiny_lm::AttentionTerms;
 
 // What the backward pass needs of one block (the forward's intermediates).
 struct BlockActivations {
-  std::vector<float> x_in;      // [N, d] residual stream entering the block
-  std::vector<float> attn_rms;  // [N] 1 / rms
-  std::vector<float> attn_in;   // [N, d]
-  std::vector<float> qkv;       // [N, 3d], q and k rotated (RoPE)
-  tiny_lm::LayerTerms terms;    // the scheme's terms, float64
-  std::vector<float> distance_bias, pair_bias, query_table, key_table, value_table, key_bias;  // as float32
-  std::vector<float> att;                                                                      // [N, d]
-  std::vector<float> x_mid;    // [N, d] after the attention residual
-  std::vector<float> ffn_rms;  // [N]
-  std::vector<float> ffn_in;   // [N, d]
-  std::vector<float> up;       // [N, F]
-  std::vector<float> act;      // [N, F]
+  std::vector<float> x_in;         // [N, d] residual stream entering the block
+  std::vector<float> attn_rms;     // [N] 1 / rms
+  std::vector<float> attn_in;      // [N, d]
+  std::vector<float> qkv;          // [N, 3d], q and k rotated (RoPE)
+  tiny_lm::FloatLayerTerms terms;  // the scheme's terms of the layer, float64 and float32
+  std::vector<float> att;          // [N, d]
+  std::vector<float> x_mid;        // [N, d] after the attention residual
+  std::vector<float> ffn_rms;      // [N]
+  std::vector<float> ffn_in;       // [N, d]
+  std::vector<float> up;           // [N, F]
+  std::vector<float> act;          // [N, F]
 };
-
-std::vector<float> ToFloat(const std::vector<double>& values) { return {values.begin(), values.end()}; }
-
-tiny_lm::AttentionTable TableView(const tiny_lm::RelativeTableTerm& term, const std::vector<float>& values) {
-  return {.values = values, .per_head = term.per_head, .rows = term.rows, .row_of_distance = term.row_of_distance};
-}
-
-// Keeps the scheme's layer terms and their float32 copies in a.
-void KeepTerms(tiny_lm::LayerTerms terms, BlockActivations& a) {
-  a.terms = std::move(terms);
-  a.distance_bias = ToFloat(a.terms.distance_bias);
-  a.pair_bias = ToFloat(a.terms.pair_bias);
-  a.query_table = ToFloat(a.terms.query_table.values);
-  a.key_table = ToFloat(a.terms.key_table.values);
-  a.value_table = ToFloat(a.terms.value_table.values);
-  a.key_bias = ToFloat(a.terms.key_bias);
-}
-
-// The trainer attention's view of the terms kept in a.
-tiny_lm::AttentionTerms TermsOf(const BlockActivations& a) {
-  return {.scale = a.terms.scale ? static_cast<float>(*a.terms.scale) : 0.0f,
-          .distance_bias = a.distance_bias,
-          .pair_bias = a.pair_bias,
-          .query_table = TableView(a.terms.query_table, a.query_table),
-          .key_table = TableView(a.terms.key_table, a.key_table),
-          .value_table = TableView(a.terms.value_table, a.value_table),
-          .key_bias = a.key_bias};
-}
 
 // The per-call state: shapes, the scheme, the activations.
 struct Pass {
@@ -115,8 +86,8 @@ struct Pass {
   void OwnAttention(std::int64_t l, BlockActivations& a) const {
     if (rotation)
       tiny_lm::RotateQueriesKeys(*rotation, rope, a.qkv, batch, length, shape.heads, RopeDirection::kForward);
-    KeepTerms(scheme->Layer(params, l, length), a);
-    tiny_lm::AttentionForward(shape, TermsOf(a), a.qkv, a.att);
+    a.terms = tiny_lm::FloatLayerTerms(scheme->Layer(params, l, length));
+    tiny_lm::AttentionForward(shape, a.terms.View(), a.qkv, a.att);
   }
 
   // x [N, d] -> x after block l; a keeps its intermediates.
@@ -162,7 +133,7 @@ struct Pass {
 
     std::vector<float> datt = Floats(d);
     tiny_lm::LinearBackward(a.att, dx, rows, block.attn_output, datt, g.attn_output.values);
-    tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, TermsOf(a), a.qkv, datt);
+    tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, a.terms.View(), a.qkv, datt);
     if (rotation) {
       tiny_lm::RotateQueriesKeys(*rotation, rope, ag.dqkv, batch, length, shape.heads, RopeDirection::kBackward);
     }

@@ -39,10 +39,11 @@ TEST(TinyLmNames, RoundTripAndUnknownName) {
     EXPECT_EQ(ParsePositionScheme(PositionSchemeName(scheme)), scheme);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"nope", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "kerple",
-                                             "fire"}));
-  EXPECT_EQ(PositionSchemeList(), "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire");
+                                             "fire", "xlnet", "deberta"}));
+  EXPECT_EQ(PositionSchemeList(), "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta");
   ExpectError([] { ParsePositionScheme("xpos"); },
-              {"[tiny_lm] scheme = \"xpos\"", "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire"});
+              {"[tiny_lm] scheme = \"xpos\"",
+               "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta"});
   ExpectError([] { ParsePositionScheme("urpe", "zoo", "--schemes"); }, {"[zoo] --schemes = \"urpe\""});
   EXPECT_EQ(ParseLearnedPastTable("hierarchical"), LearnedPastTable::kHierarchical);
   ExpectError([] { ParseLearnedPastTable("clamp"); }, {"learned_past_table = \"clamp\"", "error, hierarchical"});
@@ -77,6 +78,12 @@ TEST(TinyLmConfig, ErrorsNameParameterValueAndRule) {
               {"t5_max_distance = 16", "t5_buckets / 2 = 16"});
   ExpectError(with([](TinyLmConfig& c) { c.scheme = FireScheme{.mlp_width = 0}; }), {"fire_mlp_width = 0", "[1, "});
   ExpectError(with([](TinyLmConfig& c) { c.scheme = FireScheme{.c = -1}; }), {"fire_c = -1", "> 0"});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = DebertaScheme{.buckets = 5}; }),
+              {"deberta_buckets = 5", "must be even"});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = DebertaScheme{.buckets = 32, .max_relative_positions = 17}; }),
+              {"deberta_max_relative_positions = 17", "(deberta_buckets / 2 + 1 = 17, "});
+  ExpectError(with([](TinyLmConfig& c) { c.d_model = 9, c.heads = 3, c.scheme = XlnetScheme{}; }),
+              {"d_model = 9", "even for xlnet"});
   // An odd head_dim is fine without rope.
   EXPECT_NO_THROW(with([](TinyLmConfig& c) { c.d_model = 12, c.heads = 4, c.scheme = AlibiScheme{}; })());
   // RoPE's spec is a rope model's.
@@ -95,9 +102,10 @@ TEST(TinyLmConfig, FieldListHasUniqueKeysAndFlags) {
   const TinyLmConfig defaults;
   TinyLmConfig::VisitModelFields(defaults, collect);
   for (const PositionScheme& scheme : AllPositionSchemes()) VisitSchemeFields(scheme, collect);
-  EXPECT_EQ(keys, (std::vector<std::string>{"train_length", "d_model", "layers", "heads", "ffn_hidden", "norm_eps",
-                                            "shaw_clip", "t5_buckets", "t5_max_distance", "rope_theta",
-                                            "fire_mlp_width", "fire_c"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"train_length", "d_model", "layers", "heads", "ffn_hidden", "norm_eps",
+                                      "shaw_clip", "t5_buckets", "t5_max_distance", "rope_theta", "fire_mlp_width",
+                                      "fire_c", "deberta_buckets", "deberta_max_relative_positions"}));
   std::vector<std::string> sorted = flags;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
@@ -306,17 +314,18 @@ TEST(TinyLmFire, RepresentsKerpleLog) {
 
 // The trainer's attention and posenc::Attention under the scheme's lowering
 // (SchemeKernelAttention: input positions stay with the model) give the
-// same loss, per position, for every scheme the kernel has; KERPLE and
-// FIRE are the two it has not.
+// same loss, per position, for every scheme the kernel has; KERPLE, FIRE,
+// XLNet and DeBERTa are those it has not.
 class TinyLmKernelLowering : public ::testing::TestWithParam<PositionScheme> {};
 
 TEST_P(TinyLmKernelLowering, TrainerAttentionEqualsTheKernel) {
   const TinyLmConfig config = TinyConfig(GetParam(), {24, 3, 2, 37, 9, 3});
   const TinyLmParams params = RandomTinyParams(config, 8);
   const tiny_lm::KernelAttention kernel = tiny_lm::SchemeKernelAttention(config, params);
-  const bool has_kernel =
-      std::holds_alternative<KerpleScheme>(GetParam()) || std::holds_alternative<FireScheme>(GetParam());
-  ASSERT_EQ(static_cast<bool>(kernel), !has_kernel);
+  const bool no_kernel_form =
+      std::holds_alternative<KerpleScheme>(GetParam()) || std::holds_alternative<FireScheme>(GetParam()) ||
+      std::holds_alternative<XlnetScheme>(GetParam()) || std::holds_alternative<DebertaScheme>(GetParam());
+  ASSERT_EQ(static_cast<bool>(kernel), !no_kernel_form);
   if (!kernel) GTEST_SKIP() << PositionSchemeName(GetParam()) << ": the attention kernel has no form of it";
   // Past the training length too (11 > 9), where learned needs its extension.
   TinyLmConfig long_config = config;
