@@ -28,7 +28,6 @@ namespace posenc {
 namespace {
 
 using tiny_lm::AttentionShape;
-using tiny_lm::AttentionTerms;
 
 // What the backward pass needs of one block (the forward's intermediates).
 struct BlockActivations {
