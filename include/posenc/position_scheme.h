@@ -156,8 +156,22 @@ struct DebertaScheme {
   bool operator==(const DebertaScheme&) const = default;
 };
 
-using PositionScheme = std::variant<NopeScheme, SinusoidalScheme, LearnedScheme, ShawScheme, T5Scheme, AlibiScheme,
-                                    RopeScheme, KerpleScheme, FireScheme, XlnetScheme, DebertaScheme>;
+// Complex order (Wang et al., ICLR 2020, "Encoding word order in complex
+// embeddings"): the input of word j at position t is, per complex dimension
+// c < d/2, r_jc e^{i (w_jc t + theta_jc)}, its real parts then its
+// imaginary parts: amplitude, frequency and phase trained per word. Word
+// order is in the input only (f(j, t + k) = e^{i w_j k} f(j, t)); the
+// blocks stay real (the paper's complex-valued layers are not kept).
+struct ComplexOrderScheme {
+  static constexpr std::string_view kName = "complex-order";
+  template <class Self, class Visitor>
+  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const ComplexOrderScheme&) const = default;
+};
+
+using PositionScheme =
+    std::variant<NopeScheme, SinusoidalScheme, LearnedScheme, ShawScheme, T5Scheme, AlibiScheme, RopeScheme,
+                 KerpleScheme, FireScheme, XlnetScheme, DebertaScheme, ComplexOrderScheme>;
 
 // The scheme's kName.
 std::string_view PositionSchemeName(const PositionScheme& scheme);
@@ -166,7 +180,7 @@ std::string_view PositionSchemeName(const PositionScheme& scheme);
 PositionScheme ParsePositionScheme(std::string_view name, const char* op = "tiny_lm", const char* parameter = "scheme");
 // Every scheme with its default fields, in the variant's order.
 std::span<const PositionScheme> AllPositionSchemes();
-// "nope, sinusoidal, ..., deberta".
+// "nope, sinusoidal, ..., complex-order".
 std::string PositionSchemeList();
 
 // visitor(ConfigField, member&) for each field of the scheme that `scheme`

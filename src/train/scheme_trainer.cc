@@ -59,6 +59,16 @@ std::vector<double> SchemeTrainer::InputPositions(const TinyLmParams& /*params*/
 void SchemeTrainer::InputPositionsBackward(const TinyLmParams& /*params*/, std::span<const double> /*dpositions*/,
                                            std::int64_t /*length*/, TinyLmParams& /*grads*/) const {}
 
+std::vector<double> SchemeTrainer::InputEmbedding(const TinyLmParams& /*params*/,
+                                                  std::span<const std::uint8_t> /*inputs*/,
+                                                  std::int64_t /*length*/) const {
+  return {};
+}
+
+void SchemeTrainer::InputEmbeddingBackward(const TinyLmParams& /*params*/, std::span<const std::uint8_t> /*inputs*/,
+                                           std::int64_t /*length*/, std::span<const double> /*dx*/,
+                                           TinyLmParams& /*grads*/) const {}
+
 LayerTerms SchemeTrainer::Layer(const TinyLmParams& /*params*/, std::int64_t /*layer*/, std::int64_t /*length*/) const {
   return {};
 }

@@ -6,7 +6,9 @@
 // interface, never which scheme it is.
 //
 // A scheme acts on a pass at three places, each optional:
-//   input      x = token_embd[token] * EmbeddingScale() + InputPositions()[t]
+//   input      x = token_embd[token] * EmbeddingScale() + InputPositions()[t],
+//              or the scheme's own InputEmbedding (token_embd is then the
+//              output projection only)
 //   q and k    rotated by Rotation() (RoPE) at positions 0..T-1
 //   attention  per layer, LayerTerms: the scale, a bias of (h, i - j), a
 //              bias of (h, i, i - j), relative tables read by q, by k and
@@ -97,6 +99,16 @@ class SchemeTrainer {
   virtual void InputPositionsBackward(const TinyLmParams& params, std::span<const double> dpositions,
                                       std::int64_t length, TinyLmParams& grads) const;
 
+  // The input rows [B T, d] (row b T + t: token inputs[b T + t] at position
+  // t) when the scheme makes the whole input embedding itself; empty when it
+  // keeps token_embd * EmbeddingScale + InputPositions.
+  virtual std::vector<double> InputEmbedding(const TinyLmParams& params, std::span<const std::uint8_t> inputs,
+                                             std::int64_t length) const;
+  // dx [B T, d] into the scheme's tensors of grads (+=), for a scheme whose
+  // InputEmbedding is not empty.
+  virtual void InputEmbeddingBackward(const TinyLmParams& params, std::span<const std::uint8_t> inputs,
+                                      std::int64_t length, std::span<const double> dx, TinyLmParams& grads) const;
+
   // The rotation of q and k, if the scheme rotates them.
   virtual std::optional<RopeSpec> Rotation() const { return std::nullopt; }
 
@@ -142,5 +154,6 @@ std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const KerpleScheme& scheme, con
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const FireScheme& scheme, const TinyLmConfig& config);
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const XlnetScheme& scheme, const TinyLmConfig& config);
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const DebertaScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const ComplexOrderScheme& scheme, const TinyLmConfig& config);
 
 }  // namespace posenc::tiny_lm

@@ -3,6 +3,7 @@
 //
 // Forward (rows n = b*T + t, N = B*T):
 //   x [N, d]    = token_embd[input] * EmbeddingScale + positions[t]
+//                 (or the scheme's own InputEmbedding)
 //   block l:    attn_in = RmsNorm(x)         qkv [N, 3d] = attn_in Wqkv^T (RoPE on q, k)
 //               att [N, d] = Attention(qkv)  x += att Wo^T
 //               ffn_in = RmsNorm(x)          up [N, F] = ffn_in Wup^T
@@ -177,15 +178,20 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
     }
   }
 
-  // Embedding (+ positions), then the blocks. Evaluation keeps one block's
-  // activations at a time.
+  // Embedding (+ positions), or the scheme's own input embedding, then the
+  // blocks. Evaluation keeps one block's activations at a time.
+  const std::vector<double> own_input = pass.scheme->InputEmbedding(params, inputs, length);
   const std::vector<double> positions = pass.scheme->InputPositions(params, length);
   const auto scale = static_cast<float>(pass.scheme->EmbeddingScale());
   std::vector<float> x = pass.Floats(d);
-  for (std::int64_t n = 0; n < n_rows; ++n) {
-    const float* e = params.token_embd.values.data() + inputs[n] * d;
-    const double* p = positions.empty() ? nullptr : positions.data() + (n % length) * d;
-    for (std::int64_t c = 0; c < d; ++c) x[n * d + c] = scale * e[c] + (p ? static_cast<float>(p[c]) : 0.0f);
+  if (!own_input.empty()) {
+    std::copy(own_input.begin(), own_input.end(), x.begin());
+  } else {
+    for (std::int64_t n = 0; n < n_rows; ++n) {
+      const float* e = params.token_embd.values.data() + inputs[n] * d;
+      const double* p = positions.empty() ? nullptr : positions.data() + (n % length) * d;
+      for (std::int64_t c = 0; c < d; ++c) x[n * d + c] = scale * e[c] + (p ? static_cast<float>(p[c]) : 0.0f);
+    }
   }
   std::vector<BlockActivations> acts(grads ? static_cast<std::size_t>(config.layers) : 1);
   for (std::int64_t l = 0; l < config.layers; ++l) pass.BlockForward(l, x, acts[grads ? l : 0]);
@@ -215,6 +221,10 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
   tiny_lm::LinearBackward(xf, dlogits, n_rows, params.token_embd, dxf, g.token_embd.values);
   tiny_lm::RmsNormBackward(x, params.output_norm.values, final_rms, dxf, dx, g.output_norm.values);
   for (std::int64_t l = config.layers - 1; l >= 0; --l) pass.BlockBackward(l, acts[l], dx, g);
+  if (!own_input.empty()) {
+    pass.scheme->InputEmbeddingBackward(params, inputs, length, std::vector<double>(dx.begin(), dx.end()), g);
+    return result;
+  }
   for (std::int64_t n = 0; n < n_rows; ++n) {
     float* de = g.token_embd.values.data() + inputs[n] * d;
     for (std::int64_t c = 0; c < d; ++c) de[c] += scale * dx[n * d + c];

@@ -152,17 +152,20 @@ Matrix Block(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, c
 }
 
 // token_embd rows of the inputs times the embedding scale, plus the
-// positions (sinusoid, learned).
+// positions (sinusoid, learned); or the scheme's own input embedding.
 Matrix Embed(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, const TinyLmParams& params,
              std::span<const std::uint8_t> inputs) {
   const std::int64_t length = static_cast<std::int64_t>(inputs.size()), d = config.d_model;
+  const std::vector<double> own = scheme.InputEmbedding(params, inputs, length);
   const std::vector<double> positions = scheme.InputPositions(params, length);
   const double scale = scheme.EmbeddingScale();
   Matrix x;
   for (std::int64_t t = 0; t < length; ++t) {
     std::vector<double> row(static_cast<std::size_t>(d));
     for (std::int64_t c = 0; c < d; ++c) {
-      row[c] = scale * params.token_embd.values[inputs[t] * d + c] + (positions.empty() ? 0.0 : positions[t * d + c]);
+      row[c] = !own.empty() ? own[t * d + c]
+                            : scale * params.token_embd.values[inputs[t] * d + c] +
+                                  (positions.empty() ? 0.0 : positions[t * d + c]);
     }
     x.push_back(std::move(row));
   }

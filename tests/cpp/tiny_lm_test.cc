@@ -39,8 +39,9 @@ TEST(TinyLmNames, RoundTripAndUnknownName) {
     EXPECT_EQ(ParsePositionScheme(PositionSchemeName(scheme)), scheme);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"nope", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "kerple",
-                                             "fire", "xlnet", "deberta"}));
-  EXPECT_EQ(PositionSchemeList(), "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta");
+                                             "fire", "xlnet", "deberta", "complex-order"}));
+  EXPECT_EQ(PositionSchemeList(),
+            "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta, complex-order");
   ExpectError([] { ParsePositionScheme("xpos"); },
               {"[tiny_lm] scheme = \"xpos\"",
                "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta"});
@@ -84,6 +85,8 @@ TEST(TinyLmConfig, ErrorsNameParameterValueAndRule) {
               {"deberta_max_relative_positions = 17", "(deberta_buckets / 2 + 1 = 17, "});
   ExpectError(with([](TinyLmConfig& c) { c.d_model = 9, c.heads = 3, c.scheme = XlnetScheme{}; }),
               {"d_model = 9", "even for xlnet"});
+  ExpectError(with([](TinyLmConfig& c) { c.d_model = 9, c.heads = 3, c.scheme = ComplexOrderScheme{}; }),
+              {"d_model = 9", "even for complex-order"});
   // An odd head_dim is fine without rope.
   EXPECT_NO_THROW(with([](TinyLmConfig& c) { c.d_model = 12, c.heads = 4, c.scheme = AlibiScheme{}; })());
   // RoPE's spec is a rope model's.
@@ -310,6 +313,33 @@ TEST(TinyLmFire, RepresentsKerpleLog) {
   for (std::int64_t t = 0; t < shape.length; ++t)
     moved = std::max(moved, std::abs(other.position_loss[t] - b.position_loss[t]));
   EXPECT_GT(moved, 10 * kTolerance);
+}
+
+// Complex order (Wang et al. 2020): the embedding of a word at t + k is its
+// embedding at t rotated, per complex dimension, by w k: a map that
+// depends on k and the word only, not on t (the paper's Property 1).
+TEST(TinyLmComplexOrder, AShiftIsARotationByTheWordsFrequencies) {
+  const TinyLmConfig config = TinyConfig(ComplexOrderScheme{}, {12, 3, 1, 13, 9, 1});
+  const TinyLmParams params = RandomTinyParams(config, 2);
+  const std::vector<std::uint8_t> word(40, std::uint8_t{'q'});  // one word at positions 0..39
+  const std::vector<double> x = tiny_lm::MakeSchemeTrainer(config)->InputEmbedding(params, word, 40);
+  ASSERT_EQ(x.size(), 40u * 12);
+  const std::int64_t half = 6;
+  const std::vector<float>& w = params.Tensor("complex_frequency.weight").values;
+  for (const std::int64_t t : {0, 3, 17}) {
+    for (const std::int64_t k : {1, 5, 22}) {
+      for (std::int64_t c = 0; c < half; ++c) {
+        const double angle = static_cast<double>(w['q' * half + c]) * static_cast<double>(k);
+        const double re = x[t * 12 + c], im = x[t * 12 + half + c];
+        EXPECT_NEAR(x[(t + k) * 12 + c], re * std::cos(angle) - im * std::sin(angle), 1e-12);
+        EXPECT_NEAR(x[(t + k) * 12 + half + c], re * std::sin(angle) + im * std::cos(angle), 1e-12);
+      }
+    }
+  }
+  // The amplitude is the word's alone: |f(j, t)| does not depend on t.
+  for (std::int64_t c = 0; c < half; ++c) {
+    EXPECT_NEAR(std::hypot(x[c], x[half + c]), std::hypot(x[39 * 12 + c], x[39 * 12 + half + c]), 1e-12);
+  }
 }
 
 // The trainer's attention and posenc::Attention under the scheme's lowering

@@ -51,9 +51,13 @@ inline TinyLmConfig TinyConfig(const PositionScheme& scheme, const TinyShape& s)
   return config;
 }
 
-// gtest's name of a scheme parameter.
+// gtest's name of a scheme parameter (letters, digits and '_' only).
 inline std::string SchemeTestName(const ::testing::TestParamInfo<PositionScheme>& info) {
-  return std::string(PositionSchemeName(info.param));
+  std::string name(PositionSchemeName(info.param));
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
 }
 
 // InitTinyLm plus U(-0.3, 0.3) on every value: norm gains away from 1,
