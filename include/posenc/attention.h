@@ -3,7 +3,7 @@
 // One flash-style CPU kernel (tiles, online softmax, never an n x n matrix)
 // takes every positional scheme as a policy: NoPE, RoPE (any
 // frequency table), ReRoPE and Leaky ReRoPE, ALiBi, T5 bucket bias, Shaw's
-// relative keys and values; masks
+// relative keys and values, URPE's Toeplitz-weighted probabilities; masks
 // (causal, sliding window, the Λ shape of sinks + window) skip whole tiles;
 // log-n query scaling, learned per-head sink logits, logit softcap and the
 // attention factor of YaRN/LongRoPE compose with any of them.
@@ -113,8 +113,20 @@ struct ShawEncoding {
   std::vector<double> rel_v;
 };
 
+// URPE (Luo et al., NeurIPS 2022, "Your Transformer May Not be as Powerful
+// as You Expect"): out_i = sum_j softmax_j(s_ij + B_h(j - i)) C_h(j - i) v_j,
+// a relative bias B and a Toeplitz weight C per head, both by T5 buckets of
+// key - query position ([num_buckets, q_heads] each, HF's layout). C
+// multiplies each probability inside the online softmax, on the value side
+// only: the rows are not renormalized. C = 1 is T5's bias exactly.
+struct UrpeEncoding {
+  T5BucketSpec buckets;
+  std::vector<double> bias;   // B
+  std::vector<double> scale;  // C
+};
+
 using PositionEncoding = std::variant<NoPositionEncoding, RopeEncoding, ReRopeEncoding, SelfExtendEncoding,
-                                      AlibiEncoding, T5BiasEncoding, ShawEncoding>;
+                                      AlibiEncoding, T5BiasEncoding, ShawEncoding, UrpeEncoding>;
 
 struct AttentionOptions {
   PositionEncoding encoding = NoPositionEncoding{};

@@ -169,9 +169,26 @@ struct ComplexOrderScheme {
   bool operator==(const ComplexOrderScheme&) const = default;
 };
 
+// URPE (Luo et al., NeurIPS 2022): per layer, out_i = sum_j softmax_j(s_ij
+// + B_h(i - j)) C_h(i - j) v_j, a relative bias B and a Toeplitz weight C
+// per head (no renormalization), both over T5's causal log buckets so that
+// every length has them; C starts at 1 (B alone: T5's bias per layer).
+struct UrpeScheme {
+  static constexpr std::string_view kName = "urpe";
+  std::int64_t buckets = 32;
+  std::int64_t max_distance = 128;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(ConfigField{"urpe_buckets", "--urpe-buckets", "urpe: buckets of B and C"}, self.buckets);
+    visit(ConfigField{"urpe_max_distance", "--urpe-max-distance", "urpe: distance of the last bucket"},
+          self.max_distance);
+  }
+  bool operator==(const UrpeScheme&) const = default;
+};
+
 using PositionScheme =
     std::variant<NopeScheme, SinusoidalScheme, LearnedScheme, ShawScheme, T5Scheme, AlibiScheme, RopeScheme,
-                 KerpleScheme, FireScheme, XlnetScheme, DebertaScheme, ComplexOrderScheme>;
+                 KerpleScheme, FireScheme, XlnetScheme, DebertaScheme, ComplexOrderScheme, UrpeScheme>;
 
 // The scheme's kName.
 std::string_view PositionSchemeName(const PositionScheme& scheme);
@@ -180,7 +197,7 @@ std::string_view PositionSchemeName(const PositionScheme& scheme);
 PositionScheme ParsePositionScheme(std::string_view name, const char* op = "tiny_lm", const char* parameter = "scheme");
 // Every scheme with its default fields, in the variant's order.
 std::span<const PositionScheme> AllPositionSchemes();
-// "nope, sinusoidal, ..., complex-order".
+// "nope, sinusoidal, ..., urpe".
 std::string PositionSchemeList();
 
 // visitor(ConfigField, member&) for each field of the scheme that `scheme`

@@ -363,8 +363,35 @@ struct BlockRunner {
       }
       t.running_max[r] = new_max;
     }
+    // The running sums above took the plain weights; URPE's Toeplitz weight
+    // multiplies them on the value side only (no renormalization).
+    if (!plan.probability_scale.empty()) ScaleProbabilities(t, kb, width, jmin);
     AccumulateValues(df, s, block, values + kb * packed.value_cols, width, packed.value_cols, t.out.get());
     if (plan.shaw_rows > 0 && plan.shaw.value_term) AccumulateShawValueMass(t, kb, width);
+  }
+
+  // weights *= C_h(key - query), read from the table by relative position
+  // as the T5 bias is (consecutive keys: a contiguous run of the table).
+  void ScaleProbabilities(const Tile& t, std::int64_t kb, std::int64_t width, std::int64_t jmin) const {
+    const hn::ScalableTag<float> df;
+    const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(df));
+    const std::int64_t block = kChunksPerBlock * packed.chunk;
+    const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
+    for (std::int64_t r = 0; r < kTileRows; ++r) {
+      float* row = s + r * block;
+      const float* table = plan.probability_scale.data() + t.head[r] * plan.relative_span;
+      if (!plan.keys_consecutive) {
+        for (std::int64_t j = 0; j < width; ++j) {
+          const std::int64_t key = key_pos[std::min(kb + j, plan.kv_len - 1)];
+          row[j] *= table[std::clamp<std::int64_t>(key - t.p[r] - plan.relative_min, 0, plan.relative_span - 1)];
+        }
+        continue;
+      }
+      const float* run = table + (jmin - t.p[r] - plan.relative_min);
+      for (std::int64_t j = 0; j < width; j += n) {
+        hn::Store(hn::Mul(hn::Load(df, row + j), hn::LoadU(df, run + j)), df, row + j);
+      }
+    }
   }
 
   // Shaw's key term (scaled q . a^K) and query term (k . a^K times the row's

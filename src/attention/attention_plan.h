@@ -33,6 +33,9 @@ struct AttentionPlan {
   static constexpr std::int64_t kRelativePadding = 256;
   std::vector<float> relative_table;
   std::int64_t relative_min = 0, relative_span = 0;
+  // URPE: [q_heads][relative_span] the weight of each probability on the
+  // value side, by the same relative positions as relative_table; or empty.
+  std::vector<float> probability_scale;
   // Shaw relative keys/values (shaw_rows = 2K + 1 > 0 when on).
   ShawRelativeSpec shaw;
   std::int64_t shaw_rows = 0;

@@ -365,6 +365,7 @@ bool SameAsModelRope(const ExtensionPlan& plan, const RopeSpec& model_rope, std:
     bool operator()(const AlibiEncoding&) const { return false; }
     bool operator()(const T5BiasEncoding&) const { return false; }
     bool operator()(const ShawEncoding&) const { return false; }
+    bool operator()(const UrpeEncoding&) const { return false; }
     bool operator()(const RopeEncoding& e) const { return Same(e.frequencies); }
     // Distances d >= window read differently; the longest is length - 1.
     bool operator()(const ReRopeEncoding& e) const { return e.window >= length - 1 && Same(e.frequencies); }

@@ -36,6 +36,7 @@ struct ScoreOf {
   double operator()(const NoPositionEncoding&) const { return Dot(q, k); }
   double operator()(const AlibiEncoding&) const { return Dot(q, k); }
   double operator()(const T5BiasEncoding&) const { return Dot(q, k); }
+  double operator()(const UrpeEncoding&) const { return Dot(q, k); }
   // Shaw: q.(k + a^K) [key term], plus k.a^K [query term, BERT relative_key_query].
   double operator()(const ShawEncoding& e) const {
     const std::int64_t row = e.spec.Row(p, j);
@@ -89,12 +90,15 @@ struct BiasOf {
   double operator()(const T5BiasEncoding& e) const {
     return e.weights[T5RelativeBucket(e.buckets, j - p) * q_heads + head];
   }
+  double operator()(const UrpeEncoding& e) const { return e.bias[T5RelativeBucket(e.buckets, j - p) * q_heads + head]; }
 };
 
-// What the encoding adds to the value v [v_dim] of a key at j read by a query
-// at p (Shaw's a^V; nothing for the others).
+// What the encoding does to the value v [v_dim] of a key at j read by head
+// h's query at p: Shaw adds a^V, URPE multiplies by its Toeplitz weight
+// C_h(j - p) (so the probability is weighted, the softmax sum is not);
+// nothing for the others.
 struct AddValueTerm {
-  std::int64_t p, j;
+  std::int64_t head, q_heads, p, j;
   std::vector<double>& v;
 
   void operator()(const NoPositionEncoding&) const {}
@@ -107,6 +111,10 @@ struct AddValueTerm {
     if (!e.spec.value_term) return;
     const std::int64_t row = e.spec.Row(p, j), dim = static_cast<std::int64_t>(v.size());
     for (std::int64_t d = 0; d < dim; ++d) v[d] += e.rel_v[row * dim + d];
+  }
+  void operator()(const UrpeEncoding& e) const {
+    const double c = e.scale[T5RelativeBucket(e.buckets, j - p) * q_heads + head];
+    for (double& x : v) x *= c;
   }
 };
 
@@ -138,7 +146,7 @@ void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
   };
   terms.add_value = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t t, double weight, double* out) {
     auto v = ReadHead(in.v, b, t, h / group);
-    std::visit(AddValueTerm{query_position(b, i), key_position(b, t), v}, options.encoding);
+    std::visit(AddValueTerm{h, q_heads, query_position(b, i), key_position(b, t), v}, options.encoding);
     for (std::int64_t d = 0; d < v_dim; ++d) out[d] += weight * v[d];
   };
   if (!options.sink_logits.empty()) terms.sink_logit = [&](std::int64_t h) { return options.sink_logits[h]; };

@@ -62,21 +62,23 @@ struct RelativeTableTerm {
 // them to float32; the float64 reference reads them as they are):
 //   s_ij = scale (q_i.k_j + u_h.k_j + q_i.A[i - j] + k_j.B[i - j])
 //          + bias_h(i - j) + pair_h(i, i - j)
-//   o_i  = sum_j p_ij (v_j + C[i - j])
-// A the query table, B the key table, C the value table, u the key bias.
+//   o_i  = sum_j p_ij w_h(i - j) (v_j + C[i - j])
+// A the query table, B the key table, C the value table, u the key bias, w
+// the probability weight (URPE's Toeplitz matrix; 1 when absent).
 struct LayerTerms {
-  std::optional<double> scale;        // unset: 1 / sqrt(hd)
-  std::vector<double> distance_bias;  // [H, T]: query i, key j = i - delta at h*T + delta; or empty
-  std::vector<double> pair_bias;      // [H, T, T]: query i, key i - delta at (h*T + i)*T + delta; or empty
-  RelativeTableTerm query_table;      // Shaw's a^K, XLNet's projected sinusoid, DeBERTa's c2p
-  RelativeTableTerm key_table;        // DeBERTa's p2c
-  RelativeTableTerm value_table;      // Shaw's a^V
-  std::vector<double> key_bias;       // [H, hd]: XLNet's content bias u, or empty
+  std::optional<double> scale;             // unset: 1 / sqrt(hd)
+  std::vector<double> distance_bias;       // [H, T]: query i, key j = i - delta at h*T + delta; or empty
+  std::vector<double> pair_bias;           // [H, T, T]: query i, key i - delta at (h*T + i)*T + delta; or empty
+  RelativeTableTerm query_table;           // Shaw's a^K, XLNet's projected sinusoid, DeBERTa's c2p
+  RelativeTableTerm key_table;             // DeBERTa's p2c
+  RelativeTableTerm value_table;           // Shaw's a^V
+  std::vector<double> key_bias;            // [H, hd]: XLNet's content bias u, or empty
+  std::vector<double> probability_weight;  // [H, T]: w_h(delta) at h*T + delta, or empty
 };
 
 // d loss / d each term of LayerTerms, same shapes (empty where the term is).
 struct LayerTermGrads {
-  std::vector<double> distance_bias, pair_bias, query_table, key_table, value_table, key_bias;
+  std::vector<double> distance_bias, pair_bias, query_table, key_table, value_table, key_bias, probability_weight;
 };
 
 class SchemeTrainer {
@@ -155,5 +157,6 @@ std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const FireScheme& scheme, const
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const XlnetScheme& scheme, const TinyLmConfig& config);
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const DebertaScheme& scheme, const TinyLmConfig& config);
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const ComplexOrderScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const UrpeScheme& scheme, const TinyLmConfig& config);
 
 }  // namespace posenc::tiny_lm

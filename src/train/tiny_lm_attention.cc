@@ -4,16 +4,17 @@
 //   s_ij = scale (q_i.k_j + u.k_j + q_i.A[r(delta)] + k_j.B[r'(delta)])
 //          + bias[delta] + pair[i, delta]
 //   p_i  = softmax_j(s_i)                             (float32, max subtracted)
-//   o_i  = sum_j p_ij (v_j + C[r''(delta)])
+//   o_i  = sum_j p_ij w(delta) (v_j + C[r''(delta)])
 // scale = 1/sqrt(hd) unless the scheme sets it; A, B, C are the query, key
 // and value tables (rows of the head, or shared by the heads), read through
-// each table's row of the distance; u the key bias of the head. Absent terms
-// are skipped.
+// each table's row of the distance; u the key bias of the head; w the
+// head's probability weight (URPE's Toeplitz matrix: the softmax is not
+// renormalized). Absent terms are skipped (w = 1).
 //
 // Backward, with do_i = dL/do_i and ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'):
-//   dp_ij = do_i.(v_j + C[r''])
+//   dp_ij = w(delta) do_i.(v_j + C[r''])     dw(delta) = sum p_ij do_i.(v_j + C[r''])
 //   dq_i  = scale sum_j ds_ij (k_j + A[r])      dk_j = scale sum_i ds_ij (q_i + u + B[r'])
-//   dv_j  = sum_i p_ij do_i
+//   dv_j  = sum_i p_ij w(delta) do_i
 //   dA[r] = scale sum ds_ij q_i    dB[r'] = scale sum ds_ij k_j    dC[r''] = sum p_ij do_i
 //   du    = scale sum ds_ij k_j    dbias[delta] = sum of ds_ij    dpair[i, delta] = ds_ij
 // A query's query-table and value-table terms are summed per row first (the
@@ -82,18 +83,19 @@ struct Layer {
 // Scratch of one thread: [T] rows, a table's rows, [T, hd] keys and values
 // and their gradients.
 struct Scratch {
-  std::vector<float> p, dp, scaled, key_bias, dkey_bias, q_rel, ds_mass, mass, do_rel;
+  std::vector<float> p, dp, scaled, weighted, key_bias, dkey_bias, q_rel, ds_mass, mass, do_rel;
   std::vector<float> keys, values, dkeys, dvalues;
   // Key table: k_j.B[r] and the backward's coefficients, both [rows, T].
   std::vector<float> key_rel, dkey_rel;
   // The tables' gradients of one task, float32 [rows, hd].
   std::vector<float> dquery_table, dkey_table, dvalue_table;
   explicit Scratch(const Layer& layer)
-      : p(Size(layer.shape.length)), dp(p.size()), scaled(p.size()), key_bias(p.size()), dkey_bias(p.size()),
-        q_rel(Size(layer.terms.query_table.rows)), ds_mass(q_rel.size()), mass(Size(layer.terms.value_table.rows)),
-        do_rel(mass.size()), keys(Size(layer.shape.length * layer.shape.head_dim)), values(keys.size()),
-        dkeys(keys.size()), dvalues(keys.size()), key_rel(Size(layer.terms.key_table.rows * layer.shape.length)),
-        dkey_rel(key_rel.size()), dquery_table(Size(layer.terms.query_table.HeadSize(layer.shape.head_dim))),
+      : p(Size(layer.shape.length)), dp(p.size()), scaled(p.size()), weighted(p.size()), key_bias(p.size()),
+        dkey_bias(p.size()), q_rel(Size(layer.terms.query_table.rows)), ds_mass(q_rel.size()),
+        mass(Size(layer.terms.value_table.rows)), do_rel(mass.size()),
+        keys(Size(layer.shape.length * layer.shape.head_dim)), values(keys.size()), dkeys(keys.size()),
+        dvalues(keys.size()), key_rel(Size(layer.terms.key_table.rows * layer.shape.length)), dkey_rel(key_rel.size()),
+        dquery_table(Size(layer.terms.query_table.HeadSize(layer.shape.head_dim))),
         dkey_table(Size(layer.terms.key_table.HeadSize(layer.shape.head_dim))),
         dvalue_table(Size(layer.terms.value_table.HeadSize(layer.shape.head_dim))) {}
   static std::size_t Size(std::int64_t n) { return static_cast<std::size_t>(n); }
@@ -168,6 +170,15 @@ class HeadTask {
     for (std::int64_t j = 0; j <= i; ++j) p[j] *= inv;
   }
 
+  // The weights row i reads its values with: p itself, or p_ij w_h(i - j)
+  // (URPE) in s_.weighted.
+  const float* ValueWeights(std::int64_t i, const float* p) const {
+    if (terms_.probability_weight.empty()) return p;
+    const float* w = terms_.probability_weight.data() + h_ * layer_.shape.length + i;
+    for (std::int64_t j = 0; j <= i; ++j) s_.weighted[j] = p[j] * *(w - j);
+    return s_.weighted.data();
+  }
+
   // mass[r - low] = sum of w[j] over the keys j <= i whose distance reads
   // row r of `table` (low: the first row row i reaches); returns low.
   std::int64_t RowSums(const AttentionTable& table, const RowSpan& span, std::int64_t i, const float* w,
@@ -218,7 +229,8 @@ AttentionTable TableView(const RelativeTableTerm& term, const std::vector<float>
 FloatLayerTerms::FloatLayerTerms(LayerTerms layer_terms)
     : terms(std::move(layer_terms)), distance_bias(ToFloat(terms.distance_bias)), pair_bias(ToFloat(terms.pair_bias)),
       query_table(ToFloat(terms.query_table.values)), key_table(ToFloat(terms.key_table.values)),
-      value_table(ToFloat(terms.value_table.values)), key_bias(ToFloat(terms.key_bias)) {}
+      value_table(ToFloat(terms.value_table.values)), key_bias(ToFloat(terms.key_bias)),
+      probability_weight(ToFloat(terms.probability_weight)) {}
 
 AttentionTerms FloatLayerTerms::View() const {
   return {.scale = terms.scale ? static_cast<float>(*terms.scale) : 0.0f,
@@ -227,7 +239,8 @@ AttentionTerms FloatLayerTerms::View() const {
           .query_table = TableView(terms.query_table, query_table),
           .key_table = TableView(terms.key_table, key_table),
           .value_table = TableView(terms.value_table, value_table),
-          .key_bias = key_bias};
+          .key_bias = key_bias,
+          .probability_weight = probability_weight};
 }
 
 void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, std::span<const float> qkv,
@@ -241,11 +254,12 @@ void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, 
       HeadTask head(layer, qkv.data(), task / shape.heads, task % shape.heads, scratch);
       for (std::int64_t i = 0; i < length; ++i) {
         head.RowProbabilities(i, scratch.p.data());
+        const float* weights = head.ValueWeights(i, scratch.p.data());
         float* o = out.data() + head.Row(i) * d + head.Column();
         std::fill(o, o + head.hd(), 0.0f);
-        AddWeightedRows(scratch.p.data(), head.V(0), head.hd(), i + 1, head.hd(), o);
+        AddWeightedRows(weights, head.V(0), head.hd(), i + 1, head.hd(), o);
         if (vt.empty()) continue;
-        const std::int64_t low = head.RowSums(vt, layer.value_rows, i, scratch.p.data(), scratch.mass.data());
+        const std::int64_t low = head.RowSums(vt, layer.value_rows, i, weights, scratch.mass.data());
         AddWeightedRows(scratch.mass.data(), head.TableRow(vt, low), head.hd(), layer.value_rows.Count(i), head.hd(),
                         o);
       }
@@ -259,11 +273,12 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
   const std::int64_t d = shape.d(), length = shape.length, hd = shape.head_dim, tasks = shape.batch * shape.heads;
   const AttentionTable &qt = terms.query_table, &kt = terms.key_table, &vt = terms.value_table;
   const bool bias = !terms.distance_bias.empty(), pair = !terms.pair_bias.empty(), ub = !terms.key_bias.empty();
+  const bool weighted = !terms.probability_weight.empty();
   AttentionGrads grads;
   grads.dqkv.assign(static_cast<std::size_t>(shape.batch * length * 3 * d), 0.0f);
   Partials dbias(tasks, bias ? length : 0), dpair(tasks, pair ? length * length : 0);
   Partials dquery(tasks, qt.HeadSize(hd)), dkey(tasks, kt.HeadSize(hd)), dvalue(tasks, vt.HeadSize(hd));
-  Partials dkey_bias(tasks, ub ? hd : 0);
+  Partials dkey_bias(tasks, ub ? hd : 0), dweight(tasks, weighted ? length : 0);
   ParallelFor(tasks, 1, [&](std::int64_t begin, std::int64_t end) {
     Scratch scratch(layer);
     std::vector<float>& p = scratch.p;
@@ -289,16 +304,25 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
           DotRows(g, head.TableRow(vt, value_low), hd, layer.value_rows.Count(i), hd, scratch.do_rel.data());
           for (std::int64_t j = 0; j <= i; ++j) ds[j] += scratch.do_rel[head.RowOf(vt, i, j) - value_low];
         }
-        float weighted = 0.0f;  // sum_j p_ij dp_ij
-        for (std::int64_t j = 0; j <= i; ++j) weighted += p[j] * ds[j];
+        // ds holds do_i.(v_j + C[r]); URPE: dw(delta) += p_ij that, and dp_ij = w(delta) that.
+        const float* weights = head.ValueWeights(i, p.data());
+        if (weighted) {
+          const float* w = terms.probability_weight.data() + (task % shape.heads) * length + i;
+          for (std::int64_t j = 0; j <= i; ++j) {
+            dweight.Of(task)[i - j] += static_cast<double>(p[j]) * ds[j];
+            ds[j] *= *(w - j);
+          }
+        }
+        float expected = 0.0f;  // sum_j p_ij dp_ij
+        for (std::int64_t j = 0; j <= i; ++j) expected += p[j] * ds[j];
         for (std::int64_t j = 0; j <= i; ++j) {
-          ds[j] = p[j] * (ds[j] - weighted);
+          ds[j] = p[j] * (ds[j] - expected);
           scratch.scaled[j] = head.scale() * ds[j];
         }
         float* dq = dq_of(i);
         AddWeightedRows(ds.data(), head.K(0), hd, i + 1, hd, dq);
         AddScaledToRows(q, scratch.scaled.data(), scratch.dkeys.data(), hd, i + 1, hd);  // dk_j
-        AddScaledToRows(g, p.data(), scratch.dvalues.data(), hd, i + 1, hd);             // dv_j
+        AddScaledToRows(g, weights, scratch.dvalues.data(), hd, i + 1, hd);              // dv_j
         if (bias) {
           for (std::int64_t j = 0; j <= i; ++j) dbias.Of(task)[i - j] += ds[j];
         }
@@ -321,7 +345,7 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
             scratch.dkey_rel[head.RowOf(kt, i, j) * length + j] += scratch.scaled[j];
         }
         if (!vt.empty()) {  // dC[r] += mass[r] do_i
-          head.RowSums(vt, layer.value_rows, i, p.data(), scratch.mass.data());
+          head.RowSums(vt, layer.value_rows, i, weights, scratch.mass.data());
           AddScaledToRows(g, scratch.mass.data(), scratch.dvalue_table.data() + value_low * hd, hd,
                           layer.value_rows.Count(i), hd);
         }
@@ -359,6 +383,7 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
   grads.dkey_table = dkey.Sum(shape.heads, kt.per_head);
   grads.dvalue_table = dvalue.Sum(shape.heads, vt.per_head);
   grads.dkey_bias = dkey_bias.Sum(shape.heads, true);
+  grads.dprobability_weight = dweight.Sum(shape.heads, true);
   return grads;
 }
 

@@ -81,7 +81,8 @@ struct AttentionTerms {
   std::span<const float> distance_bias;  // [H, T] or empty
   std::span<const float> pair_bias;      // [H, T, T] (h, i, i - j) or empty
   AttentionTable query_table, key_table, value_table;
-  std::span<const float> key_bias;  // [H, hd] or empty
+  std::span<const float> key_bias;            // [H, hd] or empty
+  std::span<const float> probability_weight;  // [H, T] or empty
 };
 
 // A layer's terms (scheme_trainer.h's LayerTerms, float64) with their
@@ -92,7 +93,7 @@ struct FloatLayerTerms {
   AttentionTerms View() const;
 
   LayerTerms terms;
-  std::vector<float> distance_bias, pair_bias, query_table, key_table, value_table, key_bias;
+  std::vector<float> distance_bias, pair_bias, query_table, key_table, value_table, key_bias, probability_weight;
 };
 
 // qkv [N, 3d] (q and k already rotated for RoPE) -> out [N, d], heads side
@@ -103,7 +104,7 @@ void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, 
 struct AttentionGrads {
   std::vector<float> dqkv;  // [N, 3d]
   // d loss / d each term, float64, the terms' shapes; empty where a term is.
-  std::vector<double> dbias, dpair, dquery_table, dkey_table, dvalue_table, dkey_bias;
+  std::vector<double> dbias, dpair, dquery_table, dkey_table, dvalue_table, dkey_bias, dprobability_weight;
 };
 
 // Given dout [N, d], the gradients of qkv and of the terms. Parameter

@@ -145,7 +145,8 @@ struct Pass {
                            .query_table = std::move(ag.dquery_table),
                            .key_table = std::move(ag.dkey_table),
                            .value_table = std::move(ag.dvalue_table),
-                           .key_bias = std::move(ag.dkey_bias)},
+                           .key_bias = std::move(ag.dkey_bias),
+                           .probability_weight = std::move(ag.dprobability_weight)},
                           grads);
   }
 };

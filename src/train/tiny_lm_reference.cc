@@ -87,7 +87,7 @@ std::span<const double> TableRow(const tiny_lm::RelativeTableTerm& table, std::i
 // [T][3d] -> [T][d], through the library's one float64 attention
 // (MaterializedAttention) given the logits
 //   scale (q_i.k_j + u.k_j + q_i.A[i - j] + k_j.B[i - j]) + bias_h(i - j) + pair_h(i, i - j)
-// and the values v_j + C[i - j] (scheme_trainer.h's LayerTerms), with q
+// and the values w(i - j) (v_j + C[i - j]) (scheme_trainer.h's LayerTerms), with q
 // and k rotated first for RoPE.
 Matrix Attention(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, const TinyLmParams& params,
                  std::int64_t layer, const Matrix& qkv) {
@@ -125,6 +125,7 @@ Matrix Attention(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& schem
   materialized.add_value = [&](std::int64_t, std::int64_t h, std::int64_t i, std::int64_t j, double weight,
                                double* out) {
     const std::span<const double> c = TableRow(terms.value_table, h, i - j, hd);
+    if (!terms.probability_weight.empty()) weight *= terms.probability_weight[h * length + (i - j)];
     for (std::int64_t e = 0; e < hd; ++e) out[e] += weight * (v[h][j][e] + (c.empty() ? 0.0 : c[e]));
   };
   const RelativeAttentionResult result = MaterializedAttention(

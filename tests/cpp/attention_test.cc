@@ -82,6 +82,9 @@ std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t hea
       .theta = 10000, .head_dim = head_dim, .scaling = YarnScaling{.factor = 4, .original_max_position = 64}};
   std::vector<double> t5_weights(32 * q_heads);
   for (std::size_t i = 0; i < t5_weights.size(); ++i) t5_weights[i] = std::sin(0.7 * static_cast<double>(i));
+  std::vector<double> urpe_scale(32 * q_heads);  // Toeplitz weights around 1, some above, some below
+  for (std::size_t i = 0; i < urpe_scale.size(); ++i)
+    urpe_scale[i] = 1.0 + 0.6 * std::cos(1.1 * static_cast<double>(i));
   std::vector<double> rel_k(9 * head_dim), rel_v(9 * head_dim);  // K = 4: 9 rows
   for (std::size_t i = 0; i < rel_k.size(); ++i) {
     rel_k[i] = 0.5 * std::cos(1.3 * static_cast<double>(i));
@@ -102,6 +105,8 @@ std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t hea
       {"alibi-key", AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = q_heads}), AlibiForm::kKeyPosition}},
       {"t5", T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64, .direction = T5Direction::kCausal},
                             t5_weights}},
+      {"urpe", UrpeEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64, .direction = T5Direction::kCausal},
+                            t5_weights, urpe_scale}},
   };
 }
 
@@ -123,6 +128,38 @@ TEST(Attention, MatchesReferenceOverGrid) {
       }
     }
   }
+}
+
+// URPE with every Toeplitz weight 1 is T5's bias, bit for bit on every
+// target; other weights change the output (the weights reach the values).
+TEST(Attention, UrpeWithUnitWeightsIsT5) {
+  const Shape shape{2, 37, 37, 4, 2, 64};
+  const T5BucketSpec buckets{.num_buckets = 16, .max_distance = 32, .direction = T5Direction::kCausal};
+  std::vector<double> bias(16 * 4);
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = std::cos(0.3 * static_cast<double>(i));
+  ForEachTarget([&] {
+    Tensors t(shape, DType::kF32, 9);
+    const std::int64_t size = shape.batch * shape.q_len * shape.q_heads * shape.head_dim;
+    Buffer t5(DType::kF32, size), urpe(DType::kF32, size), weighted(DType::kF32, size);
+    Attention(t.Inputs(t5), {.encoding = T5BiasEncoding{buckets, bias}});
+    Attention(t.Inputs(urpe), {.encoding = UrpeEncoding{buckets, bias, std::vector<double>(bias.size(), 1.0)}});
+    std::vector<double> scale(bias.size(), 1.0);
+    scale[3] = 0.5;  // head 3, the bucket of distance 0
+    Attention(t.Inputs(weighted), {.encoding = UrpeEncoding{buckets, bias, scale}});
+    double moved = 0;
+    for (std::int64_t i = 0; i < size; ++i) {
+      ASSERT_EQ(urpe.Get(i), t5.Get(i)) << i;
+      moved = std::max(moved, std::abs(weighted.Get(i) - t5.Get(i)));
+    }
+    EXPECT_GT(moved, 1e-3);
+  });
+  ExpectError(
+      [&] {
+        Tensors t(shape, DType::kF32, 9);
+        Buffer out(DType::kF32, shape.batch * shape.q_len * shape.q_heads * shape.head_dim);
+        Attention(t.Inputs(out), {.encoding = UrpeEncoding{buckets, bias, {1.0}}});
+      },
+      {"urpe.scale.size() = 1", "num_buckets * q_heads = 64"});
 }
 
 TEST(Attention, MasksAndModifiers) {

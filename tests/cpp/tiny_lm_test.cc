@@ -39,13 +39,13 @@ TEST(TinyLmNames, RoundTripAndUnknownName) {
     EXPECT_EQ(ParsePositionScheme(PositionSchemeName(scheme)), scheme);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"nope", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "kerple",
-                                             "fire", "xlnet", "deberta", "complex-order"}));
+                                             "fire", "xlnet", "deberta", "complex-order", "urpe"}));
   EXPECT_EQ(PositionSchemeList(),
-            "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta, complex-order");
+            "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta, complex-order, urpe");
   ExpectError([] { ParsePositionScheme("xpos"); },
               {"[tiny_lm] scheme = \"xpos\"",
-               "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta"});
-  ExpectError([] { ParsePositionScheme("urpe", "zoo", "--schemes"); }, {"[zoo] --schemes = \"urpe\""});
+               "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta, complex-order, urpe"});
+  ExpectError([] { ParsePositionScheme("cope", "zoo", "--schemes"); }, {"[zoo] --schemes = \"cope\""});
   EXPECT_EQ(ParseLearnedPastTable("hierarchical"), LearnedPastTable::kHierarchical);
   ExpectError([] { ParseLearnedPastTable("clamp"); }, {"learned_past_table = \"clamp\"", "error, hierarchical"});
 }
@@ -87,6 +87,9 @@ TEST(TinyLmConfig, ErrorsNameParameterValueAndRule) {
               {"d_model = 9", "even for xlnet"});
   ExpectError(with([](TinyLmConfig& c) { c.d_model = 9, c.heads = 3, c.scheme = ComplexOrderScheme{}; }),
               {"d_model = 9", "even for complex-order"});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = UrpeScheme{.buckets = 0}; }), {"urpe_buckets = 0", "[2, "});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = UrpeScheme{.max_distance = 3}; }),
+              {"urpe_max_distance = 3", "urpe_buckets / 2 = 16"});
   // An odd head_dim is fine without rope.
   EXPECT_NO_THROW(with([](TinyLmConfig& c) { c.d_model = 12, c.heads = 4, c.scheme = AlibiScheme{}; })());
   // RoPE's spec is a rope model's.
@@ -105,10 +108,10 @@ TEST(TinyLmConfig, FieldListHasUniqueKeysAndFlags) {
   const TinyLmConfig defaults;
   TinyLmConfig::VisitModelFields(defaults, collect);
   for (const PositionScheme& scheme : AllPositionSchemes()) VisitSchemeFields(scheme, collect);
-  EXPECT_EQ(keys,
-            (std::vector<std::string>{"train_length", "d_model", "layers", "heads", "ffn_hidden", "norm_eps",
-                                      "shaw_clip", "t5_buckets", "t5_max_distance", "rope_theta", "fire_mlp_width",
-                                      "fire_c", "deberta_buckets", "deberta_max_relative_positions"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"train_length", "d_model", "layers", "heads", "ffn_hidden", "norm_eps",
+                                            "shaw_clip", "t5_buckets", "t5_max_distance", "rope_theta",
+                                            "fire_mlp_width", "fire_c", "deberta_buckets",
+                                            "deberta_max_relative_positions", "urpe_buckets", "urpe_max_distance"}));
   std::vector<std::string> sorted = flags;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
@@ -340,6 +343,31 @@ TEST(TinyLmComplexOrder, AShiftIsARotationByTheWordsFrequencies) {
   for (std::int64_t c = 0; c < half; ++c) {
     EXPECT_NEAR(std::hypot(x[c], x[half + c]), std::hypot(x[39 * 12 + c], x[39 * 12 + half + c]), 1e-12);
   }
+}
+
+// URPE with its Toeplitz weights at 1 (their init) and T5's table in every
+// layer is T5: the same loss, bit for bit; another weight changes it.
+TEST(TinyLmUrpe, UnitWeightsAreTheT5Bias) {
+  const testing::TinyShape shape{12, 3, 2, 13, 9, 2};
+  const TinyLmConfig t5_config = TinyConfig(T5Scheme{}, shape);
+  const TinyLmParams t5 = RandomTinyParams(t5_config, 3);
+  TinyLmConfig urpe_config = TinyConfig(UrpeScheme{}, shape);
+  urpe_config.scheme = UrpeScheme{.buckets = 4, .max_distance = 6};  // T5's test buckets
+  TinyLmParams urpe = InitTinyLm(urpe_config, 3);
+  urpe.token_embd = t5.token_embd;
+  urpe.output_norm = t5.output_norm;
+  for (std::size_t l = 0; l < urpe.blocks.size(); ++l) {
+    std::vector<TinyLmTensor> tables = urpe.blocks[l].scheme;
+    urpe.blocks[l] = t5.blocks[l];
+    urpe.blocks[l].scheme = tables;
+    urpe.blocks[l].scheme[0].values = t5.Tensor("attn_rel_b.weight").values;
+    EXPECT_EQ(urpe.blocks[l].scheme[1].values, std::vector<float>(12, 1.0f));
+  }
+  const std::vector<std::uint8_t> tokens = RandomBytes(shape.batch, shape.length, 4);
+  const double loss = TinyLmLoss(t5_config, t5, tokens, shape.batch, shape.length).loss;
+  EXPECT_EQ(TinyLmLoss(urpe_config, urpe, tokens, shape.batch, shape.length).loss, loss);
+  urpe.Tensor("blk.1.attn_urpe_scale.weight").values[0] = 0.5f;  // bucket 0 (distance 0), head 0
+  EXPECT_GT(std::abs(TinyLmLoss(urpe_config, urpe, tokens, shape.batch, shape.length).loss - loss), 1e-5);
 }
 
 // The trainer's attention and posenc::Attention under the scheme's lowering

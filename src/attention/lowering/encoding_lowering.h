@@ -34,6 +34,7 @@ void ValidateEncoding(const SelfExtendEncoding& e, const EncodingCall& call);
 void ValidateEncoding(const AlibiEncoding& e, const EncodingCall& call);
 void ValidateEncoding(const T5BiasEncoding& e, const EncodingCall& call);
 void ValidateEncoding(const ShawEncoding& e, const EncodingCall& call);
+void ValidateEncoding(const UrpeEncoding& e, const EncodingCall& call);
 
 inline double AttentionFactor(const NoPositionEncoding&) { return 1.0; }
 inline double AttentionFactor(const RopeEncoding& e) { return e.frequencies.attention_factor; }
@@ -42,6 +43,7 @@ inline double AttentionFactor(const SelfExtendEncoding& e) { return e.frequencie
 inline double AttentionFactor(const AlibiEncoding&) { return 1.0; }
 inline double AttentionFactor(const T5BiasEncoding&) { return 1.0; }
 inline double AttentionFactor(const ShawEncoding&) { return 1.0; }
+inline double AttentionFactor(const UrpeEncoding&) { return 1.0; }
 
 // Called with in.q_positions resolved (QueryPositions), plan's dense
 // q1/k1/v filled (unscaled, unrotated), positions and q_factor set; the scale is folded into q after lowering
@@ -53,5 +55,6 @@ void LowerEncoding(const SelfExtendEncoding& e, const AttentionInputs& in, Atten
 void LowerEncoding(const AlibiEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const T5BiasEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 void LowerEncoding(const ShawEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
+void LowerEncoding(const UrpeEncoding& e, const AttentionInputs& in, AttentionPlan& plan);
 
 }  // namespace posenc::detail
