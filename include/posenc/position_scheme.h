@@ -186,9 +186,30 @@ struct UrpeScheme {
   bool operator==(const UrpeScheme&) const = default;
 };
 
+// FLOATER (Liu et al., ICML 2020, "Learning to Encode Position for
+// Transformer with Continuous Dynamical Model"): per layer l a position term
+// p_l(t) added to the layer's attention input, the solution of one shared
+// dynamics dp/dt = h(t, p) from a trained initial state p_l(0), at
+// t_i = dt i; h(t, p) = W2 tanh(W1 p + u t + b1) + b2 is trained through the
+// solver (fixed-step RK4, `substeps` steps a position).
+struct FloaterScheme {
+  static constexpr std::string_view kName = "floater";
+  std::int64_t hidden = 32;   // h's hidden width
+  std::int64_t substeps = 5;  // RK4 steps between two positions (the authors' 5)
+  double dt = 0.1;            // t_{i+1} - t_i
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(ConfigField{"floater_hidden", "--floater-hidden", "floater: hidden width of the dynamics"}, self.hidden);
+    visit(ConfigField{"floater_substeps", "--floater-substeps", "floater: RK4 steps between two positions"},
+          self.substeps);
+    visit(ConfigField{"floater_dt", "--floater-dt", "floater: time between two positions"}, self.dt);
+  }
+  bool operator==(const FloaterScheme&) const = default;
+};
+
 using PositionScheme =
     std::variant<NopeScheme, SinusoidalScheme, LearnedScheme, ShawScheme, T5Scheme, AlibiScheme, RopeScheme,
-                 KerpleScheme, FireScheme, XlnetScheme, DebertaScheme, ComplexOrderScheme, UrpeScheme>;
+                 KerpleScheme, FireScheme, XlnetScheme, DebertaScheme, ComplexOrderScheme, UrpeScheme, FloaterScheme>;
 
 // The scheme's kName.
 std::string_view PositionSchemeName(const PositionScheme& scheme);
@@ -197,7 +218,7 @@ std::string_view PositionSchemeName(const PositionScheme& scheme);
 PositionScheme ParsePositionScheme(std::string_view name, const char* op = "tiny_lm", const char* parameter = "scheme");
 // Every scheme with its default fields, in the variant's order.
 std::span<const PositionScheme> AllPositionSchemes();
-// "nope, sinusoidal, ..., urpe".
+// "nope, sinusoidal, ..., floater".
 std::string PositionSchemeList();
 
 // visitor(ConfigField, member&) for each field of the scheme that `scheme`

@@ -69,6 +69,15 @@ void SchemeTrainer::InputEmbeddingBackward(const TinyLmParams& /*params*/, std::
                                            std::int64_t /*length*/, std::span<const double> /*dx*/,
                                            TinyLmParams& /*grads*/) const {}
 
+std::vector<std::vector<double>> SchemeTrainer::LayerInputPositions(const TinyLmParams& /*params*/,
+                                                                    std::int64_t /*length*/) const {
+  return {};
+}
+
+void SchemeTrainer::LayerInputPositionsBackward(const TinyLmParams& /*params*/, std::int64_t /*length*/,
+                                                const std::vector<std::vector<double>>& /*dpositions*/,
+                                                TinyLmParams& /*grads*/) const {}
+
 LayerTerms SchemeTrainer::Layer(const TinyLmParams& /*params*/, std::int64_t /*layer*/, std::int64_t /*length*/) const {
   return {};
 }

@@ -9,6 +9,7 @@
 //   input      x = token_embd[token] * EmbeddingScale() + InputPositions()[t],
 //              or the scheme's own InputEmbedding (token_embd is then the
 //              output projection only)
+//   layer in   per layer, added to the attention input (FLOATER)
 //   q and k    rotated by Rotation() (RoPE) at positions 0..T-1
 //   attention  per layer, LayerTerms: the scale, a bias of (h, i - j), a
 //              bias of (h, i, i - j), relative tables read by q, by k and
@@ -111,6 +112,16 @@ class SchemeTrainer {
   virtual void InputEmbeddingBackward(const TinyLmParams& params, std::span<const std::uint8_t> inputs,
                                       std::int64_t length, std::span<const double> dx, TinyLmParams& grads) const;
 
+  // Per layer, [T, d] added to the layer's attention input (after its
+  // RmsNorm, before the q, k, v projection: FLOATER), all layers at once
+  // (a scheme may solve something once for every layer); empty otherwise.
+  virtual std::vector<std::vector<double>> LayerInputPositions(const TinyLmParams& params, std::int64_t length) const;
+  // d loss / d each layer's [T, d] (summed over the batch) into the scheme's
+  // tensors of grads (+=).
+  virtual void LayerInputPositionsBackward(const TinyLmParams& params, std::int64_t length,
+                                           const std::vector<std::vector<double>>& dpositions,
+                                           TinyLmParams& grads) const;
+
   // The rotation of q and k, if the scheme rotates them.
   virtual std::optional<RopeSpec> Rotation() const { return std::nullopt; }
 
@@ -158,5 +169,6 @@ std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const XlnetScheme& scheme, cons
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const DebertaScheme& scheme, const TinyLmConfig& config);
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const ComplexOrderScheme& scheme, const TinyLmConfig& config);
 std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const UrpeScheme& scheme, const TinyLmConfig& config);
+std::unique_ptr<SchemeTrainer> MakeSchemeTrainer(const FloaterScheme& scheme, const TinyLmConfig& config);
 
 }  // namespace posenc::tiny_lm

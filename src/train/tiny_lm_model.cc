@@ -4,7 +4,8 @@
 // Forward (rows n = b*T + t, N = B*T):
 //   x [N, d]    = token_embd[input] * EmbeddingScale + positions[t]
 //                 (or the scheme's own InputEmbedding)
-//   block l:    attn_in = RmsNorm(x)         qkv [N, 3d] = attn_in Wqkv^T (RoPE on q, k)
+//   block l:    attn_in = RmsNorm(x) (+ the scheme's layer positions)
+//               qkv [N, 3d] = attn_in Wqkv^T (RoPE on q, k)
 //               att [N, d] = Attention(qkv)  x += att Wo^T
 //               ffn_in = RmsNorm(x)          up [N, F] = ffn_in Wup^T
 //               act = Gelu(up)               x += act Wdown^T
@@ -52,14 +53,16 @@ struct Pass {
   std::int64_t batch, length, rows, d, ffn;
   AttentionShape shape;
   std::unique_ptr<tiny_lm::SchemeTrainer> scheme;
-  std::optional<RopeSpec> rotation;        // the model's own rotation of q and k
-  RopeFrequencies rope;                    // its table, when the model's attention runs
-  const tiny_lm::KernelAttention& kernel;  // empty: the model's own attention
+  std::optional<RopeSpec> rotation;                  // the model's own rotation of q and k
+  RopeFrequencies rope;                              // its table, when the model's attention runs
+  const tiny_lm::KernelAttention& kernel;            // empty: the model's own attention
+  std::vector<std::vector<double>> layer_positions;  // [L][T, d] added to each attention input, or empty
 
   Pass(const TinyLmConfig& c, const TinyLmParams& p, std::int64_t b, std::int64_t t, const tiny_lm::KernelAttention& k)
       : config(c), params(p), batch(b), length(t), rows(b * t), d(c.d_model),
         ffn(c.ffn_hidden), shape{.batch = b, .length = t, .heads = c.heads, .head_dim = c.HeadDim()},
-        scheme(tiny_lm::MakeSchemeTrainer(c)), rotation(scheme->Rotation()), kernel(k) {
+        scheme(tiny_lm::MakeSchemeTrainer(c)), rotation(scheme->Rotation()), kernel(k),
+        layer_positions(scheme->LayerInputPositions(p, t)) {
     if (rotation && !kernel) rope = ComputeRopeFrequencies(*rotation, t);
   }
 
@@ -100,6 +103,12 @@ struct Pass {
     a.qkv = Floats(3 * d);
     a.att = Floats(d);
     tiny_lm::RmsNormForward(x, block.attn_norm.values, config.norm_eps, a.attn_in, a.attn_rms);
+    if (!layer_positions.empty()) {
+      const std::vector<double>& p = layer_positions[static_cast<std::size_t>(l)];
+      for (std::int64_t n = 0; n < rows; ++n) {
+        for (std::int64_t c = 0; c < d; ++c) a.attn_in[n * d + c] += static_cast<float>(p[(n % length) * d + c]);
+      }
+    }
     tiny_lm::LinearForward(a.attn_in, rows, block.attn_qkv, a.qkv);
     if (kernel) {
       KernelAttention(l, a.qkv, a.att);
@@ -121,8 +130,10 @@ struct Pass {
   }
 
   // dx: d loss / d (block l's output) on entry, / d (its input) on return.
-  // Writes block l's parameter gradients and the scheme's part of them.
-  void BlockBackward(std::int64_t l, const BlockActivations& a, std::vector<float>& dx, TinyLmParams& grads) const {
+  // Writes block l's parameter gradients and the scheme's part of them;
+  // d loss / d its layer input positions into dlayer[l] (when it has them).
+  void BlockBackward(std::int64_t l, const BlockActivations& a, std::vector<float>& dx, TinyLmParams& grads,
+                     std::vector<std::vector<double>>& dlayer) const {
     const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(l)];
     TinyLmBlock& g = grads.blocks[static_cast<std::size_t>(l)];
     std::vector<float> dact = Floats(ffn), dup = Floats(ffn), din = Floats(d);
@@ -138,6 +149,13 @@ struct Pass {
       tiny_lm::RotateQueriesKeys(*rotation, rope, ag.dqkv, batch, length, shape.heads, RopeDirection::kBackward);
     }
     tiny_lm::LinearBackward(a.attn_in, ag.dqkv, rows, block.attn_qkv, din, g.attn_qkv.values);
+    if (!layer_positions.empty()) {  // the batch's rows at t, in row order
+      std::vector<double>& dp = dlayer[static_cast<std::size_t>(l)];
+      dp.assign(static_cast<std::size_t>(length * d), 0.0);
+      for (std::int64_t n = 0; n < rows; ++n) {
+        for (std::int64_t c = 0; c < d; ++c) dp[(n % length) * d + c] += din[n * d + c];
+      }
+    }
     tiny_lm::RmsNormBackward(a.x_in, block.attn_norm.values, a.attn_rms, din, dx, g.attn_norm.values);
     scheme->LayerBackward(params, l, length,
                           {.distance_bias = std::move(ag.dbias),
@@ -221,7 +239,9 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
   std::vector<float> dxf = pass.Floats(d), dx = pass.Floats(d);
   tiny_lm::LinearBackward(xf, dlogits, n_rows, params.token_embd, dxf, g.token_embd.values);
   tiny_lm::RmsNormBackward(x, params.output_norm.values, final_rms, dxf, dx, g.output_norm.values);
-  for (std::int64_t l = config.layers - 1; l >= 0; --l) pass.BlockBackward(l, acts[l], dx, g);
+  std::vector<std::vector<double>> dlayer(pass.layer_positions.size());
+  for (std::int64_t l = config.layers - 1; l >= 0; --l) pass.BlockBackward(l, acts[l], dx, g, dlayer);
+  if (!dlayer.empty()) pass.scheme->LayerInputPositionsBackward(params, length, dlayer, g);
   if (!own_input.empty()) {
     pass.scheme->InputEmbeddingBackward(params, inputs, length, std::vector<double>(dx.begin(), dx.end()), g);
     return result;

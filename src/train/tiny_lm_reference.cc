@@ -143,7 +143,17 @@ Matrix Attention(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& schem
 Matrix Block(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, const TinyLmParams& params,
              std::int64_t layer, const Matrix& x) {
   const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(layer)];
-  const Matrix qkv = Linear(RmsNorm(x, block.attn_norm, config.norm_eps), block.attn_qkv);
+  Matrix attn_in = RmsNorm(x, block.attn_norm, config.norm_eps);
+  const std::vector<std::vector<double>> positions =
+      scheme.LayerInputPositions(params, static_cast<std::int64_t>(x.size()));
+  if (!positions.empty()) {  // FLOATER's p_l(t) on the attention input
+    for (std::size_t t = 0; t < attn_in.size(); ++t) {
+      for (std::size_t c = 0; c < attn_in[t].size(); ++c) {
+        attn_in[t][c] += positions[static_cast<std::size_t>(layer)][t * attn_in[t].size() + c];
+      }
+    }
+  }
+  const Matrix qkv = Linear(attn_in, block.attn_qkv);
   const Matrix mid = Add(x, Linear(Attention(config, scheme, params, layer, qkv), block.attn_output));
   Matrix hidden = Linear(RmsNorm(mid, block.ffn_norm, config.norm_eps), block.ffn_up);
   for (std::vector<double>& row : hidden) {

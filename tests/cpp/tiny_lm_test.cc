@@ -19,6 +19,7 @@
 #include "test_util.h"
 #include "tiny_lm_test_util.h"
 #include "train/scheme_trainer.h"
+#include "train/schemes/rk4.h"
 #include "train/tiny_lm_internal.h"
 
 namespace posenc {
@@ -39,12 +40,12 @@ TEST(TinyLmNames, RoundTripAndUnknownName) {
     EXPECT_EQ(ParsePositionScheme(PositionSchemeName(scheme)), scheme);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"nope", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "kerple",
-                                             "fire", "xlnet", "deberta", "complex-order", "urpe"}));
+                                             "fire", "xlnet", "deberta", "complex-order", "urpe", "floater"}));
   EXPECT_EQ(PositionSchemeList(),
-            "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta, complex-order, urpe");
+            "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta, complex-order, urpe, "
+            "floater");
   ExpectError([] { ParsePositionScheme("xpos"); },
-              {"[tiny_lm] scheme = \"xpos\"",
-               "nope, sinusoidal, learned, shaw, t5, alibi, rope, kerple, fire, xlnet, deberta, complex-order, urpe"});
+              {"[tiny_lm] scheme = \"xpos\"", "kerple, fire, xlnet, deberta, complex-order, urpe, floater"});
   ExpectError([] { ParsePositionScheme("cope", "zoo", "--schemes"); }, {"[zoo] --schemes = \"cope\""});
   EXPECT_EQ(ParseLearnedPastTable("hierarchical"), LearnedPastTable::kHierarchical);
   ExpectError([] { ParseLearnedPastTable("clamp"); }, {"learned_past_table = \"clamp\"", "error, hierarchical"});
@@ -88,6 +89,9 @@ TEST(TinyLmConfig, ErrorsNameParameterValueAndRule) {
   ExpectError(with([](TinyLmConfig& c) { c.d_model = 9, c.heads = 3, c.scheme = ComplexOrderScheme{}; }),
               {"d_model = 9", "even for complex-order"});
   ExpectError(with([](TinyLmConfig& c) { c.scheme = UrpeScheme{.buckets = 0}; }), {"urpe_buckets = 0", "[2, "});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = FloaterScheme{.substeps = 0}; }),
+              {"floater_substeps = 0", "must be in [1, 1000]"});
+  ExpectError(with([](TinyLmConfig& c) { c.scheme = FloaterScheme{.dt = -0.5}; }), {"floater_dt = -0.5", "> 0"});
   ExpectError(with([](TinyLmConfig& c) { c.scheme = UrpeScheme{.max_distance = 3}; }),
               {"urpe_max_distance = 3", "urpe_buckets / 2 = 16"});
   // An odd head_dim is fine without rope.
@@ -108,10 +112,11 @@ TEST(TinyLmConfig, FieldListHasUniqueKeysAndFlags) {
   const TinyLmConfig defaults;
   TinyLmConfig::VisitModelFields(defaults, collect);
   for (const PositionScheme& scheme : AllPositionSchemes()) VisitSchemeFields(scheme, collect);
-  EXPECT_EQ(keys, (std::vector<std::string>{"train_length", "d_model", "layers", "heads", "ffn_hidden", "norm_eps",
-                                            "shaw_clip", "t5_buckets", "t5_max_distance", "rope_theta",
-                                            "fire_mlp_width", "fire_c", "deberta_buckets",
-                                            "deberta_max_relative_positions", "urpe_buckets", "urpe_max_distance"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"train_length", "d_model", "layers", "heads", "ffn_hidden", "norm_eps",
+                                      "shaw_clip", "t5_buckets", "t5_max_distance", "rope_theta", "fire_mlp_width",
+                                      "fire_c", "deberta_buckets", "deberta_max_relative_positions", "urpe_buckets",
+                                      "urpe_max_distance", "floater_hidden", "floater_substeps", "floater_dt"}));
   std::vector<std::string> sorted = flags;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
@@ -368,6 +373,47 @@ TEST(TinyLmUrpe, UnitWeightsAreTheT5Bias) {
   EXPECT_EQ(TinyLmLoss(urpe_config, urpe, tokens, shape.batch, shape.length).loss, loss);
   urpe.Tensor("blk.1.attn_urpe_scale.weight").values[0] = 0.5f;  // bucket 0 (distance 0), head 0
   EXPECT_GT(std::abs(TinyLmLoss(urpe_config, urpe, tokens, shape.batch, shape.length).loss - loss), 1e-5);
+}
+
+// FLOATER's solver: RK4 on a rotation field dp/dt = A p gives the exact
+// sinusoid p(t) = R(w t) p(0), its error falling as the step to the fourth
+// power (halving the step divides it by about 16).
+TEST(TinyLmFloater, Rk4IntegratesARotationToFourthOrder) {
+  const double w = 3.0;
+  const auto rotation = [&](double /*t*/, const std::vector<double>& y, std::vector<double>& out) {
+    out[0] = -w * y[1];
+    out[1] = w * y[0];
+  };
+  const auto error = [&](int steps) {
+    std::vector<double> y{1.0, 0.0};
+    const double h = 2.0 / steps;
+    for (int s = 0; s < steps; ++s) tiny_lm::Rk4Step(rotation, s * h, h, y, nullptr);
+    return std::hypot(y[0] - std::cos(2 * w), y[1] - std::sin(2 * w));
+  };
+  double previous = error(20);
+  for (const int steps : {40, 80, 160}) {
+    const double e = error(steps);
+    EXPECT_NEAR(previous / e, 16.0, 1.5) << steps << " steps";
+    previous = e;
+  }
+  EXPECT_LT(previous, 1e-7);
+}
+
+// Any position can be evaluated: the solver integrates further, the first
+// positions bit for bit those of a shorter pass; p_l(0) is the layer's
+// trained initial state.
+TEST(TinyLmFloater, LongerPassesIntegrateFurther) {
+  const TinyLmConfig config = TinyConfig(FloaterScheme{}, {12, 3, 2, 13, 6, 1});
+  const TinyLmParams params = RandomTinyParams(config, 5);
+  const auto trainer = tiny_lm::MakeSchemeTrainer(config);
+  const auto short_pass = trainer->LayerInputPositions(params, 6), long_pass = trainer->LayerInputPositions(params, 40);
+  ASSERT_EQ(long_pass.size(), 2u);
+  for (std::size_t l = 0; l < 2; ++l) {
+    EXPECT_TRUE(std::equal(short_pass[l].begin(), short_pass[l].end(), long_pass[l].begin()));
+    const std::vector<float>& p0 = params.Tensor("blk." + std::to_string(l) + ".attn_floater_p0.weight").values;
+    for (std::size_t c = 0; c < 12; ++c) EXPECT_EQ(long_pass[l][c], p0[c]);
+    EXPECT_GT(std::abs(long_pass[l][39 * 12] - long_pass[l][0]), 1e-3);  // it moved
+  }
 }
 
 // The trainer's attention and posenc::Attention under the scheme's lowering

@@ -30,7 +30,7 @@ inline constexpr TinyShape kTinyGrid[] = {
 // max_distance 6, so that lengths 5-9 reach the clipped distances and every
 // T5 bucket (2 exact, 2 logarithmic); FIRE's MLP is 8 wide; DeBERTa has 4
 // buckets (distances 0-2 exact, 3-5 logarithmic, the last one from 6); URPE
-// T5's buckets.
+// T5's buckets; FLOATER a dynamics 5 wide, 2 RK4 steps a position.
 // Other fields as given.
 inline PositionScheme TestSized(PositionScheme scheme) {
   if (auto* shaw = std::get_if<ShawScheme>(&scheme)) shaw->clip = 3;
@@ -38,6 +38,7 @@ inline PositionScheme TestSized(PositionScheme scheme) {
   if (auto* fire = std::get_if<FireScheme>(&scheme)) fire->mlp_width = 8;
   if (auto* deberta = std::get_if<DebertaScheme>(&scheme)) *deberta = {.buckets = 4, .max_relative_positions = 6};
   if (auto* urpe = std::get_if<UrpeScheme>(&scheme)) *urpe = {.buckets = 4, .max_distance = 6};
+  if (auto* floater = std::get_if<FloaterScheme>(&scheme)) *floater = {.hidden = 5, .substeps = 2, .dt = 0.3};
   return scheme;
 }
 
