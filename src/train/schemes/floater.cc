@@ -20,6 +20,7 @@
 // floater_out.bias [d] 0, and per layer blk.N.attn_floater_p0.weight [d]
 // Normal(0, 0.02). The kernel runs it as NoPE (the positions are in the
 // layer's input).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -34,18 +35,24 @@ namespace {
 
 enum FloaterTensor : std::size_t { kIn, kTime, kInBias, kOut, kOutBias };
 
-// h(t, p) on every layer's row of the state [L, d], float64, with its
-// parameters laid out for axpy loops: in_t [d][hidden], out_t [hidden][d].
+// h(t, p) on every layer's row of the state [L, d], float64. Each matrix is
+// kept in both layouts so that every loop is an axpy over contiguous
+// memory (the compiler vectorizes those; reductions it would not):
+// in_ [hidden][d] and in_t_ [d][hidden], out_ [d][hidden] and out_t_
+// [hidden][d]. The parameter gradients accumulate in the transposed
+// layouts and are turned back at the end (Grads::In, Grads::Out).
 class Dynamics {
  public:
   Dynamics(const TinyLmParams& params, std::int64_t d, std::int64_t hidden) : d_(d), hidden_(hidden) {
     const std::vector<TinyLmTensor>& t = params.scheme;
-    in_t_.resize(static_cast<std::size_t>(d * hidden));
-    out_t_.resize(in_t_.size());
+    in_.assign(t[kIn].values.begin(), t[kIn].values.end());
+    out_.assign(t[kOut].values.begin(), t[kOut].values.end());
+    in_t_.resize(in_.size());
+    out_t_.resize(out_.size());
     for (std::int64_t o = 0; o < hidden; ++o) {
       for (std::int64_t c = 0; c < d; ++c) {
-        in_t_[c * hidden + o] = t[kIn].values[o * d + c];
-        out_t_[o * d + c] = t[kOut].values[c * hidden + o];
+        in_t_[c * hidden + o] = in_[o * d + c];
+        out_t_[o * d + c] = out_[c * hidden + o];
       }
     }
     time_.assign(t[kTime].values.begin(), t[kTime].values.end());
@@ -53,78 +60,104 @@ class Dynamics {
     out_bias_.assign(t[kOutBias].values.begin(), t[kOutBias].values.end());
   }
 
-  // tanh(W1 y + u t + b1) of one row y [d].
-  std::vector<double> Hidden(double t, const double* y) const {
-    std::vector<double> z(static_cast<std::size_t>(hidden_));
-    for (std::int64_t o = 0; o < hidden_; ++o) z[o] = in_bias_[o] + time_[o] * t;
+  // tanh(W1 y + u t + b1) of one row y [d] into a [hidden].
+  void Hidden(double t, const double* y, double* a) const {
+    for (std::int64_t o = 0; o < hidden_; ++o) a[o] = in_bias_[o] + time_[o] * t;
     for (std::int64_t c = 0; c < d_; ++c) {
       const double* w = in_t_.data() + c * hidden_;
-      for (std::int64_t o = 0; o < hidden_; ++o) z[o] += w[o] * y[c];
+      const double yc = y[c];
+      for (std::int64_t o = 0; o < hidden_; ++o) a[o] += w[o] * yc;
     }
-    for (double& x : z) x = std::tanh(x);
-    return z;
+    for (std::int64_t o = 0; o < hidden_; ++o) a[o] = std::tanh(a[o]);
   }
 
   // out = h(t, y), row by row.
   void operator()(double t, const std::vector<double>& y, std::vector<double>& out) const {
+    std::vector<double> a(static_cast<std::size_t>(hidden_));
     for (std::size_t row = 0; row < y.size() / static_cast<std::size_t>(d_); ++row) {
-      const std::vector<double> a = Hidden(t, y.data() + row * d_);
+      Hidden(t, y.data() + row * d_, a.data());
       double* f = out.data() + row * d_;
       for (std::int64_t c = 0; c < d_; ++c) f[c] = out_bias_[c];
       for (std::int64_t o = 0; o < hidden_; ++o) {
         const double* w = out_t_.data() + o * d_;
-        for (std::int64_t c = 0; c < d_; ++c) f[c] += w[c] * a[o];
+        const double ao = a[o];
+        for (std::int64_t c = 0; c < d_; ++c) f[c] += w[c] * ao;
       }
     }
   }
 
-  // The parameters' gradients, in the tensors' own layouts.
+  // The parameters' gradients: in_t [d][hidden], out_t [hidden][d] (the
+  // transposed layouts), the vectors as they are.
   struct Grads {
-    std::vector<double> in, time, in_bias, out, out_bias;
+    std::int64_t d, hidden;
+    std::vector<double> in_t, time, in_bias, out_t, out_bias;
+    std::vector<double> In() const {  // [hidden, d]
+      std::vector<double> v(in_t.size());
+      for (std::int64_t o = 0; o < hidden; ++o) {
+        for (std::int64_t c = 0; c < d; ++c) v[o * d + c] = in_t[c * hidden + o];
+      }
+      return v;
+    }
+    std::vector<double> Out() const {  // [d, hidden]
+      std::vector<double> v(out_t.size());
+      for (std::int64_t o = 0; o < hidden; ++o) {
+        for (std::int64_t c = 0; c < d; ++c) v[c * hidden + o] = out_t[o * d + c];
+      }
+      return v;
+    }
   };
   Grads ZeroGrads() const {
     const auto n = static_cast<std::size_t>(d_ * hidden_);
-    return {std::vector<double>(n), std::vector<double>(static_cast<std::size_t>(hidden_)),
-            std::vector<double>(static_cast<std::size_t>(hidden_)), std::vector<double>(n),
+    return {d_,
+            hidden_,
+            std::vector<double>(n),
+            std::vector<double>(static_cast<std::size_t>(hidden_)),
+            std::vector<double>(static_cast<std::size_t>(hidden_)),
+            std::vector<double>(n),
             std::vector<double>(static_cast<std::size_t>(d_))};
   }
 
   // gy = (dh/dy)^T g at (t, y), row by row; the parameters' share into grads.
   void Vjp(double t, const std::vector<double>& y, const std::vector<double>& g, std::vector<double>& gy,
            Grads& grads) const {
-    std::vector<double> dz(static_cast<std::size_t>(hidden_));
+    std::vector<double> a(static_cast<std::size_t>(hidden_)), dz(a.size());
     for (std::size_t row = 0; row < y.size() / static_cast<std::size_t>(d_); ++row) {
       const double* yr = y.data() + row * d_;
       const double* gr = g.data() + row * d_;
-      const std::vector<double> a = Hidden(t, yr);
+      Hidden(t, yr, a.data());
       for (std::int64_t c = 0; c < d_; ++c) grads.out_bias[c] += gr[c];
+      std::fill(dz.begin(), dz.end(), 0.0);
+      for (std::int64_t c = 0; c < d_; ++c) {  // dz = W2^T g (then times tanh')
+        const double* w = out_.data() + c * hidden_;
+        const double gc = gr[c];
+        for (std::int64_t o = 0; o < hidden_; ++o) dz[o] += w[o] * gc;
+      }
       for (std::int64_t o = 0; o < hidden_; ++o) {
-        const double* w = out_t_.data() + o * d_;
-        double da = 0;
-        for (std::int64_t c = 0; c < d_; ++c) {
-          da += w[c] * gr[c];
-          grads.out[c * hidden_ + o] += gr[c] * a[o];
-        }
-        dz[o] = da * (1.0 - a[o] * a[o]);
+        double* dw = grads.out_t.data() + o * d_;
+        const double ao = a[o];
+        for (std::int64_t c = 0; c < d_; ++c) dw[c] += gr[c] * ao;
+        dz[o] *= 1.0 - ao * ao;
         grads.time[o] += dz[o] * t;
         grads.in_bias[o] += dz[o];
       }
       double* gyr = gy.data() + row * d_;
-      for (std::int64_t c = 0; c < d_; ++c) {
-        const double* w = in_t_.data() + c * hidden_;
-        double sum = 0;
-        for (std::int64_t o = 0; o < hidden_; ++o) {
-          sum += w[o] * dz[o];
-          grads.in[o * d_ + c] += dz[o] * yr[c];
-        }
-        gyr[c] = sum;
+      std::fill(gyr, gyr + d_, 0.0);
+      for (std::int64_t o = 0; o < hidden_; ++o) {  // gy = W1^T dz
+        const double* w = in_.data() + o * d_;
+        const double dzo = dz[o];
+        for (std::int64_t c = 0; c < d_; ++c) gyr[c] += w[c] * dzo;
+      }
+      for (std::int64_t c = 0; c < d_; ++c) {  // dW1 += dz y^T
+        double* dw = grads.in_t.data() + c * hidden_;
+        const double yc = yr[c];
+        for (std::int64_t o = 0; o < hidden_; ++o) dw[o] += dz[o] * yc;
       }
     }
   }
 
  private:
   std::int64_t d_, hidden_;
-  std::vector<double> in_t_, out_t_, time_, in_bias_, out_bias_;
+  std::vector<double> in_, in_t_, out_, out_t_, time_, in_bias_, out_bias_;
 };
 
 class FloaterTrainer final : public SchemeTrainer {
@@ -185,10 +218,10 @@ class FloaterTrainer final : public SchemeTrainer {
     const auto add = [](TinyLmTensor& t, const std::vector<double>& v, std::size_t offset = 0) {
       for (std::size_t e = 0; e < t.values.size(); ++e) t.values[e] += static_cast<float>(v[offset + e]);
     };
-    add(grads.scheme[kIn], g.in);
+    add(grads.scheme[kIn], g.In());
     add(grads.scheme[kTime], g.time);
     add(grads.scheme[kInBias], g.in_bias);
-    add(grads.scheme[kOut], g.out);
+    add(grads.scheme[kOut], g.Out());
     add(grads.scheme[kOutBias], g.out_bias);
     for (std::int64_t l = 0; l < layers; ++l) {
       add(grads.blocks[static_cast<std::size_t>(l)].scheme[0], adjoint, static_cast<std::size_t>(l * d));
