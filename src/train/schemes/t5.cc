@@ -7,6 +7,7 @@
 #include "posenc/error.h"
 #include "posenc/t5_bias.h"
 #include "train/scheme_trainer.h"
+#include "train/schemes/bucket_table.h"
 #include "train/tensor_init.h"
 #include "train/tiny_lm_internal.h"
 
@@ -16,11 +17,7 @@ namespace {
 class T5Trainer final : public SchemeTrainer {
  public:
   T5Trainer(const T5Scheme& scheme, const TinyLmConfig& config) : SchemeTrainer(config), scheme_(scheme) {
-    RequireInRange(scheme.buckets, 2, kMaxWidth, "t5_buckets", " (causal: an exact and a log bucket at least)");
-    Require(scheme.max_distance > scheme.buckets / 2 && scheme.max_distance <= kMaxLength, kOp, "t5_max_distance",
-            scheme.max_distance,
-            "must be in (t5_buckets / 2 = " + std::to_string(scheme.buckets / 2) + ", " + std::to_string(kMaxLength) +
-                "] (past the exact buckets, or the log range is empty)");
+    CheckCausalBuckets(scheme.buckets, scheme.max_distance, "t5");
   }
 
   std::vector<SchemeTensor> Tensors(std::int64_t layer) const override {
@@ -31,30 +28,15 @@ class T5Trainer final : public SchemeTrainer {
   }
 
   LayerTerms Layer(const TinyLmParams& params, std::int64_t /*layer*/, std::int64_t length) const override {
-    const std::int64_t heads = config().heads;
-    const std::vector<std::int64_t> buckets = Buckets(length);
-    const std::vector<float>& table = params.scheme[0].values;
     LayerTerms terms;
-    terms.distance_bias.resize(static_cast<std::size_t>(heads * length));
-    for (std::int64_t h = 0; h < heads; ++h) {
-      for (std::int64_t delta = 0; delta < length; ++delta) {
-        terms.distance_bias[h * length + delta] = table[buckets[delta] * heads + h];
-      }
-    }
+    terms.distance_bias = TableByDistance(Spec(), params.scheme[0], config().heads, length);
     return terms;
   }
 
+  // One table for every layer: each layer's gradient adds to it.
   void LayerBackward(const TinyLmParams& /*params*/, std::int64_t /*layer*/, std::int64_t length,
                      const LayerTermGrads& dterms, TinyLmParams& grads) const override {
-    const std::int64_t heads = config().heads;
-    const std::vector<std::int64_t> buckets = Buckets(length);
-    std::vector<double> sum(grads.scheme[0].values.size(), 0.0);
-    for (std::int64_t h = 0; h < heads; ++h) {
-      for (std::int64_t delta = 0; delta < length; ++delta) {
-        sum[buckets[delta] * heads + h] += dterms.distance_bias[h * length + delta];
-      }
-    }
-    for (std::size_t e = 0; e < sum.size(); ++e) grads.scheme[0].values[e] += static_cast<float>(sum[e]);
+    AddByBucket(Spec(), dterms.distance_bias, config().heads, length, grads.scheme[0]);
   }
 
   std::optional<PositionEncoding> KernelEncoding(const TinyLmParams& params, std::int64_t /*layer*/) const override {
@@ -69,13 +51,6 @@ class T5Trainer final : public SchemeTrainer {
  private:
   T5BucketSpec Spec() const {
     return {.num_buckets = scheme_.buckets, .max_distance = scheme_.max_distance, .direction = T5Direction::kCausal};
-  }
-  // The bucket of key j = i - delta: relative position j - i = -delta.
-  std::vector<std::int64_t> Buckets(std::int64_t length) const {
-    const T5BucketSpec spec = Spec();
-    std::vector<std::int64_t> buckets(static_cast<std::size_t>(length));
-    for (std::int64_t delta = 0; delta < length; ++delta) buckets[delta] = T5RelativeBucket(spec, -delta);
-    return buckets;
   }
 
   T5Scheme scheme_;

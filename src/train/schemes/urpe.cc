@@ -16,6 +16,7 @@
 #include "posenc/error.h"
 #include "posenc/t5_bias.h"
 #include "train/scheme_trainer.h"
+#include "train/schemes/bucket_table.h"
 #include "train/tensor_init.h"
 #include "train/tiny_lm_internal.h"
 
@@ -27,11 +28,7 @@ enum UrpeTensor : std::size_t { kBias, kScale };
 class UrpeTrainer final : public SchemeTrainer {
  public:
   UrpeTrainer(const UrpeScheme& scheme, const TinyLmConfig& config) : SchemeTrainer(config), scheme_(scheme) {
-    RequireInRange(scheme.buckets, 2, kMaxWidth, "urpe_buckets", " (causal: an exact and a log bucket at least)");
-    Require(scheme.max_distance > scheme.buckets / 2 && scheme.max_distance <= kMaxLength, kOp, "urpe_max_distance",
-            scheme.max_distance,
-            "must be in (urpe_buckets / 2 = " + std::to_string(scheme.buckets / 2) + ", " + std::to_string(kMaxLength) +
-                "] (past the exact buckets, or the log range is empty)");
+    CheckCausalBuckets(scheme.buckets, scheme.max_distance, "urpe");
   }
 
   std::vector<SchemeTensor> Tensors(std::int64_t layer) const override {
@@ -49,16 +46,16 @@ class UrpeTrainer final : public SchemeTrainer {
   LayerTerms Layer(const TinyLmParams& params, std::int64_t layer, std::int64_t length) const override {
     const std::vector<TinyLmTensor>& t = params.blocks[static_cast<std::size_t>(layer)].scheme;
     LayerTerms terms;
-    terms.distance_bias = ByDistance(t[kBias], length);
-    terms.probability_weight = ByDistance(t[kScale], length);
+    terms.distance_bias = TableByDistance(Spec(), t[kBias], config().heads, length);
+    terms.probability_weight = TableByDistance(Spec(), t[kScale], config().heads, length);
     return terms;
   }
 
   void LayerBackward(const TinyLmParams& /*params*/, std::int64_t layer, std::int64_t length,
                      const LayerTermGrads& dterms, TinyLmParams& grads) const override {
     std::vector<TinyLmTensor>& g = grads.blocks[static_cast<std::size_t>(layer)].scheme;
-    AddByBucket(dterms.distance_bias, length, g[kBias]);
-    AddByBucket(dterms.probability_weight, length, g[kScale]);
+    AddByBucket(Spec(), dterms.distance_bias, config().heads, length, g[kBias]);
+    AddByBucket(Spec(), dterms.probability_weight, config().heads, length, g[kScale]);
   }
 
   std::optional<PositionEncoding> KernelEncoding(const TinyLmParams& params, std::int64_t layer) const override {
@@ -76,30 +73,6 @@ class UrpeTrainer final : public SchemeTrainer {
   T5BucketSpec Spec() const {
     return {.num_buckets = scheme_.buckets, .max_distance = scheme_.max_distance, .direction = T5Direction::kCausal};
   }
-  // The bucket of key j = i - delta: relative position j - i = -delta.
-  std::int64_t Bucket(std::int64_t delta) const { return T5RelativeBucket(Spec(), -delta); }
-
-  // [H, T]: the table [buckets, heads] read by distance.
-  std::vector<double> ByDistance(const TinyLmTensor& table, std::int64_t length) const {
-    const std::int64_t heads = config().heads;
-    std::vector<double> out(static_cast<std::size_t>(heads * length));
-    for (std::int64_t delta = 0; delta < length; ++delta) {
-      const std::int64_t bucket = Bucket(delta);
-      for (std::int64_t h = 0; h < heads; ++h) out[h * length + delta] = table.values[bucket * heads + h];
-    }
-    return out;
-  }
-
-  void AddByBucket(const std::vector<double>& by_distance, std::int64_t length, TinyLmTensor& table) const {
-    const std::int64_t heads = config().heads;
-    std::vector<double> sum(table.values.size(), 0.0);
-    for (std::int64_t delta = 0; delta < length; ++delta) {
-      const std::int64_t bucket = Bucket(delta);
-      for (std::int64_t h = 0; h < heads; ++h) sum[bucket * heads + h] += by_distance[h * length + delta];
-    }
-    for (std::size_t e = 0; e < sum.size(); ++e) table.values[e] += static_cast<float>(sum[e]);
-  }
-
   UrpeScheme scheme_;
 };
 
