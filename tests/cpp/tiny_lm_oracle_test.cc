@@ -57,7 +57,7 @@ std::vector<double> Project(const std::vector<double>& rows, const TinyLmTensor&
   return out;
 }
 
-std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> AsFloat64(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 // The trainer's float32 attention of layer 0 of the scheme, against `expected` [B, H, T, hd].
 void ExpectTrainerAttention(const TinyLmConfig& config, const TinyLmParams& params, const std::vector<float>& qkv,
@@ -113,8 +113,8 @@ TEST(TinyLmXlnet, TrainerAttentionEqualsTheXlnetReference) {
       }
     }
   }
-  const std::vector<double> u = ToDouble(params.Tensor("blk.0.attn_xlnet_u.weight").values);
-  const std::vector<double> bias_v = ToDouble(params.Tensor("blk.0.attn_xlnet_v.weight").values);
+  const std::vector<double> u = AsFloat64(params.Tensor("blk.0.attn_xlnet_u.weight").values);
+  const std::vector<double> bias_v = AsFloat64(params.Tensor("blk.0.attn_xlnet_v.weight").values);
   const RelativeAttentionResult expected =
       reference::XLNetAttention(Inputs(q, k, v), {.rel_k = rel_k, .r_w_bias = u, .r_r_bias = bias_v});
   ExpectTrainerAttention(config, params, qkv, expected.output);
@@ -128,7 +128,7 @@ TEST(TinyLmDeberta, TrainerAttentionEqualsTheDebertaReference) {
   const TinyLmParams params = testing::RandomTinyParams(config, 6);
   const std::vector<float> qkv = RandomQkv(7);
   const std::vector<double> q = HeadsFirst(qkv, 0), k = HeadsFirst(qkv, 1), v = HeadsFirst(qkv, 2);
-  const std::vector<double> embeddings = ToDouble(params.Tensor("rel_embd.weight").values);
+  const std::vector<double> embeddings = AsFloat64(params.Tensor("rel_embd.weight").values);
   // K_r and Q_r [heads, 2S, hd] from the projections [2S, d].
   const auto per_head = [&](const std::vector<double>& projected) {
     const std::int64_t rows = 2 * scheme.buckets;
