@@ -39,24 +39,25 @@ struct ConfigField {
 // VisitFields(self, visitor), which calls visitor(ConfigField, member&) for
 // every hyperparameter, in a fixed order. Members are std::int64_t or double.
 
-struct NopeScheme {  // no positional information (Kazemnejad et al. 2023)
-  static constexpr std::string_view kName = "nope";
+// The field list of a scheme without hyperparameters.
+struct NoFields {
   template <class Self, class Visitor>
   static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const NoFields&) const = default;
+};
+
+struct NopeScheme : NoFields {  // no positional information (Kazemnejad et al. 2023)
+  static constexpr std::string_view kName = "nope";
   bool operator==(const NopeScheme&) const = default;
 };
 
-struct SinusoidalScheme {  // Vaswani et al.'s sinusoid added to the input, interleaved, base 10000
+struct SinusoidalScheme : NoFields {  // Vaswani et al.'s sinusoid added to the input, interleaved, base 10000
   static constexpr std::string_view kName = "sinusoidal";
-  template <class Self, class Visitor>
-  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
   bool operator==(const SinusoidalScheme&) const = default;
 };
 
-struct LearnedScheme {  // a trained row per position added to the input (GPT-2)
+struct LearnedScheme : NoFields {  // a trained row per position added to the input (GPT-2)
   static constexpr std::string_view kName = "learned";
-  template <class Self, class Visitor>
-  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
   bool operator==(const LearnedScheme&) const = default;
 };
 
@@ -82,10 +83,8 @@ struct T5Scheme {  // T5's causal log buckets, a bias per (bucket, head) shared 
   bool operator==(const T5Scheme&) const = default;
 };
 
-struct AlibiScheme {  // -slope_h (i - j), the fixed geometric slopes
+struct AlibiScheme : NoFields {  // -slope_h (i - j), the fixed geometric slopes
   static constexpr std::string_view kName = "alibi";
-  template <class Self, class Visitor>
-  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
   bool operator==(const AlibiScheme&) const = default;
 };
 
@@ -99,10 +98,8 @@ struct RopeScheme {  // q and k rotated, half-split pairs (GPT-NeoX, HF Llama)
   bool operator==(const RopeScheme&) const = default;
 };
 
-struct KerpleScheme {  // -r1_h log(1 + r2_h (i - j)), trained per layer and head
+struct KerpleScheme : NoFields {  // -r1_h log(1 + r2_h (i - j)), trained per layer and head
   static constexpr std::string_view kName = "kerple";
-  template <class Self, class Visitor>
-  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
   bool operator==(const KerpleScheme&) const = default;
 };
 
@@ -129,10 +126,8 @@ struct FireScheme {
 // 2019), per layer: s_ij = scale ((q_i + u).k_j + (q_i + v).W_R R(i - j)),
 // R the sinusoid of the distance ([sin | cos], XLNet's), W_R, u and v
 // trained per layer (XLNet's r, r_w_bias, r_r_bias). Causal, one segment.
-struct XlnetScheme {
+struct XlnetScheme : NoFields {
   static constexpr std::string_view kName = "xlnet";
-  template <class Self, class Visitor>
-  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
   bool operator==(const XlnetScheme&) const = default;
 };
 
@@ -162,10 +157,8 @@ struct DebertaScheme {
 // imaginary parts: amplitude, frequency and phase trained per word. Word
 // order is in the input only (f(j, t + k) = e^{i w_j k} f(j, t)); the
 // blocks stay real (the paper's complex-valued layers are not kept).
-struct ComplexOrderScheme {
+struct ComplexOrderScheme : NoFields {
   static constexpr std::string_view kName = "complex-order";
-  template <class Self, class Visitor>
-  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
   bool operator==(const ComplexOrderScheme&) const = default;
 };
 

@@ -370,6 +370,18 @@ struct BlockRunner {
     if (plan.shaw_rows > 0 && plan.shaw.value_term) AccumulateShawValueMass(t, kb, width);
   }
 
+  // Head h's entry of a [q_heads][relative_span] table (T5's bias, URPE's
+  // weights) at relative position key - query, clamped to the span.
+  float RelativeAt(const std::vector<float>& table, std::int64_t h, std::int64_t relative) const {
+    return table[h * plan.relative_span +
+                 std::clamp<std::int64_t>(relative - plan.relative_min, 0, plan.relative_span - 1)];
+  }
+  // The entries consecutive keys from position jmin read from a query at p
+  // (the table runs past the last key by its padding).
+  const float* RelativeRun(const std::vector<float>& table, std::int64_t h, std::int64_t jmin, std::int64_t p) const {
+    return table.data() + h * plan.relative_span + (jmin - p - plan.relative_min);
+  }
+
   // weights *= C_h(key - query), read from the table by relative position
   // as the T5 bias is (consecutive keys: a contiguous run of the table).
   void ScaleProbabilities(const Tile& t, std::int64_t kb, std::int64_t width, std::int64_t jmin) const {
@@ -379,15 +391,14 @@ struct BlockRunner {
     const std::int64_t* key_pos = plan.k_positions.data() + b * plan.kv_len;
     for (std::int64_t r = 0; r < kTileRows; ++r) {
       float* row = s + r * block;
-      const float* table = plan.probability_scale.data() + t.head[r] * plan.relative_span;
       if (!plan.keys_consecutive) {
         for (std::int64_t j = 0; j < width; ++j) {
           const std::int64_t key = key_pos[std::min(kb + j, plan.kv_len - 1)];
-          row[j] *= table[std::clamp<std::int64_t>(key - t.p[r] - plan.relative_min, 0, plan.relative_span - 1)];
+          row[j] *= RelativeAt(plan.probability_scale, t.head[r], key - t.p[r]);
         }
         continue;
       }
-      const float* run = table + (jmin - t.p[r] - plan.relative_min);
+      const float* run = RelativeRun(plan.probability_scale, t.head[r], jmin, t.p[r]);
       for (std::int64_t j = 0; j < width; j += n) {
         hn::Store(hn::Mul(hn::Load(df, row + j), hn::LoadU(df, run + j)), df, row + j);
       }
@@ -454,18 +465,14 @@ struct BlockRunner {
             case detail::BiasKind::kAlibiKeyPosition:
               row[j] += plan.slopes[h] * static_cast<float>(key - t.p[r]);
               break;
-            case detail::BiasKind::kRelativeTable:
-              row[j] += plan.relative_table[h * plan.relative_span +
-                                            std::clamp<std::int64_t>(key - t.p[r] - plan.relative_min, 0,
-                                                                     plan.relative_span - 1)];
-              break;
+            case detail::BiasKind::kRelativeTable: row[j] += RelativeAt(plan.relative_table, h, key - t.p[r]); break;
             case detail::BiasKind::kNone: break;
           }
         }
       } else if (plan.bias == detail::BiasKind::kRelativeTable) {
         // Consecutive keys read consecutive relative positions (the table
         // extends past the last key by a padding margin).
-        const float* table = plan.relative_table.data() + h * plan.relative_span + (jmin - t.p[r] - plan.relative_min);
+        const float* table = RelativeRun(plan.relative_table, h, jmin, t.p[r]);
         for (std::int64_t j = 0; j < width; j += n) {
           hn::Store(hn::Add(hn::Load(df, row + j), hn::LoadU(df, table + j)), df, row + j);
         }

@@ -94,6 +94,8 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
   result.length = length;
   result.windows = count;
   result.position_loss.assign(static_cast<std::size_t>(length), 0.0);
+  tiny_lm::KernelAttention kernel;  // every layer under the method's options, or the model's own attention
+  if (plan) kernel = [&](std::int64_t /*layer*/) { return plan->attention; };
   std::vector<std::uint8_t> rows;
   for (std::int64_t first = 0; first < count; first += per_call) {
     const std::int64_t batch = std::min(per_call, count - first);
@@ -102,8 +104,6 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
       const auto begin = text.begin() + offsets[w];
       rows.insert(rows.end(), begin, begin + length + 1);
     }
-    tiny_lm::KernelAttention kernel;
-    if (plan) kernel = [&](std::int64_t /*layer*/) { return plan->attention; };
     const TinyLmLossResult loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel);
     for (std::int64_t t = 0; t < length; ++t) {
       // The engine's rule (perplexity.cc): a NaN would otherwise make every

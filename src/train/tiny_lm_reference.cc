@@ -139,18 +139,15 @@ Matrix Attention(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& schem
   return out;
 }
 
-// x + attention(RmsNorm(x)), then + mlp(RmsNorm(.)).
+// x + attention(RmsNorm(x) + layer_positions), then + mlp(RmsNorm(.)).
+// layer_positions: the layer's [T, d] (FLOATER's p_l(t)), or empty.
 Matrix Block(const TinyLmConfig& config, const tiny_lm::SchemeTrainer& scheme, const TinyLmParams& params,
-             std::int64_t layer, const Matrix& x) {
+             std::int64_t layer, std::span<const double> layer_positions, const Matrix& x) {
   const TinyLmBlock& block = params.blocks[static_cast<std::size_t>(layer)];
   Matrix attn_in = RmsNorm(x, block.attn_norm, config.norm_eps);
-  const std::vector<std::vector<double>> positions =
-      scheme.LayerInputPositions(params, static_cast<std::int64_t>(x.size()));
-  if (!positions.empty()) {  // FLOATER's p_l(t) on the attention input
+  if (!layer_positions.empty()) {
     for (std::size_t t = 0; t < attn_in.size(); ++t) {
-      for (std::size_t c = 0; c < attn_in[t].size(); ++c) {
-        attn_in[t][c] += positions[static_cast<std::size_t>(layer)][t * attn_in[t].size() + c];
-      }
+      for (std::size_t c = 0; c < attn_in[t].size(); ++c) attn_in[t][c] += layer_positions[t * attn_in[t].size() + c];
     }
   }
   const Matrix qkv = Linear(attn_in, block.attn_qkv);
@@ -189,7 +186,14 @@ std::vector<double> SequenceLosses(const TinyLmConfig& config, const TinyLmParam
   const std::unique_ptr<tiny_lm::SchemeTrainer> scheme = tiny_lm::MakeSchemeTrainer(config);
   const std::span<const std::uint8_t> inputs = sequence.first(sequence.size() - 1);
   Matrix x = Embed(config, *scheme, params, inputs);
-  for (std::int64_t l = 0; l < config.layers; ++l) x = Block(config, *scheme, params, l, x);
+  // Every layer's input positions at once (FLOATER solves its dynamics once).
+  const std::vector<std::vector<double>> positions =
+      scheme->LayerInputPositions(params, static_cast<std::int64_t>(inputs.size()));
+  for (std::int64_t l = 0; l < config.layers; ++l) {
+    const std::span<const double> own =
+        positions.empty() ? std::span<const double>() : std::span<const double>(positions[static_cast<std::size_t>(l)]);
+    x = Block(config, *scheme, params, l, own, x);
+  }
   const Matrix logits = Linear(RmsNorm(x, params.output_norm, config.norm_eps), params.token_embd);  // tied
   std::vector<double> losses;
   for (std::size_t t = 0; t < logits.size(); ++t) {
