@@ -12,8 +12,10 @@
 // then logits = (rms_norm(x) * output_norm) Wout^T [n, vocab], with Wout the
 // token embeddings when the file has no output.weight (tied, as SmolLM2).
 //
-// Weights are dequantized to float32 once at load (any type GgufFile can
-// dequantize) and packed for the matmul kernel. GGUF llama-family Q/K
+// Weights stay in the file's type (WeightStorage::kAsStored: matmul.h's
+// kernels read Q4_0 ... Q8_0, the K-quants, F16 and BF16 as they are), or
+// are dequantized to float32 once at load (kFloat32: the reference, 4 bytes
+// a weight; any type GgufFile can dequantize). GGUF llama-family Q/K
 // weights come permuted by llama.cpp's converter, so RoPE is interleaved
 // (RopeFromGguf says so).
 #pragma once
@@ -27,6 +29,7 @@
 
 #include "posenc/attention.h"
 #include "posenc/gguf.h"
+#include "posenc/matmul.h"
 #include "posenc/rope_spec.h"
 
 namespace posenc {
@@ -83,10 +86,11 @@ class LlamaCache {
 
 class LlamaModel {
  public:
-  // Opens, checks (every tensor present with its expected shape) and
-  // dequantizes; throws posenc::Error naming the tensor or key.
-  static LlamaModel Load(const std::string& path);
-  static LlamaModel FromGguf(const GgufFile& file);
+  // Opens, checks (every tensor present with its expected shape and a type
+  // `storage` can keep) and loads; throws posenc::Error naming the tensor or
+  // key.
+  static LlamaModel Load(const std::string& path, WeightStorage storage = WeightStorage::kAsStored);
+  static LlamaModel FromGguf(const GgufFile& file, WeightStorage storage = WeightStorage::kAsStored);
 
   LlamaModel(LlamaModel&&) noexcept;
   LlamaModel& operator=(LlamaModel&&) noexcept;
@@ -136,7 +140,8 @@ class LlamaModel {
   // are not subtracted.
   double ForwardFlops(std::int64_t n) const;
 
-  // Bytes, for sizing work before doing it: the float32 weights as loaded;
+  // Bytes, for sizing work before doing it: the weights as held (what one
+  // decode step reads);
   // the activations of a Forward or Extend of n tokens (the residual
   // stream, q/k/v, attention output, gate/up, [64, vocab] logits); a
   // decoding cache holding n tokens (keys and values of every layer).

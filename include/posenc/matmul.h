@@ -4,24 +4,62 @@
 //   W [n, k]   weights as GGUF and PyTorch store them: n outputs of k inputs
 //   y [m, n]
 //
-// The weights are repacked once (PackedWeights) into the panel order the
-// SIMD kernel streams; the activations are used as they are. Work is split
-// into blocks of rows and columns whose size does not depend on the thread
-// count, and every y[i, j] is summed over k in one fixed order, so results
-// are bitwise identical for any thread count.
+// The weights are kept in one of two forms (PackedWeights):
+//   float32 panels   repacked once into the panel order the SIMD kernel
+//                    streams (Pack; a GGUF's F32 tensors; every tensor with
+//                    WeightStorage::kFloat32, the reference form);
+//   stored rows      the GGUF's own rows of blocks (Q4_0 ... Q8_0, the
+//                    K-quants, F16, BF16), a quarter to an eighth of the
+//                    float32 bytes. A product of few rows (decode, m <= 4)
+//                    reads them directly: each row is dequantized in
+//                    registers and dotted with x; a product of many rows
+//                    (prefill) dequantizes 64 rows at a time into float32
+//                    panels in the cache and runs the float32 kernel, so its
+//                    result is bitwise the float32 path's on the dequantized
+//                    weights.
+// Dequantization is exact (each weight the same float as GgufFile's), so the
+// two forms differ only in the float32 rounding of the sums. The
+// activations are used as they are. Work is split into blocks of rows and
+// columns whose size does not depend on the thread count, and every y[i, j]
+// is summed over k in one fixed order, so results are bitwise identical for
+// any thread count.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 
+#include "posenc/gguf.h"
+
 namespace posenc {
+
+// How a model keeps its weights in memory.
+enum class WeightStorage {
+  kAsStored,  // in the GGUF's type (F32 tensors as float32 panels)
+  kFloat32,   // dequantized to float32 panels: the reference, 4 bytes a weight
+};
+
+// Consecutive rows of a weight matrix as a GGUF file stores them: `rows`
+// rows of k values of ggml type `type`, each row whole blocks of the type.
+struct WeightRows {
+  GgmlType type = GgmlType::kF32;
+  std::int64_t rows = 0;
+  std::span<const std::byte> data;  // rows * (k / block_elements) * block_bytes
+};
 
 class PackedWeights {
  public:
   // w: n rows of k floats. Throws posenc::Error naming the parameter for
   // n < 1, k < 1 or w.size() != n * k.
   static PackedWeights Pack(std::span<const float> w, std::int64_t n, std::int64_t k);
+  // The rows of `parts` stacked (e.g. Q, K and V, each of its own type) as
+  // one [sum of rows, k] matrix, kept as `storage` says; the bytes are
+  // copied. Throws posenc::Error naming the part for k < 1, no rows, a k
+  // that is not whole blocks of the part's type, a data size that does not
+  // match, or a type without a kernel.
+  static PackedWeights FromRows(std::span<const WeightRows> parts, std::int64_t k, WeightStorage storage);
+  // Whether FromRows keeps `type` as stored (it has a SIMD kernel).
+  static bool HasKernel(GgmlType type);
 
   PackedWeights(PackedWeights&&) noexcept;
   PackedWeights& operator=(PackedWeights&&) noexcept;
@@ -29,6 +67,10 @@ class PackedWeights {
 
   std::int64_t rows() const;  // n: outputs
   std::int64_t cols() const;  // k: inputs
+  // Bytes held: 4 a weight as float32 panels, the stored bytes otherwise.
+  double Bytes() const;
+  // Row j (< rows()) as k float32 values: an embedding lookup.
+  void Row(std::int64_t j, std::span<float> out) const;
 
   struct Layout;  // the kernel's panel layout (src/matmul)
   const Layout& layout() const { return *layout_; }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "gguf/k_quant_scales.h"
 #include "posenc/dtype.h"
 #include "posenc/error.h"
 #include "posenc/gguf.h"
@@ -67,19 +68,6 @@ void Q5(const std::byte* block, float* out) {
 void Q8_0(const std::byte* block, float* out) {
   const float d = HalfAt(block);
   for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(static_cast<std::int8_t>(Bytes(block + 2)[j])) * d;
-}
-
-// K-quant 6-bit scale and min of sub-block j from the 12 packed bytes: the
-// first four sub-blocks use the low 6 bits of bytes 0..7; the last four take
-// 4 bits from bytes 8..11 and 2 high bits from bytes 0..7.
-void ScaleMinK4(int j, const std::uint8_t* packed, int& scale, int& min) {
-  if (j < 4) {
-    scale = packed[j] & 63;
-    min = packed[j + 4] & 63;
-  } else {
-    scale = (packed[j + 4] & 0x0F) | ((packed[j - 4] >> 6) << 4);
-    min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
-  }
 }
 
 // Q4_K / Q5_K: d, dmin (f16), 12 scale bytes, [Q5_K: 32 high-bit bytes], 128

@@ -25,6 +25,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/matmul_kernel.h"
+#include "kernels/weight_blocks-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc::HWY_NAMESPACE {
@@ -116,28 +117,163 @@ HWY_INLINE void TileRows(std::int64_t rows, const float* HWY_RESTRICT x, std::in
   Tile<R>(x, ldx, panel, kc, y, ldy, cols, resume);
 }
 
-inline void MatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
-  const PackedWeights::Layout& w = *plan.w;
-  const std::int64_t k = w.k, n = w.n;
-  for (std::int64_t block = begin; block < end; ++block) {
-    const std::int64_t row_begin = plan.RowBlock(block) * detail::kBlockRows;
-    const std::int64_t row_end = std::min(plan.m, row_begin + detail::kBlockRows);
-    const std::int64_t panel_begin = plan.PanelBlock(block) * detail::kBlockPanels;
-    const std::int64_t panel_end = std::min(w.panels, panel_begin + detail::kBlockPanels);
-    const std::int64_t slice = detail::SliceK(k);
-    for (std::int64_t k0 = 0; k0 < k; k0 += slice) {
-      const std::int64_t kc = std::min(slice, k - k0);
-      for (std::int64_t i = row_begin; i < row_end; i += kTileRows) {
-        const std::int64_t rows = std::min(kTileRows, row_end - i);
-        for (std::int64_t p = panel_begin; p < panel_end; ++p) {
-          const std::int64_t cols = std::min(kPanel, n - p * kPanel);
-          TileRows<kTileRows>(rows, plan.x + i * k + k0, k, w.Panel(p) + k0 * kPanel, kc, plan.y + i * n + p * kPanel,
-                              n, cols, k0 > 0);
-        }
+// Rows [row_begin, row_end) of y against panels [panel_begin, panel_end),
+// panel p at panel(p): tiles of kTileRows rows, k in slices.
+template <class PanelAt>
+HWY_INLINE void RunBlock(const detail::MatMulPlan& plan, std::int64_t row_begin, std::int64_t row_end,
+                         std::int64_t panel_begin, std::int64_t panel_end, const PanelAt& panel) {
+  const std::int64_t k = plan.w->k, n = plan.w->n;
+  const std::int64_t slice = detail::SliceK(k);
+  for (std::int64_t k0 = 0; k0 < k; k0 += slice) {
+    const std::int64_t kc = std::min(slice, k - k0);
+    for (std::int64_t i = row_begin; i < row_end; i += kTileRows) {
+      const std::int64_t rows = std::min(kTileRows, row_end - i);
+      for (std::int64_t p = panel_begin; p < panel_end; ++p) {
+        const std::int64_t cols = std::min(kPanel, n - p * kPanel);
+        TileRows<kTileRows>(rows, plan.x + i * k + k0, k, panel(p) + k0 * kPanel, kc, plan.y + i * n + p * kPanel, n,
+                            cols, k0 > 0);
       }
     }
   }
 }
+
+// Work item `block` of the plan: its rows and panels.
+template <class Body>
+HWY_INLINE void ForBlock(const detail::MatMulPlan& plan, std::int64_t block, const Body& body) {
+  const std::int64_t row_begin = plan.RowBlock(block) * plan.block_rows;
+  const std::int64_t panel_begin = plan.PanelBlock(block) * detail::kBlockPanels;
+  body(row_begin, std::min(plan.m, row_begin + plan.block_rows), panel_begin,
+       std::min(plan.w->panels, panel_begin + detail::kBlockPanels));
+}
+
+inline void MatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
+  for (std::int64_t block = begin; block < end; ++block) {
+    ForBlock(plan, block, [&](std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1) {
+      RunBlock(plan, r0, r1, p0, p1, [&](std::int64_t p) { return plan.w->Panel(p); });
+    });
+  }
+}
+
+// Stored rows: W row j dequantized into `out` (k floats; PaddedK(k) writable).
+inline void DequantizeStoredRow(const PackedWeights::Layout& w, std::int64_t j, float* HWY_RESTRICT out) {
+  const PackedWeights::Layout::Segment& segment = w.SegmentOf(j);
+  const std::byte* row = w.RowBytes(segment, j);
+#if HWY_HAVE_SCALABLE
+  DequantizeRow(segment.type, row, out, w.k);
+#else
+  weight_blocks::WithFormat(segment.type, [&](auto format) {
+    weight_blocks::VisitRow<decltype(format)>(
+        row, w.k, [&](std::int64_t base, std::int64_t offset, weight_blocks::V v)
+                      HWY_ATTR { hn::StoreU(v, weight_blocks::DF(), out + base + offset); });
+  });
+#endif
+}
+
+inline void StoredMatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
+  const PackedWeights::Layout& w = *plan.w;
+  const std::int64_t k = w.k;
+  // This thread's dequantized panels and one row of W.
+  static thread_local hwy::AlignedFreeUniquePtr<float[]> panels, row;
+  static thread_local std::int64_t panels_size = 0, row_size = 0;
+  if (panels_size < detail::kBlockPanels * kPanel * k) {
+    panels_size = detail::kBlockPanels * kPanel * k;
+    panels = hwy::AllocateAligned<float>(static_cast<std::size_t>(panels_size));
+  }
+  if (row_size < detail::PaddedK(k)) {
+    row_size = detail::PaddedK(k);
+    row = hwy::AllocateAligned<float>(static_cast<std::size_t>(row_size));
+  }
+  std::int64_t loaded = -1;  // the panel block in `panels`
+  for (std::int64_t block = begin; block < end; ++block) {
+    ForBlock(plan, block, [&](std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1) {
+      if (p0 != loaded) {
+        // Panel layout (matmul_kernel.h): [kk][16] per panel, zero past n.
+        for (std::int64_t p = p0; p < p1; ++p) {
+          float* panel = panels.get() + (p - p0) * kPanel * k;
+          for (std::int64_t c = 0; c < kPanel; ++c) {
+            const std::int64_t j = p * kPanel + c;
+            if (j < w.n) DequantizeStoredRow(w, j, row.get());
+            for (std::int64_t kk = 0; kk < k; ++kk) panel[kk * kPanel + c] = j < w.n ? row[kk] : 0.0f;
+          }
+        }
+        loaded = p0;
+      }
+      RunBlock(plan, r0, r1, p0, p1, [&](std::int64_t p) { return panels.get() + (p - p0) * kPanel * k; });
+    });
+  }
+}
+
+#if HWY_HAVE_SCALABLE
+// Sizeless vectors cannot live in arrays: each row dequantized, then a
+// plain dot product (correct, not tuned).
+inline void StoredDotRowsImpl(const PackedWeights::Layout& w, const float* x, std::int64_t m, float* y,
+                              std::int64_t begin, std::int64_t end) {
+  std::vector<float> row(static_cast<std::size_t>(detail::PaddedK(w.k)));
+  for (std::int64_t j = begin; j < end; ++j) {
+    DequantizeStoredRow(w, j, row.data());
+    for (std::int64_t i = 0; i < m; ++i) {
+      float acc = 0;
+      for (std::int64_t kk = 0; kk < w.k; ++kk) acc = std::fma(x[i * detail::PaddedK(w.k) + kk], row[kk], acc);
+      y[i * w.n + j] = acc;
+    }
+  }
+}
+#else
+// y[i, j] for W rows [begin, end) of one format and M rows of x: a weight
+// vector at place `offset` of its block goes to accumulator (offset / N) % 4
+// of each row of x (up to four independent FMA chains that hide the FMA
+// latency; a register, as offset is a constant after unrolling), summed as
+// (a0 + a1) + (a2 + a3), then across lanes.
+template <std::int64_t M, class Format>
+HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
+                        const float* HWY_RESTRICT x, float* HWY_RESTRICT y, std::int64_t begin, std::int64_t end) {
+  using weight_blocks::DF;
+  using weight_blocks::V;
+  const DF df;
+  const std::int64_t ldx = detail::PaddedK(w.k);
+  for (std::int64_t j = begin; j < end; ++j) {
+    V acc[M][4];
+    for (std::int64_t i = 0; i < M; ++i) {
+      for (V& a : acc[i]) a = hn::Zero(df);
+    }
+    constexpr auto kLanes = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+    weight_blocks::VisitRow<Format>(
+        w.RowBytes(segment, j), w.k, [&](std::int64_t base, std::int64_t offset, V v) HWY_ATTR {
+          const std::int64_t slot = (offset / kLanes) & 3;
+          for (std::int64_t i = 0; i < M; ++i) {
+            acc[i][slot] = hn::MulAdd(hn::LoadU(df, x + i * ldx + base + offset), v, acc[i][slot]);
+          }
+        });
+    for (std::int64_t i = 0; i < M; ++i) {
+      const V sum = hn::Add(hn::Add(acc[i][0], acc[i][1]), hn::Add(acc[i][2], acc[i][3]));
+      y[i * w.n + j] = hn::GetLane(hn::SumOfLanes(df, sum));
+    }
+  }
+}
+
+template <std::int64_t M>
+HWY_INLINE void DotRowsOf(const PackedWeights::Layout& w, const float* x, float* y, std::int64_t begin,
+                          std::int64_t end) {
+  while (begin < end) {
+    const PackedWeights::Layout::Segment& segment = w.SegmentOf(begin);
+    const std::int64_t stop = std::min(end, segment.first_row + segment.rows);
+    weight_blocks::WithFormat(segment.type, [&](auto format) {
+      DotRows<M, decltype(format)>(w, segment, x, y, begin, stop);
+    });
+    begin = stop;
+  }
+}
+
+inline void StoredDotRowsImpl(const PackedWeights::Layout& w, const float* x, std::int64_t m, float* y,
+                              std::int64_t begin, std::int64_t end) {
+  switch (m) {
+    case 1: return DotRowsOf<1>(w, x, y, begin, end);
+    case 2: return DotRowsOf<2>(w, x, y, begin, end);
+    case 3: return DotRowsOf<3>(w, x, y, begin, end);
+    default: return DotRowsOf<4>(w, x, y, begin, end);
+  }
+}
+#endif  // HWY_HAVE_SCALABLE
 
 }  // namespace posenc::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

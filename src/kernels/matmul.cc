@@ -8,7 +8,9 @@
 
 #if HWY_ONCE
 #include <algorithm>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "posenc/error.h"
 #include "posenc/parallel.h"
@@ -17,9 +19,18 @@ namespace posenc {
 namespace detail {
 
 HWY_EXPORT(MatMulBlocksImpl);
+HWY_EXPORT(StoredMatMulBlocksImpl);
+HWY_EXPORT(StoredDotRowsImpl);
 
 void MatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(MatMulBlocksImpl)(plan, begin, end);
+}
+void StoredMatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
+  HWY_DYNAMIC_DISPATCH(StoredMatMulBlocksImpl)(plan, begin, end);
+}
+void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::int64_t m, float* y,
+                   std::int64_t begin, std::int64_t end) {
+  HWY_DYNAMIC_DISPATCH(StoredDotRowsImpl)(w, x_padded, m, y, begin, end);
 }
 
 }  // namespace detail
@@ -34,17 +45,18 @@ PackedWeights::~PackedWeights() = default;
 std::int64_t PackedWeights::rows() const { return layout_->n; }
 std::int64_t PackedWeights::cols() const { return layout_->k; }
 
-PackedWeights PackedWeights::Pack(std::span<const float> w, std::int64_t n, std::int64_t k) {
-  Require(n >= 1, "matmul", "n", n, "must be at least 1");
-  Require(k >= 1, "matmul", "k", k, "must be at least 1");
-  Require(static_cast<std::int64_t>(w.size()) / k == n && static_cast<std::int64_t>(w.size()) % k == 0, "matmul",
-          "w.size()", w.size(), "must be n * k = " + std::to_string(n) + " * " + std::to_string(k));
+namespace {
+
+constexpr const char* kOp = "matmul";
+
+// Float32 panels of w [n, k] (the layout in matmul_kernel.h).
+std::unique_ptr<Layout> PanelsOf(std::span<const float> w, std::int64_t n, std::int64_t k) {
   auto layout = std::make_unique<Layout>();
   layout->n = n;
   layout->k = k;
   layout->panels = (n + Layout::kPanelWidth - 1) / Layout::kPanelWidth;
   layout->data = hwy::AllocateAligned<float>(static_cast<std::size_t>(layout->panels * k * Layout::kPanelWidth));
-  Require(layout->data != nullptr, "matmul", "n * k", n * k, "allocation of the packed weights failed");
+  Require(layout->data != nullptr, kOp, "n * k", n * k, "allocation of the packed weights failed");
   // Panel p, row kk: W[16p .. 16p+15, kk], zero past n. Panels are written by
   // the threads that will read them first.
   ParallelFor(layout->panels, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -59,7 +71,100 @@ PackedWeights PackedWeights::Pack(std::span<const float> w, std::int64_t n, std:
       }
     }
   });
+  return layout;
+}
+
+}  // namespace
+
+PackedWeights PackedWeights::Pack(std::span<const float> w, std::int64_t n, std::int64_t k) {
+  Require(n >= 1, kOp, "n", n, "must be at least 1");
+  Require(k >= 1, kOp, "k", k, "must be at least 1");
+  Require(static_cast<std::int64_t>(w.size()) / k == n && static_cast<std::int64_t>(w.size()) % k == 0, kOp,
+          "w.size()", w.size(), "must be n * k = " + std::to_string(n) + " * " + std::to_string(k));
+  return PackedWeights(PanelsOf(w, n, k));
+}
+
+bool PackedWeights::HasKernel(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
+PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::int64_t k, WeightStorage storage) {
+  Require(k >= 1, kOp, "k", k, "must be at least 1");
+  Require(!parts.empty(), kOp, "parts", Verbatim{"empty"}, "a matrix needs at least one part");
+  auto layout = std::make_unique<Layout>();
+  layout->k = k;
+  bool all_f32 = true;
+  std::int64_t bytes = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const WeightRows& part = parts[i];
+    const GgmlTypeTraits& traits = TraitsOf(part.type);
+    const std::string name = "parts[" + std::to_string(i) + "]";
+    Require(part.rows >= 1, kOp, name + ".rows", part.rows, "must be at least 1");
+    Require(k % traits.block_elements == 0, kOp, "k", k,
+            "must be whole " + std::string(traits.name) + " blocks of " + std::to_string(traits.block_elements) +
+                " values (" + name + ")");
+    Require(storage == WeightStorage::kFloat32 ? traits.dequantizable : HasKernel(part.type), kOp, name + ".type",
+            traits.name,
+            storage == WeightStorage::kFloat32 ? "cannot be dequantized by posenc"
+                                               : "has no matmul kernel (keep the weights as float32)");
+    const std::int64_t row_bytes = k / traits.block_elements * traits.block_bytes;
+    Require(static_cast<std::int64_t>(part.data.size()) == part.rows * row_bytes, kOp, name + ".data.size()",
+            part.data.size(), "must be rows * row bytes = " + std::to_string(part.rows) + " * " +
+                                  std::to_string(row_bytes));
+    layout->segments.push_back(Layout::Segment{part.type, layout->n, part.rows, row_bytes, bytes});
+    layout->n += part.rows;
+    bytes += part.rows * row_bytes;
+    all_f32 = all_f32 && part.type == GgmlType::kF32;
+  }
+  if (storage == WeightStorage::kFloat32 || all_f32) {
+    std::vector<float> w(static_cast<std::size_t>(layout->n * k));
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      DequantizeRow(parts[i].type, parts[i].data.data(), w.data() + layout->segments[i].first_row * k,
+                    parts[i].rows * k);
+    }
+    return PackedWeights(PanelsOf(w, layout->n, k));
+  }
+  layout->panels = (layout->n + Layout::kPanelWidth - 1) / Layout::kPanelWidth;
+  layout->bytes = hwy::AllocateAligned<std::byte>(static_cast<std::size_t>(bytes));
+  Require(layout->bytes != nullptr, kOp, "bytes", bytes, "allocation of the stored weights failed");
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    std::memcpy(layout->bytes.get() + layout->segments[i].offset, parts[i].data.data(), parts[i].data.size());
+  }
   return PackedWeights(std::move(layout));
+}
+
+double PackedWeights::Bytes() const {
+  const Layout& w = *layout_;
+  if (!w.Stored()) return 4.0 * static_cast<double>(w.panels * w.k * Layout::kPanelWidth);
+  const Layout::Segment& last = w.segments.back();
+  return static_cast<double>(last.offset + last.rows * last.row_bytes);
+}
+
+void PackedWeights::Row(std::int64_t j, std::span<float> out) const {
+  const Layout& w = *layout_;
+  Require(j >= 0 && j < w.n, kOp, "row", j, "must be in [0, n = " + std::to_string(w.n) + ")");
+  Require(static_cast<std::int64_t>(out.size()) == w.k, kOp, "out.size()", out.size(),
+          "must be k = " + std::to_string(w.k));
+  if (w.Stored()) {
+    const Layout::Segment& segment = w.SegmentOf(j);
+    DequantizeRow(segment.type, w.RowBytes(segment, j), out.data(), w.k);
+    return;
+  }
+  const float* panel = w.Panel(j / Layout::kPanelWidth);
+  for (std::int64_t kk = 0; kk < w.k; ++kk) out[kk] = panel[kk * Layout::kPanelWidth + j % Layout::kPanelWidth];
 }
 
 void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y) {
@@ -71,21 +176,43 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
   Require(static_cast<std::int64_t>(y.size()) == m * n, "matmul", "y.size()", y.size(),
           "must be m * n = " + std::to_string(m) + " * " + std::to_string(n));
   if (m == 0) return;
+  if (layout.Stored() && m <= detail::kDotRows) {
+    // Decode: x rows padded with zeros to whole vectors; rows of W in chunks
+    // of about 64 KiB of weights.
+    const std::int64_t ldx = detail::PaddedK(k);
+    std::vector<float> x_padded(static_cast<std::size_t>(m * ldx), 0.0f);
+    for (std::int64_t i = 0; i < m; ++i) std::copy_n(x.data() + i * k, k, x_padded.data() + i * ldx);
+    const double row_bytes = w.Bytes() / static_cast<double>(n);
+    const auto rows_per_chunk = static_cast<std::int64_t>(std::max(1.0, 65536.0 / row_bytes));
+    ParallelFor(n, rows_per_chunk, [&](std::int64_t begin, std::int64_t end) {
+      detail::StoredDotRows(layout, x_padded.data(), m, y.data(), begin, end);
+    });
+    return;
+  }
+  const std::int64_t block_rows = layout.Stored() ? detail::kStoredBlockRows : detail::kBlockRows;
   const detail::MatMulPlan plan{
       .x = x.data(),
       .m = m,
       .w = &layout,
       .y = y.data(),
-      .row_blocks = (m + detail::kBlockRows - 1) / detail::kBlockRows,
+      .block_rows = block_rows,
+      .row_blocks = (m + block_rows - 1) / block_rows,
       .panel_blocks = (layout.panels + detail::kBlockPanels - 1) / detail::kBlockPanels,
-      .panel_major = n > m,
+      // Stored rows: a thread's consecutive items share their panels, which
+      // it dequantizes once.
+      .panel_major = layout.Stored() || n > m,
   };
   // Small products stay on one thread: at least ~2 MFLOP per piece.
-  const double block_flops = 2.0 * static_cast<double>(std::min(m, detail::kBlockRows)) *
+  const double block_flops = 2.0 * static_cast<double>(std::min(m, block_rows)) *
                              static_cast<double>(detail::kBlockPanels * Layout::kPanelWidth * k);
   const auto min_chunk = static_cast<std::int64_t>(std::max(1.0, 2e6 / block_flops));
-  ParallelFor(plan.Blocks(), min_chunk,
-              [&](std::int64_t begin, std::int64_t end) { detail::MatMulBlocks(plan, begin, end); });
+  ParallelFor(plan.Blocks(), min_chunk, [&](std::int64_t begin, std::int64_t end) {
+    if (layout.Stored()) {
+      detail::StoredMatMulBlocks(plan, begin, end);
+    } else {
+      detail::MatMulBlocks(plan, begin, end);
+    }
+  });
 }
 
 }  // namespace posenc

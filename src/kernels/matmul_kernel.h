@@ -2,7 +2,9 @@
 // kernel (matmul-inl.h) runs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "hwy/aligned_allocator.h"
 #include "posenc/matmul.h"
@@ -15,6 +17,8 @@ namespace posenc {
 // The width is fixed (not the target's vector width) so that weights packed
 // once serve every SIMD target: 2 AVX2 vectors, 4 SSE4/NEON vectors, one
 // AVX-512 vector; a panel row is one 64-byte cache line.
+// Or (stored rows) W as the GGUF's rows of blocks, in segments of one type
+// each, and no panels (data is null).
 struct PackedWeights::Layout {
   static constexpr std::int64_t kPanelWidth = 16;
   std::int64_t n = 0;
@@ -22,7 +26,26 @@ struct PackedWeights::Layout {
   std::int64_t panels = 0;  // ceil(n / kPanelWidth)
   hwy::AlignedFreeUniquePtr<float[]> data;
 
+  // Rows [first_row, first_row + rows) of type `type`, row_bytes each, at
+  // bytes + offset.
+  struct Segment {
+    GgmlType type;
+    std::int64_t first_row, rows, row_bytes, offset;
+  };
+  std::vector<Segment> segments;
+  hwy::AlignedFreeUniquePtr<std::byte[]> bytes;
+
+  bool Stored() const { return data == nullptr; }
   const float* Panel(std::int64_t p) const { return data.get() + p * k * kPanelWidth; }
+  // The segment holding row j.
+  const Segment& SegmentOf(std::int64_t j) const {
+    std::size_t s = 0;
+    while (j >= segments[s].first_row + segments[s].rows) ++s;
+    return segments[s];
+  }
+  const std::byte* RowBytes(const Segment& s, std::int64_t j) const {
+    return bytes.get() + s.offset + (j - s.first_row) * s.row_bytes;
+  }
 };
 
 namespace detail {
@@ -53,7 +76,8 @@ struct MatMulPlan {
   std::int64_t m;
   const PackedWeights::Layout* w;
   float* y;                   // [m, n]
-  std::int64_t row_blocks;    // ceil(m / kBlockRows)
+  std::int64_t block_rows;    // kBlockRows, or kStoredBlockRows for stored rows
+  std::int64_t row_blocks;    // ceil(m / block_rows)
   std::int64_t panel_blocks;  // ceil(panels / kBlockPanels)
   // Order of the work items, so that a thread's consecutive items share the
   // larger operand: with n > m (the 113 MiB logits matrix against 4.7 MiB of
@@ -67,6 +91,28 @@ struct MatMulPlan {
 
 // Computes work items [begin, end) of plan.Blocks().
 void MatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end);
+
+// Stored rows, many rows of x (m > kDotRows): work items are blocks of
+// kStoredBlockRows rows x kBlockPanels panels; each dequantizes its panels
+// (kBlockPanels * 16 rows of W, whole k) into a per-thread float32 buffer
+// and runs the float32 tiles over them, in the same k slices: the result
+// is bitwise MatMulBlocks' on the dequantized weights. Dequantizing costs
+// once per weight and 384 rows (at most ~1% of the FMAs).
+constexpr std::int64_t kStoredBlockRows = 4 * kBlockRows;
+void StoredMatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end);
+
+// Stored rows, few rows of x (decode): y[i, j] for W rows [begin, end) and
+// i < m <= kDotRows, each a dot product of x row i with W row j dequantized
+// in registers (four accumulators, summed in a fixed order). x_padded holds
+// the m rows of x with k rounded up to kPanelWidth, zero-filled.
+constexpr std::int64_t kDotRows = 4;
+void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::int64_t m, float* y,
+                   std::int64_t begin, std::int64_t end);
+// k rounded up to whole panel rows: the padded x's row length.
+constexpr std::int64_t PaddedK(std::int64_t k) {
+  return (k + PackedWeights::Layout::kPanelWidth - 1) / PackedWeights::Layout::kPanelWidth *
+         PackedWeights::Layout::kPanelWidth;
+}
 
 }  // namespace detail
 }  // namespace posenc

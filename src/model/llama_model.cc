@@ -35,8 +35,12 @@ LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
 LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
 LlamaModel::~LlamaModel() = default;
 
-LlamaModel LlamaModel::Load(const std::string& path) { return FromGguf(GgufFile::Open(path)); }
-LlamaModel LlamaModel::FromGguf(const GgufFile& file) { return LlamaModel(LoadLlamaWeights(file)); }
+LlamaModel LlamaModel::Load(const std::string& path, WeightStorage storage) {
+  return FromGguf(GgufFile::Open(path), storage);
+}
+LlamaModel LlamaModel::FromGguf(const GgufFile& file, WeightStorage storage) {
+  return LlamaModel(LoadLlamaWeights(file, storage));
+}
 
 const LlamaHyperparams& LlamaModel::hparams() const { return weights_->hp; }
 
@@ -59,13 +63,13 @@ double LlamaModel::ActivationBytes(std::int64_t n) const {
 
 double LlamaModel::WeightBytes() const {
   const Weights& w = *weights_;
-  const auto packed = [](const PackedWeights& p) { return static_cast<double>(p.rows() * p.cols()); };
-  double floats = static_cast<double>(w.token_embd.size() + w.output_norm.size()) + packed(w.output);
+  double bytes = w.token_embd.Bytes() + (w.output ? w.output->Bytes() : 0.0) +
+                 sizeof(float) * static_cast<double>(w.output_norm.size());
   for (const LlamaLayerWeights& l : w.layers) {
-    floats += static_cast<double>(l.attn_norm.size() + l.ffn_norm.size()) + packed(l.qkv) + packed(l.attn_output) +
-              packed(l.gate_up) + packed(l.down);
+    bytes += sizeof(float) * static_cast<double>(l.attn_norm.size() + l.ffn_norm.size()) + l.qkv.Bytes() +
+             l.attn_output.Bytes() + l.gate_up.Bytes() + l.down.Bytes();
   }
-  return sizeof(float) * floats;
+  return bytes;
 }
 
 double LlamaModel::CacheBytes(std::int64_t n) const {
@@ -140,7 +144,7 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
 
   std::vector<float> x(n * d), normed(n * d), qkv(n * qkv_dim), attn(n * q_dim), proj(n * d);
   std::vector<float> gate_up(n * 2 * ffn), hidden(n * ffn);
-  model::GatherRows(w.token_embd, d, tokens, x);
+  model::GatherRows(w.token_embd, tokens, x);
 
   // q is a view into qkv [n, q | k | v]: each token's row holds its q heads,
   // then its k heads, then its v heads. k and v are copied to the cache and
@@ -186,7 +190,7 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
       std::copy_n(normed.begin() + logit_rows[first + r] * d, d, block_in.begin() + r * d);
     }
     const std::span<float> block(logits.data(), rows * hp.vocab_size);
-    MatMul(std::span<const float>(block_in).first(rows * d), rows, w.output, block);
+    MatMul(std::span<const float>(block_in).first(rows * d), rows, w.Output(), block);
     sink(logit_rows.subspan(first, rows), block);
   }
 }

@@ -17,23 +17,30 @@ std::string ShapeText(const std::vector<std::int64_t>& shape) {
 
 std::string Block(std::int64_t layer, const char* name) { return "blk." + std::to_string(layer) + "." + name; }
 
-// Rows of `a` then rows of `b` (both [*, cols]) as one matrix.
-std::vector<float> StackRows(std::vector<float> a, const std::vector<float>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-}  // namespace
-
-std::vector<float> ReadLlamaTensor(const GgufFile& file, const std::string& name,
-                                   const std::vector<std::int64_t>& shape) {
+const GgufTensorInfo& CheckedTensor(const GgufFile& file, const std::string& name,
+                                    const std::vector<std::int64_t>& shape) {
   const GgufTensorInfo* info = file.FindTensor(name);
   Require(info != nullptr, kOp, name, Verbatim{"missing"}, "a llama GGUF must have this tensor");
   Require(info->shape == shape, kOp, name + ".shape", Verbatim{ShapeText(info->shape)},
           "must be " + ShapeText(shape) + " (ggml order) for these hyperparameters");
   Require(TraitsOf(info->type).dequantizable, kOp, name + ".type", TraitsOf(info->type).name,
           "is not a type posenc can dequantize");
-  return file.Dequantize(*info);
+  return *info;
+}
+
+}  // namespace
+
+std::vector<float> ReadLlamaTensor(const GgufFile& file, const std::string& name,
+                                   const std::vector<std::int64_t>& shape) {
+  return file.Dequantize(CheckedTensor(file, name, shape));
+}
+
+WeightRows LlamaTensorRows(const GgufFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
+                           WeightStorage storage) {
+  const GgufTensorInfo& info = CheckedTensor(file, name, shape);
+  Require(storage == WeightStorage::kFloat32 || PackedWeights::HasKernel(info.type), kOp, name + ".type",
+          TraitsOf(info.type).name, "has no matmul kernel: load the model with float32 weights");
+  return WeightRows{info.type, info.Rows(), info.data};
 }
 
 LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file) {
@@ -46,35 +53,34 @@ LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file) {
   return hp;
 }
 
-std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file) {
+std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, WeightStorage storage) {
   LlamaHyperparams hp = LlamaHyperparamsOf(file);
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length;
   const std::int64_t q_dim = hp.head_count * hp.head_dim, kv_dim = hp.head_count_kv * hp.head_dim;
+  // A matrix of the named tensors' rows, stacked, with k inputs.
+  const auto matrix = [&](const std::vector<std::pair<std::string, std::int64_t>>& tensors, std::int64_t k) {
+    std::vector<WeightRows> parts;
+    for (const auto& [name, rows] : tensors) parts.push_back(LlamaTensorRows(file, name, {k, rows}, storage));
+    return PackedWeights::FromRows(parts, k, storage);
+  };
 
-  std::vector<float> token_embd = ReadLlamaTensor(file, "token_embd.weight", {d, hp.vocab_size});
+  PackedWeights token_embd = matrix({{"token_embd.weight", hp.vocab_size}}, d);
   std::vector<float> output_norm = ReadLlamaTensor(file, "output_norm.weight", {d});
   hp.tied_output = file.FindTensor("output.weight") == nullptr;
-  PackedWeights output =
-      hp.tied_output
-          ? PackedWeights::Pack(token_embd, hp.vocab_size, d)  // no copy of the table
-          : PackedWeights::Pack(ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size, d);
+  std::optional<PackedWeights> output;
+  if (!hp.tied_output) output = matrix({{"output.weight", hp.vocab_size}}, d);
 
   std::vector<LlamaLayerWeights> layers;
   layers.reserve(hp.block_count);
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
-    const auto read = [&](const char* name, const std::vector<std::int64_t>& shape) {
-      return ReadLlamaTensor(file, Block(l, name), shape);
-    };
-    std::vector<float> qkv = StackRows(StackRows(read("attn_q.weight", {d, q_dim}), read("attn_k.weight", {d, kv_dim})),
-                                       read("attn_v.weight", {d, kv_dim}));
-    std::vector<float> gate_up = StackRows(read("ffn_gate.weight", {d, ffn}), read("ffn_up.weight", {d, ffn}));
+    const auto name = [&](const char* tensor) { return Block(l, tensor); };
     layers.push_back(LlamaLayerWeights{
-        read("attn_norm.weight", {d}),
-        read("ffn_norm.weight", {d}),
-        PackedWeights::Pack(qkv, q_dim + 2 * kv_dim, d),
-        PackedWeights::Pack(read("attn_output.weight", {q_dim, d}), d, q_dim),
-        PackedWeights::Pack(gate_up, 2 * ffn, d),
-        PackedWeights::Pack(read("ffn_down.weight", {ffn, d}), d, ffn),
+        ReadLlamaTensor(file, name("attn_norm.weight"), {d}),
+        ReadLlamaTensor(file, name("ffn_norm.weight"), {d}),
+        matrix({{name("attn_q.weight"), q_dim}, {name("attn_k.weight"), kv_dim}, {name("attn_v.weight"), kv_dim}}, d),
+        matrix({{name("attn_output.weight"), d}}, q_dim),
+        matrix({{name("ffn_gate.weight"), ffn}, {name("ffn_up.weight"), ffn}}, d),
+        matrix({{name("ffn_down.weight"), d}}, ffn),
     });
   }
   return std::make_unique<LlamaModel::Weights>(LlamaModel::Weights{

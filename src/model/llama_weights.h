@@ -1,9 +1,11 @@
-// The Llama model's weights in float32, checked against the hyperparameters
-// and packed for MatMul. Q, K and V are packed as one [q + 2 kv, d] matrix
-// and gate and up as one [2 ffn, d] matrix, so each layer makes four
-// products instead of seven.
+// The Llama model's weights, checked against the hyperparameters and kept
+// for MatMul as the file stores them (or as float32: WeightStorage). Q, K and
+// V are stacked as one [q + 2 kv, d] matrix and gate and up as one [2 ffn, d]
+// matrix (each part in its own type), so each layer makes four products
+// instead of seven.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "posenc/gguf.h"
@@ -23,15 +25,16 @@ struct LlamaLayerWeights {
 
 struct LlamaModel::Weights {
   LlamaHyperparams hp;
-  std::vector<float> token_embd;   // [vocab, d]
-  std::vector<float> output_norm;  // [d]
-  PackedWeights output;            // [vocab, d]
+  PackedWeights token_embd;             // [vocab, d]: rows looked up, and the tied output
+  std::vector<float> output_norm;       // [d]
+  std::optional<PackedWeights> output;  // [vocab, d]; none when tied
   std::vector<LlamaLayerWeights> layers;
+  const PackedWeights& Output() const { return output ? *output : token_embd; }
 };
 
 // Reads every tensor, checking names, shapes and types; throws posenc::Error
 // naming the tensor.
-std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file);
+std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, WeightStorage storage);
 
 // The hyperparameters with what only the tensors tell: the vocabulary size
 // when the metadata has none (token_embd's rows) and llama.cpp's rope_freqs
@@ -42,5 +45,10 @@ LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file);
 // for a matrix, {len} for a vector). Shared with the reference model.
 std::vector<float> ReadLlamaTensor(const GgufFile& file, const std::string& name,
                                    const std::vector<std::int64_t>& shape);
+
+// A matrix tensor's rows as stored, after checking its shape and that it can
+// be kept as `storage` says (a type without a kernel names the tensor).
+WeightRows LlamaTensorRows(const GgufFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
+                           WeightStorage storage);
 
 }  // namespace posenc

@@ -11,13 +11,11 @@ namespace {
 constexpr std::int64_t kRowsPerChunk = 16;
 }  // namespace
 
-void GatherRows(std::span<const float> table, std::int64_t d, std::span<const std::int32_t> tokens,
-                std::span<float> out) {
+void GatherRows(const PackedWeights& table, std::span<const std::int32_t> tokens, std::span<float> out) {
   const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t d = table.cols();
   ParallelFor(n, kRowsPerChunk, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      std::copy_n(table.data() + tokens[i] * d, d, out.data() + i * d);
-    }
+    for (std::int64_t i = begin; i < end; ++i) table.Row(tokens[i], out.subspan(i * d, d));
   });
 }
 

@@ -7,11 +7,12 @@
 #include <cstdint>
 #include <span>
 
+#include "posenc/matmul.h"
+
 namespace posenc::model {
 
-// out[i, :] = table[tokens[i], :]; table [vocab, d], out [n, d].
-void GatherRows(std::span<const float> table, std::int64_t d, std::span<const std::int32_t> tokens,
-                std::span<float> out);
+// out[i, :] = table[tokens[i], :] as float32; table [vocab, d], out [n, d].
+void GatherRows(const PackedWeights& table, std::span<const std::int32_t> tokens, std::span<float> out);
 
 // out[i, j] = x[i, j] / sqrt(mean_j x[i, j]^2 + eps) * weight[j]; x, out [n, d]
 // (the mean of squares accumulated in double).

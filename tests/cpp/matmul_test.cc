@@ -4,10 +4,12 @@
 // identical results for 1, 2 and 3 threads; argument errors.
 // (Suite "matmul", lowercase, so that `ctest -R matmul` selects it.)
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "posenc/dtype.h"
 #include "posenc/matmul.h"
 #include "posenc/parallel.h"
 #include "test_util.h"
@@ -105,6 +107,165 @@ TEST(matmul, BitwiseIdenticalForAnyThreadCount) {
     EXPECT_EQ(row, std::vector<float>(results[0].end() - n, results[0].end()));
   });
   SetNumThreads(saved);
+}
+
+// Random rows of a GGUF type: random block bytes with finite f16 scales of
+// about 1/16 (where the format has them), random element values otherwise.
+std::vector<std::byte> RandomRows(GgmlType type, std::int64_t rows, std::int64_t k, std::uint32_t seed) {
+  const GgmlTypeTraits& traits = TraitsOf(type);
+  const std::int64_t blocks = rows * k / traits.block_elements;
+  std::vector<std::byte> bytes(static_cast<std::size_t>(blocks * traits.block_bytes));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const auto put16 = [&](std::size_t at, std::uint16_t bits) { std::memcpy(bytes.data() + at, &bits, 2); };
+  if (traits.block_elements == 1) {
+    for (std::int64_t i = 0; i < blocks; ++i) {
+      const float v = dist(rng);
+      const auto at = static_cast<std::size_t>(i * traits.block_bytes);
+      if (type == GgmlType::kF32) std::memcpy(bytes.data() + at, &v, 4);
+      if (type == GgmlType::kF16) put16(at, F32ToF16(v));
+      if (type == GgmlType::kBF16) put16(at, F32ToBF16(v));
+    }
+    return bytes;
+  }
+  for (std::byte& b : bytes) b = static_cast<std::byte>(rng() & 0xFF);
+  // Offsets of the f16 scales in a block.
+  std::vector<std::size_t> scales{0};
+  if (type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1 || type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) {
+    scales.push_back(2);
+  }
+  if (type == GgmlType::kQ6_K) scales = {208};
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    for (const std::size_t at : scales) put16(static_cast<std::size_t>(b * traits.block_bytes) + at, F32ToF16(dist(rng) / 16));
+  }
+  return bytes;
+}
+
+std::vector<float> DequantizedRows(GgmlType type, const std::vector<std::byte>& bytes, std::int64_t rows,
+                                   std::int64_t k) {
+  std::vector<float> w(static_cast<std::size_t>(rows * k));
+  DequantizeRow(type, bytes.data(), w.data(), rows * k);
+  return w;
+}
+
+const GgmlType kKernelTypes[] = {GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                 GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                 GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+// Weights kept as stored: decode (m <= 4) near the reference on the exactly
+// dequantized weights; more rows bitwise the float32 kernel on them; the
+// rows, the bytes held. Shapes: n tails, k of one block, several blocks and
+// past one k slice (1024), m past one block of 384 rows.
+TEST(matmul, StoredRowsOfEveryTypeOnEveryTarget) {
+  for (const GgmlType type : kKernelTypes) {
+    const std::int64_t block = TraitsOf(type).block_elements == 1 ? 16 : TraitsOf(type).block_elements;
+    for (const std::int64_t k : {block, 3 * block, 1280 / block * block + (block == 16 ? 5 : 0)}) {
+      for (const std::int64_t n : {1, 17, 70}) {
+        SCOPED_TRACE(std::string(TraitsOf(type).name) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+        const std::vector<std::byte> bytes = RandomRows(type, n, k, static_cast<std::uint32_t>(n * 31 + k));
+        const std::vector<float> w = DequantizedRows(type, bytes, n, k);
+        const WeightRows part{type, n, bytes};
+        const PackedWeights floats = PackedWeights::Pack(w, n, k);
+        ForEachTarget([&] {
+          const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
+          EXPECT_EQ(stored.Bytes(), static_cast<double>(bytes.size()));
+          std::vector<float> row(static_cast<std::size_t>(k));
+          stored.Row(n - 1, row);
+          EXPECT_EQ(row, std::vector<float>(w.end() - k, w.end()));
+          for (const std::int64_t m : {1, 2, 3, 4, 5, 13, 400}) {
+            SCOPED_TRACE("m=" + std::to_string(m));
+            const std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(m + k));
+            std::vector<float> y(static_cast<std::size_t>(m * n), std::nanf(""));
+            MatMul(x, m, stored, y);
+            if (m <= 4) {
+              ExpectNearReference(x, w, m, n, k, y);
+            } else {
+              std::vector<float> expected(y.size());
+              MatMul(x, m, floats, expected);
+              EXPECT_EQ(y, expected);
+            }
+          }
+        });
+      }
+    }
+  }
+}
+
+// Q, K and V of different types stacked as one matrix (a Q4_K_M file's
+// attn_v is Q6_K); as float32 it is the float32 panels of all rows.
+TEST(matmul, StoredSegmentsOfMixedTypes) {
+  const std::int64_t k = 512;
+  const std::vector<std::pair<GgmlType, std::int64_t>> shapes{
+      {GgmlType::kQ4_K, 20}, {GgmlType::kQ6_K, 7}, {GgmlType::kF32, 9}, {GgmlType::kQ8_0, 3}};
+  std::vector<std::vector<std::byte>> bytes;
+  std::vector<WeightRows> parts;
+  std::vector<float> w;
+  for (const auto& [type, rows] : shapes) {
+    bytes.push_back(RandomRows(type, rows, k, static_cast<std::uint32_t>(rows)));
+    const std::vector<float> part = DequantizedRows(type, bytes.back(), rows, k);
+    w.insert(w.end(), part.begin(), part.end());
+  }
+  for (std::size_t i = 0; i < shapes.size(); ++i) parts.push_back({shapes[i].first, shapes[i].second, bytes[i]});
+  const std::int64_t n = 39;
+  const PackedWeights stored = PackedWeights::FromRows(parts, k, WeightStorage::kAsStored);
+  const PackedWeights as_f32 = PackedWeights::FromRows(parts, k, WeightStorage::kFloat32);
+  EXPECT_EQ(as_f32.Bytes(), 4.0 * 48 * k);  // three panels of 16 rows
+  for (const std::int64_t m : {1, 3, 50}) {
+    const std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(m));
+    std::vector<float> y(static_cast<std::size_t>(m * n)), y_f32(y.size());
+    MatMul(x, m, stored, y);
+    MatMul(x, m, as_f32, y_f32);
+    ExpectNearReference(x, w, m, n, k, y);
+    if (m > 4) EXPECT_EQ(y, y_f32);
+  }
+  for (const std::int64_t j : {0, 19, 20, 26, 27, 35, 36, 38}) {
+    std::vector<float> row(static_cast<std::size_t>(k)), row_f32(row.size());
+    stored.Row(j, row);
+    as_f32.Row(j, row_f32);
+    EXPECT_EQ(row, std::vector<float>(w.begin() + j * k, w.begin() + (j + 1) * k)) << j;
+    EXPECT_EQ(row_f32, row) << j;
+  }
+}
+
+TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
+  const std::int64_t n = 300, k = 256;
+  const std::vector<std::byte> bytes = RandomRows(GgmlType::kQ4_K, n, k, 5);
+  const WeightRows part{GgmlType::kQ4_K, n, bytes};
+  const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
+  const int saved = NumThreads();
+  for (const std::int64_t m : {1, 4, 500}) {
+    const std::vector<float> x = Random(m * k, 6);
+    std::vector<std::vector<float>> results;
+    for (const int threads : {1, 2, 3}) {
+      SetNumThreads(threads);
+      std::vector<float> y(static_cast<std::size_t>(m * n));
+      MatMul(x, m, stored, y);
+      results.push_back(y);
+    }
+    EXPECT_EQ(results[0], results[1]) << m;
+    EXPECT_EQ(results[0], results[2]) << m;
+  }
+  SetNumThreads(saved);
+}
+
+TEST(matmul, StoredRowsRejectBadArguments) {
+  const std::vector<std::byte> q4(20 * 2);  // two Q4_1 blocks
+  const WeightRows part{GgmlType::kQ4_1, 2, q4};
+  ExpectError([&] { PackedWeights::FromRows({&part, 1}, 48, WeightStorage::kAsStored); },
+              {"[matmul] k = 48", "whole Q4_1 blocks of 32 values (parts[0])"});
+  ExpectError([&] { PackedWeights::FromRows({&part, 1}, 64, WeightStorage::kAsStored); },
+              {"parts[0].data.size() = 40", "rows * row bytes = 2 * 40"});
+  const WeightRows none{GgmlType::kQ4_1, 0, {}};
+  ExpectError([&] { PackedWeights::FromRows({&none, 1}, 32, WeightStorage::kAsStored); }, {"parts[0].rows = 0"});
+  ExpectError([&] { PackedWeights::FromRows({}, 32, WeightStorage::kAsStored); }, {"parts = empty"});
+  const std::vector<std::byte> q2(84);
+  const WeightRows q2_k{GgmlType::kQ2_K, 1, q2};
+  ExpectError([&] { PackedWeights::FromRows({&q2_k, 1}, 256, WeightStorage::kAsStored); },
+              {"parts[0].type = \"Q2_K\"", "has no matmul kernel"});
+  const PackedWeights stored = PackedWeights::FromRows({&part, 1}, 32, WeightStorage::kAsStored);
+  std::vector<float> row(32);
+  ExpectError([&] { stored.Row(2, row); }, {"[matmul] row = 2", "[0, n = 2)"});
+  ExpectError([&] { stored.Row(0, std::span<float>(row).first(31)); }, {"out.size() = 31"});
 }
 
 TEST(matmul, RejectsBadArguments) {
