@@ -33,6 +33,7 @@ enum class GgmlType : std::uint32_t {
   kQ4_K = 12,
   kQ5_K = 13,
   kQ6_K = 14,
+  kQ8_K = 15,
   kBF16 = 30,
 };
 
@@ -46,8 +47,13 @@ struct GgmlTypeTraits {
 // Throws posenc::Error for a type number posenc does not know.
 const GgmlTypeTraits& TraitsOf(GgmlType type);
 
-// Dequantizes `elements` values (a multiple of the block size) from `blocks`.
-void DequantizeRow(GgmlType type, const std::byte* blocks, float* out, std::int64_t elements);
+// Dequantizes `elements` values (a multiple of the block size) from `blocks`
+// of the tensor named `tensor` (for errors). Throws posenc::Error, before
+// writing anything, if a block's scale is inf or NaN.
+void DequantizeRow(GgmlType type, const std::byte* blocks, float* out, std::int64_t elements, std::string_view tensor);
+// The check DequantizeRow makes, for code that reads the blocks as stored
+// (matmul.h's kernels check once, at load).
+void RequireFiniteScales(GgmlType type, const std::byte* blocks, std::int64_t elements, std::string_view tensor);
 
 struct GgufTensorInfo {
   std::string name;

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "posenc/gguf.h"
 
@@ -45,6 +46,7 @@ struct WeightRows {
   GgmlType type = GgmlType::kF32;
   std::int64_t rows = 0;
   std::span<const std::byte> data;  // rows * (k / block_elements) * block_bytes
+  std::string_view name;            // the tensor's, for errors ("" : "parts[i]")
 };
 
 class PackedWeights {
@@ -56,7 +58,7 @@ class PackedWeights {
   // one [sum of rows, k] matrix, kept as `storage` says; the bytes are
   // copied. Throws posenc::Error naming the part for k < 1, no rows, a k
   // that is not whole blocks of the part's type, a data size that does not
-  // match, or a type without a kernel.
+  // match, a block scale that is not finite, or a type without a kernel.
   static PackedWeights FromRows(std::span<const WeightRows> parts, std::int64_t k, WeightStorage storage);
   // Whether FromRows keeps `type` as stored (it has a SIMD kernel).
   static bool HasKernel(GgmlType type);

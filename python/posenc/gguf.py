@@ -88,10 +88,11 @@ class GgufFile:
     def dequantize(self, name: str) -> np.ndarray:
         """The tensor ``name`` as a new float32 array in NumPy order (the ggml
         shape reversed). Exact: each block is decoded as ggml does (F32,
-        F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
+        F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 
         Raises:
-            ValueError: no such tensor, or a type posenc cannot dequantize.
+            ValueError: no such tensor, a type posenc cannot dequantize, or a
+                block whose scale is inf or NaN.
         """
         if not isinstance(name, str):
             raise ValueError(f"[gguf] tensor = {name!r}: must be a tensor name (str)")

@@ -108,7 +108,7 @@ class LlamaModel:
 
     Args:
         path: a llama-architecture GGUF file (str or os.PathLike). Any tensor
-            type posenc dequantizes (F32, F16, BF16, Q4_0..Q8_0, Q4_K..Q6_K)
+            type posenc dequantizes (F32, F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K)
             is dequantized to float32 once, here.
 
     Attributes:

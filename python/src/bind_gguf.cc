@@ -120,7 +120,7 @@ py::array_t<float> Dequantize(const GgufFile& file, const std::string& name) {
   float* data = out.mutable_data();
   {
     py::gil_scoped_release release;  // `file` (and its mapping) is held by the Python object
-    DequantizeRow(t.type, t.data.data(), data, t.Elements());
+    DequantizeRow(t.type, t.data.data(), data, t.Elements(), t.name);
   }
   return out;
 }

@@ -262,7 +262,7 @@ const GgufTensorInfo& GgufFile::Tensor(std::string_view name) const {
 
 std::vector<float> GgufFile::Dequantize(const GgufTensorInfo& tensor) const {
   std::vector<float> out(static_cast<std::size_t>(tensor.Elements()));
-  DequantizeRow(tensor.type, tensor.data.data(), out.data(), tensor.Elements());
+  DequantizeRow(tensor.type, tensor.data.data(), out.data(), tensor.Elements(), tensor.name);
   return out;
 }
 

@@ -159,12 +159,13 @@ inline void DequantizeStoredRow(const PackedWeights::Layout& w, std::int64_t j, 
   const PackedWeights::Layout::Segment& segment = w.SegmentOf(j);
   const std::byte* row = w.RowBytes(segment, j);
 #if HWY_HAVE_SCALABLE
-  DequantizeRow(segment.type, row, out, w.k);
+  DequantizeRow(segment.type, row, out, w.k, "row");
 #else
   weight_blocks::WithFormat(segment.type, [&](auto format) {
-    weight_blocks::VisitRow<decltype(format)>(
-        row, w.k, [&](std::int64_t base, std::int64_t offset, weight_blocks::V v)
-                      HWY_ATTR { hn::StoreU(v, weight_blocks::DF(), out + base + offset); });
+    weight_blocks::VisitRow<decltype(format)>(row, w.k,
+                                              [&](std::int64_t base, std::int64_t offset, weight_blocks::V v) HWY_ATTR {
+                                                hn::StoreU(v, weight_blocks::DF(), out + base + offset);
+                                              });
   });
 #endif
 }
@@ -257,9 +258,8 @@ HWY_INLINE void DotRowsOf(const PackedWeights::Layout& w, const float* x, float*
   while (begin < end) {
     const PackedWeights::Layout::Segment& segment = w.SegmentOf(begin);
     const std::int64_t stop = std::min(end, segment.first_row + segment.rows);
-    weight_blocks::WithFormat(segment.type, [&](auto format) {
-      DotRows<M, decltype(format)>(w, segment, x, y, begin, stop);
-    });
+    weight_blocks::WithFormat(segment.type,
+                              [&](auto format) { DotRows<M, decltype(format)>(w, segment, x, y, begin, stop); });
     begin = stop;
   }
 }

@@ -28,8 +28,8 @@ void MatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) 
 void StoredMatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(StoredMatMulBlocksImpl)(plan, begin, end);
 }
-void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::int64_t m, float* y,
-                   std::int64_t begin, std::int64_t end) {
+void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::int64_t m, float* y, std::int64_t begin,
+                   std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(StoredDotRowsImpl)(w, x_padded, m, y, begin, end);
 }
 
@@ -79,8 +79,8 @@ std::unique_ptr<Layout> PanelsOf(std::span<const float> w, std::int64_t n, std::
 PackedWeights PackedWeights::Pack(std::span<const float> w, std::int64_t n, std::int64_t k) {
   Require(n >= 1, kOp, "n", n, "must be at least 1");
   Require(k >= 1, kOp, "k", k, "must be at least 1");
-  Require(static_cast<std::int64_t>(w.size()) / k == n && static_cast<std::int64_t>(w.size()) % k == 0, kOp,
-          "w.size()", w.size(), "must be n * k = " + std::to_string(n) + " * " + std::to_string(k));
+  Require(static_cast<std::int64_t>(w.size()) / k == n && static_cast<std::int64_t>(w.size()) % k == 0, kOp, "w.size()",
+          w.size(), "must be n * k = " + std::to_string(n) + " * " + std::to_string(k));
   return PackedWeights(PanelsOf(w, n, k));
 }
 
@@ -111,7 +111,7 @@ PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::in
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const WeightRows& part = parts[i];
     const GgmlTypeTraits& traits = TraitsOf(part.type);
-    const std::string name = "parts[" + std::to_string(i) + "]";
+    const std::string name = part.name.empty() ? "parts[" + std::to_string(i) + "]" : std::string(part.name);
     Require(part.rows >= 1, kOp, name + ".rows", part.rows, "must be at least 1");
     Require(k % traits.block_elements == 0, kOp, "k", k,
             "must be whole " + std::string(traits.name) + " blocks of " + std::to_string(traits.block_elements) +
@@ -122,8 +122,9 @@ PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::in
                                                : "has no matmul kernel (keep the weights as float32)");
     const std::int64_t row_bytes = k / traits.block_elements * traits.block_bytes;
     Require(static_cast<std::int64_t>(part.data.size()) == part.rows * row_bytes, kOp, name + ".data.size()",
-            part.data.size(), "must be rows * row bytes = " + std::to_string(part.rows) + " * " +
-                                  std::to_string(row_bytes));
+            part.data.size(),
+            "must be rows * row bytes = " + std::to_string(part.rows) + " * " + std::to_string(row_bytes));
+    RequireFiniteScales(part.type, part.data.data(), part.rows * k, name);
     layout->segments.push_back(Layout::Segment{part.type, layout->n, part.rows, row_bytes, bytes});
     layout->n += part.rows;
     bytes += part.rows * row_bytes;
@@ -133,7 +134,7 @@ PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::in
     std::vector<float> w(static_cast<std::size_t>(layout->n * k));
     for (std::size_t i = 0; i < parts.size(); ++i) {
       DequantizeRow(parts[i].type, parts[i].data.data(), w.data() + layout->segments[i].first_row * k,
-                    parts[i].rows * k);
+                    parts[i].rows * k, parts[i].name);
     }
     return PackedWeights(PanelsOf(w, layout->n, k));
   }
@@ -160,7 +161,7 @@ void PackedWeights::Row(std::int64_t j, std::span<float> out) const {
           "must be k = " + std::to_string(w.k));
   if (w.Stored()) {
     const Layout::Segment& segment = w.SegmentOf(j);
-    DequantizeRow(segment.type, w.RowBytes(segment, j), out.data(), w.k);
+    DequantizeRow(segment.type, w.RowBytes(segment, j), out.data(), w.k, "row");
     return;
   }
   const float* panel = w.Panel(j / Layout::kPanelWidth);

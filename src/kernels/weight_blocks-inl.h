@@ -47,8 +47,8 @@ using VI = hn::Vec<DI>;
 // call per block).
 HWY_INLINE float HalfAt(const std::byte* p) {
   const hn::CappedTag<float, 1> d1;
-  return hn::GetLane(
-      hn::PromoteTo(d1, hn::LoadU(hn::Rebind<hwy::float16_t, decltype(d1)>(), reinterpret_cast<const hwy::float16_t*>(p))));
+  return hn::GetLane(hn::PromoteTo(
+      d1, hn::LoadU(hn::Rebind<hwy::float16_t, decltype(d1)>(), reinterpret_cast<const hwy::float16_t*>(p))));
 }
 inline const std::uint8_t* Bytes(const std::byte* p) { return reinterpret_cast<const std::uint8_t*>(p); }
 

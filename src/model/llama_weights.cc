@@ -40,7 +40,7 @@ WeightRows LlamaTensorRows(const GgufFile& file, const std::string& name, const 
   const GgufTensorInfo& info = CheckedTensor(file, name, shape);
   Require(storage == WeightStorage::kFloat32 || PackedWeights::HasKernel(info.type), kOp, name + ".type",
           TraitsOf(info.type).name, "has no matmul kernel: load the model with float32 weights");
-  return WeightRows{info.type, info.Rows(), info.data};
+  return WeightRows{info.type, info.Rows(), info.data, info.name};
 }
 
 LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file) {

@@ -3,6 +3,7 @@
 #include "posenc/gguf.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <span>
 
@@ -183,9 +184,44 @@ TEST(Gguf, OpenNamesThePath) {
 }
 
 TEST(Gguf, UnsupportedTypesAreNamedWhenDequantized) {
-  const auto bytes = GgufBuilder().Tensor("t", {256}, 10, std::vector<unsigned char>(84)).Bytes();
+  const auto bytes = GgufBuilder().Tensor("t", {256}, 15, std::vector<unsigned char>(292)).Bytes();
   const GgufFile file = ParseBytes(bytes);
-  ExpectError([&] { file.Dequantize(file.Tensor("t")); }, {"\"Q2_K\"", "cannot be dequantized"});
+  ExpectError([&] { file.Dequantize(file.Tensor("t")); },
+              {"[gguf] t.type = \"Q8_K\": cannot be dequantized by posenc yet"});
+}
+
+// A block scale that is inf or NaN is an error naming the tensor, the type,
+// the block and the field, for the K-quants and the 32-value types alike.
+TEST(Gguf, NonFiniteBlockScalesAreErrors) {
+  // Two Q4_K blocks (d, dmin at bytes 0 and 2): the second one's dmin is inf.
+  std::vector<unsigned char> q4k(2 * 144, 0x11);
+  for (const std::size_t at : {0, 2, 144}) std::memcpy(&q4k[at], Half(0.5f).data(), 2);
+  std::memcpy(&q4k[146], Half(INFINITY).data(), 2);
+  // Q2_K keeps d and dmin at its end (bytes 80 and 82): d is NaN.
+  std::vector<unsigned char> q2k(84, 0x11);
+  std::memcpy(&q2k[80], Half(NAN).data(), 2);
+  std::memcpy(&q2k[82], Half(0.5f).data(), 2);
+  // Q4_1 (d, m at bytes 0 and 2): m is -inf.
+  std::vector<unsigned char> q4_1(20, 0x11);
+  std::memcpy(&q4_1[0], Half(0.5f).data(), 2);
+  std::memcpy(&q4_1[2], Half(-INFINITY).data(), 2);
+  const auto bytes = GgufBuilder()
+                         .Tensor("blk.0.ffn_up.weight", {512}, 12, q4k)
+                         .Tensor("q2k", {256}, 10, q2k)
+                         .Tensor("q4_1", {32}, 3, q4_1)
+                         .Bytes();
+  const GgufFile file = ParseBytes(bytes);
+  ExpectError([&] { file.Dequantize(file.Tensor("blk.0.ffn_up.weight")); },
+              {"[gguf] blk.0.ffn_up.weight (Q4_K) block 1 dmin = inf: a K-quant super-block scale must be finite"});
+  ExpectError([&] { file.Dequantize(file.Tensor("q2k")); },
+              {"[gguf] q2k (Q2_K) block 0 d = nan: a K-quant super-block scale must be finite"});
+  ExpectError([&] { file.Dequantize(file.Tensor("q4_1")); },
+              {"[gguf] q4_1 (Q4_1) block 0 m = -inf: a block's scale and min must be finite"});
+  // Nothing is written before the check: the caller's buffer stays as it was.
+  const GgufTensorInfo& t = file.Tensor("blk.0.ffn_up.weight");
+  std::vector<float> out(512, 7.0f);
+  EXPECT_THROW(DequantizeRow(t.type, t.data.data(), out.data(), t.Elements(), t.name), Error);
+  EXPECT_EQ(out, std::vector<float>(512, 7.0f));
 }
 
 }  // namespace

@@ -136,7 +136,8 @@ std::vector<std::byte> RandomRows(GgmlType type, std::int64_t rows, std::int64_t
   }
   if (type == GgmlType::kQ6_K) scales = {208};
   for (std::int64_t b = 0; b < blocks; ++b) {
-    for (const std::size_t at : scales) put16(static_cast<std::size_t>(b * traits.block_bytes) + at, F32ToF16(dist(rng) / 16));
+    for (const std::size_t at : scales)
+      put16(static_cast<std::size_t>(b * traits.block_bytes) + at, F32ToF16(dist(rng) / 16));
   }
   return bytes;
 }
@@ -144,13 +145,12 @@ std::vector<std::byte> RandomRows(GgmlType type, std::int64_t rows, std::int64_t
 std::vector<float> DequantizedRows(GgmlType type, const std::vector<std::byte>& bytes, std::int64_t rows,
                                    std::int64_t k) {
   std::vector<float> w(static_cast<std::size_t>(rows * k));
-  DequantizeRow(type, bytes.data(), w.data(), rows * k);
+  DequantizeRow(type, bytes.data(), w.data(), rows * k, "w");
   return w;
 }
 
-const GgmlType kKernelTypes[] = {GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1,
-                                 GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
-                                 GgmlType::kQ5_K, GgmlType::kQ6_K};
+const GgmlType kKernelTypes[] = {GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                 GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 // Weights kept as stored: decode (m <= 4) near the reference on the exactly
 // dequantized weights; more rows bitwise the float32 kernel on them; the
@@ -251,17 +251,35 @@ TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
 TEST(matmul, StoredRowsRejectBadArguments) {
   const std::vector<std::byte> q4(20 * 2);  // two Q4_1 blocks
   const WeightRows part{GgmlType::kQ4_1, 2, q4};
-  ExpectError([&] { PackedWeights::FromRows({&part, 1}, 48, WeightStorage::kAsStored); },
-              {"[matmul] k = 48", "whole Q4_1 blocks of 32 values (parts[0])"});
-  ExpectError([&] { PackedWeights::FromRows({&part, 1}, 64, WeightStorage::kAsStored); },
-              {"parts[0].data.size() = 40", "rows * row bytes = 2 * 40"});
+  ExpectError(
+      [&] {
+        PackedWeights::FromRows({&part, 1}, 48, WeightStorage::kAsStored);
+      },
+      {"[matmul] k = 48", "whole Q4_1 blocks of 32 values (parts[0])"});
+  ExpectError(
+      [&] {
+        PackedWeights::FromRows({&part, 1}, 64, WeightStorage::kAsStored);
+      },
+      {"parts[0].data.size() = 40", "rows * row bytes = 2 * 40"});
   const WeightRows none{GgmlType::kQ4_1, 0, {}};
   ExpectError([&] { PackedWeights::FromRows({&none, 1}, 32, WeightStorage::kAsStored); }, {"parts[0].rows = 0"});
   ExpectError([&] { PackedWeights::FromRows({}, 32, WeightStorage::kAsStored); }, {"parts = empty"});
   const std::vector<std::byte> q2(84);
   const WeightRows q2_k{GgmlType::kQ2_K, 1, q2};
-  ExpectError([&] { PackedWeights::FromRows({&q2_k, 1}, 256, WeightStorage::kAsStored); },
-              {"parts[0].type = \"Q2_K\"", "has no matmul kernel"});
+  ExpectError(
+      [&] {
+        PackedWeights::FromRows({&q2_k, 1}, 256, WeightStorage::kAsStored);
+      },
+      {"parts[0].type = \"Q2_K\"", "has no matmul kernel"});
+  std::vector<std::byte> inf_scale(20);
+  const std::uint16_t inf = 0x7C00;
+  std::memcpy(inf_scale.data() + 2, &inf, 2);
+  const WeightRows named{GgmlType::kQ4_1, 1, inf_scale, "blk.0.attn_q.weight"};
+  ExpectError(
+      [&] {
+        PackedWeights::FromRows({&named, 1}, 32, WeightStorage::kAsStored);
+      },
+      {"[gguf] blk.0.attn_q.weight (Q4_1) block 0 m = inf", "must be finite"});
   const PackedWeights stored = PackedWeights::FromRows({&part, 1}, 32, WeightStorage::kAsStored);
   std::vector<float> row(32);
   ExpectError([&] { stored.Row(2, row); }, {"[matmul] row = 2", "[0, n = 2)"});

@@ -4,8 +4,8 @@ in python/requirements.txt) as writer and oracle.
 Files are written with gguf.GGUFWriter: metadata of every GGUF value type
 (scalars at their extremes, strings, arrays of every item type) and tensors
 of F32/F16/BF16 (special values included), Q4_0/Q4_1/Q5_0/Q5_1/Q8_0
-(quantized by gguf.quants.quantize) and Q4_K/Q5_K/Q6_K (random block bytes
-with finite f16 scales: gguf-py cannot quantize K types). The oracles:
+(quantized by gguf.quants.quantize) and Q2_K/Q3_K/Q4_K/Q5_K/Q6_K (random block
+bytes with finite f16 scales: gguf-py cannot quantize K types). The oracles:
 
 * metadata: gguf.GGUFReader's fields (ReaderField.contents()), value by value;
 * tensors: gguf.quants.dequantize on the same bytes, compared bit for bit
@@ -63,9 +63,14 @@ METADATA = {
     "llama.context_length": (V.UINT32, 131072, None),
 }
 
-# Block layout of the K types (QK_K = 256 values per block): byte ranges of
-# the f16 scale fields, the rest is random.
-K_BLOCKS = {Q.Q4_K: (144, [(0, 2), (2, 4)]), Q.Q5_K: (176, [(0, 2), (2, 4)]), Q.Q6_K: (210, [(208, 210)])}
+# The f16 scale fields of each quantized type's block: name (as ggml's) -> byte offset.
+SCALES = {
+    Q.Q4_0: {"d": 0}, Q.Q4_1: {"d": 0, "m": 2}, Q.Q5_0: {"d": 0}, Q.Q5_1: {"d": 0, "m": 2}, Q.Q8_0: {"d": 0},
+    Q.Q2_K: {"d": 80, "dmin": 82}, Q.Q3_K: {"d": 108}, Q.Q4_K: {"d": 0, "dmin": 2}, Q.Q5_K: {"d": 0, "dmin": 2},
+    Q.Q6_K: {"d": 208},
+}
+# The K types (QK_K = 256 values per block) are tested on random block bytes.
+K_TYPES = (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K)
 
 
 def f16_special_values() -> np.ndarray:
@@ -87,14 +92,20 @@ def tensors(rng: np.random.Generator) -> dict:
         data = np.concatenate([x * np.array([[1.0], [1e-3], [100.0]], np.float32), np.zeros((1, 256), np.float32)])
         out[qtype.name.lower()] = (quants.quantize(data, qtype), qtype)
     out["q8_0_4d"] = (quants.quantize(rng.standard_normal((2, 2, 3, 64)).astype(np.float32), Q.Q8_0), Q.Q8_0)
-    for qtype, (block_bytes, scales) in K_BLOCKS.items():
-        blocks = rng.integers(0, 256, size=(4, 2 * block_bytes), dtype=np.uint8)   # 4 rows of 512 values
-        view = blocks.reshape(4, 2, block_bytes)
-        for begin, end in scales:
-            f16 = (rng.standard_normal((4, 2)) * 0.05).astype(np.float16)
-            view[:, :, begin:end] = f16.view(np.uint8).reshape(4, 2, 2)
-        out[qtype.name.lower()] = (blocks, qtype)
+    for qtype in K_TYPES:
+        out[qtype.name.lower()] = (random_blocks(rng, qtype, (4, 2)), qtype)   # 4 rows of 512 values
     return out
+
+
+def random_blocks(rng: np.random.Generator, qtype, shape) -> np.ndarray:
+    """Random bytes of an array of `shape` blocks, the blocks of the last
+    dimension side by side in one row of bytes, with finite f16 scales."""
+    block_bytes = gguf.GGML_QUANT_SIZES[qtype][1]
+    blocks = rng.integers(0, 256, size=(*shape, block_bytes), dtype=np.uint8)
+    for offset in SCALES[qtype].values():
+        f16 = (rng.standard_normal(shape) * 0.05).astype(np.float16)
+        blocks[..., offset:offset + 2] = f16.view(np.uint8).reshape(*shape, 2)
+    return blocks.reshape(*shape[:-1], shape[-1] * block_bytes)
 
 
 def write_gguf(path, rng, alignment=None) -> dict:
@@ -213,7 +224,7 @@ def test_k_blocks_are_not_trivial(written):
     wrong bytes would not match gguf-py by chance)."""
     path, _ = written
     f = posenc.GgufFile(path)
-    for name in ("q4_k", "q5_k", "q6_k"):
+    for name in (qtype.name.lower() for qtype in K_TYPES):
         values = f.dequantize(name)
         assert np.isfinite(values).all() and len(np.unique(values)) > 100
 
@@ -242,6 +253,38 @@ def raises_verbatim(message: str):
     return pytest.raises(ValueError, match="^" + re.escape(message) + "$")
 
 
+def write_raw_tensor(path, blocks: np.ndarray, qtype) -> None:
+    """A GGUF file with one tensor "w" of raw `qtype` block bytes."""
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("w", blocks, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+@pytest.mark.parametrize("qtype, field", [(qtype, field) for qtype in SCALES for field in SCALES[qtype]],
+                         ids=lambda x: getattr(x, "name", x))
+def test_non_finite_block_scale(tmp_path, qtype, field):
+    """A block scale that is inf or NaN is an error naming the tensor, the
+    type, the block and the field. gguf-py decodes that block, and only that
+    one, to inf or NaN: the offsets in SCALES are the scales it reads."""
+    blocks = random_blocks(np.random.default_rng(3), qtype, (1, 3))
+    block_bytes = gguf.GGML_QUANT_SIZES[qtype][1]
+    bad = np.float16(np.inf if field == "d" else np.nan)   # inf for d, NaN for the others: both kinds
+    start = 2 * block_bytes + SCALES[qtype][field]   # in the third block
+    blocks[0, start:start + 2] = np.array([bad]).view(np.uint8)
+    with np.errstate(invalid="ignore"):   # inf * 0
+        decoded = quants.dequantize(blocks, qtype).reshape(3, -1)
+    assert np.isfinite(decoded[:2]).all() and not np.isfinite(decoded[2]).any()
+    path = tmp_path / "bad_scale.gguf"
+    write_raw_tensor(path, blocks, qtype)
+    rule = ("a K-quant super-block scale must be finite" if qtype in K_TYPES
+            else "a block's scale and min must be finite")
+    with raises_verbatim(f"[gguf] w ({qtype.name}) block 2 {field} = {'inf' if field == 'd' else 'nan'}: {rule}"):
+        posenc.GgufFile(path).dequantize("w")
+
+
 def test_errors(written, tmp_path):
     path, _ = written
     f = posenc.GgufFile(path)
@@ -253,18 +296,22 @@ def test_errors(written, tmp_path):
     truncated.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(ValueError, match=r"truncated\.gguf: .*extends past the end of the file"):
         posenc.GgufFile(truncated)
-    # A type posenc knows but cannot dequantize: listed, and a clear error on dequantize.
-    q2k = tmp_path / "q2k.gguf"
-    writer = gguf.GGUFWriter(str(q2k), "llama")
-    writer.add_tensor("w", np.random.default_rng(0).integers(0, 256, (2, 84), dtype=np.uint8), raw_dtype=Q.Q2_K)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    f = posenc.GgufFile(q2k)
-    assert f.tensors == [("w", (256, 2), "Q2_K")]
-    with raises_verbatim('[gguf] tensor type = "Q2_K": cannot be dequantized by posenc yet'):
+    # A type posenc knows but cannot dequantize (gguf-py cannot either): listed,
+    # and a clear error on dequantize.
+    q8k = tmp_path / "q8k.gguf"
+    write_raw_tensor(q8k, np.random.default_rng(0).integers(0, 256, (2, 292), dtype=np.uint8), Q.Q8_K)
+    f = posenc.GgufFile(q8k)
+    assert f.tensors == [("w", (256, 2), "Q8_K")]
+    with raises_verbatim('[gguf] w.type = "Q8_K": cannot be dequantized by posenc yet'):
         f.dequantize("w")
+    # A type number posenc does not know: the file does not open.
+    info = struct.pack("<Q", 1) + b"w" + struct.pack("<IQQ", 2, 256, 2)   # name, n_dims, shape; then the type
+    data = q8k.read_bytes()
+    assert data.count(info + struct.pack("<I", Q.Q8_K)) == 1
+    unknown = tmp_path / "unknown.gguf"
+    unknown.write_bytes(data.replace(info + struct.pack("<I", Q.Q8_K), info + struct.pack("<I", 99)))
+    with pytest.raises(ValueError, match=r"unknown\.gguf: \[gguf\] tensor type = 99: unsupported ggml type"):
+        posenc.GgufFile(unknown)
     # A uint64 above 2^63 - 1 does not fit the int64 posenc reads integers as.
     big = tmp_path / "big.gguf"
     writer = gguf.GGUFWriter(str(big), "llama")
