@@ -33,9 +33,9 @@ struct RandomModel {
   std::vector<unsigned char> bytes;
   GgufFile file;
   LlamaModel model;
-  explicit RandomModel(const RandomLlamaOptions& options = {})
+  explicit RandomModel(const RandomLlamaOptions& options = {}, WeightStorage storage = WeightStorage::kAsStored)
       : bytes(RandomLlamaGguf(options)), file(GgufFile::Parse(std::as_bytes(std::span(bytes)))),
-        model(LlamaModel::FromGguf(file)) {}
+        model(LlamaModel::FromGguf(file, storage)) {}
 };
 
 std::vector<std::int32_t> RandomTokens(std::int64_t n, std::uint32_t seed) {
@@ -132,6 +132,72 @@ TEST(LlamaModel, ExtensionMethodsChangeTheOutputOnlyWhereTheyShould) {
   EXPECT_EQ(same_rows(logits("rerope")), 17);  // window 16: distances 0..16 -> row 16 has distance 16 = window
   EXPECT_EQ(same_rows(logits("window:window=9")), 9);
   EXPECT_EQ(same_rows(logits("linear")), 1);  // row 0 sees only itself (distance 0)
+}
+
+// A model of each weight type: d, heads * head_dim and ffn in whole blocks.
+RandomLlamaOptions QuantizedLlama(GgmlType type) {
+  RandomLlamaOptions options;
+  options.weights = type;
+  options.tied = type != GgmlType::kQ8_0;  // one type with its own output matrix
+  if (TraitsOf(type).block_elements == 256) {
+    options.d = 256;
+    options.head_dim = 64;
+    options.ffn = 256;
+  } else {
+    options.ffn = 64;
+  }
+  return options;
+}
+
+// Weights kept as stored: a forward of many tokens runs the float32 kernel
+// on the exactly dequantized weights, so it is bitwise the float32 model's;
+// both are near the float64 reference; the stored model holds the file's
+// bytes, not 4 a weight.
+TEST(LlamaModel, StoredWeightsForwardIsBitwiseTheFloat32Model) {
+  for (const GgmlType type : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                              GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    SCOPED_TRACE(std::string(TraitsOf(type).name));
+    const RandomModel stored(QuantizedLlama(type));
+    const RandomModel as_f32(QuantizedLlama(type), WeightStorage::kFloat32);
+    const auto tokens = RandomTokens(37, 11);
+    const std::vector<float> logits = stored.model.Logits(tokens, stored.model.DefaultAttention());
+    EXPECT_EQ(logits, as_f32.model.Logits(tokens, as_f32.model.DefaultAttention()));
+    const std::vector<double> ref = reference::LlamaLogits(stored.file, tokens, stored.model.DefaultAttention());
+    // float32 sums over k = 256 for the K-quant models, 32 to 64 otherwise.
+    EXPECT_LT(RelativeError(logits, ref), stored.model.hparams().embedding_length == 256 ? 1e-4 : 2e-5);
+    const double block_bytes = static_cast<double>(TraitsOf(type).block_bytes) / TraitsOf(type).block_elements;
+    EXPECT_LT(stored.model.WeightBytes(), as_f32.model.WeightBytes() * (block_bytes / 4 + 0.05));
+  }
+}
+
+// Decode (one token a call: the kernels that read the stored blocks in
+// registers) matches one forward pass.
+TEST(LlamaModel, StoredWeightsDecodeMatchesOneForward) {
+  for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kBF16}) {
+    SCOPED_TRACE(std::string(TraitsOf(type).name));
+    const RandomModel tiny(QuantizedLlama(type));
+    const std::int64_t n = 40, prefill = 33, vocab = tiny.model.hparams().vocab_size;
+    const auto tokens = RandomTokens(n, 13);
+    const AttentionOptions attention = tiny.model.DefaultAttention();
+    const std::vector<float> full = tiny.model.Logits(tokens, attention);
+    LlamaCache cache = tiny.model.NewCache();
+    const std::int64_t last = prefill - 1;
+    tiny.model.Extend(cache, std::span(tokens).first(prefill), attention, std::span(&last, 1),
+                      [](std::span<const std::int64_t>, std::span<const float>) {});
+    double max_diff = 0, max_abs = 0;
+    for (std::int64_t t = prefill; t < n; ++t) {
+      const std::int64_t row0 = 0;
+      tiny.model.Extend(cache, std::span(tokens).subspan(t, 1), attention, std::span(&row0, 1),
+                        [&](std::span<const std::int64_t>, std::span<const float> logits) {
+                          for (std::int64_t v = 0; v < vocab; ++v) {
+                            max_diff =
+                                std::max(max_diff, std::abs(static_cast<double>(logits[v]) - full[t * vocab + v]));
+                            max_abs = std::max(max_abs, std::abs(static_cast<double>(full[t * vocab + v])));
+                          }
+                        });
+    }
+    EXPECT_LT(max_diff / max_abs, 1e-5);
+  }
 }
 
 TEST(LlamaModel, NextTokenNllIsTheLogSoftmaxOfTheLogits) {

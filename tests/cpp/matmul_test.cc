@@ -12,6 +12,7 @@
 #include "posenc/dtype.h"
 #include "posenc/matmul.h"
 #include "posenc/parallel.h"
+#include "random_blocks.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -109,39 +110,6 @@ TEST(matmul, BitwiseIdenticalForAnyThreadCount) {
   SetNumThreads(saved);
 }
 
-// Random rows of a GGUF type: random block bytes with finite f16 scales of
-// about 1/16 (where the format has them), random element values otherwise.
-std::vector<std::byte> RandomRows(GgmlType type, std::int64_t rows, std::int64_t k, std::uint32_t seed) {
-  const GgmlTypeTraits& traits = TraitsOf(type);
-  const std::int64_t blocks = rows * k / traits.block_elements;
-  std::vector<std::byte> bytes(static_cast<std::size_t>(blocks * traits.block_bytes));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const auto put16 = [&](std::size_t at, std::uint16_t bits) { std::memcpy(bytes.data() + at, &bits, 2); };
-  if (traits.block_elements == 1) {
-    for (std::int64_t i = 0; i < blocks; ++i) {
-      const float v = dist(rng);
-      const auto at = static_cast<std::size_t>(i * traits.block_bytes);
-      if (type == GgmlType::kF32) std::memcpy(bytes.data() + at, &v, 4);
-      if (type == GgmlType::kF16) put16(at, F32ToF16(v));
-      if (type == GgmlType::kBF16) put16(at, F32ToBF16(v));
-    }
-    return bytes;
-  }
-  for (std::byte& b : bytes) b = static_cast<std::byte>(rng() & 0xFF);
-  // Offsets of the f16 scales in a block.
-  std::vector<std::size_t> scales{0};
-  if (type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1 || type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) {
-    scales.push_back(2);
-  }
-  if (type == GgmlType::kQ6_K) scales = {208};
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    for (const std::size_t at : scales)
-      put16(static_cast<std::size_t>(b * traits.block_bytes) + at, F32ToF16(dist(rng) / 16));
-  }
-  return bytes;
-}
-
 std::vector<float> DequantizedRows(GgmlType type, const std::vector<std::byte>& bytes, std::int64_t rows,
                                    std::int64_t k) {
   std::vector<float> w(static_cast<std::size_t>(rows * k));
@@ -162,7 +130,7 @@ TEST(matmul, StoredRowsOfEveryTypeOnEveryTarget) {
     for (const std::int64_t k : {block, 3 * block, 1280 / block * block + (block == 16 ? 5 : 0)}) {
       for (const std::int64_t n : {1, 17, 70}) {
         SCOPED_TRACE(std::string(TraitsOf(type).name) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
-        const std::vector<std::byte> bytes = RandomRows(type, n, k, static_cast<std::uint32_t>(n * 31 + k));
+        const std::vector<std::byte> bytes = testing::RandomBlocks(type, n, k, static_cast<std::uint32_t>(n * 31 + k));
         const std::vector<float> w = DequantizedRows(type, bytes, n, k);
         const WeightRows part{type, n, bytes};
         const PackedWeights floats = PackedWeights::Pack(w, n, k);
@@ -201,7 +169,7 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
   std::vector<WeightRows> parts;
   std::vector<float> w;
   for (const auto& [type, rows] : shapes) {
-    bytes.push_back(RandomRows(type, rows, k, static_cast<std::uint32_t>(rows)));
+    bytes.push_back(testing::RandomBlocks(type, rows, k, static_cast<std::uint32_t>(rows)));
     const std::vector<float> part = DequantizedRows(type, bytes.back(), rows, k);
     w.insert(w.end(), part.begin(), part.end());
   }
@@ -229,7 +197,7 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
 
 TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
   const std::int64_t n = 300, k = 256;
-  const std::vector<std::byte> bytes = RandomRows(GgmlType::kQ4_K, n, k, 5);
+  const std::vector<std::byte> bytes = testing::RandomBlocks(GgmlType::kQ4_K, n, k, 5);
   const WeightRows part{GgmlType::kQ4_K, n, bytes};
   const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
   const int saved = NumThreads();

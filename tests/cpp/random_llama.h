@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "gguf_builder.h"
+#include "posenc/gguf.h"
+#include "random_blocks.h"
 
 namespace posenc::testing {
 
@@ -27,6 +29,10 @@ struct RandomLlamaOptions {
   std::uint32_t seed = 1;
   std::string architecture = "llama";
   bool nan_in_output_norm = false;  // one NaN weight: what a broken file looks like
+  // The type of every matrix (token_embd, output, Q/K/V/O, the MLP); the
+  // norms stay F32. A block type needs d, heads * head_dim and ffn in whole
+  // blocks.
+  GgmlType weights = GgmlType::kF32;
 };
 
 constexpr std::int64_t kTinyVocab = 256;
@@ -83,27 +89,39 @@ inline std::vector<unsigned char> RandomLlamaGguf(const RandomLlamaOptions& o = 
       .Text("tokenizer.ggml.pre", "gpt2");
   b.StringArray("tokenizer.ggml.tokens", ByteAlphabet()).StringArray("tokenizer.ggml.merges", {});
 
-  b.Tensor("token_embd.weight", {u64(o.d), u64(kTinyVocab)}, kF32Tensor, values(kTinyVocab * o.d, 1.0));
+  // A matrix of `rows` rows of k values with standard deviation about `scale`.
+  std::uint32_t matrix_seed = o.seed;
+  const auto matrix = [&](const std::string& name, std::int64_t k, std::int64_t rows, double scale) {
+    if (o.weights == GgmlType::kF32) {
+      b.Tensor(name, {u64(k), u64(rows)}, kF32Tensor, values(rows * k, scale));
+      return;
+    }
+    const std::vector<std::byte> blocks =
+        RandomBlocks(o.weights, rows, k, ++matrix_seed, static_cast<float>(scale * std::sqrt(3.0)));
+    const auto* first = reinterpret_cast<const unsigned char*>(blocks.data());
+    b.Tensor(name, {u64(k), u64(rows)}, static_cast<std::uint32_t>(o.weights),
+             std::vector<unsigned char>(first, first + blocks.size()));
+  };
+  matrix("token_embd.weight", o.d, kTinyVocab, 1.0);
   std::vector<unsigned char> output_norm = values(o.d, 0.1, 1.0);
   if (o.nan_in_output_norm) {
     const float nan = std::nanf("");
     std::memcpy(output_norm.data() + 4 * (o.d / 2), &nan, 4);
   }
   b.Tensor("output_norm.weight", {u64(o.d)}, kF32Tensor, output_norm);
-  if (!o.tied) b.Tensor("output.weight", {u64(o.d), u64(kTinyVocab)}, kF32Tensor, values(kTinyVocab * o.d, 0.3));
+  if (!o.tied) matrix("output.weight", o.d, kTinyVocab, 0.3);
   const double in_scale = 1.0 / std::sqrt(static_cast<double>(o.d));
   for (std::int64_t l = 0; l < o.blocks; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     b.Tensor(blk + "attn_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
-    b.Tensor(blk + "attn_q.weight", {u64(o.d), u64(q_dim)}, kF32Tensor, values(q_dim * o.d, 2 * in_scale));
-    b.Tensor(blk + "attn_k.weight", {u64(o.d), u64(kv_dim)}, kF32Tensor, values(kv_dim * o.d, 2 * in_scale));
-    b.Tensor(blk + "attn_v.weight", {u64(o.d), u64(kv_dim)}, kF32Tensor, values(kv_dim * o.d, in_scale));
-    b.Tensor(blk + "attn_output.weight", {u64(q_dim), u64(o.d)}, kF32Tensor, values(o.d * q_dim, in_scale));
+    matrix(blk + "attn_q.weight", o.d, q_dim, 2 * in_scale);
+    matrix(blk + "attn_k.weight", o.d, kv_dim, 2 * in_scale);
+    matrix(blk + "attn_v.weight", o.d, kv_dim, in_scale);
+    matrix(blk + "attn_output.weight", q_dim, o.d, in_scale);
     b.Tensor(blk + "ffn_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
-    b.Tensor(blk + "ffn_gate.weight", {u64(o.d), u64(o.ffn)}, kF32Tensor, values(o.ffn * o.d, in_scale));
-    b.Tensor(blk + "ffn_up.weight", {u64(o.d), u64(o.ffn)}, kF32Tensor, values(o.ffn * o.d, in_scale));
-    b.Tensor(blk + "ffn_down.weight", {u64(o.ffn), u64(o.d)}, kF32Tensor,
-             values(o.d * o.ffn, 1.0 / std::sqrt(static_cast<double>(o.ffn))));
+    matrix(blk + "ffn_gate.weight", o.d, o.ffn, in_scale);
+    matrix(blk + "ffn_up.weight", o.d, o.ffn, in_scale);
+    matrix(blk + "ffn_down.weight", o.ffn, o.d, 1.0 / std::sqrt(static_cast<double>(o.ffn)));
   }
   return b.Bytes();
 }
