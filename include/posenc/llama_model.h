@@ -68,8 +68,21 @@ using RowLogitsSink = std::function<void(std::span<const std::int64_t> rows, std
 // any positional method can rotate them at the positions it needs) and
 // values for the tokens run so far, at positions 0..tokens()-1. Made empty
 // by LlamaModel::NewCache; LlamaModel::Extend appends to it.
+//
+// For NoPE and the RoPE family (every frequency scaling, ReRoPE, Leaky
+// ReRoPE, Self-Extend) it also keeps each key as the method lowers it
+// (rotated at its position, and ReRoPE's / Self-Extend's far copy), packed
+// for the decode kernel, with a copy of the values: a decode step then
+// computes one key and reads the rest. That doubles the cache's bytes
+// (RoPE) or multiplies them by 2.5 (ReRoPE, Self-Extend: two lowered keys);
+// the keys before RoPE stay so that any method can use the cache.
 class LlamaCache {
  public:
+  LlamaCache();
+  LlamaCache(LlamaCache&&) noexcept;
+  LlamaCache& operator=(LlamaCache&&) noexcept;
+  ~LlamaCache();
+
   std::int64_t tokens() const { return tokens_; }
   // Forgets tokens [tokens, this->tokens()): a rewind, e.g. after scoring
   // an answer by teacher forcing and before generating from the prompt.
@@ -82,6 +95,8 @@ class LlamaCache {
   // [layer][token * kv_dim]; a single shared layer for Forward's scratch
   // cache (each layer attends only to the call's own tokens).
   std::vector<std::vector<float>> keys_, values_;
+  struct LoweredKeys;  // per layer, the keys as the method lowers them (src/model/llama_model.cc)
+  std::unique_ptr<LoweredKeys> lowered_;  // null: none kept (Forward's scratch cache)
 };
 
 class LlamaModel {

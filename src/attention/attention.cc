@@ -65,11 +65,12 @@ std::vector<std::int64_t> AllPositions(const TokenPositions& positions, std::int
 
 }  // namespace
 
-void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
+namespace detail {
+
+bool PrepareAttentionPlan(const AttentionInputs& inputs, const AttentionOptions& options, AttentionPlan& plan) {
   ValidateAttention(inputs, options);
   AttentionInputs in = inputs;
   in.q_positions = QueryPositions(inputs);  // the encodings' lowering reads *in.q_positions
-  detail::AttentionPlan plan{};
   const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   plan.batch = batch;
   plan.q_len = q_len;
@@ -81,10 +82,8 @@ void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
   plan.v_dim = in.v.head_dim();
   plan.out = in.out;
   plan.mask = options.mask;
-  if (batch * q_len * q_heads == 0) return;
+  if (batch * q_len * q_heads == 0) return false;
 
-  static thread_local RecycledBuffers recycled;
-  recycled.Lend(plan);
   ToDenseF32(in.q, plan.q1);
   ToDenseF32(in.k, plan.k1);
   ToDenseF32(in.v, plan.v);
@@ -102,13 +101,12 @@ void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
 
   // The softmax scale, the attention factor squared and log-n, per query
   // token; folded into q once the encoding is lowered.
-  const double scale = detail::SoftmaxScale(options, head_dim) * detail::AttentionFactorSquared(options.encoding);
+  const double scale = SoftmaxScale(options, head_dim) * AttentionFactorSquared(options.encoding);
   plan.q_factor.resize(static_cast<std::size_t>(batch * q_len));
   for (std::int64_t token = 0; token < batch * q_len; ++token) {
-    plan.q_factor[token] =
-        static_cast<float>(scale * detail::LognFactor(options.logn_train_length, plan.q_positions[token]));
+    plan.q_factor[token] = static_cast<float>(scale * LognFactor(options.logn_train_length, plan.q_positions[token]));
   }
-  std::visit([&](const auto& encoding) { detail::LowerEncoding(encoding, in, plan); }, options.encoding);
+  std::visit([&](const auto& encoding) { LowerEncoding(encoding, in, plan); }, options.encoding);
   for (std::vector<float>* q : {&plan.q1, &plan.q2}) {
     if (q->empty()) continue;
     ParallelFor(batch * q_len, 16, [&](std::int64_t begin, std::int64_t end) {
@@ -120,7 +118,21 @@ void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
   }
   plan.softcap = static_cast<float>(options.softcap);
   plan.sink_logits.assign(options.sink_logits.begin(), options.sink_logits.end());
-  detail::RunAttentionPlan(plan);
+  return true;
+}
+
+}  // namespace detail
+
+void Attention(const AttentionInputs& inputs, const AttentionOptions& options) {
+  static thread_local RecycledBuffers recycled;
+  detail::AttentionPlan plan{};
+  recycled.Lend(plan);
+  try {
+    if (detail::PrepareAttentionPlan(inputs, options, plan)) detail::RunAttentionPlan(plan);
+  } catch (...) {
+    recycled.Return(plan);
+    throw;
+  }
   recycled.Return(plan);
 }
 

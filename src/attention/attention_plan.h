@@ -48,6 +48,11 @@ struct AttentionPlan {
   TensorView out;
 };
 
+// Validates and prepares a call (dense float32 copies, positions, the
+// encoding lowered, the scale folded into q) into `plan`, whose buffers'
+// capacity is reused; false when there is nothing to compute (no queries).
+bool PrepareAttentionPlan(const AttentionInputs& inputs, const AttentionOptions& options, AttentionPlan& plan);
+
 // The per-target tiled kernel (attention-inl.h).
 void RunAttentionPlan(const AttentionPlan& plan);
 

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <cmath>
 #include <string>
 
+#include "attention/decode_keys.h"
 #include "model/llama_weights.h"
 #include "model/model_ops.h"
 #include "posenc/error.h"
@@ -83,12 +85,24 @@ void LlamaModel::RequireActivationsFit(std::int64_t n) const {
                       sizeof(float));
 }
 
+struct LlamaCache::LoweredKeys {
+  std::vector<detail::DecodeKeys> layers;
+};
+
+LlamaCache::LlamaCache() = default;
+LlamaCache::LlamaCache(LlamaCache&&) noexcept = default;
+LlamaCache& LlamaCache::operator=(LlamaCache&&) noexcept = default;
+LlamaCache::~LlamaCache() = default;
+
 void LlamaCache::Truncate(std::int64_t tokens) {
   Require(tokens >= 0 && tokens <= tokens_, kOp, "cache.truncate", tokens,
           "must be in [0, cached tokens = " + std::to_string(tokens_) + "]");
   tokens_ = tokens;
   for (auto& layer : keys_) layer.resize(static_cast<std::size_t>(tokens * kv_dim_));
   for (auto& layer : values_) layer.resize(static_cast<std::size_t>(tokens * kv_dim_));
+  if (lowered_) {
+    for (detail::DecodeKeys& layer : lowered_->layers) layer.Truncate(tokens);
+  }
 }
 
 LlamaCache LlamaModel::NewCache() const {
@@ -97,8 +111,41 @@ LlamaCache LlamaModel::NewCache() const {
   cache.kv_dim_ = hp.head_count_kv * hp.head_dim;
   cache.keys_.resize(static_cast<std::size_t>(hp.block_count));
   cache.values_.resize(static_cast<std::size_t>(hp.block_count));
+  cache.lowered_ = std::make_unique<LlamaCache::LoweredKeys>();
+  cache.lowered_->layers.resize(static_cast<std::size_t>(hp.block_count));
   return cache;
 }
+
+namespace {
+
+// Brings a layer's lowered keys up to the cache's first `start` tokens
+// (keys [start, kv_dim] before RoPE), lowered as `attention` lowers them:
+// kept as they are when they already are, else lowered again from the keys
+// before RoPE, 256 tokens at a time.
+void SyncLoweredKeys(detail::DecodeKeys& kept, const std::vector<float>& keys, const std::vector<float>& values,
+                     std::int64_t start, std::int64_t kv_heads, std::int64_t head_dim,
+                     const AttentionOptions& attention, detail::AttentionPlan& plan) {
+  if (kept.LoweredAs(attention, kv_heads, head_dim, head_dim) && kept.tokens() == start) return;
+  kept.Reset(attention, kv_heads, head_dim, head_dim);
+  constexpr std::int64_t kPiece = 256;
+  std::vector<float> ignored(static_cast<std::size_t>(std::min(start, kPiece) * kv_heads * head_dim));
+  for (std::int64_t first = 0; first < start; first += kPiece) {
+    const std::int64_t n = std::min(kPiece, start - first);
+    const std::array<std::int64_t, 4> shape{1, n, kv_heads, head_dim};
+    AttentionInputs piece;
+    // The keys as their own queries: only their lowering is kept.
+    piece.q = ConstTensorView::Contiguous(keys.data() + first * kv_heads * head_dim, DType::kF32, shape);
+    piece.k = piece.q;
+    piece.v = ConstTensorView::Contiguous(values.data() + first * kv_heads * head_dim, DType::kF32, shape);
+    piece.out = TensorView::Contiguous(ignored.data(), DType::kF32, shape);
+    piece.q_positions = TokenPositions::Offset(first);
+    piece.k_positions = TokenPositions::Offset(first);
+    detail::PrepareAttentionPlan(piece, attention, plan);
+    kept.Append(plan);
+  }
+}
+
+}  // namespace
 
 void LlamaModel::Extend(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                         std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
@@ -118,8 +165,11 @@ void LlamaModel::Extend(LlamaCache& cache, std::span<const std::int32_t> tokens,
   Require(cache.kv_dim_ == kv_dim &&
               (cache.keys_.size() == 1 || static_cast<std::int64_t>(cache.keys_.size()) == hp.block_count),
           kOp, "cache", Verbatim{"of another model"}, "must come from this model's NewCache");
+  // Keys and values before RoPE, and (kept lowered) up to two lowered keys
+  // and the values again.
+  const double copies = cache.lowered_ && detail::DecodeKeys::Supports(attention) ? 5.0 : 2.0;
   RequireFitsInMemory(kOp, "tokens", total, "the key/value cache",
-                      2.0 * static_cast<double>(total) * static_cast<double>(kv_dim * cache.keys_.size()),
+                      copies * static_cast<double>(total) * static_cast<double>(kv_dim * cache.keys_.size()),
                       sizeof(float));
   for (auto& layer : cache.keys_) layer.resize(static_cast<std::size_t>(total * kv_dim));
   for (auto& layer : cache.values_) layer.resize(static_cast<std::size_t>(total * kv_dim));
@@ -155,6 +205,11 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
   in.out = TensorView::Contiguous(attn.data(), DType::kF32, {1, n, hp.head_count, hd});
   in.q_positions = TokenPositions::Offset(start);
 
+  // Keys kept lowered (LlamaCache) when the method allows it; a single new
+  // token then attends over them with the decode kernel.
+  const bool keep_lowered = cache.lowered_ != nullptr && detail::DecodeKeys::Supports(attention);
+  detail::AttentionPlan fresh_plan{};
+
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
     const LlamaLayerWeights& layer = w.layers[l];
     std::vector<float>& keys = cache.keys_[cache.keys_.size() == 1 ? 0 : l];
@@ -168,7 +223,22 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     }
     in.k = ConstTensorView::Contiguous(keys.data(), DType::kF32, {1, total, hp.head_count_kv, hd});
     in.v = ConstTensorView::Contiguous(values.data(), DType::kF32, {1, total, hp.head_count_kv, hd});
-    Attention(in, attention);
+    if (keep_lowered) {
+      detail::DecodeKeys& kept = cache.lowered_->layers[l];
+      SyncLoweredKeys(kept, keys, values, start, hp.head_count_kv, hd, attention, fresh_plan);
+      // The new tokens alone: their queries and keys lowered (and checked).
+      AttentionInputs fresh = in;
+      fresh.k = ConstTensorView::Contiguous(keys.data() + start * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
+      fresh.v = ConstTensorView::Contiguous(values.data() + start * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
+      fresh.k_positions = TokenPositions::Offset(start);
+      detail::PrepareAttentionPlan(fresh, attention, fresh_plan);
+      kept.Append(fresh_plan);
+    }
+    if (keep_lowered && n == 1) {
+      detail::DecodeAttention(fresh_plan, cache.lowered_->layers[l]);
+    } else {
+      Attention(in, attention);
+    }
     MatMul(attn, n, layer.attn_output, proj);
     model::AddInPlace(x, proj);
 
@@ -201,6 +271,7 @@ void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOp
   LlamaCache scratch = NewCache();
   scratch.keys_.resize(1);
   scratch.values_.resize(1);
+  scratch.lowered_.reset();  // nothing decodes from it
   std::vector<std::int64_t> rows(tokens.size());
   for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<std::int64_t>(r);
   Extend(

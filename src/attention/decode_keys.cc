@@ -1,0 +1,126 @@
+#include "attention/decode_keys.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "posenc/error.h"
+
+namespace posenc::detail {
+namespace {
+
+constexpr const char* kOp = "attention";
+
+// The key rotation of a RoPE-family encoding: what decides a lowered key.
+struct KeyRotation {
+  std::int64_t head_dim, rotary_dim;
+  RopeLayout layout;
+  const std::vector<double>* inv_freq;
+  bool operator==(const KeyRotation& o) const {
+    return head_dim == o.head_dim && rotary_dim == o.rotary_dim && layout == o.layout && *inv_freq == *o.inv_freq;
+  }
+};
+KeyRotation RotationOf(const RopeSpec& spec, const RopeFrequencies& f) {
+  return {spec.head_dim, spec.RotaryDim(), spec.layout, &f.inv_freq};
+}
+
+bool SameKeyLowering(const PositionEncoding& a, const PositionEncoding& b) {
+  if (a.index() != b.index()) return false;
+  if (const auto* x = std::get_if<RopeEncoding>(&a)) {
+    const auto& y = std::get<RopeEncoding>(b);
+    return RotationOf(x->spec, x->frequencies) == RotationOf(y.spec, y.frequencies);
+  }
+  if (const auto* x = std::get_if<ReRopeEncoding>(&a)) {
+    const auto& y = std::get<ReRopeEncoding>(b);
+    return RotationOf(x->spec, x->frequencies) == RotationOf(y.spec, y.frequencies) && x->window == y.window &&
+           x->leak == y.leak;
+  }
+  if (const auto* x = std::get_if<SelfExtendEncoding>(&a)) {
+    const auto& y = std::get<SelfExtendEncoding>(b);
+    return RotationOf(x->spec, x->frequencies) == RotationOf(y.spec, y.frequencies) && x->group == y.group &&
+           x->window == y.window;
+  }
+  return std::holds_alternative<NoPositionEncoding>(a);
+}
+
+hwy::AlignedFreeUniquePtr<float[]> Zeros(std::int64_t count) {
+  auto data = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, count)));
+  Require(data != nullptr, kOp, "decode cache floats", count, "allocation failed");
+  std::fill_n(data.get(), std::max<std::int64_t>(1, count), 0.0f);
+  return data;
+}
+
+}  // namespace
+
+bool DecodeKeys::Supports(const AttentionOptions& options) {
+  return std::holds_alternative<NoPositionEncoding>(options.encoding) ||
+         std::holds_alternative<RopeEncoding>(options.encoding) ||
+         std::holds_alternative<ReRopeEncoding>(options.encoding) ||
+         std::holds_alternative<SelfExtendEncoding>(options.encoding);
+}
+
+bool DecodeKeys::LoweredAs(const AttentionOptions& options, std::int64_t kv_heads, std::int64_t head_dim,
+                           std::int64_t v_dim) const {
+  return kv_heads == kv_heads_ && head_dim == head_dim_ && v_dim == v_dim_ &&
+         SameKeyLowering(options.encoding, encoding_);
+}
+
+void DecodeKeys::Reset(const AttentionOptions& options, std::int64_t kv_heads, std::int64_t head_dim,
+                       std::int64_t v_dim) {
+  encoding_ = options.encoding;
+  kv_heads_ = kv_heads;
+  head_dim_ = head_dim;
+  v_dim_ = v_dim;
+  value_cols_ = (v_dim + kChunk - 1) / kChunk * kChunk;
+  two_keys_ = std::holds_alternative<ReRopeEncoding>(options.encoding) ||
+              std::holds_alternative<SelfExtendEncoding>(options.encoding);
+  tokens_ = 0;
+  capacity_ = 0;
+  keys1_.reset();
+  keys2_.reset();
+  values_.reset();
+}
+
+void DecodeKeys::Reserve(std::int64_t tokens) {
+  if (tokens <= capacity_) return;
+  // Doubling: appends cost O(1) copies a token on average.
+  const std::int64_t capacity = std::max((tokens + kChunk - 1) / kChunk * kChunk, 2 * capacity_);
+  const auto grow = [&](hwy::AlignedFreeUniquePtr<float[]>& data, std::int64_t per_token) {
+    auto bigger = Zeros(kv_heads_ * capacity * per_token);
+    for (std::int64_t h = 0; h < kv_heads_ && data; ++h) {
+      std::memcpy(bigger.get() + h * capacity * per_token, data.get() + h * capacity_ * per_token,
+                  static_cast<std::size_t>(capacity_ * per_token) * sizeof(float));
+    }
+    data = std::move(bigger);
+  };
+  grow(keys1_, head_dim_);
+  if (two_keys_) grow(keys2_, head_dim_);
+  grow(values_, value_cols_);
+  capacity_ = capacity;
+}
+
+void DecodeKeys::Append(const AttentionPlan& plan) {
+  const std::int64_t n = plan.kv_len;
+  Reserve(tokens_ + n);
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int64_t key = tokens_ + t, chunk = key / kChunk, lane = key % kChunk;
+    for (std::int64_t h = 0; h < kv_heads_; ++h) {
+      const std::int64_t source = t * kv_heads_ + h;
+      for (int which = 0; which < (two_keys_ ? 2 : 1); ++which) {
+        const std::vector<float>& k = which == 0 ? plan.k1 : plan.k2;
+        float* dst = (which == 0 ? keys1_ : keys2_).get() + h * capacity_ * head_dim_ + chunk * head_dim_ * kChunk + lane;
+        for (std::int64_t d = 0; d < head_dim_; ++d) dst[d * kChunk] = k[source * head_dim_ + d];
+      }
+      std::copy_n(plan.v.data() + source * v_dim_, v_dim_, values_.get() + (h * capacity_ + key) * value_cols_);
+    }
+  }
+  tokens_ += n;
+}
+
+void DecodeKeys::Truncate(std::int64_t tokens) { tokens_ = std::min(tokens_, tokens); }
+
+double DecodeKeys::Bytes() const {
+  return sizeof(float) * static_cast<double>(kv_heads_ * capacity_) *
+         static_cast<double>((two_keys_ ? 2 : 1) * head_dim_ + value_cols_);
+}
+
+}  // namespace posenc::detail
