@@ -95,7 +95,7 @@ class LlamaCache {
   // [layer][token * kv_dim]; a single shared layer for Forward's scratch
   // cache (each layer attends only to the call's own tokens).
   std::vector<std::vector<float>> keys_, values_;
-  struct LoweredKeys;  // per layer, the keys as the method lowers them (src/model/llama_model.cc)
+  struct LoweredKeys;                     // per layer, the keys as the method lowers them (src/model/llama_model.cc)
   std::unique_ptr<LoweredKeys> lowered_;  // null: none kept (Forward's scratch cache)
 };
 

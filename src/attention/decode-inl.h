@@ -31,108 +31,176 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::CappedTag<float, detail::DecodeKeys::kChunk>;
 constexpr std::int64_t kChunk = detail::DecodeKeys::kChunk;
+constexpr std::int64_t kSegment = detail::kDecodeSegment;
 
-// scores[0..16) = q . keys[d][0..16) for d < dim.
-HWY_INLINE void ScoreChunk(const float* HWY_RESTRICT q, const float* HWY_RESTRICT keys, std::int64_t dim,
-                           float* HWY_RESTRICT scores) {
+// Up to four query heads of one GQA group at a time (named accumulators, not
+// arrays: sizeless SVE/RVV vectors cannot live in arrays), so that each key
+// and each value row is loaded once for the heads that share it.
+constexpr std::int64_t kHeadsAtOnce = 4;
+
+// scores[g][0..16) = q[g] . keys[d][0..16) over d < dim, for g < H: even and
+// odd d in separate accumulators (2 H independent FMA chains).
+template <int H>
+HWY_INLINE void ScoreChunk(const float* const* q, const float* HWY_RESTRICT keys, std::int64_t dim,
+                           float* const* scores, std::int64_t at) {
   const DF df;
   const auto n = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t v = 0; v < kChunk; v += n) {
-    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const auto step = [&](std::int64_t d, auto& x0, auto& x1, auto& x2, auto& x3) HWY_ATTR {
+      const auto k = hn::Load(df, keys + d * kChunk + v);
+      x0 = hn::MulAdd(hn::Set(df, q[0][d]), k, x0);
+      if constexpr (H > 1) x1 = hn::MulAdd(hn::Set(df, q[1][d]), k, x1);
+      if constexpr (H > 2) x2 = hn::MulAdd(hn::Set(df, q[2][d]), k, x2);
+      if constexpr (H > 3) x3 = hn::MulAdd(hn::Set(df, q[3][d]), k, x3);
+    };
     std::int64_t d = 0;
-    for (; d + 4 <= dim; d += 4) {
-      a0 = hn::MulAdd(hn::Set(df, q[d]), hn::Load(df, keys + d * kChunk + v), a0);
-      a1 = hn::MulAdd(hn::Set(df, q[d + 1]), hn::Load(df, keys + (d + 1) * kChunk + v), a1);
-      a2 = hn::MulAdd(hn::Set(df, q[d + 2]), hn::Load(df, keys + (d + 2) * kChunk + v), a2);
-      a3 = hn::MulAdd(hn::Set(df, q[d + 3]), hn::Load(df, keys + (d + 3) * kChunk + v), a3);
+    for (; d + 2 <= dim; d += 2) {
+      step(d, a0, a1, a2, a3);
+      step(d + 1, b0, b1, b2, b3);
     }
-    for (; d < dim; ++d) a0 = hn::MulAdd(hn::Set(df, q[d]), hn::Load(df, keys + d * kChunk + v), a0);
-    hn::Store(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), df, scores + v);
+    if (d < dim) step(d, a0, a1, a2, a3);
+    hn::Store(hn::Add(a0, b0), df, scores[0] + at + v);
+    if constexpr (H > 1) hn::Store(hn::Add(a1, b1), df, scores[1] + at + v);
+    if constexpr (H > 2) hn::Store(hn::Add(a2, b2), df, scores[2] + at + v);
+    if constexpr (H > 3) hn::Store(hn::Add(a3, b3), df, scores[3] + at + v);
   }
 }
 
-// The partial softmax of one item: out [group][2 + value_cols] holds, per
-// query head, m, l and o[value_cols].
-inline void DecodeSegmentImpl(const detail::AttentionPlan& query, const detail::DecodeKeys& keys, std::int64_t h,
-                              std::int64_t begin, std::int64_t end, float* HWY_RESTRICT scores,
-                              float* HWY_RESTRICT out) {
+// o[g][c] = sum_j w[g][j] values[j][c] for g < H, two column vectors at a
+// time (2 H accumulators); each value row is read once per column pair.
+template <int H>
+HWY_INLINE void WeightedValues(const float* const* w, const float* HWY_RESTRICT values, std::int64_t width,
+                               std::int64_t cols, float* const* o) {
+  const DF df;
+  const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+  for (std::int64_t c = 0; c < cols; c += 2 * n) {
+    const bool two = c + n < cols;
+    auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (std::int64_t j = 0; j < width; ++j) {
+      const float* row = values + j * cols + c;
+      const auto v0 = hn::Load(df, row);
+      const auto v1 = two ? hn::Load(df, row + n) : hn::Zero(df);
+      const auto add = [&](int g, auto& x, auto& y) HWY_ATTR {
+        const auto weight = hn::Set(df, w[g][j]);
+        x = hn::MulAdd(weight, v0, x);
+        y = hn::MulAdd(weight, v1, y);
+      };
+      add(0, a0, b0);
+      if constexpr (H > 1) add(1, a1, b1);
+      if constexpr (H > 2) add(2, a2, b2);
+      if constexpr (H > 3) add(3, a3, b3);
+    }
+    const auto store = [&](int g, auto x, auto y) HWY_ATTR {
+      hn::StoreU(x, df, o[g] + c);
+      if (two) hn::StoreU(y, df, o[g] + c + n);
+    };
+    store(0, a0, b0);
+    if constexpr (H > 1) store(1, a1, b1);
+    if constexpr (H > 2) store(2, a2, b2);
+    if constexpr (H > 3) store(3, a3, b3);
+  }
+}
+
+// Query heads [g0, g0 + H) of kv head h against keys [begin, end): their
+// scores in scores[g - g0][0..width), then their partial softmaxes.
+template <int H>
+HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::DecodeKeys& keys, std::int64_t h,
+                             std::int64_t g0, std::int64_t begin, std::int64_t end, float* HWY_RESTRICT scores,
+                             float* HWY_RESTRICT out) {
   const DF df;
   const auto n = static_cast<std::int64_t>(hn::Lanes(df));
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int64_t dim = keys.head_dim(), cols = keys.value_cols(), width = end - begin;
   const std::int64_t p = query.q_positions[0], w = query.rerope_window;
   const AttentionMask& mask = query.mask;
-  for (std::int64_t g = 0; g < query.group; ++g) {
-    const std::int64_t head = h * query.group + g;
-    const float* q1 = query.q1.data() + head * dim;
-    const float* q2 = w > 0 ? query.q2.data() + head * dim : nullptr;
-    float* s = scores;
-    // Scores by chunk: near keys (p - j < w) from q1 . k1, far ones from
-    // q2 . k2 (ReRoPE, Self-Extend); both where a chunk straddles w.
-    for (std::int64_t c = begin; c < end; c += kChunk) {
-      const std::int64_t chunk = c / kChunk;
-      const bool all_near = w <= 0 || p - c < w;
-      const bool all_far = w > 0 && p - (c + kChunk - 1) >= w;
-      if (!all_far) ScoreChunk(q1, keys.Keys1(h) + chunk * dim * kChunk, dim, s + (c - begin));
-      if (!all_near) {
-        HWY_ALIGN float far[kChunk];
-        ScoreChunk(q2, keys.Keys2(h) + chunk * dim * kChunk, dim, far);
+  const float* q1[kHeadsAtOnce];
+  const float* q2[kHeadsAtOnce];
+  float* s[kHeadsAtOnce];
+  float* o[kHeadsAtOnce];
+  for (int g = 0; g < H; ++g) {
+    const std::int64_t head = h * query.group + g0 + g;
+    q1[g] = query.q1.data() + head * dim;
+    q2[g] = w > 0 ? query.q2.data() + head * dim : nullptr;
+    s[g] = scores + g * kSegment;
+    o[g] = out + (g0 + g) * (2 + cols);
+  }
+  // Scores by chunk: near keys (p - j < w) from q1 . k1, far ones from
+  // q2 . k2 (ReRoPE, Self-Extend); both where a chunk straddles w.
+  for (std::int64_t c = begin; c < end; c += kChunk) {
+    const std::int64_t chunk = c / kChunk, at = c - begin;
+    const bool all_near = w <= 0 || p - c < w;
+    const bool all_far = w > 0 && p - (c + kChunk - 1) >= w;
+    if (!all_far) ScoreChunk<H>(q1, keys.Keys1(h) + chunk * dim * kChunk, dim, s, at);
+    if (!all_near) {
+      HWY_ALIGN float far_scores[kHeadsAtOnce * kChunk];
+      float* far[kHeadsAtOnce];
+      for (int g = 0; g < H; ++g) far[g] = far_scores + g * kChunk;
+      ScoreChunk<H>(q2, keys.Keys2(h) + chunk * dim * kChunk, dim, far, 0);
+      for (int g = 0; g < H; ++g) {
         for (std::int64_t j = 0; j < kChunk; ++j) {
-          if (all_far || p - (c + j) >= w) s[c - begin + j] = far[j];
+          if (all_far || p - (c + j) >= w) s[g][at + j] = far[g][j];
         }
       }
     }
-    float* o = out + g * (2 + cols);
-    std::fill_n(o, 2 + cols, 0.0f);
+  }
+  // Keys the mask hides (or past the last key) score -inf: tested one by one
+  // only in a segment the mask cuts.
+  const std::int64_t last = end - 1;
+  const bool all_visible = last < keys.tokens() && detail::KeyVisible(mask, p, begin) &&
+                           detail::KeyVisible(mask, p, last) && (mask.window <= 0 || p - begin < mask.window);
+  for (int g = 0; g < H; ++g) {
+    float* row = s[g];
+    float* part = o[g];
+    std::fill_n(part, 2 + cols, 0.0f);
     if (query.softcap > 0) {
       const auto cap = hn::Set(df, query.softcap), inv_cap = hn::Set(df, 1.0f / query.softcap);
       for (std::int64_t j = 0; j < width; j += n) {
-        hn::Store(hn::Mul(cap, hn::Tanh(df, hn::Mul(hn::Load(df, s + j), inv_cap))), df, s + j);
+        hn::Store(hn::Mul(cap, hn::Tanh(df, hn::Mul(hn::Load(df, row + j), inv_cap))), df, row + j);
       }
     }
-    // Keys the mask hides (or past the last key) score -inf: tested one by
-    // one only in a segment the mask cuts.
-    const std::int64_t last = end - 1;
-    const bool all_visible = last < keys.tokens() && detail::KeyVisible(mask, p, begin) &&
-                             detail::KeyVisible(mask, p, last) && (mask.window <= 0 || p - begin < mask.window);
     if (!all_visible) {
       for (std::int64_t j = 0; j < width; ++j) {
-        if (begin + j >= keys.tokens() || !detail::KeyVisible(mask, p, begin + j)) s[j] = kNegInf;
+        if (begin + j >= keys.tokens() || !detail::KeyVisible(mask, p, begin + j)) row[j] = kNegInf;
       }
     }
     auto max_vec = hn::Set(df, kNegInf);
     auto nan_mask = hn::IsNaN(max_vec);  // all false
     for (std::int64_t j = 0; j < width; j += n) {
-      const auto score = hn::Load(df, s + j);
+      const auto score = hn::Load(df, row + j);
       max_vec = hn::Max(max_vec, score);
       nan_mask = hn::Or(nan_mask, hn::IsNaN(score));
     }
-    if (!hn::AllFalse(df, nan_mask)) {
-      o[0] = std::numeric_limits<float>::quiet_NaN();
-      continue;
-    }
     const float m = hn::GetLane(hn::MaxOfLanes(df, max_vec));
-    o[0] = m;
-    if (m == kNegInf) continue;  // nothing visible: l = 0, o = 0
-    const auto shift = hn::Set(df, m);
+    part[0] = hn::AllFalse(df, nan_mask) ? m : std::numeric_limits<float>::quiet_NaN();
+    // Weights exp(s - m), 0 for hidden keys and for a row that sees none.
+    const auto shift = hn::Set(df, m == kNegInf ? 0.0f : m);
     auto sum = hn::Zero(df);
     for (std::int64_t j = 0; j < width; j += n) {
-      const auto score = hn::Load(df, s + j);
+      const auto score = hn::Load(df, row + j);
       const auto weight = hn::IfThenZeroElse(hn::Eq(score, hn::Set(df, kNegInf)), hn::Exp(df, hn::Sub(score, shift)));
-      hn::Store(weight, df, s + j);
+      hn::Store(weight, df, row + j);
       sum = hn::Add(sum, weight);
     }
-    o[1] = hn::GetLane(hn::SumOfLanes(df, sum));
-    const float* values = keys.Values(h) + begin * cols;
-    for (std::int64_t c = 0; c < cols; c += n) {
-      auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-      for (std::int64_t j = 0; j < width; j += 4) {  // width: whole chunks of 16
-        a0 = hn::MulAdd(hn::Set(df, s[j]), hn::Load(df, values + j * cols + c), a0);
-        a1 = hn::MulAdd(hn::Set(df, s[j + 1]), hn::Load(df, values + (j + 1) * cols + c), a1);
-        a2 = hn::MulAdd(hn::Set(df, s[j + 2]), hn::Load(df, values + (j + 2) * cols + c), a2);
-        a3 = hn::MulAdd(hn::Set(df, s[j + 3]), hn::Load(df, values + (j + 3) * cols + c), a3);
-      }
-      hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), df, o + 2 + c);
+    part[1] = hn::GetLane(hn::SumOfLanes(df, sum));
+  }
+  float* values_out[kHeadsAtOnce];
+  for (int g = 0; g < H; ++g) values_out[g] = o[g] + 2;
+  WeightedValues<H>(s, keys.Values(h) + begin * cols, width, cols, values_out);
+}
+
+// The partial softmax of one item: out [group][2 + value_cols] holds, per
+// query head, m, l and o[value_cols]; scores has kHeadsAtOnce * kSegment
+// floats.
+inline void DecodeSegmentImpl(const detail::AttentionPlan& query, const detail::DecodeKeys& keys, std::int64_t h,
+                              std::int64_t begin, std::int64_t end, float* HWY_RESTRICT scores,
+                              float* HWY_RESTRICT out) {
+  for (std::int64_t g0 = 0; g0 < query.group; g0 += kHeadsAtOnce) {
+    switch (std::min(kHeadsAtOnce, query.group - g0)) {
+      case 1: SegmentHeads<1>(query, keys, h, g0, begin, end, scores, out); break;
+      case 2: SegmentHeads<2>(query, keys, h, g0, begin, end, scores, out); break;
+      case 3: SegmentHeads<3>(query, keys, h, g0, begin, end, scores, out); break;
+      default: SegmentHeads<4>(query, keys, h, g0, begin, end, scores, out); break;
     }
   }
 }

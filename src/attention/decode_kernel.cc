@@ -18,10 +18,7 @@
 namespace posenc::detail {
 namespace {
 
-// Keys per work item: fixed, so that the partials (and their combination)
-// do not depend on the thread count; 256 keys of one head are 64 KiB of
-// keys and values at head_dim 64, an L2-sized stream.
-constexpr std::int64_t kSegment = 256;
+constexpr std::int64_t kSegment = kDecodeSegment;
 
 HWY_EXPORT(DecodeSegmentImpl);
 
@@ -35,11 +32,11 @@ void DecodeAttention(const AttentionPlan& query, const DecodeKeys& keys) {
   // [item][group][m, l, o[cols]]
   std::vector<float> partials(static_cast<std::size_t>(items * group * (2 + cols)));
   ParallelFor(items, 1, [&](std::int64_t begin, std::int64_t end) {
-    alignas(64) float scores[kSegment];  // aligned for every target's vectors
+    alignas(64) float scores[4 * kSegment];  // up to 4 heads; aligned for every target's vectors
     for (std::int64_t item = begin; item < end; ++item) {
       const std::int64_t h = item / segments, first = item % segments * kSegment;
-      HWY_DYNAMIC_DISPATCH(DecodeSegmentImpl)(query, keys, h, first, std::min(padded, first + kSegment), scores,
-                                              partials.data() + item * group * (2 + cols));
+      HWY_DYNAMIC_DISPATCH(DecodeSegmentImpl)
+      (query, keys, h, first, std::min(padded, first + kSegment), scores, partials.data() + item * group * (2 + cols));
     }
   });
 

@@ -82,8 +82,11 @@ void DecodeKeys::Reset(const AttentionOptions& options, std::int64_t kv_heads, s
 
 void DecodeKeys::Reserve(std::int64_t tokens) {
   if (tokens <= capacity_) return;
-  // Doubling: appends cost O(1) copies a token on average.
-  const std::int64_t capacity = std::max((tokens + kChunk - 1) / kChunk * kChunk, 2 * capacity_);
+  // Doubling: appends cost O(1) copies a token on average; a quarter more
+  // than asked, so that the decode steps after a prefill do not copy the
+  // cache at once.
+  const std::int64_t wanted = tokens + tokens / 4 + 16 * kChunk;
+  const std::int64_t capacity = std::max((wanted + kChunk - 1) / kChunk * kChunk, 2 * capacity_);
   const auto grow = [&](hwy::AlignedFreeUniquePtr<float[]>& data, std::int64_t per_token) {
     auto bigger = Zeros(kv_heads_ * capacity * per_token);
     for (std::int64_t h = 0; h < kv_heads_ && data; ++h) {
@@ -107,13 +110,37 @@ void DecodeKeys::Append(const AttentionPlan& plan) {
       const std::int64_t source = t * kv_heads_ + h;
       for (int which = 0; which < (two_keys_ ? 2 : 1); ++which) {
         const std::vector<float>& k = which == 0 ? plan.k1 : plan.k2;
-        float* dst = (which == 0 ? keys1_ : keys2_).get() + h * capacity_ * head_dim_ + chunk * head_dim_ * kChunk + lane;
+        float* dst =
+            (which == 0 ? keys1_ : keys2_).get() + h * capacity_ * head_dim_ + chunk * head_dim_ * kChunk + lane;
         for (std::int64_t d = 0; d < head_dim_; ++d) dst[d * kChunk] = k[source * head_dim_ + d];
       }
       std::copy_n(plan.v.data() + source * v_dim_, v_dim_, values_.get() + (h * capacity_ + key) * value_cols_);
     }
   }
   tokens_ += n;
+}
+
+void DecodeKeys::AppendRaw(const float* k, const float* v, std::int64_t n, const AttentionOptions& options) {
+  // The keys as their own queries (one per kv head): only their lowering is
+  // kept. Options that speak of query heads do not lower keys.
+  AttentionOptions keys_only = options;
+  keys_only.sink_logits.clear();
+  constexpr std::int64_t kPiece = 256;
+  std::vector<float> ignored(static_cast<std::size_t>(std::min(n, kPiece) * kv_heads_ * v_dim_));
+  AttentionPlan plan{};
+  for (std::int64_t first = 0; first < n; first += kPiece) {
+    const std::int64_t count = std::min(kPiece, n - first);
+    AttentionInputs piece;
+    piece.q =
+        ConstTensorView::Contiguous(k + first * kv_heads_ * head_dim_, DType::kF32, {1, count, kv_heads_, head_dim_});
+    piece.k = piece.q;
+    piece.v = ConstTensorView::Contiguous(v + first * kv_heads_ * v_dim_, DType::kF32, {1, count, kv_heads_, v_dim_});
+    piece.out = TensorView::Contiguous(ignored.data(), DType::kF32, {1, count, kv_heads_, v_dim_});
+    piece.q_positions = TokenPositions::Offset(tokens_);
+    piece.k_positions = TokenPositions::Offset(tokens_);
+    PrepareAttentionPlan(piece, keys_only, plan);
+    Append(plan);
+  }
 }
 
 void DecodeKeys::Truncate(std::int64_t tokens) { tokens_ = std::min(tokens_, tokens); }

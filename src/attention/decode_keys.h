@@ -41,6 +41,10 @@ class DecodeKeys {
   // tokens (plan.k1, plan.k2, plan.v: batch 1, kv_len new tokens at
   // positions tokens(), tokens() + 1, ...).
   void Append(const AttentionPlan& plan);
+  // Lowers (as `options`, which Reset was given) and appends n keys and
+  // values as they were before lowering: k [n, kv_heads, head_dim], v [n,
+  // kv_heads, v_dim], float32, at positions tokens() onwards.
+  void AppendRaw(const float* k, const float* v, std::int64_t n, const AttentionOptions& options);
   void Truncate(std::int64_t tokens);
   // Bytes held (the capacity).
   double Bytes() const;
@@ -65,6 +69,11 @@ class DecodeKeys {
   std::int64_t capacity_ = 0;  // tokens, a multiple of kChunk
   hwy::AlignedFreeUniquePtr<float[]> keys1_, keys2_, values_;
 };
+
+// Keys per split-K work item: fixed, so that the partials (and their
+// combination) do not depend on the thread count; 256 keys of one head are
+// 64 KiB of keys and values at head_dim 64, an L2-sized stream.
+constexpr std::int64_t kDecodeSegment = 256;
 
 // Attention of the single query token of `query` (a prepared call: q1, q2
 // with the scale folded in, its position, mask, ReRoPE window, softcap and

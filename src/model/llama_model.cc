@@ -119,30 +119,14 @@ LlamaCache LlamaModel::NewCache() const {
 namespace {
 
 // Brings a layer's lowered keys up to the cache's first `start` tokens
-// (keys [start, kv_dim] before RoPE), lowered as `attention` lowers them:
-// kept as they are when they already are, else lowered again from the keys
-// before RoPE, 256 tokens at a time.
+// (keys and values [start, kv_dim] before RoPE), lowered as `attention`
+// lowers them: kept as they are when they already are, else lowered again.
 void SyncLoweredKeys(detail::DecodeKeys& kept, const std::vector<float>& keys, const std::vector<float>& values,
                      std::int64_t start, std::int64_t kv_heads, std::int64_t head_dim,
-                     const AttentionOptions& attention, detail::AttentionPlan& plan) {
+                     const AttentionOptions& attention) {
   if (kept.LoweredAs(attention, kv_heads, head_dim, head_dim) && kept.tokens() == start) return;
   kept.Reset(attention, kv_heads, head_dim, head_dim);
-  constexpr std::int64_t kPiece = 256;
-  std::vector<float> ignored(static_cast<std::size_t>(std::min(start, kPiece) * kv_heads * head_dim));
-  for (std::int64_t first = 0; first < start; first += kPiece) {
-    const std::int64_t n = std::min(kPiece, start - first);
-    const std::array<std::int64_t, 4> shape{1, n, kv_heads, head_dim};
-    AttentionInputs piece;
-    // The keys as their own queries: only their lowering is kept.
-    piece.q = ConstTensorView::Contiguous(keys.data() + first * kv_heads * head_dim, DType::kF32, shape);
-    piece.k = piece.q;
-    piece.v = ConstTensorView::Contiguous(values.data() + first * kv_heads * head_dim, DType::kF32, shape);
-    piece.out = TensorView::Contiguous(ignored.data(), DType::kF32, shape);
-    piece.q_positions = TokenPositions::Offset(first);
-    piece.k_positions = TokenPositions::Offset(first);
-    detail::PrepareAttentionPlan(piece, attention, plan);
-    kept.Append(plan);
-  }
+  kept.AppendRaw(keys.data(), values.data(), start, attention);
 }
 
 }  // namespace
@@ -171,8 +155,15 @@ void LlamaModel::Extend(LlamaCache& cache, std::span<const std::int32_t> tokens,
   RequireFitsInMemory(kOp, "tokens", total, "the key/value cache",
                       copies * static_cast<double>(total) * static_cast<double>(kv_dim * cache.keys_.size()),
                       sizeof(float));
-  for (auto& layer : cache.keys_) layer.resize(static_cast<std::size_t>(total * kv_dim));
-  for (auto& layer : cache.values_) layer.resize(static_cast<std::size_t>(total * kv_dim));
+  // Room for a quarter more, as the lowered keys (decode_keys.cc): decode
+  // steps after a prefill append without copying the cache.
+  for (auto* layers : {&cache.keys_, &cache.values_}) {
+    for (auto& layer : *layers) {
+      if (layer.capacity() < static_cast<std::size_t>(total * kv_dim))
+        layer.reserve(static_cast<std::size_t>((total + total / 4 + 256) * kv_dim));
+      layer.resize(static_cast<std::size_t>(total * kv_dim));
+    }
+  }
   cache.tokens_ = total;
   try {
     ExtendCached(cache, tokens, attention, logit_rows, sink, progress);
@@ -225,7 +216,7 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     in.v = ConstTensorView::Contiguous(values.data(), DType::kF32, {1, total, hp.head_count_kv, hd});
     if (keep_lowered) {
       detail::DecodeKeys& kept = cache.lowered_->layers[l];
-      SyncLoweredKeys(kept, keys, values, start, hp.head_count_kv, hd, attention, fresh_plan);
+      SyncLoweredKeys(kept, keys, values, start, hp.head_count_kv, hd, attention);
       // The new tokens alone: their queries and keys lowered (and checked).
       AttentionInputs fresh = in;
       fresh.k = ConstTensorView::Contiguous(keys.data() + start * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
