@@ -18,9 +18,16 @@ namespace posenc {
 namespace {
 
 constexpr const char* kOp = "llama";
-// Rows of logits computed at once: [64, vocab] floats (12.6 MB for SmolLM2)
-// instead of [n, vocab].
-constexpr std::int64_t kLogitRows = 64;
+// Rows of logits computed at once: a [rows, vocab] block of about 64 MB
+// instead of [n, vocab] (320 rows for SmolLM2's 49,152 tokens, 64 for a
+// 262,144-token vocabulary). Many rows amortize what a product with
+// weights kept quantized costs per call: dequantizing the output matrix
+// into panels (matmul.h).
+std::int64_t LogitRows(std::int64_t vocab) {
+  constexpr double kBlockBytes = 64e6;
+  const auto rows = static_cast<std::int64_t>(kBlockBytes / (sizeof(float) * static_cast<double>(vocab)));
+  return std::clamp<std::int64_t>(rows / 64 * 64, 64, 512);
+}
 
 void CheckTokens(std::span<const std::int32_t> tokens, std::int64_t vocab) {
   Require(!tokens.empty(), kOp, "tokens.size()", 0, "must be >= 1");
@@ -60,7 +67,8 @@ double LlamaModel::ActivationBytes(std::int64_t n) const {
   const double per_token = 3.0 * static_cast<double>(hp.embedding_length) + 2.0 * static_cast<double>(q_dim + kv_dim) +
                            static_cast<double>(q_dim) + 3.0 * static_cast<double>(hp.feed_forward_length) +
                            static_cast<double>(q_dim + 2 * kv_dim);
-  return sizeof(float) * (static_cast<double>(n) * per_token + static_cast<double>(kLogitRows * hp.vocab_size));
+  return sizeof(float) *
+         (static_cast<double>(n) * per_token + static_cast<double>(LogitRows(hp.vocab_size) * hp.vocab_size));
 }
 
 double LlamaModel::WeightBytes() const {
@@ -241,7 +249,8 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     if (progress) progress(static_cast<std::int64_t>(l) + 1, hp.block_count);
   }
 
-  // Logits of the chosen rows only, kLogitRows at a time.
+  // Logits of the chosen rows only, LogitRows at a time.
+  const std::int64_t kLogitRows = LogitRows(hp.vocab_size);
   model::RmsNorm(x, w.output_norm, hp.rms_norm_eps, normed);
   const auto chosen = static_cast<std::int64_t>(logit_rows.size());
   std::vector<float> block_in(std::min(chosen, kLogitRows) * d), logits(std::min(chosen, kLogitRows) * hp.vocab_size);

@@ -29,6 +29,7 @@ constexpr std::uint64_t kMaxPromptBytes = std::uint64_t{64} << 20;
 
 struct GenerateCommandOptions {
   std::string model{kDefaultModel.path};
+  WeightStorage weights = WeightStorage::kAsStored;
   std::string prompt;
   std::string prompt_file;
   bool chat = false;
@@ -60,7 +61,7 @@ void Run(const GenerateCommandOptions& o) {
                                                  : ReadRegularFile(kOp, "--prompt-file", o.prompt_file, kMaxPromptBytes,
                                                                    "the prompt is read in memory");
 
-  const LoadedModel loaded = LoadModel(o.model);
+  const LoadedModel loaded = LoadModel(o.model, o.weights);
   const std::string text = o.chat ? ChatMl(loaded.tokenizer, o.system, user) : user;
   std::vector<std::int32_t> prompt;
   try {
@@ -125,6 +126,7 @@ void AddGenerateCommand(CLI::App& app) {
   auto o = std::make_shared<GenerateCommandOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from a GGUF model through its key/value cache");
   cmd->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  AddWeightsOption(*cmd, o->weights);
   cmd->add_option("--prompt", o->prompt, "The prompt text");
   cmd->add_option("--prompt-file", o->prompt_file, "A UTF-8 file holding the prompt");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt as one user turn of a ChatML chat (SmolLM2-Instruct, Qwen)");

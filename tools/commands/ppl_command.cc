@@ -22,6 +22,7 @@ namespace {
 
 struct PplOptions {
   std::string model{kDefaultModel.path};
+  WeightStorage weights = WeightStorage::kAsStored;
   std::string text;
   std::int64_t ctx = 0;
   std::int64_t stride = 0;
@@ -71,7 +72,7 @@ void Run(const PplOptions& o) {
   options.extension = ParseContextExtension(o.method);  // bad methods fail before the model loads
   options.max_windows = o.max_windows;
 
-  const LoadedModel loaded = LoadModel(o.model);
+  const LoadedModel loaded = LoadModel(o.model, o.weights);
   const std::vector<std::int32_t> tokens = TokenizeFile(loaded.tokenizer, o.text);
   AnnounceWork(loaded.model, static_cast<std::int64_t>(tokens.size()), options);
   ProgressBar bar("ppl " + o.method + " ctx " + std::to_string(o.ctx), "tok");
@@ -115,6 +116,7 @@ void AddPplCommand(CLI::App& app) {
   auto o = std::make_shared<PplOptions>();
   CLI::App* ppl = app.add_subcommand("ppl", "Perplexity of a GGUF model over a text under a context-extension method");
   ppl->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  AddWeightsOption(*ppl, o->weights);
   ppl->add_option("--text", o->text, "UTF-8 text file")->required();
   ppl->add_option("--ctx", o->ctx, "Tokens per window")->required();
   ppl->add_option("--stride", o->stride, "Tokens between window starts, 1..ctx (default: ctx, non-overlapping)")

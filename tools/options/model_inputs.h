@@ -23,7 +23,11 @@ struct LoadedModel {
 };
 
 // Throws posenc::Error naming the path when the file is missing or bad.
-LoadedModel LoadModel(const std::string& path);
+LoadedModel LoadModel(const std::string& path, WeightStorage weights = WeightStorage::kAsStored);
+
+// --weights stored|f32: the weights kept as the file stores them (the
+// default) or dequantized to float32 (the reference).
+void AddWeightsOption(CLI::App& command, WeightStorage& weights);
 
 // The tokens of a UTF-8 text file, as they are (no BOS: the default model's
 // GGUF sets add_bos_token false). Throws posenc::Error naming the path.
