@@ -25,8 +25,7 @@
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace posenc::HWY_NAMESPACE {
-namespace decode {
+namespace posenc::HWY_NAMESPACE::decode {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::CappedTag<float, detail::DecodeKeys::kChunk>;
@@ -47,7 +46,8 @@ HWY_INLINE void ScoreChunk(const float* const* q, const float* HWY_RESTRICT keys
   const auto n = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t v = 0; v < kChunk; v += n) {
     auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    const auto step = [&](std::int64_t d, auto& x0, auto& x1, auto& x2, auto& x3) HWY_ATTR {
+    const auto step = [&](std::int64_t d, auto& x0, [[maybe_unused]] auto& x1, [[maybe_unused]] auto& x2,
+                          [[maybe_unused]] auto& x3) HWY_ATTR {
       const auto k = hn::Load(df, keys + d * kChunk + v);
       x0 = hn::MulAdd(hn::Set(df, q[0][d]), k, x0);
       if constexpr (H > 1) x1 = hn::MulAdd(hn::Set(df, q[1][d]), k, x1);
@@ -205,7 +205,9 @@ inline void DecodeSegmentImpl(const detail::AttentionPlan& query, const detail::
   }
 }
 
-}  // namespace decode
+}  // namespace posenc::HWY_NAMESPACE::decode
+
+namespace posenc::HWY_NAMESPACE {
 
 inline void DecodeSegmentImpl(const detail::AttentionPlan& query, const detail::DecodeKeys& keys, std::int64_t h,
                               std::int64_t begin, std::int64_t end, float* scores, float* out) {

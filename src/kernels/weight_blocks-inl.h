@@ -31,8 +31,7 @@
 #include "posenc/gguf.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace posenc::HWY_NAMESPACE {
-namespace weight_blocks {
+namespace posenc::HWY_NAMESPACE::weight_blocks {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Vectors of at most 16 floats: a block's 16-byte runs fill one vector.
@@ -182,6 +181,7 @@ struct QK {
     for (int chunk = 0; chunk < 4; ++chunk, q += 32) {
       for (int half = 0; half < 2; ++half) {
         const int sub_block = 2 * chunk + half;
+        const std::int64_t first = 32 * static_cast<std::int64_t>(sub_block);
         int sc, m;
         ScaleMinK4(sub_block, scales, sc, m);
         const V scale = hn::Set(DF(), d * static_cast<float>(sc));
@@ -194,7 +194,7 @@ struct QK {
           if constexpr (kFiveBits) {
             code = hn::Or(code, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(LoadBytes(high + l), sub_block), one)));
           }
-          f(32 * sub_block + l, nibbles(code, value));
+          f(first + l, nibbles(code, value));
         }
       }
     }
@@ -316,8 +316,7 @@ HWY_INLINE bool WithFormat(GgmlType type, Body&& body) {
   }
 }
 
-}  // namespace weight_blocks
-}  // namespace posenc::HWY_NAMESPACE
+}  // namespace posenc::HWY_NAMESPACE::weight_blocks
 HWY_AFTER_NAMESPACE();
 
 #endif  // include guard

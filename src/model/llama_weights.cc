@@ -60,6 +60,7 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
   // A matrix of the named tensors' rows, stacked, with k inputs.
   const auto matrix = [&](const std::vector<std::pair<std::string, std::int64_t>>& tensors, std::int64_t k) {
     std::vector<WeightRows> parts;
+    parts.reserve(tensors.size());
     for (const auto& [name, rows] : tensors) parts.push_back(LlamaTensorRows(file, name, {k, rows}, storage));
     return PackedWeights::FromRows(parts, k, storage);
   };

@@ -100,7 +100,9 @@ TEST(DecodeAttention, MatchesTheReferenceOnEveryTarget) {
       pieces.push_back(std::min(n, left));
       left -= pieces.back();
     }
-    for (const auto& [name, options] : Methods(c.head_dim, q_heads)) {
+    for (const auto& method : Methods(c.head_dim, q_heads)) {
+      const std::string& name = method.first;
+      const AttentionOptions& options = method.second;
       SCOPED_TRACE(name + " tokens=" + std::to_string(c.tokens) + " group=" + std::to_string(c.group));
       // The reference for the last query alone: q [1, 1, q_heads, head_dim].
       Buffer expected(DType::kF32, q_heads * c.v_dim);
