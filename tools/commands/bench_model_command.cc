@@ -47,7 +47,7 @@ struct BenchModelOptions {
   std::int64_t ctx = 2048;
   int reps = 2;
   std::vector<std::int64_t> decode_caches{0, 2048, 8192};
-  std::int64_t decode_tokens = 16;
+  std::int64_t decode_tokens = 32;
   // Windows of 512 tokens, so that most cached keys take the far path (the
   // model's own defaults leave every key below 8,192 near).
   std::vector<ContextExtension> methods =
