@@ -156,13 +156,16 @@ class LlamaModel {
   double ForwardFlops(std::int64_t n) const;
 
   // Bytes, for sizing work before doing it: the weights as held (what one
-  // decode step reads);
-  // the activations of a Forward or Extend of n tokens (the residual
-  // stream, q/k/v, attention output, gate/up, [64, vocab] logits); a
-  // decoding cache holding n tokens (keys and values of every layer).
+  // decode step reads); the activations of a Forward or Extend of n tokens
+  // (the residual stream, q/k/v, attention output, gate/up, a block of
+  // logits); the most a decoding cache of n tokens holds (LlamaCache: the
+  // keys and values before RoPE, and up to two lowered keys and the values
+  // again); the keys and values of n tokens of every layer, once (what one
+  // decode step reads of the cache).
   double WeightBytes() const;
   double ActivationBytes(std::int64_t n) const;
   double CacheBytes(std::int64_t n) const;
+  double KeyValueBytes(std::int64_t n) const;
 
   // Throws unless ActivationBytes(n) fit in this machine's memory: a context too long for the machine is an
   // error before anything is allocated, not a bad_alloc halfway through.

@@ -104,12 +104,16 @@ def _index(name: str, value: Any, op: str) -> int:
 
 
 class LlamaModel:
-    """A Llama-family decoder loaded from a GGUF file (float32 inference).
+    """A Llama-family decoder loaded from a GGUF file (float32 activations).
 
     Args:
-        path: a llama-architecture GGUF file (str or os.PathLike). Any tensor
-            type posenc dequantizes (F32, F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K)
-            is dequantized to float32 once, here.
+        path: a llama-architecture GGUF file (str or os.PathLike).
+        weights: ``"stored"`` (default): the weights stay in the file's type
+            (F32, F16, BF16, Q4_0..Q8_0, Q4_K..Q6_K) and the kernels read them
+            as they are — a forward pass is bitwise the float32 model's,
+            decoding differs by float32 rounding; ``"f32"``: every tensor
+            posenc dequantizes (also Q2_K, Q3_K) becomes float32 once, here
+            (the reference, 4 bytes a weight).
 
     Attributes:
         path: the path as given (a str).
@@ -124,7 +128,9 @@ class LlamaModel:
 
     Raises:
         ValueError: the file is missing, not a valid GGUF, not a llama model,
-            or lacks a tensor or key (the message names it).
+            or lacks a tensor or key (the message names it); ``weights`` is
+            neither "stored" nor "f32"; a tensor type has no kernel for
+            ``"stored"`` (Q2_K, Q3_K: use ``"f32"``).
 
     Example::
 
@@ -137,12 +143,14 @@ class LlamaModel:
 
     __slots__ = ("path", "_model", "_hparams")
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
+    def __init__(self, path: Union[str, os.PathLike], weights: str = "stored") -> None:
         path = os.fspath(path)
         if not isinstance(path, str):
             path = os.fsdecode(path)
+        if not isinstance(weights, str):
+            raise TypeError(f"[llama] weights = {weights!r}: must be \"stored\" or \"f32\" (a str)")
         self.path: str = path
-        self._model = _posenc.LlamaModel(path)
+        self._model = _posenc.LlamaModel(path, weights)
         self._hparams: Dict[str, Any] = self._model.hparams()
 
     @property

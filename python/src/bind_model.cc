@@ -219,11 +219,14 @@ void BindModel(py::module_& m) {
   py::class_<LlamaModel>(m, "LlamaModel",
                          "posenc::LlamaModel: a Llama-family decoder from a GGUF file, float32 "
                          "(wrapped by posenc.LlamaModel)")
-      .def(py::init([](const std::string& path) {
+      .def(py::init([](const std::string& path, const std::string& weights) {
+             Require(weights == "stored" || weights == "f32", "llama", "weights", weights,
+                     "must be \"stored\" (as the file stores them) or \"f32\" (dequantized to float32)");
              py::gil_scoped_release release;
-             return LlamaModel::Load(path);
+             return LlamaModel::Load(path, weights == "f32" ? WeightStorage::kFloat32 : WeightStorage::kAsStored);
            }),
-           py::arg("path"), "Loads, checks and dequantizes a llama GGUF model file.")
+           py::arg("path"), py::arg("weights") = "stored",
+           "Loads and checks a llama GGUF model file; weights kept as stored or as float32.")
       .def("hparams", &Hyperparams, "The hyperparameters read from the file, as a dict.")
       .def("logits", &Logits, py::arg("tokens"), py::arg("method"), py::arg("target_length"),
            "[n, vocab] float32 logits of one forward pass over int32 `tokens` at positions 0..n-1.")

@@ -82,11 +82,13 @@ double LlamaModel::WeightBytes() const {
   return bytes;
 }
 
-double LlamaModel::CacheBytes(std::int64_t n) const {
+double LlamaModel::KeyValueBytes(std::int64_t n) const {
   const LlamaHyperparams& hp = hparams();
   return 2.0 * sizeof(float) * static_cast<double>(n) * static_cast<double>(hp.block_count) *
          static_cast<double>(hp.head_count_kv * hp.head_dim);
 }
+
+double LlamaModel::CacheBytes(std::int64_t n) const { return 2.5 * KeyValueBytes(n); }
 
 void LlamaModel::RequireActivationsFit(std::int64_t n) const {
   RequireFitsInMemory(kOp, "tokens", n, "the activations of one forward pass", ActivationBytes(n) / sizeof(float),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import re
 import sys
 import threading
 
@@ -53,6 +54,21 @@ def nll64(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 # ---- the model ---------------------------------------------------------------------
+
+def test_stored_weights_forward_is_the_float32_models(tmp_path):
+    """Q8_0 weights kept as stored: a forward pass is bitwise the float32
+    model's (the kernels dequantize exactly); generation (decode kernels)
+    gives the same tokens."""
+    path = write_random_llama(tmp_path / "q8_0.gguf", dtype="q8_0")
+    stored, f32 = posenc.LlamaModel(path), posenc.LlamaModel(path, weights="f32")
+    ids = tokens(40, seed=3)
+    np.testing.assert_array_equal(stored.logits(ids), f32.logits(ids))
+    assert stored.generate(ids[:8], max_tokens=12)["tokens"] == f32.generate(ids[:8], max_tokens=12)["tokens"]
+    with pytest.raises(ValueError, match=re.escape('[llama] weights = "f16": must be "stored"')):
+        posenc.LlamaModel(path, weights="f16")
+    with pytest.raises(TypeError, match=re.escape("[llama] weights = 1")):
+        posenc.LlamaModel(path, weights=1)
+
 
 def test_hparams(random_dir, model):
     h = model.hparams

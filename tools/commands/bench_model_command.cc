@@ -119,7 +119,7 @@ std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const LlamaMode
       });
       DecodeRun run{name, cached, static_cast<double>(o.decode_tokens) / seconds};
       // The cache read by the average step: keys and values of every layer.
-      run.bytes_per_token = model.WeightBytes() + model.CacheBytes(filled + 1 + o.decode_tokens / 2);
+      run.bytes_per_token = model.WeightBytes() + model.KeyValueBytes(filled + 1 + o.decode_tokens / 2);
       runs.push_back(run);
     }
   }
