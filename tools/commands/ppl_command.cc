@@ -55,13 +55,13 @@ void AnnounceWork(const LlamaModel& model, std::int64_t text_tokens, const Perpl
   const double flops = static_cast<double>(windows) * model.ForwardFlops(options.context);
   const bench::FmaPeak peak = bench::MeasureFmaPeak(1);
   const double seconds = flops / (kSustainedShareOfPeak * peak.gflops * 1e9);
+  const std::int64_t scored = windows * options.context;
   std::fprintf(stderr,
                "ppl: %lld window(s) of %lld tokens (%lld of the text's %lld tokens), %.3g TFLOP: about %.0f s "
                "(%.1f min) at %.1f of this machine's FMA peak of %.0f GFLOP/s%s\n",
-               static_cast<long long>(windows), static_cast<long long>(options.context),
-               static_cast<long long>(windows * options.context), static_cast<long long>(text_tokens), flops / 1e12,
-               seconds, seconds / 60, kSustainedShareOfPeak, peak.gflops,
-               options.max_windows == 0 ? "; --max-windows N runs fewer" : "");
+               static_cast<long long>(windows), static_cast<long long>(options.context), static_cast<long long>(scored),
+               static_cast<long long>(text_tokens), flops / 1e12, seconds, seconds / 60, kSustainedShareOfPeak,
+               peak.gflops, options.max_windows == 0 ? "; --max-windows N runs fewer" : "");
 }
 
 void Run(const PplOptions& o) {
