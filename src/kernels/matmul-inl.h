@@ -170,6 +170,11 @@ inline void DequantizeStoredRow(const PackedWeights::Layout& w, std::int64_t j, 
 #endif
 }
 
+// Whether the stored-rows kernels read `type` (one list: WithFormat's).
+inline bool HasStoredFormatImpl(GgmlType type) {
+  return weight_blocks::WithFormat(type, [](auto) {});
+}
+
 inline void StoredMatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
   const PackedWeights::Layout& w = *plan.w;
   const std::int64_t k = w.k;

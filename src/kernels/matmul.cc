@@ -21,6 +21,7 @@ namespace detail {
 HWY_EXPORT(MatMulBlocksImpl);
 HWY_EXPORT(StoredMatMulBlocksImpl);
 HWY_EXPORT(StoredDotRowsImpl);
+HWY_EXPORT(HasStoredFormatImpl);
 
 void MatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(MatMulBlocksImpl)(plan, begin, end);
@@ -28,6 +29,7 @@ void MatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) 
 void StoredMatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(StoredMatMulBlocksImpl)(plan, begin, end);
 }
+bool HasStoredFormat(GgmlType type) { return HWY_DYNAMIC_DISPATCH(HasStoredFormatImpl)(type); }
 void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::int64_t m, float* y, std::int64_t begin,
                    std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(StoredDotRowsImpl)(w, x_padded, m, y, begin, end);
@@ -84,22 +86,7 @@ PackedWeights PackedWeights::Pack(std::span<const float> w, std::int64_t n, std:
   return PackedWeights(PanelsOf(w, n, k));
 }
 
-bool PackedWeights::HasKernel(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K: return true;
-    default: return false;
-  }
-}
+bool PackedWeights::HasKernel(GgmlType type) { return detail::HasStoredFormat(type); }
 
 PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::int64_t k, WeightStorage storage) {
   Require(k >= 1, kOp, "k", k, "must be at least 1");

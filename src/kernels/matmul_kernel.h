@@ -106,6 +106,8 @@ void StoredMatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t
 // in registers (four accumulators, summed in a fixed order). x_padded holds
 // the m rows of x with k rounded up to kPanelWidth, zero-filled.
 constexpr std::int64_t kDotRows = 4;
+// Whether the stored-rows kernels read `type` (PackedWeights::HasKernel).
+bool HasStoredFormat(GgmlType type);
 void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::int64_t m, float* y, std::int64_t begin,
                    std::int64_t end);
 // k rounded up to whole panel rows: the padded x's row length.

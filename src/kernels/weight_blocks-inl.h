@@ -27,7 +27,6 @@
 
 #include "gguf/k_quant_scales.h"
 #include "hwy/highway.h"
-#include "posenc/dtype.h"
 #include "posenc/gguf.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -83,7 +82,6 @@ class Nibbles {
 
 // Q4_0: d (f16), 16 nibble bytes: values j (low) and j + 16 (high); x = (q - 8) d.
 struct Q4_0 {
-  static constexpr GgmlType kType = GgmlType::kQ4_0;
   static constexpr std::int64_t kElements = 32, kBytes = 18;
   template <class F>
   static HWY_INLINE void Block(const std::byte* block, F&& f) {
@@ -101,7 +99,6 @@ struct Q4_0 {
 
 // Q4_1: d, m (f16), nibbles; x = q d + m.
 struct Q4_1 {
-  static constexpr GgmlType kType = GgmlType::kQ4_1;
   static constexpr std::int64_t kElements = 32, kBytes = 20;
   template <class F>
   static HWY_INLINE void Block(const std::byte* block, F&& f) {
@@ -121,7 +118,6 @@ struct Q4_1 {
 // for value j); Q5_0: x = (q - 16) d, Q5_1: x = q d + m.
 template <bool kHasMin>
 struct Q5 {
-  static constexpr GgmlType kType = kHasMin ? GgmlType::kQ5_1 : GgmlType::kQ5_0;
   static constexpr std::int64_t kElements = 32, kBytes = kHasMin ? 24 : 22;
   template <class F>
   static HWY_INLINE void Block(const std::byte* block, F&& f) {
@@ -152,7 +148,6 @@ struct Q5 {
 
 // Q8_0: d (f16), 32 signed bytes; x = q d.
 struct Q8_0 {
-  static constexpr GgmlType kType = GgmlType::kQ8_0;
   static constexpr std::int64_t kElements = 32, kBytes = 34;
   template <class F>
   static HWY_INLINE void Block(const std::byte* block, F&& f) {
@@ -169,7 +164,6 @@ struct Q8_0 {
 // bytes (low nibbles: sub-block 2c, high: 2c + 1); x = (d sc) q - (dmin m).
 template <bool kFiveBits>
 struct QK {
-  static constexpr GgmlType kType = kFiveBits ? GgmlType::kQ5_K : GgmlType::kQ4_K;
   static constexpr std::int64_t kElements = 256, kBytes = kFiveBits ? 176 : 144;
   template <class F>
   static HWY_INLINE void Block(const std::byte* block, F&& f) {
@@ -206,7 +200,6 @@ struct QK {
 // low[l] or low[l + 32] and bits 2g, 2g + 1 of high[l]; x = (d sc) (q - 32)
 // with the scale of its 16 values.
 struct Q6_K {
-  static constexpr GgmlType kType = GgmlType::kQ6_K;
   static constexpr std::int64_t kElements = 256, kBytes = 210;
   template <class F>
   static HWY_INLINE void Block(const std::byte* block, F&& f) {
@@ -234,43 +227,25 @@ struct Q6_K {
   }
 };
 
-// Element types: one value at a time (the row's tail) and N at a time.
+// Element types: N values at a time.
 struct F16 {
-  static constexpr GgmlType kType = GgmlType::kF16;
   static constexpr std::int64_t kElements = 1, kBytes = 2;
   static HWY_INLINE V Load(const std::byte* p) {
     return hn::PromoteTo(DF(), hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), reinterpret_cast<const hwy::float16_t*>(p)));
   }
-  static float Scalar(const std::byte* p) {
-    std::uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return F16ToF32(bits);
-  }
 };
 
 struct BF16 {
-  static constexpr GgmlType kType = GgmlType::kBF16;
   static constexpr std::int64_t kElements = 1, kBytes = 2;
   static HWY_INLINE V Load(const std::byte* p) {
     return hn::PromoteTo(DF(),
                          hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), reinterpret_cast<const hwy::bfloat16_t*>(p)));
   }
-  static float Scalar(const std::byte* p) {
-    std::uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return BF16ToF32(bits);
-  }
 };
 
 struct F32 {
-  static constexpr GgmlType kType = GgmlType::kF32;
   static constexpr std::int64_t kElements = 1, kBytes = 4;
   static HWY_INLINE V Load(const std::byte* p) { return hn::LoadU(DF(), reinterpret_cast<const float*>(p)); }
-  static float Scalar(const std::byte* p) {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
 };
 
 template <class Format, class F>
@@ -289,10 +264,10 @@ HWY_INLINE void VisitRow(const std::byte* row, std::int64_t k, F&& f) {
       for (std::int64_t v = 0; v < 4; ++v) f(o, v * kLanes, Format::Load(row + (o + v * kLanes) * Format::kBytes));
     }
     for (; o + kLanes <= k; o += kLanes) f(o, 0, Format::Load(row + o * Format::kBytes));
-    if (o < k) {
-      HWY_ALIGN float tail[16] = {};
-      for (std::int64_t i = o; i < k; ++i) tail[i - o] = Format::Scalar(row + i * Format::kBytes);
-      f(o, 0, hn::Load(DF(), tail));
+    if (o < k) {  // the tail's bytes, zero-padded to a whole vector (zero bits are 0.0 in every type)
+      std::byte tail[16 * Format::kBytes] = {};
+      std::memcpy(tail, row + o * Format::kBytes, static_cast<std::size_t>((k - o) * Format::kBytes));
+      f(o, 0, Format::Load(tail));
     }
   }
 }

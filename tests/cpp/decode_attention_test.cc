@@ -48,6 +48,19 @@ std::vector<std::pair<std::string, AttentionOptions>> Methods(std::int64_t head_
   return methods;
 }
 
+// Random q [tokens, q_heads, head_dim], k [tokens, kv_heads, head_dim] and
+// v [tokens, kv_heads, v_dim] in [-1, 1].
+struct Inputs {
+  Buffer q, k, v;
+  Inputs(const Case& c, std::uint32_t seed)
+      : q(DType::kF32, c.tokens * c.kv_heads * c.group * c.head_dim),
+        k(DType::kF32, c.tokens * c.kv_heads * c.head_dim), v(DType::kF32, c.tokens * c.kv_heads * c.v_dim) {
+    q.FillUniform(seed);
+    k.FillUniform(seed + 1);
+    v.FillUniform(seed + 2);
+  }
+};
+
 // The decode kernel's output for the last token (its q attends over every
 // key, the last one its own), keys appended in the given pieces.
 std::vector<float> Decode(const Case& c, const AttentionOptions& options, const Buffer& q, const Buffer& k,
@@ -89,11 +102,8 @@ std::vector<float> Decode(const Case& c, const AttentionOptions& options, const 
 TEST(DecodeAttention, MatchesTheReferenceOnEveryTarget) {
   for (const Case c : {Case{2, 3, 8, 8, 1}, Case{1, 6, 13, 7, 17}, Case{3, 1, 16, 16, 300}, Case{2, 3, 10, 10, 530}}) {
     const std::int64_t q_heads = c.kv_heads * c.group;
-    Buffer q(DType::kF32, c.tokens * q_heads * c.head_dim), k(DType::kF32, c.tokens * c.kv_heads * c.head_dim),
-        v(DType::kF32, c.tokens * c.kv_heads * c.v_dim);
-    q.FillUniform(1);
-    k.FillUniform(2);
-    v.FillUniform(3);
+    Inputs inputs(c, 1);
+    Buffer &q = inputs.q, &k = inputs.k, &v = inputs.v;
     // Pieces that cross chunk (16) and segment (256) edges.
     std::vector<std::int64_t> pieces;
     for (std::int64_t left = c.tokens, n = 5; left > 0; n = n * 3 + 1) {
@@ -132,17 +142,13 @@ TEST(DecodeAttention, MatchesTheReferenceOnEveryTarget) {
 TEST(DecodeAttention, BitwiseIdenticalForAnyThreadCount) {
   const Case c{2, 3, 16, 16, 700};
   const std::int64_t q_heads = c.kv_heads * c.group;
-  Buffer q(DType::kF32, c.tokens * q_heads * c.head_dim), k(DType::kF32, c.tokens * c.kv_heads * c.head_dim),
-      v(DType::kF32, c.tokens * c.kv_heads * c.v_dim);
-  q.FillUniform(4);
-  k.FillUniform(5);
-  v.FillUniform(6);
+  const Inputs inputs(c, 4);
   const AttentionOptions options = Methods(c.head_dim, q_heads)[2].second;  // ReRoPE: two key copies
   const int saved = NumThreads();
   std::vector<std::vector<float>> outs;
   for (const int threads : {1, 2, 3}) {
     SetNumThreads(threads);
-    outs.push_back(Decode(c, options, q, k, v, {699, 1}));
+    outs.push_back(Decode(c, options, inputs.q, inputs.k, inputs.v, {699, 1}));
   }
   SetNumThreads(saved);
   EXPECT_EQ(outs[0], outs[1]);
