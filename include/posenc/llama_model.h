@@ -104,8 +104,13 @@ class LlamaModel {
   // Opens, checks (every tensor present with its expected shape and a type
   // `storage` can keep) and loads; throws posenc::Error naming the tensor or
   // key.
-  static LlamaModel Load(const std::string& path, WeightStorage storage = WeightStorage::kAsStored);
-  static LlamaModel FromGguf(const GgufFile& file, WeightStorage storage = WeightStorage::kAsStored);
+  // `activations`: of the decode products (matmul.h); kInt8 rounds them to
+  // int8 as llama.cpp does (faster decode, a small cost in perplexity) and
+  // needs the weights kept as stored.
+  static LlamaModel Load(const std::string& path, WeightStorage storage = WeightStorage::kAsStored,
+                         DotActivations activations = DotActivations::kFloat32);
+  static LlamaModel FromGguf(const GgufFile& file, WeightStorage storage = WeightStorage::kAsStored,
+                             DotActivations activations = DotActivations::kFloat32);
 
   LlamaModel(LlamaModel&&) noexcept;
   LlamaModel& operator=(LlamaModel&&) noexcept;

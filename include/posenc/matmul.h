@@ -19,7 +19,11 @@
 //                    weights.
 // Dequantization is exact (each weight the same float as GgufFile's), so the
 // two forms differ only in the float32 rounding of the sums. The
-// activations are used as they are. Work is split into blocks of rows and
+// activations are used as they are (DotActivations::kFloat32), or, for a
+// decode product with quantized stored rows, rounded to int8 in blocks of
+// 32 (kInt8, as llama.cpp does): integer dot products, several times fewer
+// operations a weight, for a rounding of x of at most 1/254 of its block's
+// largest value. Work is split into blocks of rows and
 // columns whose size does not depend on the thread count, and every y[i, j]
 // is summed over k in one fixed order, so results are bitwise identical for
 // any thread count.
@@ -29,6 +33,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "posenc/gguf.h"
 
@@ -82,15 +87,27 @@ class PackedWeights {
   std::unique_ptr<Layout> layout_;
 };
 
+// The activations of a product of few rows (decode: m <= 4) with quantized
+// stored rows (Q4_0 ... Q8_0, the K-quants).
+enum class DotActivations {
+  kFloat32,  // x as it is: the float32 model's result to the rounding of the sums
+  kInt8,     // x in blocks of 32 as d q, q = x (1 / d) rounded, d = max|x| / 127 (F32, F16, BF16 rows read x)
+};
+
 // y[i, j] = sum_k x[i, k] * W[j, k] for i < m, j < n. x holds m * k values,
 // y m * n (overwritten). Throws posenc::Error naming the parameter for m < 0
 // or mismatched sizes. Multithreaded (posenc::NumThreads()).
-void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y);
+void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y,
+            DotActivations activations = DotActivations::kFloat32);
 
 namespace reference {
 // The formula as written, summed in double: w is n rows of k floats.
 void MatMul(std::span<const float> x, std::int64_t m, std::span<const float> w, std::int64_t n, std::int64_t k,
             std::span<float> y);
+// x rounded as DotActivations::kInt8 rounds it (k a multiple of 32): each
+// block of 32 as d q, d = max|x| / 127, q = x (1 / d) rounded to nearest,
+// ties to even.
+std::vector<float> Int8Activations(std::span<const float> x);
 }  // namespace reference
 
 }  // namespace posenc

@@ -1,7 +1,8 @@
 // Perplexity of a model over a token stream, in windows of `context` tokens.
 //
 // Windows start every `stride` tokens (stride = context: non-overlapping,
-// the default). Each window is one forward pass from position 0; it scores
+// the default). Each window is one forward pass from position 0 (or one
+// decode step a token: PerplexityPass); it scores
 // the tokens that no earlier window scored (all but its first token for the
 // first window and for non-overlapping windows; the last `stride` tokens of
 // a sliding window). Only whole windows are evaluated.
@@ -18,12 +19,22 @@
 
 namespace posenc {
 
+// How a window runs through the model.
+enum class PerplexityPass {
+  kPrefill,  // one forward pass (LlamaModel::NextTokenNll)
+  // token by token through a LlamaCache, as generation runs: what the decode
+  // kernels and DotActivations::kInt8 change is what is scored (one step per
+  // token: slow for long windows)
+  kDecode,
+};
+
 struct PerplexityOptions {
   std::int64_t context = 512;
   std::int64_t stride = 0;  // 0: context
   ContextExtension extension;
   // How many windows at most (0: every whole window of the text).
   std::int64_t max_windows = 0;
+  PerplexityPass pass = PerplexityPass::kPrefill;
 };
 
 struct PerplexityResult {

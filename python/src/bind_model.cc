@@ -219,14 +219,18 @@ void BindModel(py::module_& m) {
   py::class_<LlamaModel>(m, "LlamaModel",
                          "posenc::LlamaModel: a Llama-family decoder from a GGUF file, float32 "
                          "(wrapped by posenc.LlamaModel)")
-      .def(py::init([](const std::string& path, const std::string& weights) {
+      .def(py::init([](const std::string& path, const std::string& weights, const std::string& activations) {
              Require(weights == "stored" || weights == "f32", "llama", "weights", weights,
                      "must be \"stored\" (as the file stores them) or \"f32\" (dequantized to float32)");
+             Require(activations == "f32" || activations == "int8", "llama", "activations", activations,
+                     "must be \"f32\" (as they are) or \"int8\" (rounded for integer dot products)");
              py::gil_scoped_release release;
-             return LlamaModel::Load(path, weights == "f32" ? WeightStorage::kFloat32 : WeightStorage::kAsStored);
+             return LlamaModel::Load(path, weights == "f32" ? WeightStorage::kFloat32 : WeightStorage::kAsStored,
+                                     activations == "int8" ? DotActivations::kInt8 : DotActivations::kFloat32);
            }),
-           py::arg("path"), py::arg("weights") = "stored",
-           "Loads and checks a llama GGUF model file; weights kept as stored or as float32.")
+           py::arg("path"), py::arg("weights") = "stored", py::arg("activations") = "f32",
+           "Loads and checks a llama GGUF model file; weights kept as stored or as float32; the decode products' "
+           "activations as they are or rounded to int8.")
       .def("hparams", &Hyperparams, "The hyperparameters read from the file, as a dict.")
       .def("logits", &Logits, py::arg("tokens"), py::arg("method"), py::arg("target_length"),
            "[n, vocab] float32 logits of one forward pass over int32 `tokens` at positions 0..n-1.")

@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "hwy/highway.h"
+#include "kernels/int8_dot-inl.h"
 #include "kernels/matmul_kernel.h"
 #include "kernels/weight_blocks-inl.h"
 
@@ -279,6 +280,27 @@ inline void StoredDotRowsImpl(const PackedWeights::Layout& w, const float* x, st
   }
 }
 #endif  // HWY_HAVE_SCALABLE
+
+inline void QuantizeInt8Impl(const float* x, std::int64_t m, std::int64_t k, std::int8_t* q, float* scale,
+                             float* scaled_sum, float* dequantized) {
+  int8_dot::Quantize(x, m, k, q, scale, scaled_sum, dequantized);
+}
+
+// Int8 activations: the integer kernel for the quantized segments where the
+// target has one, the float32 kernel over d q for the other quantized ones
+// and over x for the element types.
+inline void Int8DotRowsImpl(const PackedWeights::Layout& w, const detail::Int8Rows& x, float* y, std::int64_t begin,
+                            std::int64_t end) {
+  while (begin < end) {
+    const PackedWeights::Layout::Segment& segment = w.SegmentOf(begin);
+    const std::int64_t stop = std::min(end, segment.first_row + segment.rows);
+    if (!int8_dot::DotSegment(w, segment, x, y, begin, stop)) {
+      const bool quantized = TraitsOf(segment.type).block_elements > 1;
+      StoredDotRowsImpl(w, quantized ? x.dequantized : x.x_padded, x.m, y, begin, stop);
+    }
+    begin = stop;
+  }
+}
 
 }  // namespace posenc::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -22,6 +22,8 @@ HWY_EXPORT(MatMulBlocksImpl);
 HWY_EXPORT(StoredMatMulBlocksImpl);
 HWY_EXPORT(StoredDotRowsImpl);
 HWY_EXPORT(HasStoredFormatImpl);
+HWY_EXPORT(Int8DotRowsImpl);
+HWY_EXPORT(QuantizeInt8Impl);
 
 void MatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(MatMulBlocksImpl)(plan, begin, end);
@@ -33,6 +35,14 @@ bool HasStoredFormat(GgmlType type) { return HWY_DYNAMIC_DISPATCH(HasStoredForma
 void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::int64_t m, float* y, std::int64_t begin,
                    std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(StoredDotRowsImpl)(w, x_padded, m, y, begin, end);
+}
+
+void QuantizeInt8(const float* x, std::int64_t m, std::int64_t k, std::int8_t* q, float* scale, float* scaled_sum,
+                  float* dequantized) {
+  HWY_DYNAMIC_DISPATCH(QuantizeInt8Impl)(x, m, k, q, scale, scaled_sum, dequantized);
+}
+void Int8DotRows(const PackedWeights::Layout& w, const Int8Rows& x, float* y, std::int64_t begin, std::int64_t end) {
+  HWY_DYNAMIC_DISPATCH(Int8DotRowsImpl)(w, x, y, begin, end);
 }
 
 }  // namespace detail
@@ -50,6 +60,32 @@ std::int64_t PackedWeights::cols() const { return layout_->k; }
 namespace {
 
 constexpr const char* kOp = "matmul";
+
+// m rows of x [m, k] quantized for the integer product (detail::Int8Rows:
+// the format and the rounding). k is a multiple of 32 when a quantized
+// format's rows are stored.
+class Int8Quantized {
+ public:
+  static constexpr std::int64_t kBlock = detail::Int8Rows::kBlock;
+  Int8Quantized(std::span<const float> x, std::int64_t m, std::int64_t k)
+      : m_(m), q_(static_cast<std::size_t>(m * k)), scale_(static_cast<std::size_t>(m * k / kBlock)),
+        scaled_sum_(scale_.size()), dequantized_(static_cast<std::size_t>(m * detail::PaddedK(k)), 0.0f) {
+    detail::QuantizeInt8(x.data(), m, k, q_.data(), scale_.data(), scaled_sum_.data(), dequantized_.data());
+  }
+  detail::Int8Rows Rows(const float* x_padded) const {
+    return {.m = m_,
+            .q = q_.data(),
+            .scale = scale_.data(),
+            .scaled_sum = scaled_sum_.data(),
+            .x_padded = x_padded,
+            .dequantized = dequantized_.data()};
+  }
+
+ private:
+  std::int64_t m_;
+  std::vector<std::int8_t> q_;
+  std::vector<float> scale_, scaled_sum_, dequantized_;
+};
 
 // Float32 panels of w [n, k] (the layout in matmul_kernel.h).
 std::unique_ptr<Layout> PanelsOf(std::span<const float> w, std::int64_t n, std::int64_t k) {
@@ -155,7 +191,8 @@ void PackedWeights::Row(std::int64_t j, std::span<float> out) const {
   for (std::int64_t kk = 0; kk < w.k; ++kk) out[kk] = panel[kk * Layout::kPanelWidth + j % Layout::kPanelWidth];
 }
 
-void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y) {
+void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y,
+            DotActivations activations) {
   const Layout& layout = w.layout();
   const std::int64_t n = layout.n, k = layout.k;
   Require(m >= 0, "matmul", "m", m, "must be at least 0");
@@ -172,9 +209,19 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
     for (std::int64_t i = 0; i < m; ++i) std::copy_n(x.data() + i * k, k, x_padded.data() + i * ldx);
     const double row_bytes = w.Bytes() / static_cast<double>(n);
     const auto rows_per_chunk = static_cast<std::int64_t>(std::max(1.0, 65536.0 / row_bytes));
-    ParallelFor(n, rows_per_chunk, [&](std::int64_t begin, std::int64_t end) {
-      detail::StoredDotRows(layout, x_padded.data(), m, y.data(), begin, end);
-    });
+    const bool quantized = std::any_of(layout.segments.begin(), layout.segments.end(),
+                                       [](const Layout::Segment& s) { return TraitsOf(s.type).block_elements > 1; });
+    if (activations == DotActivations::kInt8 && quantized) {
+      const Int8Quantized q(x, m, k);
+      const detail::Int8Rows rows = q.Rows(x_padded.data());
+      ParallelFor(n, rows_per_chunk, [&](std::int64_t begin, std::int64_t end) {
+        detail::Int8DotRows(layout, rows, y.data(), begin, end);
+      });
+    } else {
+      ParallelFor(n, rows_per_chunk, [&](std::int64_t begin, std::int64_t end) {
+        detail::StoredDotRows(layout, x_padded.data(), m, y.data(), begin, end);
+      });
+    }
     return;
   }
   const std::int64_t block_rows = layout.Stored() ? detail::kStoredBlockRows : detail::kBlockRows;

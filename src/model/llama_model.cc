@@ -44,11 +44,11 @@ LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
 LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
 LlamaModel::~LlamaModel() = default;
 
-LlamaModel LlamaModel::Load(const std::string& path, WeightStorage storage) {
-  return FromGguf(GgufFile::Open(path), storage);
+LlamaModel LlamaModel::Load(const std::string& path, WeightStorage storage, DotActivations activations) {
+  return FromGguf(GgufFile::Open(path), storage, activations);
 }
-LlamaModel LlamaModel::FromGguf(const GgufFile& file, WeightStorage storage) {
-  return LlamaModel(LoadLlamaWeights(file, storage));
+LlamaModel LlamaModel::FromGguf(const GgufFile& file, WeightStorage storage, DotActivations activations) {
+  return LlamaModel(LoadLlamaWeights(file, storage, activations));
 }
 
 const LlamaHyperparams& LlamaModel::hparams() const { return weights_->hp; }
@@ -216,7 +216,7 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     std::vector<float>& keys = cache.keys_[cache.keys_.size() == 1 ? 0 : l];
     std::vector<float>& values = cache.values_[cache.values_.size() == 1 ? 0 : l];
     model::RmsNorm(x, layer.attn_norm, hp.rms_norm_eps, normed);
-    MatMul(normed, n, layer.qkv, qkv);
+    MatMul(normed, n, layer.qkv, qkv, w.activations);
     for (std::int64_t t = 0; t < n; ++t) {
       const float* row = qkv.data() + t * qkv_dim;
       std::copy(row + q_dim, row + q_dim + kv_dim, keys.begin() + (start + t) * kv_dim);
@@ -240,13 +240,13 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     } else {
       Attention(in, attention);
     }
-    MatMul(attn, n, layer.attn_output, proj);
+    MatMul(attn, n, layer.attn_output, proj, w.activations);
     model::AddInPlace(x, proj);
 
     model::RmsNorm(x, layer.ffn_norm, hp.rms_norm_eps, normed);
-    MatMul(normed, n, layer.gate_up, gate_up);
+    MatMul(normed, n, layer.gate_up, gate_up, w.activations);
     model::SwiGlu(gate_up, ffn, hidden);
-    MatMul(hidden, n, layer.down, proj);
+    MatMul(hidden, n, layer.down, proj, w.activations);
     model::AddInPlace(x, proj);
     if (progress) progress(static_cast<std::int64_t>(l) + 1, hp.block_count);
   }
@@ -262,7 +262,7 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
       std::copy_n(normed.begin() + logit_rows[first + r] * d, d, block_in.begin() + r * d);
     }
     const std::span<float> block(logits.data(), rows * hp.vocab_size);
-    MatMul(std::span<const float>(block_in).first(rows * d), rows, w.Output(), block);
+    MatMul(std::span<const float>(block_in).first(rows * d), rows, w.Output(), block, w.activations);
     sink(logit_rows.subspan(first, rows), block);
   }
 }

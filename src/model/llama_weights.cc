@@ -53,7 +53,10 @@ LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file) {
   return hp;
 }
 
-std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, WeightStorage storage) {
+std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, WeightStorage storage,
+                                                      DotActivations activations) {
+  Require(activations == DotActivations::kFloat32 || storage == WeightStorage::kAsStored, kOp, "activations",
+          Verbatim{"int8"}, "needs the weights kept as stored (float32 weights have no integer product)");
   LlamaHyperparams hp = LlamaHyperparamsOf(file);
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length;
   const std::int64_t q_dim = hp.head_count * hp.head_dim, kv_dim = hp.head_count_kv * hp.head_dim;
@@ -85,7 +88,7 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
     });
   }
   return std::make_unique<LlamaModel::Weights>(LlamaModel::Weights{
-      std::move(hp), std::move(token_embd), std::move(output_norm), std::move(output), std::move(layers)});
+      std::move(hp), std::move(token_embd), std::move(output_norm), std::move(output), std::move(layers), activations});
 }
 
 }  // namespace posenc

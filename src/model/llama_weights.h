@@ -29,12 +29,15 @@ struct LlamaModel::Weights {
   std::vector<float> output_norm;       // [d]
   std::optional<PackedWeights> output;  // [vocab, d]; none when tied
   std::vector<LlamaLayerWeights> layers;
+  DotActivations activations = DotActivations::kFloat32;  // of every decode product
   const PackedWeights& Output() const { return output ? *output : token_embd; }
 };
 
 // Reads every tensor, checking names, shapes and types; throws posenc::Error
 // naming the tensor.
-std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, WeightStorage storage);
+// Throws for int8 activations with float32 weights (nothing to apply them to).
+std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, WeightStorage storage,
+                                                      DotActivations activations);
 
 // The hyperparameters with what only the tensors tell: the vocabulary size
 // when the metadata has none (token_embd's rows) and llama.cpp's rope_freqs

@@ -5,11 +5,33 @@
 #include <cmath>
 #include <string>
 
+#include "model/model_ops.h"
 #include "posenc/error.h"
 
 namespace posenc {
 namespace {
 constexpr const char* kOp = "perplexity";
+
+// NextTokenNll's values computed token by token through a cache: step i
+// feeds window[i] and scores window[i + 1]. progress(done, total) counts
+// steps.
+std::vector<double> DecodedNextTokenNll(const LlamaModel& model, std::span<const std::int32_t> window,
+                                        const AttentionOptions& attention, const LayerProgress& progress) {
+  const auto n = static_cast<std::int64_t>(window.size());
+  const std::int64_t vocab = model.hparams().vocab_size;
+  std::vector<double> nll(static_cast<std::size_t>(n - 1));
+  LlamaCache cache = model.NewCache();
+  const std::int64_t row = 0;
+  for (std::int64_t i = 0; i + 1 < n; ++i) {
+    model.Extend(cache, window.subspan(i, 1), attention, std::span(&row, 1),
+                 [&](std::span<const std::int64_t>, std::span<const float> logits) {
+                   const std::int32_t target = window[i + 1];
+                   model::NegativeLogLikelihood(logits, vocab, std::span(&target, 1), std::span(&nll[i], 1));
+                 });
+    if (progress) progress(i + 1, n - 1);
+  }
+  return nll;
+}
 }  // namespace
 
 std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions& options) {
@@ -42,10 +64,12 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   std::vector<double> position_sum(static_cast<std::size_t>(ctx - 1), 0.0);
   for (std::int64_t w = 0; w < windows; ++w) {
     const std::span<const std::int32_t> window = tokens.subspan(w * stride, ctx);
-    const std::vector<double> nll =
-        model.NextTokenNll(window, plan.attention, [&](std::int64_t done, std::int64_t total) {
-          if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
-        });
+    const LayerProgress window_progress = [&](std::int64_t done, std::int64_t total) {
+      if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
+    };
+    const std::vector<double> nll = options.pass == PerplexityPass::kDecode
+                                        ? DecodedNextTokenNll(model, window, plan.attention, window_progress)
+                                        : model.NextTokenNll(window, plan.attention, window_progress);
     for (std::int64_t i = 0; i < ctx - 1; ++i) {
       // A NaN would otherwise turn the whole result into "ppl nan" (or JSON
       // null) that looks like a number was measured.

@@ -1,7 +1,10 @@
 // The plain matmul: y[i, j] = sum_kk x[i, kk] W[j, kk], summed in double.
 // Readable on purpose; the fast kernel in matmul/matmul-inl.h is tested
 // against it.
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "posenc/error.h"
 #include "posenc/matmul.h"
@@ -29,6 +32,20 @@ void MatMul(std::span<const float> x, std::int64_t m, std::span<const float> w, 
       y[static_cast<std::size_t>(i * n + j)] = static_cast<float>(sum);
     }
   }
+}
+
+std::vector<float> Int8Activations(std::span<const float> x) {
+  constexpr std::size_t kBlock = 32;
+  Require(x.size() % kBlock == 0, "int8 activations", "x.size()", x.size(), "must be a multiple of 32");
+  std::vector<float> out(x.size());
+  for (std::size_t b = 0; b < x.size(); b += kBlock) {
+    float largest = 0.0f;
+    for (std::size_t l = b; l < b + kBlock; ++l) largest = std::max(largest, std::fabs(x[l]));
+    const float d = largest / 127.0f;
+    const float inverse = d == 0.0f ? 0.0f : 1.0f / d;
+    for (std::size_t l = b; l < b + kBlock; ++l) out[l] = d * std::nearbyint(x[l] * inverse);
+  }
+  return out;
 }
 
 }  // namespace posenc::reference

@@ -33,9 +33,10 @@ struct RandomModel {
   std::vector<unsigned char> bytes;
   GgufFile file;
   LlamaModel model;
-  explicit RandomModel(const RandomLlamaOptions& options = {}, WeightStorage storage = WeightStorage::kAsStored)
+  explicit RandomModel(const RandomLlamaOptions& options = {}, WeightStorage storage = WeightStorage::kAsStored,
+                       DotActivations activations = DotActivations::kFloat32)
       : bytes(RandomLlamaGguf(options)), file(GgufFile::Parse(std::as_bytes(std::span(bytes)))),
-        model(LlamaModel::FromGguf(file, storage)) {}
+        model(LlamaModel::FromGguf(file, storage, activations)) {}
 };
 
 std::vector<std::int32_t> RandomTokens(std::int64_t n, std::uint32_t seed) {
@@ -198,6 +199,41 @@ TEST(LlamaModel, StoredWeightsDecodeMatchesOneForward) {
     }
     EXPECT_LT(max_diff / max_abs, 1e-5);
   }
+}
+
+// Int8 activations change only decode, by the rounding of x: near one
+// forward pass of float32 activations, but not equal to it; float32 weights
+// have no integer product to use them (an error naming the parameter).
+TEST(LlamaModel, Int8ActivationsDecodeNearOneForward) {
+  for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ6_K}) {
+    SCOPED_TRACE(std::string(TraitsOf(type).name));
+    const RandomModel tiny(QuantizedLlama(type), WeightStorage::kAsStored, DotActivations::kInt8);
+    const std::int64_t n = 24, prefill = 20, vocab = tiny.model.hparams().vocab_size;
+    const auto tokens = RandomTokens(n, 17);
+    const AttentionOptions attention = tiny.model.DefaultAttention();
+    const std::vector<float> full = tiny.model.Logits(tokens, attention);  // prefill: float32 activations
+    LlamaCache cache = tiny.model.NewCache();
+    tiny.model.Extend(cache, std::span(tokens).first(prefill), attention, {},
+                      [](std::span<const std::int64_t>, std::span<const float>) {});
+    double max_diff = 0, max_abs = 0;
+    for (std::int64_t t = prefill; t < n; ++t) {
+      const std::int64_t row0 = 0;
+      tiny.model.Extend(cache, std::span(tokens).subspan(t, 1), attention, std::span(&row0, 1),
+                        [&](std::span<const std::int64_t>, std::span<const float> logits) {
+                          for (std::int64_t v = 0; v < vocab; ++v) {
+                            max_diff =
+                                std::max(max_diff, std::abs(static_cast<double>(logits[v]) - full[t * vocab + v]));
+                            max_abs = std::max(max_abs, std::abs(static_cast<double>(full[t * vocab + v])));
+                          }
+                        });
+    }
+    EXPECT_GT(max_diff / max_abs, 1e-5);
+    EXPECT_LT(max_diff / max_abs, 3e-2);
+  }
+  const std::vector<unsigned char> bytes = RandomLlamaGguf(QuantizedLlama(GgmlType::kQ4_1));
+  const GgufFile file = GgufFile::Parse(std::as_bytes(std::span(bytes)));
+  ExpectError([&] { LlamaModel::FromGguf(file, WeightStorage::kFloat32, DotActivations::kInt8); },
+              {"activations", "int8", "stored"});
 }
 
 TEST(LlamaModel, NextTokenNllIsTheLogSoftmaxOfTheLogits) {

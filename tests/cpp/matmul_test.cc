@@ -3,6 +3,7 @@
 // multiple of the tile), n tail (partial panels) and short k; bitwise
 // identical results for 1, 2 and 3 threads; argument errors.
 // (Suite "matmul", lowercase, so that `ctest -R matmul` selects it.)
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -159,6 +160,93 @@ TEST(matmul, StoredRowsOfEveryTypeOnEveryTarget) {
   }
 }
 
+// Int8 activations (decode, m <= 4): the quantized types against the
+// reference on x rounded as documented (reference::Int8Activations), near
+// enough that the rounding of x is seen (the float32 x's result is farther
+// than the tolerance somewhere); element types read x as it is.
+TEST(matmul, Int8ActivationsOfEveryTypeOnEveryTarget) {
+  for (const GgmlType type : kKernelTypes) {
+    const bool quantized = TraitsOf(type).block_elements > 1;
+    const std::int64_t block = quantized ? TraitsOf(type).block_elements : 32;
+    for (const std::int64_t k : {block, 3 * block, 1280 / block * block}) {
+      const std::int64_t n = 37;
+      SCOPED_TRACE(std::string(TraitsOf(type).name) + " k=" + std::to_string(k));
+      const std::vector<std::byte> bytes = testing::RandomBlocks(type, n, k, static_cast<std::uint32_t>(k + 3));
+      const std::vector<float> w = DequantizedRows(type, bytes, n, k);
+      const WeightRows part{type, n, bytes};
+      for (const std::int64_t m : {1, 2, 3, 4}) {
+        SCOPED_TRACE("m=" + std::to_string(m));
+        std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(m * k));
+        for (std::int64_t i = 0; i < k; i += 7) x[i] *= 20.0f;  // blocks of different scales
+        const std::vector<float> rounded = quantized ? reference::Int8Activations(x) : x;
+        std::vector<float> expected(static_cast<std::size_t>(m * n)), from_float32(expected.size());
+        reference::MatMul(rounded, m, w, n, k, expected);
+        reference::MatMul(x, m, w, n, k, from_float32);
+        // The gap to the float32 x's result, in units of the test's tolerance.
+        double largest_gap = 0;
+        for (std::int64_t i = 0; i < m; ++i) {
+          for (std::int64_t j = 0; j < n; ++j) {
+            double magnitude = 0;
+            for (std::int64_t kk = 0; kk < k; ++kk)
+              magnitude += std::abs(static_cast<double>(x[i * k + kk]) * w[j * k + kk]);
+            const double gap = std::abs(static_cast<double>(expected[i * n + j]) - from_float32[i * n + j]);
+            largest_gap = std::max(largest_gap, gap / (1e-7 * static_cast<double>(k + 1) * magnitude));
+          }
+        }
+        if (quantized) {
+          EXPECT_GT(largest_gap, 3.0);
+        }
+        ForEachTarget([&] {
+          const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
+          std::vector<float> y(static_cast<std::size_t>(m * n), std::nanf(""));
+          MatMul(x, m, stored, y, DotActivations::kInt8);
+          ExpectNearReference(rounded, w, m, n, k, y);
+        });
+      }
+    }
+  }
+}
+
+// The rounding of x, by hand: a block of largest magnitude 127 has d = 1,
+// halves round to even; an all-zero block stays zero; every block
+// has its own scale; NaN in x gives NaN, not a garbage int8.
+TEST(matmul, Int8ActivationsRoundAsDocumented) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 127.0f;
+  x[1] = -63.5f;
+  x[2] = 0.5f;
+  x[3] = -0.49f;
+  x[4] = 2.5f;
+  const std::vector<float> rounded = reference::Int8Activations(x);
+  EXPECT_EQ(rounded[0], 127.0f);
+  EXPECT_EQ(rounded[1], -64.0f);
+  EXPECT_EQ(rounded[2], 0.0f);
+  EXPECT_EQ(rounded[3], 0.0f);
+  EXPECT_EQ(rounded[4], 2.0f);
+  EXPECT_EQ(std::vector<float>(rounded.begin() + 32, rounded.end()), std::vector<float>(32, 0.0f));
+  const std::vector<float> y = Random(64, 3);
+  const std::vector<float> r = reference::Int8Activations(y);
+  for (std::size_t b = 0; b < 64; b += 32) {
+    float largest = 0;
+    for (std::size_t l = b; l < b + 32; ++l) largest = std::max(largest, std::abs(y[l]));
+    const double d = largest / 127.0;
+    for (std::size_t l = b; l < b + 32; ++l)
+      EXPECT_LE(std::abs(static_cast<double>(y[l]) - r[l]), 0.5 * d * (1 + 1e-6));
+  }
+  const std::int64_t n = 5, k = 64;
+  const std::vector<std::byte> bytes = testing::RandomBlocks(GgmlType::kQ4_0, n, k, 9);
+  const WeightRows part{GgmlType::kQ4_0, n, bytes};
+  const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
+  std::vector<float> with_nan = Random(k, 4);
+  with_nan[40] = std::nanf("");
+  std::vector<float> out(static_cast<std::size_t>(n));
+  ForEachTarget([&] {
+    MatMul(with_nan, 1, stored, out, DotActivations::kInt8);
+    for (const float v : out) EXPECT_TRUE(std::isnan(v));
+  });
+  ExpectError([&] { reference::Int8Activations(std::vector<float>(33)); }, {"x.size()", "33", "multiple of 32"});
+}
+
 // More rows than one stored row block (768): still bitwise the float32
 // kernel on the dequantized weights.
 TEST(matmul, StoredRowsPastOneRowBlock) {
@@ -201,7 +289,21 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
     MatMul(x, m, stored, y);
     MatMul(x, m, as_f32, y_f32);
     ExpectNearReference(x, w, m, n, k, y);
-    if (m > 4) EXPECT_EQ(y, y_f32);
+    if (m > 4) {
+      EXPECT_EQ(y, y_f32);
+    } else {
+      // Int8 activations: the F32 rows (27..35) read x, the others x rounded.
+      std::vector<float> y_int8(y.size()), from_x(y.size()), from_rounded(y.size());
+      MatMul(x, m, stored, y_int8, DotActivations::kInt8);
+      reference::MatMul(x, m, w, n, k, from_x);
+      reference::MatMul(reference::Int8Activations(x), m, w, n, k, from_rounded);
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float expected = (j >= 27 && j < 36 ? from_x : from_rounded)[i * n + j];
+          EXPECT_NEAR(y_int8[i * n + j], expected, 1e-4 * (1 + std::abs(expected))) << i << " " << j;
+        }
+      }
+    }
   }
   for (const std::int64_t j : {0, 19, 20, 26, 27, 35, 36, 38}) {
     std::vector<float> row(static_cast<std::size_t>(k)), row_f32(row.size());
@@ -218,17 +320,19 @@ TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
   const WeightRows part{GgmlType::kQ4_K, n, bytes};
   const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
   const int saved = NumThreads();
-  for (const std::int64_t m : {1, 4, 500}) {
-    const std::vector<float> x = Random(m * k, 6);
-    std::vector<std::vector<float>> results;
-    for (const int threads : {1, 2, 3}) {
-      SetNumThreads(threads);
-      std::vector<float> y(static_cast<std::size_t>(m * n));
-      MatMul(x, m, stored, y);
-      results.push_back(y);
+  for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
+    for (const std::int64_t m : {1, 4, 500}) {
+      const std::vector<float> x = Random(m * k, 6);
+      std::vector<std::vector<float>> results;
+      for (const int threads : {1, 2, 3}) {
+        SetNumThreads(threads);
+        std::vector<float> y(static_cast<std::size_t>(m * n));
+        MatMul(x, m, stored, y, activations);
+        results.push_back(y);
+      }
+      EXPECT_EQ(results[0], results[1]) << m;
+      EXPECT_EQ(results[0], results[2]) << m;
     }
-    EXPECT_EQ(results[0], results[1]) << m;
-    EXPECT_EQ(results[0], results[2]) << m;
   }
   SetNumThreads(saved);
 }

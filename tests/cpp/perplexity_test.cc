@@ -63,6 +63,26 @@ TEST(Perplexity, SlidingWindowsScoreEachTokenOnce) {
   EXPECT_NEAR(r.mean_nll, sum / r.scored, 1e-12);
 }
 
+// The decode pass scores the same tokens as the forward pass, token by
+// token through the cache: the same losses to float32 rounding, per
+// position too, under a method planned past the training length.
+TEST(Perplexity, DecodePassMatchesTheForwardPass) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 45;  // past the tiny model's training length of 32
+  options.stride = 20;
+  options.extension = ParseContextExtension("rerope:window=8");
+  const PerplexityResult prefill = EvaluatePerplexity(f.model, f.tokens, options);
+  options.pass = PerplexityPass::kDecode;
+  const PerplexityResult decode = EvaluatePerplexity(f.model, f.tokens, options);
+  EXPECT_EQ(decode.scored, prefill.scored);
+  EXPECT_NEAR(decode.mean_nll, prefill.mean_nll, 1e-5 * prefill.mean_nll);
+  ASSERT_EQ(decode.position_nll.size(), prefill.position_nll.size());
+  for (std::size_t i = 0; i < decode.position_nll.size(); ++i) {
+    EXPECT_NEAR(decode.position_nll[i], prefill.position_nll[i], 1e-5 * prefill.position_nll[i]) << i;
+  }
+}
+
 TEST(Perplexity, MethodIsPlannedForTheWindowLength) {
   const Fixture f;
   PerplexityOptions options;

@@ -70,6 +70,22 @@ def test_stored_weights_forward_is_the_float32_models(tmp_path):
         posenc.LlamaModel(path, weights=1)
 
 
+def test_int8_activations_are_a_choice_for_stored_weights(tmp_path):
+    """activations="int8": prefill (logits) is unchanged, decoding runs the
+    integer products; float32 weights cannot take it."""
+    path = write_random_llama(tmp_path / "q8_0.gguf", dtype="q8_0")
+    f32_x, int8_x = posenc.LlamaModel(path), posenc.LlamaModel(path, activations="int8")
+    ids = tokens(40, seed=4)
+    np.testing.assert_array_equal(f32_x.logits(ids), int8_x.logits(ids))
+    assert len(int8_x.generate(ids[:8], max_tokens=6)["tokens"]) == 6
+    with pytest.raises(ValueError, match=re.escape('[llama] activations = "int4": must be "f32"')):
+        posenc.LlamaModel(path, activations="int4")
+    with pytest.raises(ValueError, match=r"activations = int8: needs the weights kept as stored"):
+        posenc.LlamaModel(path, weights="f32", activations="int8")
+    with pytest.raises(TypeError, match=re.escape("[llama] activations = 8")):
+        posenc.LlamaModel(path, activations=8)
+
+
 def test_hparams(random_dir, model):
     h = model.hparams
     assert h["architecture"] == "llama"

@@ -1,4 +1,4 @@
-// posenc bench model [--model FILE.gguf] [--weights stored|f32] [--ctx N] [--reps R]
+// posenc bench model [--model FILE.gguf] [--weights stored|f32] [--activations f32|int8] [--ctx N] [--reps R]
 //                    [--decode-cache C1,C2,...] [--decode-tokens D] [--methods M1;M2;...]
 //                    [--threads T] [--json]
 //
@@ -43,7 +43,7 @@ namespace {
 
 struct BenchModelOptions {
   std::string model{kDefaultModel.path};
-  WeightStorage weights = WeightStorage::kAsStored;
+  WeightOptions weights;
   std::int64_t ctx = 2048;
   int reps = 2;
   std::vector<std::int64_t> decode_caches{0, 2048, 8192};
@@ -162,8 +162,9 @@ void Run(const BenchModelOptions& o) {
     run.gbps = run.bytes_per_token * run.tokens_per_s / 1e9;
     run.ratio = run.gbps / copy.gbps;
   }
-  const bool stored = o.weights == WeightStorage::kAsStored;
+  const bool stored = o.weights.storage == WeightStorage::kAsStored;
   const char* weights = stored ? "stored" : "f32";
+  const char* activations = o.weights.activations == DotActivations::kInt8 ? "int8" : "f32";
 
   std::vector<BenchFloor> floors{{"prefill ratio to the FMA peak >= 0.7", ratio >= 0.7}};
   const std::int64_t largest = *std::max_element(o.decode_caches.begin(), o.decode_caches.end());
@@ -201,6 +202,7 @@ void Run(const BenchModelOptions& o) {
                                {"ratio", ratio},
                                {"seconds", seconds},
                                {"weights", weights},
+                               {"activations", activations},
                                {"weight_bytes", model.WeightBytes()},
                                {"resident_bytes", resident_bytes},
                                {"file_bytes", file_bytes},
@@ -219,8 +221,9 @@ void Run(const BenchModelOptions& o) {
               static_cast<long long>(hp.head_count), static_cast<long long>(hp.head_count_kv),
               static_cast<long long>(hp.head_dim), static_cast<long long>(hp.feed_forward_length),
               static_cast<long long>(hp.vocab_size), loaded.load_seconds);
-  std::printf("weights %s: %.1f MB held, %.1f MB resident for a %.1f MB file (%.2fx)\n", weights,
-              model.WeightBytes() / 1e6, resident_bytes / 1e6, file_bytes / 1e6, resident_bytes / file_bytes);
+  std::printf("weights %s, decode activations %s: %.1f MB held, %.1f MB resident for a %.1f MB file (%.2fx)\n", weights,
+              activations, model.WeightBytes() / 1e6, resident_bytes / 1e6, file_bytes / 1e6,
+              resident_bytes / file_bytes);
   std::printf("prefill of %lld tokens, %d threads, best of %d: %.3f s\n", static_cast<long long>(o.ctx), NumThreads(),
               o.reps, seconds);
   std::printf(
@@ -243,7 +246,7 @@ void AddBenchModelCommand(CLI::App& bench) {
   CLI::App* model = bench.add_subcommand(
       "model", std::string("Prefill tokens/s of a GGUF model and its ratio to the FMA peak") + kFloorsHelp);
   model->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
-  AddWeightsOption(*model, o->weights);
+  AddWeightOptions(*model, o->weights);
   model->add_option("--ctx", o->ctx, "Tokens in the prefill window")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

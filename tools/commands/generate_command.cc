@@ -29,7 +29,7 @@ constexpr std::uint64_t kMaxPromptBytes = std::uint64_t{64} << 20;
 
 struct GenerateCommandOptions {
   std::string model{kDefaultModel.path};
-  WeightStorage weights = WeightStorage::kAsStored;
+  WeightOptions weights;
   std::string prompt;
   std::string prompt_file;
   bool chat = false;
@@ -126,7 +126,7 @@ void AddGenerateCommand(CLI::App& app) {
   auto o = std::make_shared<GenerateCommandOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from a GGUF model through its key/value cache");
   cmd->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
-  AddWeightsOption(*cmd, o->weights);
+  AddWeightOptions(*cmd, o->weights);
   cmd->add_option("--prompt", o->prompt, "The prompt text");
   cmd->add_option("--prompt-file", o->prompt_file, "A UTF-8 file holding the prompt");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt as one user turn of a ChatML chat (SmolLM2-Instruct, Qwen)");

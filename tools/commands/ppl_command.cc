@@ -1,5 +1,6 @@
 // posenc ppl --model FILE.gguf --text FILE --ctx N [--stride S]
-//            [--method NAME[:k=v,...]] [--max-windows W] [--threads T] [--json]
+//            [--method NAME[:k=v,...]] [--max-windows W] [--decode]
+//            [--weights stored|f32] [--activations f32|int8] [--threads T] [--json]
 //
 // Perplexity of a GGUF llama-family model over a text in windows of N tokens
 // (include/posenc/perplexity.h), under one context-extension method
@@ -22,12 +23,13 @@ namespace {
 
 struct PplOptions {
   std::string model{kDefaultModel.path};
-  WeightStorage weights = WeightStorage::kAsStored;
+  WeightOptions weights;
   std::string text;
   std::int64_t ctx = 0;
   std::int64_t stride = 0;
   std::string method = "none";
   std::int64_t max_windows = 0;
+  bool decode = false;
   int threads = 0;
   bool json = false;
 };
@@ -71,6 +73,7 @@ void Run(const PplOptions& o) {
   options.stride = o.stride;
   options.extension = ParseContextExtension(o.method);  // bad methods fail before the model loads
   options.max_windows = o.max_windows;
+  options.pass = o.decode ? PerplexityPass::kDecode : PerplexityPass::kPrefill;
 
   const LoadedModel loaded = LoadModel(o.model, o.weights);
   const std::vector<std::int32_t> tokens = TokenizeFile(loaded.tokenizer, o.text);
@@ -92,6 +95,9 @@ void Run(const PplOptions& o) {
                                {"ctx", o.ctx},
                                {"stride", o.stride == 0 ? o.ctx : o.stride},
                                {"method", method},
+                               {"pass", o.decode ? "decode" : "prefill"},
+                               {"weights", o.weights.storage == WeightStorage::kFloat32 ? "f32" : "stored"},
+                               {"activations", o.weights.activations == DotActivations::kInt8 ? "int8" : "f32"},
                                {"train_length", loaded.model.hparams().context_length},
                                {"text_tokens", tokens.size()},
                                {"threads", NumThreads()},
@@ -116,7 +122,7 @@ void AddPplCommand(CLI::App& app) {
   auto o = std::make_shared<PplOptions>();
   CLI::App* ppl = app.add_subcommand("ppl", "Perplexity of a GGUF model over a text under a context-extension method");
   ppl->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
-  AddWeightsOption(*ppl, o->weights);
+  AddWeightOptions(*ppl, o->weights);
   ppl->add_option("--text", o->text, "UTF-8 text file")->required();
   ppl->add_option("--ctx", o->ctx, "Tokens per window")->required();
   ppl->add_option("--stride", o->stride, "Tokens between window starts, 1..ctx (default: ctx, non-overlapping)")
@@ -124,6 +130,9 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_option("--method", o->method, ExtensionMethodsSynopsis() + " (defaults from the training length and ctx)")
       ->capture_default_str();
   ppl->add_option("--max-windows", o->max_windows, "Evaluate at most this many windows (0: all)");
+  ppl->add_flag("--decode", o->decode,
+                "Run each window token by token through the cache (as generation does: the decode kernels and "
+                "--activations int8 are what is scored) instead of one forward pass");
   ppl->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   ppl->add_flag("--json", o->json, "Print one JSON object");
   ppl->callback([o] {

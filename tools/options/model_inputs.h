@@ -22,12 +22,20 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
+// How the model keeps its weights and what its decode products read.
+struct WeightOptions {
+  WeightStorage storage = WeightStorage::kAsStored;
+  DotActivations activations = DotActivations::kFloat32;
+};
+
 // Throws posenc::Error naming the path when the file is missing or bad.
-LoadedModel LoadModel(const std::string& path, WeightStorage weights = WeightStorage::kAsStored);
+LoadedModel LoadModel(const std::string& path, WeightOptions weights = {});
 
 // --weights stored|f32: the weights kept as the file stores them (the
-// default) or dequantized to float32 (the reference).
-void AddWeightsOption(CLI::App& command, WeightStorage& weights);
+// default) or dequantized to float32 (the reference); --activations
+// f32|int8: the decode products' activations as they are (the default) or
+// rounded to int8 (integer dot products, as llama.cpp; stored weights only).
+void AddWeightOptions(CLI::App& command, WeightOptions& weights);
 
 // The tokens of a UTF-8 text file, as they are (no BOS: the default model's
 // GGUF sets add_bos_token false). Throws posenc::Error naming the path.

@@ -1,0 +1,326 @@
+// Per-target integer dot products of GGUF weight rows with int8 activations
+// (compiled once per SIMD target, included by matmul-inl.h): the decode
+// product with DotActivations::kInt8.
+//
+// x arrives quantized in blocks of 32 (matmul_kernel.h, Int8Rows): x ~ d q,
+// q in [-127, 127]. A weight block (or a K-quant's sub-block of 32) has a
+// scale and either an offset folded into signed codes (Q4_0: q - 8, Q5_0:
+// q - 16, Q6_K: q - 32, Q8_0) or a min (Q4_1, Q5_1, Q4_K, Q5_K: w = d c + m,
+// codes c >= 0). For 32 weights and 32 activations:
+//   sum w x = d_w d_x sum(c q)        [+ m d_x sum(q)]
+// where sum(c q) is exact in int32 (|c| <= 128, |q| <= 127), computed by
+// byte multiplies that add pairs into int16 and then into int32 lanes: x86's
+// pmaddubsw (unsigned x signed; a signed weight goes in as |c| with its
+// sign moved onto q) and pmaddwd. Eight int32 lanes per 32 weights, four
+// bytes each, are converted to float and added to one of four float
+// accumulators with the block's scale d_w d_x (Q6_K: one scale per 16
+// weights, so per half of the lanes); the min terms go to scalar
+// accumulators. So a weight costs about an eighth of the float32 kernel's
+// operations, and decode is no longer bound by arithmetic.
+//
+// Only x86 with AVX2 (and its successors, on 256-bit vectors) has the
+// integer kernel (DotSegment); other targets take the float32 kernel over
+// the dequantized activations d q instead (matmul-inl.h), the same value to
+// float32 rounding. Element types (F32, F16, BF16) have no integer form and
+// always take the float32 kernel.
+#if defined(POSENC_INT8_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_INT8_DOT_INL_H_
+#undef POSENC_INT8_DOT_INL_H_
+#else
+#define POSENC_INT8_DOT_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "gguf/k_quant_scales.h"
+#include "hwy/highway.h"
+#include "kernels/matmul_kernel.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::HWY_NAMESPACE::int8_dot {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// x [m, k] (k a multiple of 32) quantized into `out` as Int8Rows documents:
+// per block, d = max|x| / 127 (NaN if the block holds a NaN or an
+// infinity), q = x (1 / d) rounded to nearest, ties to even (0 where d is 0
+// or NaN); `dequantized` gets d q, its rows PaddedK(k) apart (padding left as
+// it is). Every operation is exact or correctly rounded, so every target
+// gives the same bytes.
+inline void Quantize(const float* HWY_RESTRICT x, std::int64_t m, std::int64_t k, std::int8_t* HWY_RESTRICT q,
+                     float* HWY_RESTRICT scale, float* HWY_RESTRICT scaled_sum, float* HWY_RESTRICT dequantized) {
+  const hn::CappedTag<float, 8> df;  // lanes divide 32 on every target
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<std::int8_t, decltype(df)> d8;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(df));
+  constexpr std::int64_t kBlock = detail::Int8Rows::kBlock;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t b = 0; b < k / kBlock; ++b) {
+      const float* block = x + i * k + b * kBlock;
+      auto largest = hn::Zero(df);
+      auto finite = hn::Zero(df);  // 0 * x: 0 for a finite x, NaN otherwise
+      for (std::int64_t l = 0; l < kBlock; l += lanes) {
+        const auto v = hn::LoadU(df, block + l);
+        largest = hn::Max(largest, hn::Abs(v));
+        finite = hn::Add(finite, hn::Mul(hn::Zero(df), v));
+      }
+      const float nan_or_zero = hn::GetLane(hn::SumOfLanes(df, finite));
+      const float d = hn::GetLane(hn::MaxOfLanes(df, largest)) / 127.0f + nan_or_zero;
+      const bool usable = d != 0.0f && d == d;
+      const auto inverse = hn::Set(df, usable ? 1.0f / d : 0.0f);
+      auto sum = hn::Zero(di);
+      for (std::int64_t l = 0; l < kBlock; l += lanes) {
+        const auto codes = hn::NearestInt(hn::Mul(hn::LoadU(df, block + l), inverse));
+        sum = hn::Add(sum, codes);
+        hn::StoreU(hn::DemoteTo(d8, codes), d8, q + i * k + b * kBlock + l);
+        hn::StoreU(hn::Mul(hn::ConvertTo(df, codes), hn::Set(df, d)), df,
+                   dequantized + i * detail::PaddedK(k) + b * kBlock + l);
+      }
+      scale[i * (k / kBlock) + b] = d;
+      scaled_sum[i * (k / kBlock) + b] = d * static_cast<float>(hn::GetLane(hn::SumOfLanes(di, sum)));
+    }
+  }
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+using I = __m256i;  // 32 codes (int8 or uint8), or 8 int32 dot lanes
+using F = __m256;   // 8 float lanes, one per int32 lane
+
+HWY_INLINE float Half(const std::byte* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+// Two consecutive f16 values (a block's d and m) in one conversion: lanes 0, 1.
+HWY_INLINE __m128 HalfPair(const std::byte* p) {
+  std::int32_t pair;
+  std::memcpy(&pair, p, 4);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(pair));
+}
+HWY_INLINE __m128i Load16(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+HWY_INLINE I Load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// 16 bytes of nibble pairs as 32 codes: the 16 low nibbles, then the 16 high.
+HWY_INLINE I SplitNibbles(__m128i b) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
+}
+// 32 bytes of nibble pairs: their low (high) nibbles as 32 codes.
+HWY_INLINE I LowNibbles(I b) { return _mm256_and_si256(b, _mm256_set1_epi8(0x0F)); }
+HWY_INLINE I HighNibbles(I b) { return _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(0x0F)); }
+
+// Byte j: 0x10 if bit j of the 32-bit mask at p is set, else 0 (the fifth
+// bit of Q5_0/Q5_1 codes). Each byte of the mask is copied to 8 lanes, and
+// lane j keeps bit j % 8 by an OR with every other bit set.
+HWY_INLINE I FifthBits(const std::byte* p) {
+  std::int32_t bits;
+  std::memcpy(&bits, p, 4);
+  const I spread = _mm256_shuffle_epi8(_mm256_set1_epi32(bits),
+                                       _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                                          0x0303030303030303));
+  const I all_but_bit = _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE);
+  const I set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, all_but_bit), _mm256_set1_epi64x(-1));
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// 8 int32 lanes, lane l = sum over bytes 4l..4l+3 of c q.
+HWY_INLINE I DotUnsigned(I c, I q) { return _mm256_madd_epi16(_mm256_maddubs_epi16(c, q), _mm256_set1_epi16(1)); }
+HWY_INLINE I DotSigned(I c, I q) { return DotUnsigned(_mm256_abs_epi8(c), _mm256_sign_epi8(q, c)); }
+
+// One format's block: Block(block, visit) calls visit(offset, codes, scale,
+// min) for each run of 32 weights, offset its first weight's place in the
+// block (a constant after unrolling), codes as kSigned says, scale the
+// weights' d per int32 lane (8 lanes) and min their m (0 without).
+struct Q4_0 {
+  static constexpr std::int64_t kElements = 32, kBytes = 18;
+  static constexpr bool kSigned = true, kMin = false;
+  template <class Visit>
+  static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
+    visit(0, _mm256_sub_epi8(SplitNibbles(Load16(b + 2)), _mm256_set1_epi8(8)), _mm256_set1_ps(Half(b)), 0.0f);
+  }
+};
+struct Q4_1 {
+  static constexpr std::int64_t kElements = 32, kBytes = 20;
+  static constexpr bool kSigned = false, kMin = true;
+  template <class Visit>
+  static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
+    const __m128 dm = HalfPair(b);
+    visit(0, SplitNibbles(Load16(b + 4)), _mm256_broadcastss_ps(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)));
+  }
+};
+template <bool kHasMin>
+struct Q5 {
+  static constexpr std::int64_t kElements = 32, kBytes = kHasMin ? 24 : 22;
+  static constexpr bool kSigned = !kHasMin, kMin = kHasMin;
+  template <class Visit>
+  static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
+    const std::byte* rest = b + (kHasMin ? 4 : 2);
+    const I codes = _mm256_or_si256(SplitNibbles(Load16(rest + 4)), FifthBits(rest));
+    if constexpr (kHasMin) {
+      const __m128 dm = HalfPair(b);
+      visit(0, codes, _mm256_broadcastss_ps(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)));
+    } else {
+      visit(0, _mm256_sub_epi8(codes, _mm256_set1_epi8(16)), _mm256_set1_ps(Half(b)), 0.0f);
+    }
+  }
+};
+struct Q8_0 {
+  static constexpr std::int64_t kElements = 32, kBytes = 34;
+  static constexpr bool kSigned = true, kMin = false;
+  template <class Visit>
+  static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
+    visit(0, Load32(b + 2), _mm256_set1_ps(Half(b)), 0.0f);
+  }
+};
+
+// Q4_K / Q5_K (weight_blocks-inl.h's layout): sub-block s of 32 has scale
+// d sc_s and min -dmin m_s; its codes are the low (s even) or high (s odd)
+// nibbles of chunk s / 2, plus (Q5_K) bit s of each of the 32 high bytes.
+template <bool kFiveBits>
+struct QK {
+  static constexpr std::int64_t kElements = 256, kBytes = kFiveBits ? 176 : 144;
+  static constexpr bool kSigned = false, kMin = true;
+  template <class Visit>
+  static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
+    const __m128 dm = HalfPair(b);
+    const float d = _mm_cvtss_f32(dm), dmin = _mm_cvtss_f32(_mm_movehdup_ps(dm));
+    const auto* scales = reinterpret_cast<const std::uint8_t*>(b + 4);
+    const std::byte* q = b + (kFiveBits ? 48 : 16);
+    const I high = kFiveBits ? Load32(b + 16) : _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const I nibble_pairs = Load32(q + 32 * (s / 2));
+      I codes = s % 2 == 0 ? LowNibbles(nibble_pairs) : HighNibbles(nibble_pairs);
+      if constexpr (kFiveBits) {
+        const I bit = _mm256_set1_epi8(static_cast<char>(1 << s));
+        const I set = _mm256_cmpeq_epi8(_mm256_and_si256(high, bit), bit);
+        codes = _mm256_or_si256(codes, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+      }
+      int sc, m;
+      ScaleMinK4(s, scales, sc, m);
+      visit(32 * s, codes, _mm256_set1_ps(d * static_cast<float>(sc)), -dmin * static_cast<float>(m));
+    }
+  }
+};
+
+// Q6_K: value l + 32 g of each half (l < 32, g < 4) has code (a nibble of
+// low[l] or low[l + 32]) | (bits 2g, 2g + 1 of high[l]) << 4, minus 32, and
+// the signed scale of its 16 values: lanes 0-3 of the dot cover l < 16.
+struct Q6_K {
+  static constexpr std::int64_t kElements = 256, kBytes = 210;
+  static constexpr bool kSigned = true, kMin = false;
+  template <class Visit>
+  static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
+    const float d = Half(b + 208);
+    const auto* scales = reinterpret_cast<const std::int8_t*>(b + 192);
+    const I three = _mm256_set1_epi8(3), thirty_two = _mm256_set1_epi8(32);
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      const I a = Load32(b + 64 * half), c = Load32(b + 64 * half + 32), h = Load32(b + 128 + 32 * half);
+      const I low[4] = {LowNibbles(a), LowNibbles(c), HighNibbles(a), HighNibbles(c)};
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const I top = _mm256_and_si256(_mm256_srli_epi16(h, 2 * g), three);
+        const I codes = _mm256_sub_epi8(_mm256_or_si256(low[g], _mm256_slli_epi16(top, 4)), thirty_two);
+        const std::int8_t* sc = scales + 8 * half + 2 * g;
+        const F scale = _mm256_set_m128(_mm_set1_ps(d * static_cast<float>(sc[1])),
+                                        _mm_set1_ps(d * static_cast<float>(sc[0])));
+        visit(128 * half + 32 * g, codes, scale, 0.0f);
+      }
+    }
+  }
+};
+
+// Calls body(Format{}) for a type with an integer kernel; false otherwise.
+template <class Body>
+HWY_INLINE bool WithFormat(GgmlType type, Body&& body) {
+  switch (type) {
+    case GgmlType::kQ4_0: body(Q4_0{}); return true;
+    case GgmlType::kQ4_1: body(Q4_1{}); return true;
+    case GgmlType::kQ5_0: body(Q5<false>{}); return true;
+    case GgmlType::kQ5_1: body(Q5<true>{}); return true;
+    case GgmlType::kQ8_0: body(Q8_0{}); return true;
+    case GgmlType::kQ4_K: body(QK<false>{}); return true;
+    case GgmlType::kQ5_K: body(QK<true>{}); return true;
+    case GgmlType::kQ6_K: body(Q6_K{}); return true;
+    default: return false;
+  }
+}
+
+// y[i, j] = W row j . x row i for rows [begin, end) of one segment and M
+// rows of x. Blocks go four at a time so that accumulator (block + run) % 4
+// is a constant; every sum has one fixed order.
+template <std::int64_t M, class Format>
+HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
+                        const detail::Int8Rows& x, float* HWY_RESTRICT y, std::int64_t begin, std::int64_t end) {
+  const std::int64_t k = w.k, runs = k / 32, blocks = k / Format::kElements;
+  for (std::int64_t j = begin; j < end; ++j) {
+    F acc[M][4];
+    float min_acc[M][4];
+    for (std::int64_t i = 0; i < M; ++i) {
+      for (int s = 0; s < 4; ++s) {
+        acc[i][s] = _mm256_setzero_ps();
+        min_acc[i][s] = 0.0f;
+      }
+    }
+    const std::byte* row = w.RowBytes(segment, j);
+    const auto block_at = [&](std::int64_t block, auto slot0) HWY_ATTR {
+      const std::int64_t first = block * Format::kElements;
+      Format::Block(row + block * Format::kBytes, [&](std::int64_t offset, I codes, F scale, float min) HWY_ATTR {
+        const std::int64_t slot = (decltype(slot0)::value + offset / 32) % 4;
+        const std::int64_t run = (first + offset) / 32;  // the activations' block
+        for (std::int64_t i = 0; i < M; ++i) {
+          const I q = Load32(x.q + i * k + first + offset);
+          const I dot = Format::kSigned ? DotSigned(codes, q) : DotUnsigned(codes, q);
+          const F scales = _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[i * runs + run]));
+          acc[i][slot] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scales, acc[i][slot]);
+          if constexpr (Format::kMin) min_acc[i][slot] += min * x.scaled_sum[i * runs + run];
+        }
+      });
+    };
+    std::int64_t block = 0;
+    for (; block + 4 <= blocks; block += 4) {
+      block_at(block, std::integral_constant<int, 0>());
+      block_at(block + 1, std::integral_constant<int, 1>());
+      block_at(block + 2, std::integral_constant<int, 2>());
+      block_at(block + 3, std::integral_constant<int, 3>());
+    }
+    for (; block < blocks; ++block) block_at(block, std::integral_constant<int, 0>());
+    for (std::int64_t i = 0; i < M; ++i) {
+      const F sum = _mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]), _mm256_add_ps(acc[i][2], acc[i][3]));
+      const __m128 four = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+      const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+      const float lanes = _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+      y[i * w.n + j] = lanes + ((min_acc[i][0] + min_acc[i][1]) + (min_acc[i][2] + min_acc[i][3]));
+    }
+  }
+}
+
+// W rows [begin, end) of `segment` against x; false (nothing done) for a
+// type without an integer kernel.
+HWY_INLINE bool DotSegment(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
+                           const detail::Int8Rows& x, float* y, std::int64_t begin, std::int64_t end) {
+  return WithFormat(segment.type, [&](auto format) HWY_ATTR {
+    using Format = decltype(format);
+    switch (x.m) {
+      case 1: return DotRows<1, Format>(w, segment, x, y, begin, end);
+      case 2: return DotRows<2, Format>(w, segment, x, y, begin, end);
+      case 3: return DotRows<3, Format>(w, segment, x, y, begin, end);
+      default: return DotRows<4, Format>(w, segment, x, y, begin, end);
+    }
+  });
+}
+
+#else
+HWY_INLINE bool DotSegment(const PackedWeights::Layout&, const PackedWeights::Layout::Segment&,
+                           const detail::Int8Rows&, float*, std::int64_t, std::int64_t) {
+  return false;
+}
+#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+}  // namespace posenc::HWY_NAMESPACE::int8_dot
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
