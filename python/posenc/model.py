@@ -109,10 +109,10 @@ class LlamaModel:
     Args:
         path: a llama-architecture GGUF file (str or os.PathLike).
         weights: ``"stored"`` (default): the weights stay in the file's type
-            (F32, F16, BF16, Q4_0..Q8_0, Q4_K..Q6_K) and the kernels read them
+            (F32, F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K) and the kernels read them
             as they are — a forward pass is bitwise the float32 model's,
             decoding differs by float32 rounding; ``"f32"``: every tensor
-            posenc dequantizes (also Q2_K, Q3_K) becomes float32 once, here
+            posenc dequantizes becomes float32 once, here
             (the reference, 4 bytes a weight).
         activations: of the decode products (one to four tokens) with
             quantized weights: ``"f32"`` (default) as they are; ``"int8"``
@@ -135,8 +135,8 @@ class LlamaModel:
         ValueError: the file is missing, not a valid GGUF, not a llama model,
             or lacks a tensor or key (the message names it); ``weights`` is
             neither "stored" nor "f32", ``activations`` neither "f32" nor
-            "int8", or "int8" with "f32" weights; a tensor type has no
-            kernel for ``"stored"`` (Q2_K, Q3_K: use ``"f32"``).
+            "int8", or "int8" with "f32" weights; a tensor of a type
+            without a kernel (every type above has one).
 
     Example::
 

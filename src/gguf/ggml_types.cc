@@ -89,15 +89,6 @@ void Q2_K(const std::byte* block, float* out) {
   }
 }
 
-// Q3_K's signed 6-bit scale of sub-block j (0..15), stored + 32 in 12 bytes:
-// the low 4 bits are nibble j / 8 of byte j % 8, the high 2 bits are bits
-// 2 (j / 4)..2 (j / 4) + 1 of byte 8 + j % 4.
-int ScaleK3(int j, const std::uint8_t* packed) {
-  const int low = (packed[j % 8] >> (4 * (j / 8))) & 0x0F;
-  const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
-  return (low | (high << 4)) - 32;
-}
-
 // Q3_K: 32 bytes of high bits (bit s of byte l for value 32 s + l), 64 bytes
 // of 2-bit low quants, 12 bytes of sub-block scales, d (f16). A value is its
 // low quant, minus 4 where its high bit is 0: q in -4..3, x = (d sc) q.

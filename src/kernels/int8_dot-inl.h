@@ -117,9 +117,8 @@ HWY_INLINE I HighNibbles(I b) { return _mm256_and_si256(_mm256_srli_epi16(b, 4),
 HWY_INLINE I FifthBits(const std::byte* p) {
   std::int32_t bits;
   std::memcpy(&bits, p, 4);
-  const I spread = _mm256_shuffle_epi8(_mm256_set1_epi32(bits),
-                                       _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
-                                                          0x0303030303030303));
+  const I spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(bits), _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
   const I all_but_bit = _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE);
   const I set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, all_but_bit), _mm256_set1_epi64x(-1));
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
@@ -225,8 +224,8 @@ struct Q6_K {
         const I top = _mm256_and_si256(_mm256_srli_epi16(h, 2 * g), three);
         const I codes = _mm256_sub_epi8(_mm256_or_si256(low[g], _mm256_slli_epi16(top, 4)), thirty_two);
         const std::int8_t* sc = scales + 8 * half + 2 * g;
-        const F scale = _mm256_set_m128(_mm_set1_ps(d * static_cast<float>(sc[1])),
-                                        _mm_set1_ps(d * static_cast<float>(sc[0])));
+        const F scale =
+            _mm256_set_m128(_mm_set1_ps(d * static_cast<float>(sc[1])), _mm_set1_ps(d * static_cast<float>(sc[0])));
         visit(128 * half + 32 * g, codes, scale, 0.0f);
       }
     }
@@ -314,8 +313,8 @@ HWY_INLINE bool DotSegment(const PackedWeights::Layout& w, const PackedWeights::
 }
 
 #else
-HWY_INLINE bool DotSegment(const PackedWeights::Layout&, const PackedWeights::Layout::Segment&,
-                           const detail::Int8Rows&, float*, std::int64_t, std::int64_t) {
+HWY_INLINE bool DotSegment(const PackedWeights::Layout&, const PackedWeights::Layout::Segment&, const detail::Int8Rows&,
+                           float*, std::int64_t, std::int64_t) {
   return false;
 }
 #endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2

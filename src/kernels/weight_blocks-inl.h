@@ -159,6 +159,47 @@ struct Q8_0 {
   }
 };
 
+// Q2_K / Q3_K (ggml_types.cc's layouts): 16 sub-blocks of 16 values. Sub-
+// block 8 h + 2 s + p takes bits 2 s, 2 s + 1 of bytes 16 p..16 p + 15 of
+// half h's 32 quant bytes (values 128 h + 32 s + 16 p + l). Q2_K: x =
+// (d sc) q - (dmin m), scale and min the low and high nibbles of a scale
+// byte; Q3_K: q minus 4 where its bit 4 h + s of high byte 16 p + l is 0,
+// x = (d sc) q with a signed 6-bit scale.
+template <bool kThreeBits>
+struct QK23 {
+  static constexpr std::int64_t kElements = 256, kBytes = kThreeBits ? 110 : 84;
+  template <class F>
+  static HWY_INLINE void Block(const std::byte* block, F&& f) {
+    const std::uint8_t* q = Bytes(block + (kThreeBits ? 32 : 16));
+    const std::uint8_t* scales = Bytes(block + (kThreeBits ? 96 : 0));
+    const std::uint8_t* high = Bytes(block);
+    const float d = HalfAt(block + (kThreeBits ? 108 : 80));
+    const float dmin = kThreeBits ? 0.0f : HalfAt(block + 82);
+    const VI three = hn::Set(DI(), 3), one = hn::Set(DI(), 1);
+    for (int half = 0; half < 2; ++half) {
+      for (int s = 0; s < 4; ++s) {
+        for (int part = 0; part < 2; ++part) {
+          const int sub_block = 8 * half + 2 * s + part;
+          const std::int64_t first = 128 * half + 32 * s + 16 * part;
+          const float scale = kThreeBits ? d * static_cast<float>(ScaleK3(sub_block, scales))
+                                         : d * static_cast<float>(scales[sub_block] & 0x0F);
+          const float offset = dmin * static_cast<float>(scales[sub_block] >> 4);
+          for (std::int64_t l = 0; l < 16; l += hn::Lanes(DF())) {
+            VI code = hn::And(hn::ShiftRightSame(LoadBytes(q + 32 * half + 16 * part + l), 2 * s), three);
+            if constexpr (kThreeBits) {
+              const VI bit = hn::And(hn::ShiftRightSame(LoadBytes(high + 16 * part + l), 4 * half + s), one);
+              code = hn::Sub(code, hn::ShiftLeft<2>(hn::Sub(one, bit)));
+              f(first + l, hn::Mul(hn::Set(DF(), scale), ToFloat(code)));
+            } else {
+              f(first + l, hn::Sub(hn::Mul(hn::Set(DF(), scale), ToFloat(code)), hn::Set(DF(), offset)));
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
 // Q4_K / Q5_K: d, dmin (f16), 12 bytes of 6-bit scales and mins, [Q5_K: 32
 // bytes of fifth bits], 128 nibble bytes; four chunks of 64 values share 32
 // bytes (low nibbles: sub-block 2c, high: 2c + 1); x = (d sc) q - (dmin m).
@@ -284,6 +325,8 @@ HWY_INLINE bool WithFormat(GgmlType type, Body&& body) {
     case GgmlType::kQ5_0: body(Q5<false>{}); return true;
     case GgmlType::kQ5_1: body(Q5<true>{}); return true;
     case GgmlType::kQ8_0: body(Q8_0{}); return true;
+    case GgmlType::kQ2_K: body(QK23<false>{}); return true;
+    case GgmlType::kQ3_K: body(QK23<true>{}); return true;
     case GgmlType::kQ4_K: body(QK<false>{}); return true;
     case GgmlType::kQ5_K: body(QK<true>{}); return true;
     case GgmlType::kQ6_K: body(Q6_K{}); return true;

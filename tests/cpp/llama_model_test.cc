@@ -155,8 +155,9 @@ RandomLlamaOptions QuantizedLlama(GgmlType type) {
 // both are near the float64 reference; the stored model holds the file's
 // bytes, not 4 a weight.
 TEST(LlamaModel, StoredWeightsForwardIsBitwiseTheFloat32Model) {
-  for (const GgmlType type : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                              GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (const GgmlType type :
+       {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+        GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     SCOPED_TRACE(std::string(TraitsOf(type).name));
     const RandomModel stored(QuantizedLlama(type));
     const RandomModel as_f32(QuantizedLlama(type), WeightStorage::kFloat32);
@@ -174,7 +175,7 @@ TEST(LlamaModel, StoredWeightsForwardIsBitwiseTheFloat32Model) {
 // Decode (one token a call: the kernels that read the stored blocks in
 // registers) matches one forward pass.
 TEST(LlamaModel, StoredWeightsDecodeMatchesOneForward) {
-  for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kBF16}) {
+  for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kBF16}) {
     SCOPED_TRACE(std::string(TraitsOf(type).name));
     const RandomModel tiny(QuantizedLlama(type));
     const std::int64_t n = 40, prefill = 33, vocab = tiny.model.hparams().vocab_size;

@@ -118,8 +118,9 @@ std::vector<float> DequantizedRows(GgmlType type, const std::vector<std::byte>& 
   return w;
 }
 
-const GgmlType kKernelTypes[] = {GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                                 GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+const GgmlType kKernelTypes[] = {GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                 GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ2_K,
+                                 GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 // Weights kept as stored: decode (m <= 4) near the reference on the exactly
 // dequantized weights; more rows bitwise the float32 kernel on them; the
@@ -353,13 +354,13 @@ TEST(matmul, StoredRowsRejectBadArguments) {
   const WeightRows none{GgmlType::kQ4_1, 0, {}};
   ExpectError([&] { PackedWeights::FromRows({&none, 1}, 32, WeightStorage::kAsStored); }, {"parts[0].rows = 0"});
   ExpectError([&] { PackedWeights::FromRows({}, 32, WeightStorage::kAsStored); }, {"parts = empty"});
-  const std::vector<std::byte> q2(84);
-  const WeightRows q2_k{GgmlType::kQ2_K, 1, q2};
+  const std::vector<std::byte> q8(292);  // Q8_K: llama.cpp's activation type, never a weight
+  const WeightRows q8_k{GgmlType::kQ8_K, 1, q8};
   ExpectError(
       [&] {
-        PackedWeights::FromRows({&q2_k, 1}, 256, WeightStorage::kAsStored);
+        PackedWeights::FromRows({&q8_k, 1}, 256, WeightStorage::kAsStored);
       },
-      {"parts[0].type = \"Q2_K\"", "has no matmul kernel"});
+      {"parts[0].type = \"Q8_K\"", "has no matmul kernel"});
   std::vector<std::byte> inf_scale(20);
   const std::uint16_t inf = 0x7C00;
   std::memcpy(inf_scale.data() + 2, &inf, 2);

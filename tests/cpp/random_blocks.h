@@ -41,9 +41,13 @@ inline std::vector<std::byte> RandomBlocks(GgmlType type, std::int64_t rows, std
     scales.push_back(2);
   }
   if (type == GgmlType::kQ6_K) scales = {208};
+  if (type == GgmlType::kQ2_K) scales = {80, 82};
+  if (type == GgmlType::kQ3_K) scales = {108};
   float typical_code = 8;  // 4-bit codes
   if (type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1) typical_code = 16;
   if (type == GgmlType::kQ8_0) typical_code = 64;
+  if (type == GgmlType::kQ2_K) typical_code = 2 * 8;   // times 4-bit sub-block scales
+  if (type == GgmlType::kQ3_K) typical_code = 4 * 32;  // times signed 6-bit sub-block scales
   if (type == GgmlType::kQ4_K) typical_code = 8 * 32;  // times 6-bit sub-block scales
   if (type == GgmlType::kQ5_K) typical_code = 16 * 32;
   if (type == GgmlType::kQ6_K) typical_code = 32 * 64;  // times signed 8-bit sub-block scales
