@@ -20,7 +20,9 @@ tokens out of the text first (Hugging Face's added-token split).
 Text: validation.txt (Debian Reference) and debian-handbook.txt, ~1.67 MB of
 English with some non-ASCII (accents, typographic quotes, box drawing), plus
 the Unicode samples of test_tokenizer_hf.py (a dozen scripts, emoji, odd
-whitespace) and samples for Gemma's special tokens.
+whitespace) and samples for Gemma's special tokens. Then the rules Gemma's
+vocabulary hardly exercises, on small random vocabularies: ties, unused and
+user-defined pieces, the space prefix.
 """
 
 import pathlib
@@ -160,7 +162,8 @@ class Oracle:
         tokens, types = metadata["tokenizer.ggml.tokens"], metadata["tokenizer.ggml.token_type"]
         self.control = {t: i for i, (t, kind) in enumerate(zip(tokens, types)) if kind == 3}
         # Longest first, so that the leftmost match is also the longest.
-        self.pattern = re.compile("|".join(re.escape(t) for t in sorted(self.control, key=len, reverse=True)))
+        self.pattern = re.compile("|".join(re.escape(t) for t in sorted(self.control, key=len, reverse=True))
+                                  or r"(?!)")  # none: matches nothing
 
     def encode(self, text: str) -> list:
         ids, start = [], 0
@@ -252,27 +255,65 @@ def test_byte_fallback_and_decode(ours):
     assert ours.decode_bytes(three[:2]) == b"\xf0\x90"
 
 
-def test_space_prefix_matches_sentencepiece(metadata, model_path, tmp_path):
-    # The same vocabulary with add_space_prefix = true (Llama 2's setting)
-    # against SentencePiece's add_dummy_prefix.
+def _write_vocabulary(path, tokens, scores, types, unk, add_space_prefix) -> pathlib.Path:
     import gguf
 
-    path = tmp_path / "gemma-vocab-space-prefix.gguf"
     writer = gguf.GGUFWriter(str(path), arch="gemma3")
     writer.add_tokenizer_model("llama")
-    writer.add_token_list(metadata["tokenizer.ggml.tokens"])
-    writer.add_token_scores(metadata["tokenizer.ggml.scores"])
-    writer.add_token_types(metadata["tokenizer.ggml.token_type"])
-    writer.add_unk_token_id(metadata["tokenizer.ggml.unknown_token_id"])
-    writer.add_add_space_prefix(True)
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_unk_token_id(unk)
+    writer.add_add_space_prefix(add_space_prefix)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    return path
+
+
+def test_space_prefix_matches_sentencepiece(metadata, tmp_path):
+    # The same vocabulary with add_space_prefix = true (Llama 2's setting)
+    # against SentencePiece's add_dummy_prefix.
+    path = _write_vocabulary(tmp_path / "gemma-vocab-space-prefix.gguf", metadata["tokenizer.ggml.tokens"],
+                             metadata["tokenizer.ggml.scores"], metadata["tokenizer.ggml.token_type"],
+                             metadata["tokenizer.ggml.unknown_token_id"], True)
     tok = BpeTokenizer.from_gguf(path)
     oracle = Oracle(metadata, add_dummy_prefix=True)
     # Texts without control tokens: the oracle's cut would give each piece a prefix.
     for text in ["Hello world", " leading space", "\nnewline first", "<h1>x", "a  b", "x"] + UNICODE_SAMPLES[:13]:
+        expected = oracle.encode(text)
+        assert tok.encode(text) == expected, f"{text!r}: " + _first_difference(tok.encode(text), expected)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_vocabularies_match_sentencepiece(tmp_path, seed):
+    # Small vocabularies where the rare rules matter: equal scores (ties go
+    # to the leftmost pair), unused pieces (merged, then split back),
+    # user-defined pieces (matched whole, also merged into), characters
+    # without a piece (byte fallback), with and without the space prefix.
+    import random
+
+    rng = random.Random(seed)
+    alphabet = list("abcde ▁é中") + ["😀"]
+    chars = [c for c in "abcd▁é" if rng.random() < 0.9]
+    tokens = ["<unk>"] + [f"<0x{b:02X}>" for b in range(256)] + chars
+    types = [2] + [6] * 256 + [1] * len(chars)
+    pieces = set(chars)  # as SentencePiece spells them: each once
+    while len(tokens) < 257 + 40:
+        piece = "".join(rng.choice("abcd▁é") for _ in range(rng.randint(2, 4)))
+        if piece not in pieces:
+            pieces.add(piece)
+            kind = rng.choices([1, 4, 5], weights=[8, 1, 1])[0]
+            tokens.append(piece.replace("▁", " ") if kind == 4 else piece)
+            types.append(kind)
+    scores = [0.0] * 257 + [float(-rng.randint(0, 6)) for _ in tokens[257:]]
+    add_prefix = seed % 2 == 1
+    tok = BpeTokenizer.from_gguf(_write_vocabulary(tmp_path / "v.gguf", tokens, scores, types, 0, add_prefix))
+    oracle = Oracle({"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
+                     "tokenizer.ggml.token_type": types, "tokenizer.ggml.unknown_token_id": 0}, add_prefix)
+    for _ in range(200):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
         expected = oracle.encode(text)
         assert tok.encode(text) == expected, f"{text!r}: " + _first_difference(tok.encode(text), expected)
 
