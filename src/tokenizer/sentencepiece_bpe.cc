@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <queue>
 
 #include "posenc/error.h"
@@ -80,6 +81,23 @@ SentencePieceBpe::SentencePieceBpe(const GgufMetadata& metadata, const Vocabular
             kOp, "tokenizer.ggml.token_type[" + std::to_string(id) + "]", 6,
             "a byte token must be named <0xXX> (XX two upper-case hex digits), not " + QuoteForMessage(name));
   }
+  std::size_t slots = 2;
+  while (slots < 2 * static_cast<std::size_t>(vocab.size())) slots *= 2;
+  pieces_.assign(slots, 0);
+  mask_ = slots - 1;
+  for (std::int32_t id = 0; id < vocab.size(); ++id) {
+    const TokenType type = vocab.types[id];
+    // SentencePiece merges into its "pieces": normal, user-defined and unused.
+    if (type != TokenType::kNormal && type != TokenType::kUserDefined && type != TokenType::kUnused) continue;
+    const std::uint64_t hash = std::hash<std::string_view>{}(vocab.tokens[id]);
+    std::uint64_t slot = hash & mask_;
+    // A repeated string keeps its last id, as Vocabulary does.
+    while (pieces_[slot] != 0 && vocab.tokens[(pieces_[slot] & 0xFFFFFFFF) - 1] != vocab.tokens[id]) {
+      slot = (slot + 1) & mask_;
+    }
+    pieces_[slot] = (hash >> 32 << 32) | static_cast<std::uint64_t>(id + 1);
+  }
+
   byte_fallback_ = true;
   for (int b = 0; b < 256; ++b) {
     const std::optional<std::int32_t> id = vocab.Find(ByteTokenName(b));
@@ -89,6 +107,16 @@ SentencePieceBpe::SentencePieceBpe(const GgufMetadata& metadata, const Vocabular
   Require(byte_fallback_ || unknown_.has_value(), kOp, "tokenizer.ggml.unknown_token_id", Verbatim{"missing"},
           "a SentencePiece vocabulary without all 256 byte tokens <0x00>..<0xFF> needs an unknown token for "
           "characters outside it");
+}
+
+std::optional<std::int32_t> SentencePieceBpe::FindPiece(std::string_view text) const {
+  const std::uint64_t hash = std::hash<std::string_view>{}(text);
+  for (std::uint64_t slot = hash & mask_;; slot = (slot + 1) & mask_) {
+    const std::uint64_t entry = pieces_[slot];
+    if (entry == 0) return std::nullopt;
+    const auto id = static_cast<std::int32_t>((entry & 0xFFFFFFFF) - 1);
+    if (entry >> 32 == hash >> 32 && vocab_.tokens[id] == text) return id;
+  }
 }
 
 std::string SentencePieceBpe::NormalizeToken(std::string_view token) {
@@ -158,13 +186,10 @@ void SentencePieceBpe::Encode(std::string_view normalized, std::vector<std::int3
     if (left < 0 || symbols[left].next < 0) return;
     const std::int32_t right = symbols[left].next;
     const std::size_t begin = symbols[left].begin, size = symbols[right].end - begin;
-    const std::optional<std::int32_t> id = vocab_.Find(normalized.substr(begin, size));
+    const std::optional<std::int32_t> id = FindPiece(normalized.substr(begin, size));
     if (!id) return;
-    const TokenType type = vocab_.types[*id];
-    // SentencePiece merges into its "pieces": normal, user-defined and unused.
-    if (type != TokenType::kNormal && type != TokenType::kUserDefined && type != TokenType::kUnused) return;
     heap.push({scores_[*id], left, right, *id, size});
-    if (type == TokenType::kUnused) left_bytes[*id] = symbols[left].end - begin;
+    if (vocab_.types[*id] == TokenType::kUnused) left_bytes[*id] = symbols[left].end - begin;
   };
   for (std::int32_t i = 0; i + 1 < static_cast<std::int32_t>(symbols.size()); ++i) push(i);
 

@@ -56,7 +56,17 @@ class SentencePieceBpe {
                   const std::unordered_map<std::int32_t, std::size_t>& left_bytes,
                   std::vector<std::int32_t>& out) const;
 
+  // The id of the mergeable piece (normal, user-defined or unused token)
+  // spelled `text`, if there is one.
+  std::optional<std::int32_t> FindPiece(std::string_view text) const;
+
   const Vocabulary& vocab_;
+  // Mergeable pieces for the merge loop, whose lookups are most of the time:
+  // open addressing in a power-of-two table at most half full, a slot the
+  // hash's high 32 bits and id + 1 (0: empty), so a pair that is no piece
+  // mostly costs one slot read, where std::unordered_map chases nodes.
+  std::vector<std::uint64_t> pieces_;
+  std::uint64_t mask_ = 0;
   std::vector<float> scores_;
   bool add_space_prefix_ = true;
   bool byte_fallback_ = false;
