@@ -1,4 +1,4 @@
-"""The byte-level BPE tokenizer of a GGUF file.
+"""The BPE tokenizer of a GGUF file (byte-level or SentencePiece).
     python examples/tokenizer.py MODEL.gguf   (./scripts/fetch-model prints the default model's path)"""
 import sys
 from posenc.tokenizer import BpeTokenizer

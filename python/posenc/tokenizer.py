@@ -1,16 +1,19 @@
-"""Byte-level BPE tokenization from GGUF metadata.
+"""BPE tokenization from GGUF metadata.
 
-:class:`BpeTokenizer` reads ``tokenizer.ggml.*`` from a GGUF model file and
-gives the same token ids as Hugging Face ``tokenizers`` for that vocabulary::
+:class:`BpeTokenizer` reads ``tokenizer.ggml.*`` from a GGUF model file, of
+either model: ``"gpt2"`` (byte-level BPE: SmolLM2, Llama 3; the same token ids
+as Hugging Face ``tokenizers``) or ``"llama"`` (SentencePiece BPE: Gemma; the
+same token ids as Google's SentencePiece)::
 
     >>> from posenc.tokenizer import BpeTokenizer
     >>> tok = BpeTokenizer.from_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")  # doctest: +SKIP
     >>> tok.decode(tok.encode("Hello, world!"))  # doctest: +SKIP
     'Hello, world!'
 
-``encode`` matches special (control) tokens as whole strings and adds no
-BOS/EOS; ``decode`` turns bytes that are not UTF-8 into U+FFFD and
-``decode_bytes`` returns the raw bytes. Errors are ValueError, e.g.
+``encode`` matches special (control and user-defined) tokens as whole strings
+and adds no BOS/EOS (``add_bos`` says whether the model wants BOS first);
+``decode`` turns bytes that are not UTF-8 into U+FFFD and ``decode_bytes``
+returns the raw bytes. Errors are ValueError, e.g.
 ``[tokenizer] id = 99999: must be a token id below the vocabulary size 49152``.
 """
 
@@ -27,9 +30,10 @@ __all__ = ["BpeTokenizer"]
 
 
 class BpeTokenizer:
-    """A byte-level BPE tokenizer built from a GGUF file's ``tokenizer.ggml.*``
-    metadata (token ids identical to Hugging Face ``tokenizers``). Build it
-    with :meth:`from_gguf`."""
+    """A BPE tokenizer built from a GGUF file's ``tokenizer.ggml.*`` metadata:
+    byte-level (``model == "gpt2"``, token ids identical to Hugging Face
+    ``tokenizers``) or SentencePiece (``model == "llama"``, token ids identical
+    to Google's SentencePiece). Build it with :meth:`from_gguf`."""
 
     __slots__ = ("_core",)
 
@@ -74,7 +78,13 @@ class BpeTokenizer:
         return self._core.vocab_size
 
     @property
-    def pre_tokenizer(self) -> str:
+    def model(self) -> str:
+        """``tokenizer.ggml.model``: ``"gpt2"`` or ``"llama"``."""
+        return self._core.model
+
+    @property
+    def pre_tokenizer(self) -> Optional[str]:
+        """The pre-tokenizer of a ``"gpt2"`` vocabulary; None for ``"llama"``."""
         return self._core.pre_tokenizer
 
     @property
@@ -93,8 +103,15 @@ class BpeTokenizer:
     def padding_id(self) -> Optional[int]:
         return self._core.padding_id
 
+    @property
+    def add_bos(self) -> bool:
+        """Whether a text starts with ``bos_id`` for this model
+        (``tokenizer.ggml.add_bos_token``; Gemma sets it)."""
+        return self._core.add_bos
+
     def __repr__(self) -> str:
-        return f"BpeTokenizer(vocab_size={self.vocab_size}, pre_tokenizer={self.pre_tokenizer!r})"
+        return (f"BpeTokenizer(model={self.model!r}, vocab_size={self.vocab_size}, "
+                f"pre_tokenizer={self.pre_tokenizer!r})")
 
     # Ids beyond int32 would not reach the C++ tokenizer (which checks the
     # vocabulary range itself): the same rule, reported here.

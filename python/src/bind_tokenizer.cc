@@ -1,5 +1,6 @@
-// Bindings for the byte-level BPE tokenizer (posenc/tokenizer.h):
-// posenc.tokenizer.BpeTokenizer.from_gguf(path), encode, decode.
+// Bindings for the tokenizer of a GGUF file (posenc/tokenizer.h: byte-level
+// or SentencePiece BPE): posenc.tokenizer.BpeTokenizer.from_gguf(path),
+// encode, decode.
 //
 // Text crosses as Python str (UTF-8 on the C++ side); ids as lists of int
 // from encode, and to decode as an int32 array (python/posenc/tokenizer.py
@@ -11,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,8 +34,9 @@ std::span<const std::int32_t> Ids(const IdArray& ids) { return {ids.data(), stat
 
 void BindTokenizer(py::module_& m) {
   py::class_<BpeTokenizer>(m, "BpeTokenizer",
-                           "Byte-level BPE tokenizer built from a GGUF file's tokenizer.ggml.* "
-                           "metadata (token ids identical to Hugging Face tokenizers)")
+                           "BPE tokenizer built from a GGUF file's tokenizer.ggml.* metadata: byte-level "
+                           "(\"gpt2\", token ids identical to Hugging Face tokenizers) or SentencePiece "
+                           "(\"llama\", token ids identical to Google's SentencePiece)")
       .def_static(
           "from_gguf",
           [](const std::string& path) {
@@ -60,15 +63,20 @@ void BindTokenizer(py::module_& m) {
           "decode_bytes", [](const BpeTokenizer& t, const IdArray& ids) { return py::bytes(t.Decode(Ids(ids))); },
           py::arg("ids"))
       .def_property_readonly("vocab_size", &BpeTokenizer::vocab_size)
+      .def_property_readonly("model", [](const BpeTokenizer& t) { return std::string(TokenizerModelName(t.model())); })
       .def_property_readonly("pre_tokenizer",
-                             [](const BpeTokenizer& t) { return std::string(PreTokenizerName(t.pre_tokenizer())); })
+                             [](const BpeTokenizer& t) -> std::optional<std::string> {
+                               if (!t.pre_tokenizer()) return std::nullopt;
+                               return std::string(PreTokenizerName(*t.pre_tokenizer()));
+                             })
       .def("token", &BpeTokenizer::token, py::arg("id"))
       .def("token_id", &BpeTokenizer::TokenId, py::arg("token"))
       .def("is_special", &BpeTokenizer::IsSpecial, py::arg("id"))
       .def_property_readonly("bos_id", &BpeTokenizer::bos_id)
       .def_property_readonly("eos_id", &BpeTokenizer::eos_id)
       .def_property_readonly("unknown_id", &BpeTokenizer::unknown_id)
-      .def_property_readonly("padding_id", &BpeTokenizer::padding_id);
+      .def_property_readonly("padding_id", &BpeTokenizer::padding_id)
+      .def_property_readonly("add_bos", &BpeTokenizer::add_bos);
 }
 
 }  // namespace posenc::python

@@ -1,12 +1,18 @@
-// BpeTokenizer on tiny hand-made vocabularies given as GGUF metadata: merge
-// order, the byte-level alphabet, pre-tokenizers, special tokens, round trips
-// and errors. tests/python/test_tokenizer_hf.py checks the real SmolLM2
-// vocabulary against Hugging Face.
+// BpeTokenizer on tiny hand-made vocabularies given as GGUF metadata, both
+// models: byte-level ("gpt2": merge order, the byte-level alphabet,
+// pre-tokenizers) and SentencePiece ("llama": score order, byte fallback,
+// unused tokens, the space prefix), special tokens, round trips and errors.
+// tests/python/test_tokenizer_hf.py checks the real SmolLM2 vocabulary
+// against Hugging Face, tests/python/test_tokenizer_spm.py Gemma 3's against
+// Google's SentencePiece.
 #include "posenc/tokenizer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -217,8 +223,23 @@ TEST(BpeTokenizer, Errors) {
   ExpectError([&] { v.Make(); }, {"[tokenizer] tokenizer.ggml.pre = \"qwen9\"", "unknown"});
   v.pre = "gpt2";
   auto m = v.Metadata();
-  m["tokenizer.ggml.model"] = std::string("llama");
-  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"tokenizer.ggml.model = \"llama\""});
+  m["tokenizer.ggml.model"] = std::string("bert");
+  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"tokenizer.ggml.model = \"bert\"", "unknown tokenizer model"});
+  m = v.Metadata();
+  m["tokenizer.ggml.tokens"] = std::vector<std::string>{};
+  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"tokenizer.ggml.tokens = 0 tokens", "must hold 1 to"});
+  m = v.Metadata();
+  m["tokenizer.ggml.token_type"] = std::vector<std::int64_t>(255, 1);
+  ExpectError([&] { BpeTokenizer::FromGguf(m); },
+              {"tokenizer.ggml.token_type = 255 entries", "one entry per token (256)"});
+  m = v.Metadata();
+  auto types = std::get<std::vector<std::int64_t>>(m["tokenizer.ggml.token_type"]);
+  types[9] = 7;
+  m["tokenizer.ggml.token_type"] = types;
+  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"tokenizer.ggml.token_type[9] = 7", "6 byte"});
+  m = v.Metadata();
+  m["tokenizer.ggml.add_bos_token"] = true;
+  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"add_bos_token = true", "needs tokenizer.ggml.bos_token_id"});
   m = v.Metadata();
   m.erase("tokenizer.ggml.merges");
   ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"tokenizer.ggml.merges = missing"});
@@ -232,6 +253,211 @@ TEST(BpeTokenizer, Errors) {
   ExpectError([&] { v.Make().Encode("\xFF"); }, {"not valid UTF-8"});
   const std::vector<std::int32_t> out_of_range{1 << 20};
   ExpectError([&] { t.Decode(out_of_range); }, {"[tokenizer] id = 1048576"});
+}
+
+// A SentencePiece ("llama") vocabulary laid out like Gemma's: 0 <unk>
+// (unknown), 1 <bos> and 2 <eos> (control), 3..258 the byte tokens <0x00> ..
+// <0xFF>, then `pieces` from id 259 (kFirstPiece) in order.
+constexpr std::int32_t kFirstPiece = 259;
+
+struct Piece {
+  std::string text;
+  double score = 0;
+  std::int64_t type = 1;
+};
+
+struct SpmVocab {
+  std::vector<Piece> pieces;
+  bool bytes = true;
+  std::optional<bool> add_space_prefix = false;
+
+  GgufMetadata Metadata() const {
+    std::vector<std::string> tokens{"<unk>", "<bos>", "<eos>"};
+    std::vector<double> scores(3, -1000.0);
+    std::vector<std::int64_t> types{2, 3, 3};
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      tokens.push_back(bytes ? name : "unused byte " + std::to_string(b));
+      scores.push_back(0);
+      types.push_back(bytes ? 6 : 5);
+    }
+    for (const Piece& p : pieces) {
+      tokens.push_back(p.text);
+      scores.push_back(p.score);
+      types.push_back(p.type);
+    }
+    GgufMetadata m;
+    m["tokenizer.ggml.model"] = std::string("llama");
+    m["tokenizer.ggml.tokens"] = tokens;
+    m["tokenizer.ggml.scores"] = scores;
+    m["tokenizer.ggml.token_type"] = types;
+    m["tokenizer.ggml.unknown_token_id"] = std::int64_t{0};
+    m["tokenizer.ggml.bos_token_id"] = std::int64_t{1};
+    m["tokenizer.ggml.eos_token_id"] = std::int64_t{2};
+    m["tokenizer.ggml.add_bos_token"] = true;
+    if (add_space_prefix) m["tokenizer.ggml.add_space_prefix"] = *add_space_prefix;
+    return m;
+  }
+  BpeTokenizer Make() const { return BpeTokenizer::FromGguf(Metadata()); }
+};
+
+std::int32_t Byte(unsigned char b) { return 3 + b; }
+
+// Pieces a, b, c, ▁ (ids 259-262) and whatever follows.
+SpmVocab Letters(std::vector<Piece> more) {
+  SpmVocab v{.pieces = {{"a", -10}, {"b", -10}, {"c", -10}, {"▁", -10}}};
+  v.pieces.insert(v.pieces.end(), more.begin(), more.end());
+  return v;
+}
+constexpr std::int32_t kA = kFirstPiece, kB = kFirstPiece + 1, kC = kFirstPiece + 2, kSpace = kFirstPiece + 3;
+
+TEST(SentencePieceTokenizer, ReadsTheModelAndTheBosRule) {
+  auto t = Letters({}).Make();
+  EXPECT_EQ(t.model(), TokenizerModel::kSentencePieceBpe);
+  EXPECT_EQ(TokenizerModelName(t.model()), "llama");
+  EXPECT_FALSE(t.pre_tokenizer().has_value());
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_EQ(t.bos_id(), 1);
+  EXPECT_TRUE(t.IsSpecial(1));
+  EXPECT_FALSE(t.IsSpecial(0));  // <unk> is not matched in text
+  EXPECT_EQ(Vocab{}.Make().model(), TokenizerModel::kByteLevelBpe);
+  EXPECT_FALSE(Vocab{}.Make().add_bos());
+}
+
+TEST(SentencePieceTokenizer, HighestScoreMergesFirst) {
+  // ab outscores bc: ab + c; the other way round: a + bc.
+  EXPECT_THAT(Letters({{"ab", -1}, {"bc", -2}}).Make().Encode("abc"), ElementsAre(kFirstPiece + 4, kC));
+  EXPECT_THAT(Letters({{"ab", -2}, {"bc", -1}}).Make().Encode("abc"), ElementsAre(kA, kFirstPiece + 5));
+  // Merged symbols merge on: bc, then a + bc (its score need not be high).
+  EXPECT_THAT(Letters({{"ab", -2}, {"bc", -1}, {"abc", -9}}).Make().Encode("abc"), ElementsAre(kFirstPiece + 6));
+  // The score decides, not the id.
+  EXPECT_THAT(Letters({{"bc", -5}, {"ab", -4}}).Make().Encode("abc"), ElementsAre(kFirstPiece + 5, kC));
+}
+
+TEST(SentencePieceTokenizer, LeftmostPairWinsTies) {
+  auto t = Letters({{"aa", -1}}).Make();
+  EXPECT_THAT(t.Encode("aaa"), ElementsAre(kFirstPiece + 4, kA));
+  EXPECT_THAT(t.Encode("aaaaa"), ElementsAre(kFirstPiece + 4, kFirstPiece + 4, kA));
+}
+
+TEST(SentencePieceTokenizer, SpacesAreU2581AndCanBeMergedLikeAnyCharacter) {
+  // No pre-tokenizer: "▁" merges with what follows it, and with what is
+  // before it if the vocabulary has such a token.
+  auto t = Letters({{"▁a", -1}, {"b▁", -2}}).Make();
+  EXPECT_THAT(t.Encode("a a"), ElementsAre(kA, kFirstPiece + 4));
+  EXPECT_THAT(t.Encode("b c"), ElementsAre(kFirstPiece + 5, kC));
+  EXPECT_THAT(t.Encode("b a"), ElementsAre(kB, kFirstPiece + 4));
+  EXPECT_EQ(t.token(kFirstPiece + 4), "▁a");
+  const std::vector<std::int32_t> ids{kFirstPiece + 5, kFirstPiece + 4, kSpace};
+  EXPECT_EQ(t.Decode(ids), "b  a ");
+}
+
+TEST(SentencePieceTokenizer, SpacePrefix) {
+  SpmVocab v = Letters({{"▁a", -1}});
+  EXPECT_THAT(v.Make().Encode("a"), ElementsAre(kA));
+  v.add_space_prefix = true;
+  EXPECT_THAT(v.Make().Encode("a"), ElementsAre(kFirstPiece + 4));
+  EXPECT_THAT(v.Make().Encode(""), ElementsAre());
+  // llama.cpp's default when the key is absent: a prefix.
+  v.add_space_prefix.reset();
+  EXPECT_THAT(v.Make().Encode("a a"), ElementsAre(kFirstPiece + 4, kFirstPiece + 4));
+}
+
+TEST(SentencePieceTokenizer, CharactersOutsideTheVocabularyBecomeBytes) {
+  auto t = Letters({{"é", -1}}).Make();
+  EXPECT_THAT(t.Encode("aé€"), ElementsAre(kA, kFirstPiece + 4, Byte(0xE2), Byte(0x82), Byte(0xAC)));
+  EXPECT_THAT(t.Encode("\r"), ElementsAre(Byte('\r')));
+  const std::vector<std::int32_t> ids{Byte(0xE2), Byte(0x82), Byte(0xAC), Byte(' ')};
+  EXPECT_EQ(t.Decode(ids), "€ ");
+  EXPECT_EQ(t.token(Byte(0xE2)), "<0xE2>");
+  // Without byte tokens: the unknown token, once per character.
+  SpmVocab v = Letters({});
+  v.bytes = false;
+  EXPECT_THAT(v.Make().Encode("a€€"), ElementsAre(kA, 0, 0));
+}
+
+TEST(SentencePieceTokenizer, UnusedTokensAreSplitBack) {
+  // ab is unused (type 5): merged, so that abc can form, then split back.
+  auto t = Letters({{"ab", -1, 5}, {"abc", -2}}).Make();
+  EXPECT_THAT(t.Encode("abc"), ElementsAre(kFirstPiece + 5));
+  EXPECT_THAT(t.Encode("abb"), ElementsAre(kA, kB, kB));
+}
+
+TEST(SentencePieceTokenizer, SpecialTokensAreMatchedWhole) {
+  // Gemma's kinds: control turn markers, user-defined newline and space runs.
+  auto t = Letters({{"<start_of_turn>", 0, 3}, {"\n", 0, 4}, {"  ", 0, 4}, {"   ", 0, 4}, {"▁a", -1}}).Make();
+  const std::int32_t start = kFirstPiece + 4, newline = kFirstPiece + 5, two = kFirstPiece + 6, three = kFirstPiece + 7;
+  EXPECT_THAT(t.Encode("<start_of_turn>a\na a"), ElementsAre(start, kA, newline, kA, kFirstPiece + 8));
+  // Longest first; a space run is matched as "▁" characters in the text.
+  EXPECT_THAT(t.Encode("a     a"), ElementsAre(kA, three, two, kA));
+  EXPECT_THAT(t.Encode("a▁▁a"), ElementsAre(kA, two, kA));
+  EXPECT_THAT(t.Encode("<start_of_turn"),
+              ElementsAre(Byte('<'), Byte('s'), Byte('t'), kA, Byte('r'), Byte('t'), Byte('_'), Byte('o'), Byte('f'),
+                          Byte('_'), Byte('t'), Byte('u'), Byte('r'), Byte('n')));
+  const std::vector<std::int32_t> ids{start, kA, two, newline};
+  EXPECT_EQ(t.Decode(ids), "<start_of_turn>a  \n");
+}
+
+TEST(SentencePieceTokenizer, DecodeOfEncodeIsTheText) {
+  auto t = Letters({{"ab", -1}, {"▁a", -2}, {"é", -3}, {"\n", 0, 4}, {"<x>", 0, 3}}).Make();
+  std::mt19937 rng(11);
+  const std::vector<std::string> alphabet{"a", "b", "c", " ", "\n", "é", "€", "😀", "<x>", "<", "\t", "中"};
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 30);
+    for (int i = 0; i < n; ++i) text += alphabet[rng() % alphabet.size()];
+    ASSERT_EQ(t.Decode(t.Encode(text)), text) << "trial " << trial;
+  }
+}
+
+TEST(SentencePieceTokenizer, LongTextsMergeInLogLinearTime) {
+  // 1 MB without a special token is one sequence: a quadratic merge loop
+  // would take minutes here.
+  auto t = Letters({{"aa", -1}, {"aaaa", -2}, {"aaaaaaaa", -3}, {"▁a", -4}}).Make();
+  std::string text(1 << 20, 'a');
+  for (std::size_t i = 100; i < text.size(); i += 101) text[i] = ' ';
+  const std::vector<std::int32_t> ids = t.Encode(text);
+  EXPECT_EQ(t.Decode(ids), text);
+  EXPECT_LT(ids.size(), text.size() / 4);
+}
+
+TEST(SentencePieceTokenizer, Errors) {
+  SpmVocab v = Letters({});
+  auto m = v.Metadata();
+  m.erase("tokenizer.ggml.scores");
+  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"[tokenizer] tokenizer.ggml.scores = missing"});
+  m = v.Metadata();
+  m["tokenizer.ggml.scores"] = std::vector<double>(5, 0.0);
+  ExpectError([&] { BpeTokenizer::FromGguf(m); },
+              {"tokenizer.ggml.scores = 5 entries", "must have one entry per token (263)"});
+  m = v.Metadata();
+  auto scores = std::get<std::vector<double>>(m["tokenizer.ggml.scores"]);
+  scores[260] = std::nan("");
+  m["tokenizer.ggml.scores"] = scores;
+  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"tokenizer.ggml.scores[260] = nan", "must be finite"});
+  m = v.Metadata();
+  m["tokenizer.ggml.token_type"] = std::vector<std::int64_t>(7, 1);
+  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"tokenizer.ggml.token_type = 7 entries"});
+  m = v.Metadata();
+  auto types = std::get<std::vector<std::int64_t>>(m["tokenizer.ggml.token_type"]);
+  types[kA] = 6;
+  m["tokenizer.ggml.token_type"] = types;
+  ExpectError([&] { BpeTokenizer::FromGguf(m); },
+              {"tokenizer.ggml.token_type[259] = 6", "a byte token must be named <0xXX>", "not \"a\""});
+  m = v.Metadata();
+  types = std::get<std::vector<std::int64_t>>(m["tokenizer.ggml.token_type"]);
+  types[kA] = 0;
+  m["tokenizer.ggml.token_type"] = types;
+  ExpectError([&] { BpeTokenizer::FromGguf(m); }, {"tokenizer.ggml.token_type[259] = 0", "1 normal"});
+  v.bytes = false;
+  m = v.Metadata();
+  m.erase("tokenizer.ggml.unknown_token_id");
+  ExpectError([&] { BpeTokenizer::FromGguf(m); },
+              {"tokenizer.ggml.unknown_token_id = missing", "without all 256 byte tokens"});
+  ExpectError([&] { Letters({}).Make().Encode("a\xC3"); }, {"[tokenizer] text = byte 1 of 2", "not valid UTF-8"});
+  ExpectError([&] { Letters({}).Make().Encode("\xED\xA0\x80"); }, {"text = byte 0 of 3"});  // a surrogate
+  ExpectError([&] { Letters({}).Make().Encode("\xC0\xAF"); }, {"text = byte 0 of 2"});      // overlong
 }
 
 }  // namespace

@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "options/model_inputs.h"
 #include "options/integer_options.h"
+#include "posenc/chat_template.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/generation.h"
@@ -40,16 +42,6 @@ struct GenerateCommandOptions {
   bool json = false;
 };
 
-// ChatML, the template of SmolLM2-Instruct, Qwen and others: the one chat
-// format posenc writes itself (GGUF's Jinja templates are not run).
-std::string ChatMl(const BpeTokenizer& tokenizer, const std::string& system, const std::string& user) {
-  Require(tokenizer.TokenId("<|im_start|>").has_value() && tokenizer.TokenId("<|im_end|>").has_value(), kOp, "--chat",
-          Verbatim{"set"}, "needs a ChatML model (<|im_start|> and <|im_end|> tokens); this one has none");
-  std::string text;
-  if (!system.empty()) text += "<|im_start|>system\n" + system + "<|im_end|>\n";
-  return text + "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
-}
-
 void Run(const GenerateCommandOptions& o) {
   if (o.threads > 0) SetNumThreads(o.threads);
   Require(o.prompt.empty() != o.prompt_file.empty(), kOp, "--prompt", Verbatim{o.prompt.empty() ? "none" : "both"},
@@ -62,10 +54,11 @@ void Run(const GenerateCommandOptions& o) {
                                                                    "the prompt is read in memory");
 
   const LoadedModel loaded = LoadModel(o.model, o.weights);
-  const std::string text = o.chat ? ChatMl(loaded.tokenizer, o.system, user) : user;
+  std::optional<ChatPrompt> chat;
+  if (o.chat) chat = FormatChat(loaded.tokenizer, o.system, user);
   std::vector<std::int32_t> prompt;
   try {
-    prompt = loaded.tokenizer.Encode(text);
+    prompt = EncodePrompt(loaded.tokenizer, chat ? chat->text : user);
   } catch (const Error& e) {
     ThrowError(kOp, o.prompt_file.empty() ? "--prompt" : "--prompt-file",
                FormatValue(o.prompt_file.empty() ? std::string("...") : o.prompt_file),
@@ -83,7 +76,7 @@ void Run(const GenerateCommandOptions& o) {
   const ExtensionPlan plan = PlanContextExtension(extension, hp.rope, hp.context_length, length);
   GenerateOptions options{.max_tokens = o.max_tokens};
   if (loaded.tokenizer.eos_id()) options.stop_tokens.push_back(*loaded.tokenizer.eos_id());
-  if (o.chat) options.stop_tokens.push_back(*loaded.tokenizer.TokenId("<|im_end|>"));
+  if (chat) options.stop_tokens.push_back(chat->end_of_turn);
 
   const GenerateResult r = Generate(loaded.model, prompt, plan.attention, options, [&](std::int32_t token) {
     const bool stop =
@@ -129,7 +122,9 @@ void AddGenerateCommand(CLI::App& app) {
   AddWeightOptions(*cmd, o->weights);
   cmd->add_option("--prompt", o->prompt, "The prompt text");
   cmd->add_option("--prompt-file", o->prompt_file, "A UTF-8 file holding the prompt");
-  cmd->add_flag("--chat", o->chat, "Wrap the prompt as one user turn of a ChatML chat (SmolLM2-Instruct, Qwen)");
+  cmd->add_flag(
+      "--chat", o->chat,
+      "Wrap the prompt as one user turn of the model's chat format: ChatML (SmolLM2-Instruct, Qwen) or Gemma's");
   cmd->add_option("--system", o->system, "With --chat: a system turn before it");
   cmd->add_option("--max-tokens", o->max_tokens, "Tokens to generate at most (stops at end of text)")
       ->capture_default_str();
