@@ -2,6 +2,8 @@
 // which posenc measures the context-extension methods. The positional part
 // of every layer's attention is the AttentionOptions the caller passes, so
 // each context-extension method runs through the same engine and the same kernel.
+// The same engine runs Gemma 3 (LlamaArchitecture::kGemma3): one forward with
+// the family's few differences switched on, not a second model class.
 //
 // One layer, x [n, d] with one token a row (d = embedding_length):
 //   a = rms_norm(x) * attn_norm
@@ -12,18 +14,35 @@
 // then logits = (rms_norm(x) * output_norm) Wout^T [n, vocab], with Wout the
 // token embeddings when the file has no output.weight (tied, as SmolLM2).
 //
+// Gemma 3 (Gemma 3 technical report; Hugging Face transformers'
+// models/gemma3/modeling_gemma3.py; llama.cpp's gemma3 graph) differs in:
+//   x = token_embd[tokens] * sqrt(d)   (sqrt(d) rounded to float32, as HF)
+//   q, k: each head's head_dim vector rms-normed (attn_q_norm, attn_k_norm)
+//         before RoPE
+//   x = x + rms_norm(Attention(...) Wo^T) * post_attention_norm
+//   x = x + rms_norm((gelu_tanh(f Wgate^T) * (f Wup^T)) Wdown^T) * post_ffw_norm
+//   attention per layer kind: global layers (every sliding_window_pattern-th,
+//   5, 11, 17 of the 270M model's 18) take the caller's options; local layers
+//   see a sliding window of the last sliding_window keys with RoPE of base
+//   local_rope_theta, whatever method the global layers use (LayerAttention).
+// The norm weights are used as stored: Hugging Face's Gemma3RMSNorm scales by
+// (1 + weight) and llama.cpp's converter (convert_hf_to_gguf.py, Gemma3Model)
+// adds the 1 to every *norm.weight when it writes the GGUF.
+//
 // Weights stay in the file's type (WeightStorage::kAsStored: matmul.h's
 // kernels read Q4_0 ... Q8_0, the K-quants, F16 and BF16 as they are), or
 // are dequantized to float32 once at load (kFloat32: the reference, 4 bytes
 // a weight; any type GgufFile can dequantize). GGUF llama-family Q/K
 // weights come permuted by llama.cpp's converter, so RoPE is interleaved
-// (RopeFromGguf says so).
+// (RopeFromGguf says so); Gemma's are not permuted: RoPE is half-split
+// (llama.cpp's LLAMA_ROPE_TYPE_NEOX for gemma3).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -34,8 +53,15 @@
 
 namespace posenc {
 
+// The decoder families the engine runs (general.architecture).
+enum class LlamaArchitecture {
+  kLlama,   // "llama"
+  kGemma3,  // "gemma3"
+};
+std::string_view LlamaArchitectureName(LlamaArchitecture architecture);
+
 struct LlamaHyperparams {
-  std::string architecture;  // general.architecture: "llama"
+  LlamaArchitecture architecture = LlamaArchitecture::kLlama;
   std::int64_t vocab_size = 0;
   std::int64_t embedding_length = 0;     // d
   std::int64_t feed_forward_length = 0;  // ffn
@@ -45,13 +71,26 @@ struct LlamaHyperparams {
   std::int64_t head_dim = 0;
   double rms_norm_eps = 1e-5;
   std::int64_t context_length = 0;  // the training length ({arch}.context_length)
-  RopeSpec rope;                    // from RopeFromGguf
+  RopeSpec rope;                    // from RopeFromGguf; of the global layers for Gemma 3
   bool tied_output = false;         // no output.weight: logits use token_embd
+  // Gemma 3's local layers ({arch}.attention.sliding_window; 0: every layer
+  // global): layer l is global when (l + 1) % sliding_window_pattern == 0
+  // (llama.cpp's {arch}.attention.sliding_window_pattern when the file has
+  // it, else Gemma 3's 6). Local layers rotate with local_rope_theta (Hugging
+  // Face's rope_local_base_freq, which GGUF files do not carry: 10,000 as
+  // in llama.cpp) and no frequency scaling.
+  std::int64_t sliding_window = 0;
+  std::int64_t sliding_window_pattern = 0;
+  double local_rope_theta = 10000;
+
+  bool IsLocalLayer(std::int64_t layer) const {
+    return sliding_window > 0 && (layer + 1) % sliding_window_pattern != 0;
+  }
 };
 
 // Reads the hyperparameters from `{arch}.*` metadata; throws posenc::Error
 // naming the key for a missing or inconsistent value, or an architecture
-// other than the llama family ("llama").
+// other than "llama" and "gemma3".
 LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& metadata);
 
 // Receives logits in blocks of rows, so that [n, vocab] is never held whole:
@@ -76,6 +115,8 @@ using RowLogitsSink = std::function<void(std::span<const std::int64_t> rows, std
 // computes one key and reads the rest. That doubles the cache's bytes
 // (RoPE) or multiplies them by 2.5 (ReRoPE, Self-Extend: two lowered keys);
 // the keys before RoPE stay so that any method can use the cache.
+// Gemma 3's local layers keep every token too, though they read only the
+// last sliding_window (a ring buffer of the window would bound them).
 class LlamaCache {
  public:
   LlamaCache();
@@ -118,8 +159,17 @@ class LlamaModel {
 
   const LlamaHyperparams& hparams() const;
 
-  // The model's own attention: RoPE with its spec, causal.
+  // The model's own attention: RoPE with its spec, causal (of the global
+  // layers for Gemma 3).
   AttentionOptions DefaultAttention() const;
+
+  // What layer `layer` runs when Forward or Extend is given `attention`:
+  // `attention` itself, except on Gemma 3's local layers, which keep the
+  // model's own local attention (RoPE of base local_rope_theta, causal,
+  // window sliding_window) for every method: a context-extension method
+  // extends the global layers only, the local ones never see past their
+  // window.
+  const AttentionOptions& LayerAttention(const AttentionOptions& attention, std::int64_t layer) const;
 
   // One forward pass over tokens at positions 0..n-1 (batched prefill);
   // logits go to `sink` in blocks of rows, in order. Throws posenc::Error for

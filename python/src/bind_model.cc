@@ -68,7 +68,7 @@ AttentionOptions PlanAttention(const LlamaModel& model, const std::string& metho
 py::dict Hyperparams(const LlamaModel& model) {
   const LlamaHyperparams& hp = model.hparams();
   py::dict d;
-  d["architecture"] = hp.architecture;
+  d["architecture"] = std::string(LlamaArchitectureName(hp.architecture));
   d["vocab_size"] = hp.vocab_size;
   d["embedding_length"] = hp.embedding_length;
   d["feed_forward_length"] = hp.feed_forward_length;
@@ -80,6 +80,9 @@ py::dict Hyperparams(const LlamaModel& model) {
   d["context_length"] = hp.context_length;
   d["rope"] = py::cast(RopeModelConfig{hp.rope, hp.context_length});  // a posenc.RopeSpec (bind_rope_spec.cc)
   d["tied_output"] = hp.tied_output;
+  d["sliding_window"] = hp.sliding_window;  // Gemma 3's local layers; 0: none
+  d["sliding_window_pattern"] = hp.sliding_window_pattern;
+  d["local_rope_theta"] = hp.local_rope_theta;
   return d;
 }
 

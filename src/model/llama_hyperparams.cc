@@ -1,6 +1,7 @@
 // LlamaHyperparams from GGUF metadata ({arch}.* keys, as llama.cpp writes them).
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include "posenc/error.h"
 #include "posenc/gguf_metadata.h"
@@ -19,16 +20,38 @@ std::int64_t Count(const GgufMetadata& meta, const std::string& key, std::option
   ThrowError(kOp, key, "missing", "a llama GGUF must have it");
 }
 
+// Gemma 3's layer kinds, and the features posenc does not run. The window
+// counts the query's own key, as AttentionMask::window does: Hugging Face
+// masks key j for query p when p - j >= sliding_window, and llama.cpp's
+// LLAMA_SWA_TYPE_STANDARD when p - j >= n_swa. Queries are scaled by
+// 1/sqrt(head_dim) (the attention default): Hugging Face's
+// query_pre_attn_scalar, which GGUF files do not carry, equals head_dim for
+// the 270M ... 12B models, as llama.cpp assumes for all but the 27B one.
+void ReadGemma3Attention(const GgufMetadata& meta, const std::string& p, LlamaHyperparams& hp) {
+  hp.sliding_window = GgufCount(meta, p + "attention.sliding_window", kOp).value_or(0);
+  // Five local layers to one global (Gemma 3 technical report).
+  hp.sliding_window_pattern = Count(meta, p + "attention.sliding_window_pattern", 6);
+  // Gemma 2 capped logits; Gemma 3 does not, and neither does posenc's engine.
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    const double cap = GgufNumber(meta, p + key, kOp).value_or(0.0);
+    Require(cap == 0, kOp, p + key, cap, "must be 0 or absent: posenc's engine runs Gemma 3 without softcapping");
+  }
+}
+
 }  // namespace
+
+std::string_view LlamaArchitectureName(LlamaArchitecture architecture) {
+  return architecture == LlamaArchitecture::kGemma3 ? "gemma3" : "llama";
+}
 
 LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& meta) {
   LlamaHyperparams hp;
   const std::string& arch_name =
       RequireGgufValue<std::string>(meta, "general.architecture", kOp, "every GGUF model names it");
-  Require(arch_name == "llama", kOp, "general.architecture", arch_name,
-          "posenc runs the llama family (Llama 2/3, SmolLM, TinyLlama, Mistral-style dense models)");
-  hp.architecture = arch_name;
-  const std::string p = hp.architecture + ".";
+  Require(arch_name == "llama" || arch_name == "gemma3", kOp, "general.architecture", arch_name,
+          "posenc runs the llama family (Llama 2/3, SmolLM, TinyLlama, Mistral-style dense models) and gemma3");
+  hp.architecture = arch_name == "gemma3" ? LlamaArchitecture::kGemma3 : LlamaArchitecture::kLlama;
+  const std::string p = arch_name + ".";
   hp.embedding_length = Count(meta, p + "embedding_length");
   hp.feed_forward_length = Count(meta, p + "feed_forward_length");
   hp.block_count = Count(meta, p + "block_count");
@@ -54,6 +77,7 @@ LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& meta) {
     hp.vocab_size = static_cast<std::int64_t>(tokens->size());
   }  // else: the token_embd tensor's rows (the loader fills it in)
   hp.rope = RopeFromGguf(meta).spec;
+  if (hp.architecture == LlamaArchitecture::kGemma3) ReadGemma3Attention(meta, p, hp);
   return hp;
 }
 

@@ -53,6 +53,10 @@ LlamaModel LlamaModel::FromGguf(const GgufFile& file, WeightStorage storage, Dot
 
 const LlamaHyperparams& LlamaModel::hparams() const { return weights_->hp; }
 
+const AttentionOptions& LlamaModel::LayerAttention(const AttentionOptions& attention, std::int64_t layer) const {
+  return hparams().IsLocalLayer(layer) ? weights_->local_attention : attention;
+}
+
 AttentionOptions LlamaModel::DefaultAttention() const {
   AttentionOptions options;
   options.encoding = RopeEncoding{hparams().rope, ComputeRopeFrequencies(hparams().rope)};
@@ -76,8 +80,10 @@ double LlamaModel::WeightBytes() const {
   double bytes = w.token_embd.Bytes() + (w.output ? w.output->Bytes() : 0.0) +
                  sizeof(float) * static_cast<double>(w.output_norm.size());
   for (const LlamaLayerWeights& l : w.layers) {
-    bytes += sizeof(float) * static_cast<double>(l.attn_norm.size() + l.ffn_norm.size()) + l.qkv.Bytes() +
-             l.attn_output.Bytes() + l.gate_up.Bytes() + l.down.Bytes();
+    const std::size_t norms = l.attn_norm.size() + l.ffn_norm.size() + l.attn_q_norm.size() + l.attn_k_norm.size() +
+                              l.post_attention_norm.size() + l.post_ffw_norm.size();
+    bytes += sizeof(float) * static_cast<double>(norms) + l.qkv.Bytes() + l.attn_output.Bytes() + l.gate_up.Bytes() +
+             l.down.Bytes();
   }
   return bytes;
 }
@@ -206,17 +212,25 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
   in.out = TensorView::Contiguous(attn.data(), DType::kF32, {1, n, hp.head_count, hd});
   in.q_positions = TokenPositions::Offset(start);
 
-  // Keys kept lowered (LlamaCache) when the method allows it; a single new
-  // token then attends over them with the decode kernel.
-  const bool keep_lowered = cache.lowered_ != nullptr && detail::DecodeKeys::Supports(attention);
+  const bool gemma = hp.architecture == LlamaArchitecture::kGemma3;
+  // Hugging Face scales by sqrt(d) cast to the activations' type (float32).
+  if (gemma) model::Scale(x, static_cast<float>(std::sqrt(static_cast<double>(d))));
   detail::AttentionPlan fresh_plan{};
 
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
     const LlamaLayerWeights& layer = w.layers[l];
+    const AttentionOptions& layer_attention = LayerAttention(attention, static_cast<std::int64_t>(l));
+    // Keys kept lowered (LlamaCache) when the method allows it; a single new
+    // token then attends over them with the decode kernel.
+    const bool keep_lowered = cache.lowered_ != nullptr && detail::DecodeKeys::Supports(layer_attention);
     std::vector<float>& keys = cache.keys_[cache.keys_.size() == 1 ? 0 : l];
     std::vector<float>& values = cache.values_[cache.values_.size() == 1 ? 0 : l];
     model::RmsNorm(x, layer.attn_norm, hp.rms_norm_eps, normed);
     MatMul(normed, n, layer.qkv, qkv, w.activations);
+    if (gemma) {  // QK norm, before the cache keeps k and before RoPE
+      model::RmsNormHeads(qkv, qkv_dim, 0, hp.head_count, layer.attn_q_norm, hp.rms_norm_eps);
+      model::RmsNormHeads(qkv, qkv_dim, q_dim, hp.head_count_kv, layer.attn_k_norm, hp.rms_norm_eps);
+    }
     for (std::int64_t t = 0; t < n; ++t) {
       const float* row = qkv.data() + t * qkv_dim;
       std::copy(row + q_dim, row + q_dim + kv_dim, keys.begin() + (start + t) * kv_dim);
@@ -226,27 +240,29 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     in.v = ConstTensorView::Contiguous(values.data(), DType::kF32, {1, total, hp.head_count_kv, hd});
     if (keep_lowered) {
       detail::DecodeKeys& kept = cache.lowered_->layers[l];
-      SyncLoweredKeys(kept, keys, values, start, hp.head_count_kv, hd, attention);
+      SyncLoweredKeys(kept, keys, values, start, hp.head_count_kv, hd, layer_attention);
       // The new tokens alone: their queries and keys lowered (and checked).
       AttentionInputs fresh = in;
       fresh.k = ConstTensorView::Contiguous(keys.data() + start * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
       fresh.v = ConstTensorView::Contiguous(values.data() + start * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
       fresh.k_positions = TokenPositions::Offset(start);
-      detail::PrepareAttentionPlan(fresh, attention, fresh_plan);
+      detail::PrepareAttentionPlan(fresh, layer_attention, fresh_plan);
       kept.Append(fresh_plan);
     }
     if (keep_lowered && n == 1) {
       detail::DecodeAttention(fresh_plan, cache.lowered_->layers[l]);
     } else {
-      Attention(in, attention);
+      Attention(in, layer_attention);
     }
     MatMul(attn, n, layer.attn_output, proj, w.activations);
+    if (gemma) model::RmsNorm(proj, layer.post_attention_norm, hp.rms_norm_eps, proj);
     model::AddInPlace(x, proj);
 
     model::RmsNorm(x, layer.ffn_norm, hp.rms_norm_eps, normed);
     MatMul(normed, n, layer.gate_up, gate_up, w.activations);
-    model::SwiGlu(gate_up, ffn, hidden);
+    model::GatedUnit(gate_up, ffn, gemma ? model::GateActivation::kGeluTanh : model::GateActivation::kSilu, hidden);
     MatMul(hidden, n, layer.down, proj, w.activations);
+    if (gemma) model::RmsNorm(proj, layer.post_ffw_norm, hp.rms_norm_eps, proj);
     model::AddInPlace(x, proj);
     if (progress) progress(static_cast<std::int64_t>(l) + 1, hp.block_count);
   }

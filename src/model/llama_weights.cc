@@ -3,6 +3,7 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "posenc/rope_frequencies.h"
 
 namespace posenc {
 namespace {
@@ -43,6 +44,16 @@ WeightRows LlamaTensorRows(const GgufFile& file, const std::string& name, const 
   return WeightRows{info.type, info.Rows(), info.data, info.name};
 }
 
+AttentionOptions LocalLayerAttention(const LlamaHyperparams& hp) {
+  AttentionOptions options;
+  RopeSpec spec = hp.rope;
+  spec.theta = hp.local_rope_theta;
+  spec.scaling = NoScaling{};
+  options.encoding = RopeEncoding{spec, ComputeRopeFrequencies(spec)};
+  options.mask.window = hp.sliding_window;
+  return options;
+}
+
 LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file) {
   LlamaHyperparams hp = ReadLlamaHyperparams(file.metadata());
   if (hp.vocab_size == 0) hp.vocab_size = file.Tensor("token_embd.weight").Rows();
@@ -74,11 +85,12 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
   std::optional<PackedWeights> output;
   if (!hp.tied_output) output = matrix({{"output.weight", hp.vocab_size}}, d);
 
+  const bool gemma = hp.architecture == LlamaArchitecture::kGemma3;
   std::vector<LlamaLayerWeights> layers;
   layers.reserve(hp.block_count);
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
     const auto name = [&](const char* tensor) { return Block(l, tensor); };
-    layers.push_back(LlamaLayerWeights{
+    LlamaLayerWeights& layer = layers.emplace_back(LlamaLayerWeights{
         ReadLlamaTensor(file, name("attn_norm.weight"), {d}),
         ReadLlamaTensor(file, name("ffn_norm.weight"), {d}),
         matrix({{name("attn_q.weight"), q_dim}, {name("attn_k.weight"), kv_dim}, {name("attn_v.weight"), kv_dim}}, d),
@@ -86,9 +98,17 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
         matrix({{name("ffn_gate.weight"), ffn}, {name("ffn_up.weight"), ffn}}, d),
         matrix({{name("ffn_down.weight"), d}}, ffn),
     });
+    if (gemma) {
+      layer.attn_q_norm = ReadLlamaTensor(file, name("attn_q_norm.weight"), {hp.head_dim});
+      layer.attn_k_norm = ReadLlamaTensor(file, name("attn_k_norm.weight"), {hp.head_dim});
+      layer.post_attention_norm = ReadLlamaTensor(file, name("post_attention_norm.weight"), {d});
+      layer.post_ffw_norm = ReadLlamaTensor(file, name("post_ffw_norm.weight"), {d});
+    }
   }
-  return std::make_unique<LlamaModel::Weights>(LlamaModel::Weights{
-      std::move(hp), std::move(token_embd), std::move(output_norm), std::move(output), std::move(layers), activations});
+  AttentionOptions local = LocalLayerAttention(hp);
+  return std::make_unique<LlamaModel::Weights>(LlamaModel::Weights{std::move(hp), std::move(token_embd),
+                                                                   std::move(output_norm), std::move(output),
+                                                                   std::move(layers), activations, std::move(local)});
 }
 
 }  // namespace posenc

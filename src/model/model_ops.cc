@@ -9,6 +9,14 @@ namespace posenc::model {
 namespace {
 // Rows per parallel chunk for row-wise work of ~d..vocab floats per row.
 constexpr std::int64_t kRowsPerChunk = 16;
+
+// dst = row / sqrt(mean row^2 + eps) * weight over d floats (dst may be row).
+void NormRow(const float* row, const float* weight, std::int64_t d, double eps, float* dst) {
+  double sum_sq = 0;
+  for (std::int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(row[j]) * row[j];
+  const auto scale = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
+  for (std::int64_t j = 0; j < d; ++j) dst[j] = row[j] * scale * weight[j];
+}
 }  // namespace
 
 void GatherRows(const PackedWeights& table, std::span<const std::int32_t> tokens, std::span<float> out) {
@@ -23,14 +31,7 @@ void RmsNorm(std::span<const float> x, std::span<const float> weight, double eps
   const auto d = static_cast<std::int64_t>(weight.size());
   const auto n = static_cast<std::int64_t>(x.size()) / d;
   ParallelFor(n, kRowsPerChunk, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const float* row = x.data() + i * d;
-      double sum_sq = 0;
-      for (std::int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(row[j]) * row[j];
-      const auto scale = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
-      float* dst = out.data() + i * d;
-      for (std::int64_t j = 0; j < d; ++j) dst[j] = row[j] * scale * weight[j];
-    }
+    for (std::int64_t i = begin; i < end; ++i) NormRow(x.data() + i * d, weight.data(), d, eps, out.data() + i * d);
   });
 }
 
@@ -41,14 +42,44 @@ void AddInPlace(std::span<float> x, std::span<const float> y) {
   });
 }
 
-void SwiGlu(std::span<const float> gate_up, std::int64_t ffn, std::span<float> out) {
+void RmsNormHeads(std::span<float> rows, std::int64_t row_stride, std::int64_t begin, std::int64_t count,
+                  std::span<const float> weight, double eps) {
+  const auto hd = static_cast<std::int64_t>(weight.size());
+  const auto n = static_cast<std::int64_t>(rows.size()) / row_stride;
+  ParallelFor(n, kRowsPerChunk, [&](std::int64_t first, std::int64_t end) {
+    for (std::int64_t i = first; i < end; ++i) {
+      for (std::int64_t h = 0; h < count; ++h) {
+        float* head = rows.data() + i * row_stride + begin + h * hd;
+        NormRow(head, weight.data(), hd, eps, head);
+      }
+    }
+  });
+}
+
+void Scale(std::span<float> x, float scale) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  ParallelFor(n, std::int64_t{1} << 14, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) x[i] *= scale;
+  });
+}
+
+namespace {
+float Activate(float g, GateActivation activation) {
+  if (activation == GateActivation::kSilu) return g / (1.0f + std::exp(-g));
+  // 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+}
+}  // namespace
+
+void GatedUnit(std::span<const float> gate_up, std::int64_t ffn, GateActivation activation, std::span<float> out) {
   const auto n = static_cast<std::int64_t>(out.size()) / ffn;
   ParallelFor(n, kRowsPerChunk, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const float* gate = gate_up.data() + i * 2 * ffn;
       const float* up = gate + ffn;
       float* dst = out.data() + i * ffn;
-      for (std::int64_t j = 0; j < ffn; ++j) dst[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
+      for (std::int64_t j = 0; j < ffn; ++j) dst[j] = Activate(gate[j], activation) * up[j];
     }
   });
 }

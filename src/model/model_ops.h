@@ -15,15 +15,29 @@ namespace posenc::model {
 void GatherRows(const PackedWeights& table, std::span<const std::int32_t> tokens, std::span<float> out);
 
 // out[i, j] = x[i, j] / sqrt(mean_j x[i, j]^2 + eps) * weight[j]; x, out [n, d]
-// (the mean of squares accumulated in double).
+// (the mean of squares accumulated in double); out may be x.
 void RmsNorm(std::span<const float> x, std::span<const float> weight, double eps, std::span<float> out);
 
 // x[i, j] += y[i, j].
 void AddInPlace(std::span<float> x, std::span<const float> y);
 
-// gate_up [n, 2 ffn] holds gate | up per row; out[i, j] = silu(gate) * up,
-// out [n, ffn], silu(g) = g / (1 + exp(-g)).
-void SwiGlu(std::span<const float> gate_up, std::int64_t ffn, std::span<float> out);
+// out[i, j] = x[i, j] / sqrt(mean x^2 + eps) * weight[j] for each of the
+// `count` vectors of weight.size() floats at columns begin, begin + hd, ...
+// of every row of rows [n, row_stride], in place: Gemma 3's per-head QK norm
+// on the q or k heads of the fused q | k | v rows.
+void RmsNormHeads(std::span<float> rows, std::int64_t row_stride, std::int64_t begin, std::int64_t count,
+                  std::span<const float> weight, double eps);
+
+// x[i] *= scale.
+void Scale(std::span<float> x, float scale);
+
+// The MLP's gated unit: gate_up [n, 2 ffn] holds gate | up per row;
+// out[i, j] = act(gate) * up, out [n, ffn].
+enum class GateActivation {
+  kSilu,      // SwiGLU (Llama): g / (1 + exp(-g))
+  kGeluTanh,  // GeGLU (Gemma): the tanh approximation of GELU, as PyTorch's gelu(approximate="tanh")
+};
+void GatedUnit(std::span<const float> gate_up, std::int64_t ffn, GateActivation activation, std::span<float> out);
 
 // For each row r of logits [rows, vocab] with a target: -log softmax(row)[target]
 // (max-subtracted, exp in float, sums in double). targets[r] < 0: no target.

@@ -1,7 +1,8 @@
 // The Llama engine on a tiny random-weight GGUF written by the test: the fast
 // forward (packed matmul, SIMD attention, threads) against the float64
 // reference forward, for the model's own RoPE and every context-extension
-// method; thread-count invariance; loading errors.
+// method; thread-count invariance; loading errors. The same for a tiny
+// Gemma 3 (local and global layers).
 #include "posenc/llama_model.h"
 #include "posenc/perplexity.h"
 
@@ -56,10 +57,55 @@ double RelativeError(const std::vector<float>& fast, const std::vector<double>& 
   return max_diff / max_ref;
 }
 
+// A tiny Gemma 3: six layers (layer 5 global, the others local with a
+// window of 8 keys), one KV head as the 270M model.
+RandomLlamaOptions TinyGemma3() {
+  RandomLlamaOptions options;
+  options.architecture = "gemma3";
+  options.blocks = 6;
+  options.kv_heads = 1;
+  options.sliding_window = 8;
+  return options;
+}
+
+// max |a - b| / max |a| of two runs' logits.
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double max_diff = 0, max_abs = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::abs(a[i] - b[i])));
+    max_abs = std::max(max_abs, static_cast<double>(std::abs(a[i])));
+  }
+  return max_diff / max_abs;  // NaN (a row never written) fails a comparison
+}
+
+// The logits of `tokens` from a prefill of `prefill` tokens, then one decode
+// step a token.
+std::vector<float> PrefillThenDecode(const LlamaModel& model, std::span<const std::int32_t> tokens,
+                                     std::int64_t prefill, const AttentionOptions& attention) {
+  const std::int64_t vocab = model.hparams().vocab_size, n = static_cast<std::int64_t>(tokens.size());
+  std::vector<float> decoded(n * vocab, std::nanf(""));
+  const auto keep = [&](std::int64_t offset) {
+    return [&, offset](std::span<const std::int64_t> rows, std::span<const float> logits) {
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        std::copy_n(logits.begin() + r * vocab, vocab, decoded.begin() + (offset + rows[r]) * vocab);
+      }
+    };
+  };
+  LlamaCache cache = model.NewCache();
+  std::vector<std::int64_t> all(prefill);
+  for (std::int64_t r = 0; r < prefill; ++r) all[r] = r;
+  model.Extend(cache, tokens.first(prefill), attention, all, keep(0));
+  for (std::int64_t t = prefill; t < n; ++t) {
+    const std::int64_t row0 = 0;
+    model.Extend(cache, tokens.subspan(t, 1), attention, std::span(&row0, 1), keep(t));
+  }
+  return decoded;
+}
+
 TEST(LlamaModel, ReadsHyperparameters) {
   const RandomModel tiny;
   const LlamaHyperparams& hp = tiny.model.hparams();
-  EXPECT_EQ(hp.architecture, "llama");
+  EXPECT_EQ(hp.architecture, LlamaArchitecture::kLlama);
   EXPECT_EQ(hp.vocab_size, 256);
   EXPECT_EQ(hp.embedding_length, 32);
   EXPECT_EQ(hp.block_count, 2);
@@ -298,36 +344,14 @@ TEST(LlamaModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
   const std::int64_t n = 70, prefill = 61;
   const auto tokens = RandomTokens(n, 5);
   const LlamaHyperparams& hp = tiny.model.hparams();
-  const std::int64_t vocab = hp.vocab_size;
   for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
                              "window:window=9", "lambda:sinks=2,window=9", "yarn,logn", "self-extend"}) {
     SCOPED_TRACE(method);
     const AttentionOptions attention =
         PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, n).attention;
-    const std::vector<float> full = tiny.model.Logits(tokens, attention);
-    std::vector<float> decoded(n * vocab, std::nanf(""));
-    const auto keep = [&](std::int64_t offset) {
-      return [&, offset](std::span<const std::int64_t> rows, std::span<const float> logits) {
-        for (std::size_t r = 0; r < rows.size(); ++r) {
-          std::copy_n(logits.begin() + r * vocab, vocab, decoded.begin() + (offset + rows[r]) * vocab);
-        }
-      };
-    };
-    LlamaCache cache = tiny.model.NewCache();
-    std::vector<std::int64_t> all(prefill);
-    for (std::int64_t r = 0; r < prefill; ++r) all[r] = r;
-    tiny.model.Extend(cache, std::span(tokens).first(prefill), attention, all, keep(0));
-    for (std::int64_t t = prefill; t < n; ++t) {
-      const std::int64_t row0 = 0;
-      tiny.model.Extend(cache, std::span(tokens).subspan(t, 1), attention, std::span(&row0, 1), keep(t));
-    }
-    EXPECT_EQ(cache.tokens(), n);
-    double max_diff = 0, max_abs = 0;
-    for (std::size_t i = 0; i < full.size(); ++i) {
-      max_diff = std::max(max_diff, static_cast<double>(std::abs(full[i] - decoded[i])));
-      max_abs = std::max(max_abs, static_cast<double>(std::abs(full[i])));
-    }
-    EXPECT_LT(max_diff / max_abs, 1e-5);  // NaN (a row never written) fails too
+    EXPECT_LT(RelativeDifference(tiny.model.Logits(tokens, attention),
+                                 PrefillThenDecode(tiny.model, tokens, prefill, attention)),
+              1e-5);
   }
 }
 
@@ -404,7 +428,7 @@ void ExpectLoadError(const std::vector<unsigned char>& bytes, std::initializer_l
 TEST(LlamaModel, RejectsOtherArchitecturesAndBrokenFiles) {
   RandomLlamaOptions gpt2;
   gpt2.architecture = "gpt2";
-  ExpectLoadError(RandomLlamaGguf(gpt2), {"general.architecture", "\"gpt2\"", "llama family"});
+  ExpectLoadError(RandomLlamaGguf(gpt2), {"general.architecture", "\"gpt2\"", "llama family", "gemma3"});
 
   // The tensor data of the first tensor cut off: the GGUF reader's error.
   std::vector<unsigned char> truncated = RandomLlamaGguf();
@@ -424,6 +448,65 @@ TEST(LlamaModel, RejectsInconsistentHyperparameters) {
   RandomLlamaOptions odd;
   odd.kv_heads = 3;  // does not divide 4 heads
   ExpectLoadError(RandomLlamaGguf(odd), {"attention.head_count_kv = 3", "must divide"});
+}
+
+TEST(LlamaModelGemma3, ReadsHyperparametersAndLayerKinds) {
+  const RandomModel tiny(TinyGemma3());
+  const LlamaHyperparams& hp = tiny.model.hparams();
+  EXPECT_EQ(hp.architecture, LlamaArchitecture::kGemma3);
+  EXPECT_EQ(hp.rope.layout, RopeLayout::kHalfSplit);  // no Q/K permutation for Gemma
+  EXPECT_EQ(hp.sliding_window, 8);
+  EXPECT_EQ(hp.sliding_window_pattern, 6);
+  for (std::int64_t l = 0; l < 6; ++l) EXPECT_EQ(hp.IsLocalLayer(l), l != 5) << l;
+
+  // A method reaches the global layer only; local layers keep RoPE of base
+  // 10,000 and their window.
+  const AttentionOptions rerope =
+      PlanContextExtension(ParseContextExtension("rerope"), hp.rope, hp.context_length, 70).attention;
+  EXPECT_EQ(&tiny.model.LayerAttention(rerope, 5), &rerope);
+  const AttentionOptions& local = tiny.model.LayerAttention(rerope, 0);
+  ASSERT_TRUE(std::holds_alternative<RopeEncoding>(local.encoding));
+  EXPECT_DOUBLE_EQ(std::get<RopeEncoding>(local.encoding).spec.theta, 10000);
+  EXPECT_EQ(local.mask.window, 8);
+  EXPECT_TRUE(local.mask.causal);
+}
+
+TEST(LlamaModelGemma3, MatchesFloat64ReferenceOnEveryTarget) {
+  const RandomModel tiny(TinyGemma3());
+  const LlamaHyperparams& hp = tiny.model.hparams();
+  const auto tokens = RandomTokens(70, 7);  // past the window and the training length 32
+  for (const char* method : {"none", "rerope", "yarn", "self-extend"}) {
+    SCOPED_TRACE(method);
+    const AttentionOptions attention =
+        PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70).attention;
+    const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, attention);
+    testing::ForEachTarget([&] { EXPECT_LT(RelativeError(tiny.model.Logits(tokens, attention), ref), 2e-5); });
+  }
+}
+
+TEST(LlamaModelGemma3, DecodingWithTheCacheMatchesOneForward) {
+  const RandomModel tiny(TinyGemma3());
+  const LlamaHyperparams& hp = tiny.model.hparams();
+  const auto tokens = RandomTokens(70, 5);
+  for (const char* method : {"none", "rerope"}) {
+    SCOPED_TRACE(method);
+    const AttentionOptions attention =
+        PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70).attention;
+    testing::ForEachTarget([&] {
+      EXPECT_LT(RelativeDifference(tiny.model.Logits(tokens, attention),
+                                   PrefillThenDecode(tiny.model, tokens, 61, attention)),
+                1e-5);
+    });
+  }
+}
+
+TEST(LlamaModelGemma3, RejectsAMissingGemmaTensor) {
+  std::vector<unsigned char> renamed = RandomLlamaGguf(TinyGemma3());
+  const std::string from = "blk.3.post_ffw_norm.weight";
+  auto it = std::search(renamed.begin(), renamed.end(), from.begin(), from.end());
+  ASSERT_NE(it, renamed.end());
+  *(it + 6) = 'X';  // blk.3.pXst_ffw_norm.weight
+  ExpectLoadError(renamed, {"blk.3.post_ffw_norm.weight", "missing"});
 }
 
 }  // namespace

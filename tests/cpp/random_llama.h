@@ -27,8 +27,9 @@ struct RandomLlamaOptions {
   double theta = 10000;
   bool tied = true;
   std::uint32_t seed = 1;
-  std::string architecture = "llama";
-  bool nan_in_output_norm = false;  // one NaN weight: what a broken file looks like
+  std::string architecture = "llama";  // "gemma3": its QK and post norms, and a sliding window
+  std::int64_t sliding_window = 8;     // gemma3's local layers (every layer but each 6th)
+  bool nan_in_output_norm = false;     // one NaN weight: what a broken file looks like
   // The type of every matrix (token_embd, output, Q/K/V/O, the MLP); the
   // norms stay F32. A block type needs d, heads * head_dim and ffn in whole
   // blocks.
@@ -88,6 +89,8 @@ inline std::vector<unsigned char> RandomLlamaGguf(const RandomLlamaOptions& o = 
       .Text("tokenizer.ggml.model", "gpt2")
       .Text("tokenizer.ggml.pre", "gpt2");
   b.StringArray("tokenizer.ggml.tokens", ByteAlphabet()).StringArray("tokenizer.ggml.merges", {});
+  const bool gemma = o.architecture == "gemma3";
+  if (gemma) b.Scalar(p + "attention.sliding_window", kU32, static_cast<std::uint32_t>(o.sliding_window));
 
   // A matrix of `rows` rows of k values with standard deviation about `scale`.
   std::uint32_t matrix_seed = o.seed;
@@ -122,6 +125,12 @@ inline std::vector<unsigned char> RandomLlamaGguf(const RandomLlamaOptions& o = 
     matrix(blk + "ffn_gate.weight", o.d, o.ffn, in_scale);
     matrix(blk + "ffn_up.weight", o.d, o.ffn, in_scale);
     matrix(blk + "ffn_down.weight", o.ffn, o.d, 1.0 / std::sqrt(static_cast<double>(o.ffn)));
+    if (gemma) {  // stored as llama.cpp's converter writes them: 1 + Hugging Face's weight
+      b.Tensor(blk + "attn_q_norm.weight", {u64(o.head_dim)}, kF32Tensor, values(o.head_dim, 0.1, 1.0));
+      b.Tensor(blk + "attn_k_norm.weight", {u64(o.head_dim)}, kF32Tensor, values(o.head_dim, 0.1, 1.0));
+      b.Tensor(blk + "post_attention_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
+      b.Tensor(blk + "post_ffw_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
+    }
   }
   return b.Bytes();
 }
