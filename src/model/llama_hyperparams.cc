@@ -17,7 +17,7 @@ constexpr const char* kOp = "llama";
 std::int64_t Count(const GgufMetadata& meta, const std::string& key, std::optional<std::int64_t> fallback = {}) {
   if (const auto value = GgufCount(meta, key, kOp)) return *value;
   if (fallback) return *fallback;
-  ThrowError(kOp, key, "missing", "a llama GGUF must have it");
+  ThrowError(kOp, key, "missing", "the file's architecture needs it");
 }
 
 // Gemma 3's layer kinds, and the features posenc does not run. The window

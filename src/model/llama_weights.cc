@@ -21,7 +21,7 @@ std::string Block(std::int64_t layer, const char* name) { return "blk." + std::t
 const GgufTensorInfo& CheckedTensor(const GgufFile& file, const std::string& name,
                                     const std::vector<std::int64_t>& shape) {
   const GgufTensorInfo* info = file.FindTensor(name);
-  Require(info != nullptr, kOp, name, Verbatim{"missing"}, "a llama GGUF must have this tensor");
+  Require(info != nullptr, kOp, name, Verbatim{"missing"}, "the file's architecture needs this tensor");
   Require(info->shape == shape, kOp, name + ".shape", Verbatim{ShapeText(info->shape)},
           "must be " + ShapeText(shape) + " (ggml order) for these hyperparameters");
   Require(TraitsOf(info->type).dequantizable, kOp, name + ".type", TraitsOf(info->type).name,
