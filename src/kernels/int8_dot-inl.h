@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -102,10 +103,11 @@ HWY_INLINE __m128 HalfPair(const std::byte* p) {
 HWY_INLINE __m128i Load16(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 HWY_INLINE I Load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// 16 bytes of nibble pairs as 32 codes: the 16 low nibbles, then the 16 high.
-HWY_INLINE I SplitNibbles(__m128i b) {
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
+// 16 bytes of nibble pairs at p as 32 codes: the 16 low nibbles, then the 16
+// high: the bytes in both halves, the upper half shifted right by 4.
+HWY_INLINE I SplitNibbles(const std::byte* p) {
+  const I both = _mm256_broadcastsi128_si256(Load16(p));
+  return _mm256_and_si256(_mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 // 32 bytes of nibble pairs: their low (high) nibbles as 32 codes.
 HWY_INLINE I LowNibbles(I b) { return _mm256_and_si256(b, _mm256_set1_epi8(0x0F)); }
@@ -131,13 +133,14 @@ HWY_INLINE I DotSigned(I c, I q) { return DotUnsigned(_mm256_abs_epi8(c), _mm256
 // One format's block: Block(block, visit) calls visit(offset, codes, scale,
 // min) for each run of 32 weights, offset its first weight's place in the
 // block (a constant after unrolling), codes as kSigned says, scale the
-// weights' d per int32 lane (8 lanes) and min their m (0 without).
+// weights' d (a float, or Q6_K's per int32 lane: 8 lanes) and min their m
+// (0 without).
 struct Q4_0 {
   static constexpr std::int64_t kElements = 32, kBytes = 18;
   static constexpr bool kSigned = true, kMin = false;
   template <class Visit>
   static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
-    visit(0, _mm256_sub_epi8(SplitNibbles(Load16(b + 2)), _mm256_set1_epi8(8)), _mm256_set1_ps(Half(b)), 0.0f);
+    visit(0, _mm256_sub_epi8(SplitNibbles(b + 2), _mm256_set1_epi8(8)), Half(b), 0.0f);
   }
 };
 struct Q4_1 {
@@ -146,7 +149,7 @@ struct Q4_1 {
   template <class Visit>
   static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
     const __m128 dm = HalfPair(b);
-    visit(0, SplitNibbles(Load16(b + 4)), _mm256_broadcastss_ps(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)));
+    visit(0, SplitNibbles(b + 4), _mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)));
   }
 };
 template <bool kHasMin>
@@ -156,12 +159,12 @@ struct Q5 {
   template <class Visit>
   static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
     const std::byte* rest = b + (kHasMin ? 4 : 2);
-    const I codes = _mm256_or_si256(SplitNibbles(Load16(rest + 4)), FifthBits(rest));
+    const I codes = _mm256_or_si256(SplitNibbles(rest + 4), FifthBits(rest));
     if constexpr (kHasMin) {
       const __m128 dm = HalfPair(b);
-      visit(0, codes, _mm256_broadcastss_ps(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)));
+      visit(0, codes, _mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)));
     } else {
-      visit(0, _mm256_sub_epi8(codes, _mm256_set1_epi8(16)), _mm256_set1_ps(Half(b)), 0.0f);
+      visit(0, _mm256_sub_epi8(codes, _mm256_set1_epi8(16)), Half(b), 0.0f);
     }
   }
 };
@@ -170,7 +173,7 @@ struct Q8_0 {
   static constexpr bool kSigned = true, kMin = false;
   template <class Visit>
   static HWY_INLINE void Block(const std::byte* b, const Visit& visit) {
-    visit(0, Load32(b + 2), _mm256_set1_ps(Half(b)), 0.0f);
+    visit(0, Load32(b + 2), Half(b), 0.0f);
   }
 };
 
@@ -199,7 +202,7 @@ struct QK {
       }
       int sc, m;
       ScaleMinK4(s, scales, sc, m);
-      visit(32 * s, codes, _mm256_set1_ps(d * static_cast<float>(sc)), -dmin * static_cast<float>(m));
+      visit(32 * s, codes, d * static_cast<float>(sc), -dmin * static_cast<float>(m));
     }
   }
 };
@@ -267,15 +270,20 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
     const std::byte* row = w.RowBytes(segment, j);
     const auto block_at = [&](std::int64_t block, auto slot0) HWY_ATTR {
       const std::int64_t first = block * Format::kElements;
-      Format::Block(row + block * Format::kBytes, [&](std::int64_t offset, I codes, F scale, float min) HWY_ATTR {
+      Format::Block(row + block * Format::kBytes, [&](std::int64_t offset, I codes, auto scale, float min) HWY_ATTR {
         const std::int64_t slot = (decltype(slot0)::value + offset / 32) % 4;
         const std::int64_t run = (first + offset) / 32;  // the activations' block
         for (std::int64_t i = 0; i < M; ++i) {
           const I q = Load32(x.q + i * k + first + offset);
           const I dot = Format::kSigned ? DotSigned(codes, q) : DotUnsigned(codes, q);
-          const F scales = _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[i * runs + run]));
+          F scales;  // d_w d_x per int32 lane: one scalar product, or Q6_K's two
+          if constexpr (std::is_same_v<decltype(scale), float>) {
+            scales = _mm256_set1_ps(scale * x.scale[i * runs + run]);
+          } else {
+            scales = _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[i * runs + run]));
+          }
           acc[i][slot] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scales, acc[i][slot]);
-          if constexpr (Format::kMin) min_acc[i][slot] += min * x.scaled_sum[i * runs + run];
+          if constexpr (Format::kMin) min_acc[i][slot] = std::fma(min, x.scaled_sum[i * runs + run], min_acc[i][slot]);
         }
       });
     };
