@@ -161,6 +161,7 @@ std::vector<const TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, co
 struct TinyLmLossResult {
   double loss = 0.0;                  // mean cross-entropy (natural log) over batch * length
   std::vector<double> position_loss;  // [length]: at each position, the mean over the batch
+  std::vector<double> token_loss;     // [batch, length]: each prediction's loss (a sliding evaluation scores some)
 };
 
 // tokens: [batch, length + 1] bytes; inputs are tokens[b, 0..length-1] at

@@ -2,12 +2,14 @@
 // any length, the training length or far past it ("test long"), and the
 // byte-unigram floor a model must beat to have learned anything.
 //
-// A length-T evaluation reads `windows` windows of T + 1 bytes at evenly
-// spaced offsets from the start of the text (never overlapping: fewer
-// windows when the text is short), predicts bytes 1..T of each from the
-// bytes before them, and averages the cross-entropy (natural log) over
-// every prediction and, per position t, over the windows. Deterministic:
-// the same offsets and batches on every machine and thread count.
+// An evaluation runs windows of T + 1 bytes of the text (T inputs, each
+// predicting the byte after it) and scores some of their predictions:
+// every one for evenly spaced windows that never overlap (posenc eval:
+// byte t of a window sees the t bytes before it in the window), or, for
+// sliding windows (posenc zoo), only the predictions no earlier window
+// made, so that every predicted byte of the text is scored once with close
+// to T bytes of context. Cross-entropy in natural log. Deterministic: the
+// same windows and batches on every machine and thread count.
 #pragma once
 
 #include <array>
@@ -24,13 +26,28 @@
 
 namespace posenc {
 
+// Windows of a text: window w reads text[offsets[w] .. offsets[w] + length]
+// and scores its predictions at positions first_scored[w] .. length - 1
+// (position t predicts text[offsets[w] + t + 1] from the t + 1 bytes
+// text[offsets[w] .. offsets[w] + t]).
+struct TinyLmWindows {
+  std::int64_t length = 0;
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> first_scored;
+};
+
 struct TinyLmEvalResult {
   std::int64_t length = 0;
   std::int64_t windows = 0;           // evaluated (at most the number asked for)
-  double loss = 0.0;                  // mean nats per byte over windows * length predictions
-  std::vector<double> position_loss;  // [length]: position t's mean over the windows
+  double loss = 0.0;                  // mean nats per byte over the scored predictions
+  std::vector<double> position_loss;  // [length]: position t's mean over every window, scored or not
+  // Each scored prediction's loss, window by window (for sliding windows,
+  // the text's order), and the position it was made at (context: position
+  // + 1 bytes).
+  std::vector<double> scored_loss;
+  std::vector<std::int64_t> scored_position;
   double seconds = 0.0;
-  double tokens_per_s = 0.0;
+  double tokens_per_s = 0.0;  // positions run (windows * length), scored or not, a second
 
   double BitsPerByte() const { return loss / std::numbers::ln2; }
   double Perplexity() const { return std::exp(loss); }
@@ -41,19 +58,27 @@ struct TinyLmEvalResult {
 // for length < 1, windows < 1, and a text shorter than one window.
 std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_t length, std::int64_t windows);
 
-// Windows side by side from the start of the text, window w at w * length,
-// predicted_bytes / length of them: they predict text[1..predicted_bytes],
-// each byte once (with 0 to length - 1 bytes of context), and so every
-// length that divides predicted_bytes scores exactly the same bytes,
-// whatever other lengths are evaluated: a loss that falls with length is
-// more context, not other text (posenc zoo). Throws posenc::Error unless
-// length >= 1 divides predicted_bytes and the text holds predicted_bytes + 1
-// bytes.
-std::vector<std::int64_t> TinyLmTiledOffsets(std::int64_t text_bytes, std::int64_t length,
-                                             std::int64_t predicted_bytes);
+// Sliding windows that score text[1..predicted_bytes], each byte once, in
+// the text's order: window 0 at offset 0 scores all its positions (byte i
+// <= length sees the i bytes the text has before it); each next window
+// starts `stride` bytes later (the last one at predicted_bytes - length,
+// so that no window reads past the scored bytes) and scores only the bytes
+// after the previous window's last, at positions >= length - stride. Every
+// scored byte i therefore sees min(i, at least length - stride + 1) bytes
+// of context, at most length, and the scored bytes depend only on
+// predicted_bytes: every length scores the same bytes, whatever other
+// lengths are evaluated, and the only thing that changes with the length
+// is how far back the model may look (posenc zoo). The cost is about
+// length / stride forward passes over each byte: stride = length / 2 runs
+// each byte twice and gives every byte at least half the length.
+// Throws posenc::Error unless 1 <= stride < length, length <= predicted_bytes
+// and the text holds predicted_bytes + 1 bytes.
+TinyLmWindows TinyLmSlidingWindows(std::int64_t text_bytes, std::int64_t length, std::int64_t stride,
+                                   std::int64_t predicted_bytes);
 
-// The loss of `params` over the windows of `text` at `length` (TinyLmLoss
-// without gradients, several windows a call). A length past a learned
+// The loss of `params` over `windows` evenly spaced windows of `text` at
+// `length`, every prediction scored (TinyLmLoss without gradients, several
+// windows a call). A length past a learned
 // model's table needs config.learned_past_table = kHierarchical (else the
 // error names the position and the table). `progress(done, total)` (may be
 // empty) counts windows.
@@ -70,11 +95,10 @@ TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& 
                                 std::span<const std::uint8_t> text, std::int64_t length, std::int64_t windows,
                                 const std::optional<ContextExtension>& method = std::nullopt,
                                 const std::function<void(std::int64_t done, std::int64_t total)>& progress = {});
-// The same over windows starting at `offsets` (TinyLmEvalOffsets,
-// TinyLmTiledOffsets): each must hold length + 1 bytes of the text.
+// The same over `windows` (TinyLmSlidingWindows, or any): each must hold
+// length + 1 bytes of the text and score a position in [0, length).
 TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams& params,
-                                  std::span<const std::uint8_t> text, std::int64_t length,
-                                  std::span<const std::int64_t> offsets,
+                                  std::span<const std::uint8_t> text, const TinyLmWindows& windows,
                                   const std::optional<ContextExtension>& method = std::nullopt,
                                   const std::function<void(std::int64_t done, std::int64_t total)>& progress = {});
 

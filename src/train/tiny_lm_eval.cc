@@ -35,18 +35,29 @@ std::vector<std::int64_t> TinyLmEvalOffsets(std::int64_t text_bytes, std::int64_
   return offsets;
 }
 
-std::vector<std::int64_t> TinyLmTiledOffsets(std::int64_t text_bytes, std::int64_t length,
-                                             std::int64_t predicted_bytes) {
-  Require(length >= 1, kOp, "length", length, "must be >= 1");
-  Require(predicted_bytes >= length && predicted_bytes % length == 0, kOp, "predicted_bytes", predicted_bytes,
-          "must be a multiple of length = " + std::to_string(length) +
-              " (whole windows side by side predict the same bytes at every length)");
+TinyLmWindows TinyLmSlidingWindows(std::int64_t text_bytes, std::int64_t length, std::int64_t stride,
+                                   std::int64_t predicted_bytes) {
+  Require(length >= 2, kOp, "length", length,
+          "must be >= 2 (sliding windows overlap by length - stride >= 1 bytes of context)");
+  Require(stride >= 1 && stride < length, kOp, "stride", stride,
+          "must be in [1, length - 1 = " + std::to_string(length - 1) +
+              "] (windows that overlap: a stride of the length would leave the first bytes of each window without "
+              "context)");
+  Require(predicted_bytes >= length, kOp, "predicted_bytes", predicted_bytes,
+          "must be >= length = " + std::to_string(length) + " (the first window predicts bytes 1..length)");
   Require(text_bytes > predicted_bytes, kOp, "text", Verbatim{std::to_string(text_bytes) + " bytes"},
           "must hold predicted_bytes + 1 = " + std::to_string(static_cast<std::uint64_t>(predicted_bytes) + 1) +
               " bytes (byte 0 is context only)");
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(predicted_bytes / length));
-  for (std::size_t w = 0; w < offsets.size(); ++w) offsets[w] = static_cast<std::int64_t>(w) * length;
-  return offsets;
+  TinyLmWindows windows{.length = length, .offsets = {0}, .first_scored = {0}};
+  // The last byte scored so far; window w at offset o predicts bytes o + 1 .. o + length.
+  std::int64_t scored_to = length;
+  while (scored_to < predicted_bytes) {
+    const std::int64_t offset = std::min(windows.offsets.back() + stride, predicted_bytes - length);
+    windows.offsets.push_back(offset);
+    windows.first_scored.push_back(scored_to - offset);
+    scored_to = offset + length;
+  }
+  return windows;
 }
 
 bool IsModelAsTrained(const ContextExtension& method) {
@@ -66,28 +77,37 @@ TinyLmEvalResult EvaluateTinyLm(const TinyLmConfig& config, const TinyLmParams& 
                                 const std::function<void(std::int64_t done, std::int64_t total)>& progress) {
   ValidateTinyLmParams(config, params);
   if (method && !IsModelAsTrained(*method)) PlanTinyLmExtension(config, *method, length);  // its errors first
-  return EvaluateTinyLmAt(config, params, text, length,
-                          TinyLmEvalOffsets(static_cast<std::int64_t>(text.size()), length, windows), method, progress);
+  TinyLmWindows every{.length = length,
+                      .offsets = TinyLmEvalOffsets(static_cast<std::int64_t>(text.size()), length, windows)};
+  every.first_scored.assign(every.offsets.size(), 0);
+  return EvaluateTinyLmAt(config, params, text, every, method, progress);
 }
 
 TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams& params,
-                                  std::span<const std::uint8_t> text, std::int64_t length,
-                                  std::span<const std::int64_t> offsets, const std::optional<ContextExtension>& method,
+                                  std::span<const std::uint8_t> text, const TinyLmWindows& windows,
+                                  const std::optional<ContextExtension>& method,
                                   const std::function<void(std::int64_t done, std::int64_t total)>& progress) {
   ValidateTinyLmParams(config, params);
+  const std::int64_t length = windows.length;
   // The plan, before any work: its errors name the method's parameters.
   std::optional<ExtensionPlan> plan;
   if (method && !IsModelAsTrained(*method)) plan = PlanTinyLmExtension(config, *method, length);
   Require(length >= 1, kOp, "length", length, "must be >= 1");
-  Require(!offsets.empty(), kOp, "offsets", Verbatim{"[]"}, "must name at least one window");
-  for (std::size_t w = 0; w < offsets.size(); ++w) {
-    Require(offsets[w] >= 0 && offsets[w] < static_cast<std::int64_t>(text.size()) - length, kOp,
-            "offsets[" + std::to_string(w) + "]", offsets[w],
+  Require(!windows.offsets.empty(), kOp, "offsets", Verbatim{"[]"}, "must name at least one window");
+  Require(windows.first_scored.size() == windows.offsets.size(), kOp, "first_scored",
+          Verbatim{std::to_string(windows.first_scored.size()) + " entries"},
+          "must have one entry a window (" + std::to_string(windows.offsets.size()) + ")");
+  for (std::size_t w = 0; w < windows.offsets.size(); ++w) {
+    Require(windows.offsets[w] >= 0 && windows.offsets[w] < static_cast<std::int64_t>(text.size()) - length, kOp,
+            "offsets[" + std::to_string(w) + "]", windows.offsets[w],
             "must leave a window of length + 1 = " + std::to_string(static_cast<std::uint64_t>(length) + 1) +
                 " bytes in the text of " + std::to_string(text.size()) + " bytes");
+    Require(windows.first_scored[w] >= 0 && windows.first_scored[w] < length, kOp,
+            "first_scored[" + std::to_string(w) + "]", windows.first_scored[w],
+            "must be a position in [0, length - 1 = " + std::to_string(length - 1) + "]");
   }
   const auto start = std::chrono::steady_clock::now();
-  const auto count = static_cast<std::int64_t>(offsets.size());
+  const auto count = static_cast<std::int64_t>(windows.offsets.size());
   const std::int64_t per_call = std::clamp<std::int64_t>(kBatchTokens / length, 1, count);
 
   TinyLmEvalResult result;
@@ -101,7 +121,7 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
     const std::int64_t batch = std::min(per_call, count - first);
     rows.clear();
     for (std::int64_t w = first; w < first + batch; ++w) {
-      const auto begin = text.begin() + offsets[w];
+      const auto begin = text.begin() + windows.offsets[w];
       rows.insert(rows.end(), begin, begin + length + 1);
     }
     const TinyLmLossResult loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel);
@@ -114,13 +134,17 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
                   " is not; the weights or activations hold NaN or infinity");
       result.position_loss[t] += loss.position_loss[t] * static_cast<double>(batch);
     }
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t t = windows.first_scored[first + b]; t < length; ++t) {
+        result.scored_loss.push_back(loss.token_loss[b * length + t]);
+        result.scored_position.push_back(t);
+      }
+    }
     if (progress) progress(first + batch, count);
   }
-  for (double& loss : result.position_loss) {
-    loss /= static_cast<double>(count);
-    result.loss += loss;
-  }
-  result.loss /= static_cast<double>(length);
+  for (double& loss : result.position_loss) loss /= static_cast<double>(count);
+  for (const double loss : result.scored_loss) result.loss += loss;
+  result.loss /= static_cast<double>(result.scored_loss.size());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.tokens_per_s = result.seconds > 0 ? static_cast<double>(count * length) / result.seconds : 0.0;
   return result;

@@ -230,6 +230,7 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
     result.loss += result.position_loss[t];
   }
   result.loss /= static_cast<double>(length);
+  result.token_loss = std::move(row_loss);
   if (grads == nullptr) return result;
 
   // Backward. The output projection is the token embedding: its gradient

@@ -215,6 +215,7 @@ TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& para
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::vector<double> losses = SequenceLosses(config, params, tokens.subspan(b * (length + 1), length + 1));
     for (std::int64_t t = 0; t < length; ++t) result.position_loss[t] += losses[t] / static_cast<double>(batch);
+    result.token_loss.insert(result.token_loss.end(), losses.begin(), losses.end());
   }
   for (const double l : result.position_loss) result.loss += l / static_cast<double>(length);
   return result;

@@ -62,14 +62,17 @@ done
 
 # Parameters each checked by its flag's rule (the same function).
 tamper zoo zoo_length_zero 'p["lengths"] = [0]'
-expect 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 1" \
+expect 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 2" \
   "$posenc" grid cell "$dir/zoo_length_zero" "$(first_key "$dir/zoo_length_zero")"
 tamper zoo zoo_length_last_zero 'p["lengths"] = [16, 0]'
-expect 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 1" \
+expect 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 2" \
   "$posenc" grid cell "$dir/zoo_length_last_zero" "$(first_key "$dir/zoo_length_last_zero")"
 tamper zoo zoo_no_lengths 'p["lengths"] = []'
 expect 2 "$cell_field\.lengths: \[zoo\] --lengths = \(none\): must list at least one length" \
   "$posenc" grid cell "$dir/zoo_no_lengths" "$(first_key "$dir/zoo_no_lengths")"
+tamper zoo zoo_stride_divisor 'p["stride_divisor"] = 1'
+expect 2 "$cell_field\.stride_divisor: \[zoo\] --stride-divisor = 1: must be in \[2, 64\]" \
+  "$posenc" grid cell "$dir/zoo_stride_divisor" "$(first_key "$dir/zoo_stride_divisor")"
 tamper zoo zoo_bucket_zero 'p["bucket"] = 0'
 expect 2 "$cell_field\.bucket: \[zoo\] --bucket = 0: must be in \[1, 2\^32\]" \
   "$posenc" grid cell "$dir/zoo_bucket_zero" "$(first_key "$dir/zoo_bucket_zero")"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # posenc zoo end to end on a model small enough for a test: the tables (every
 # scheme asked, a learned table without rows past L and with Su's
-# decomposition, RoPE under methods, two seeds with their spread), the
+# decomposition, RoPE under methods, two seeds with their spread, the byte
+# n-grams in every table, the loss past L beside RoPE + window), the
 # files, a rerun that trains nothing, an added seed that trains only its
 # models, and the same numbers with 2 threads a cell as with 1.
 # Usage: zoo.sh POSENC TEXT DIR
@@ -18,12 +19,21 @@ expect() { grep -q -E -- "$1" "$dir.log" || fail "expected /$1/ in: $(cat "$dir.
 
 zoo --seeds 0,1 --out "$dir"
 expect "6 cells, 0 finished earlier, 6 to compute"
-expect "^\| encoding \| 16 \(1×\) \| 32 \(2×\) \| 64 \(4×\) \|$"
-expect "^\| rope \(as trained\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \|$"
-expect "^\| learned \(no rows past L\) \| [0-9.]+ ±[0-9.]+ \| no rows \| no rows \|$"
-expect "^\| learned \+ hierarchical \(Su\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \|$"
+expect "^\| encoding \| 16 \(1×\) \| 32 \(2×\) \| 64 \(4×\) \| at L, minus the 5-gram \|$"
+# The n-grams score the same bytes at every length: one number across a row.
+expect "^\| byte 2-gram \(Witten-Bell\) \| ([0-9.]+) \| \1 \| \1 \| — \|$"
+expect "^\| byte 5-gram \(Witten-Bell\) \| ([0-9.]+) \| \1 \| \1 \| — \|$"
+margin="[+-][0-9.]+( \*\*has not learned context\*\*)?"
+expect "^\| rope \(as trained\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| $margin \|$"
+expect "^\| learned \(no rows past L\) \| [0-9.]+ ±[0-9.]+ \| no rows \| no rows \| $margin \|$"
+expect "^\| learned \+ hierarchical \(Su\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| $margin \|$"
 expect "^\| rope \+ rerope \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| \`rerope:window=8\` \|$"
 expect "^\| rope \+ yarn \| .* \| \`yarn:factor=4\` \|$"
+# Past L: the bytes predicted at positions >= 16, RoPE + window the control.
+expect "^### Past the training length$"
+expect "^\| encoding or method \| 32 \(2×\) \| 64 \(4×\) \|$"
+expect "^\| rope \+ window \(control: never looks past L\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \|$"
+expect "^\| learned \(no rows past L\) \| no rows \| no rows \|$"
 expect "Byte-unigram baseline: [0-9.]+ nats/byte"
 expect "wrote .*zoo\.md, .*zoo\.json, .*zoo\.png"
 expect "zoo: 6 models, 6 cells"
@@ -40,6 +50,18 @@ for name in ("rope+yarn", "rope+window"):
 assert v["rope+rerope"]["lengths"][0]["losses"] != v["rope"]["lengths"][0]["losses"]
 assert v["learned"]["lengths"][1]["mean"] is None and "16 rows" in v["learned"]["lengths"][1]["error"]
 assert len(z["models"]) == 6 and all(m["final_loss"] < 5.5 for m in z["models"])
+# The n-grams: every order, the same loss at every length, below the unigram,
+# the 5-gram below the bigram on the text it was counted on.
+n = {x["variant"]: x for x in z["variants"] if x["variant"].endswith("-gram")}
+assert sorted(n) == ["2-gram", "3-gram", "4-gram", "5-gram"], sorted(n)
+losses = [n[f"{k}-gram"]["lengths"][0]["mean"] for k in (2, 3, 4, 5)]
+assert all(len({l["mean"] for l in n[k]["lengths"]}) == 1 for k in n), n
+assert losses[0] < z["unigram"]["corpus_frequencies"] and losses[3] < losses[0], losses
+assert z["reference"] == "5-gram" and len(z["ngrams"]) == 4
+# Within L RoPE + window is RoPE: the same loss past L needs a longer length.
+assert v["rope"]["lengths_past_train"][0]["mean"] is None
+assert v["rope"]["has_learned_context"] in (True, False)
+assert len(v["rope"]["position_loss_minus_reference_at_longest"]) == 64 // 2
 PY
 
 zoo --seeds 0,1 --out "$dir"
@@ -66,7 +88,7 @@ print(repr(json.load(open(sys.argv[1]))["models"][0]["evaluations"][0]["lengths"
 "$posenc" zoo --schemes fire --fire-mlp-width 4 --seeds 0 --train-len 16 --tokens 2048 --d-model 16 --layers 1 --heads 2 \
   --ffn 32 --batch 4 --corpus "$text" --text "$text" --lengths 16,64 --eval-bytes 512 --out "$dir.fire" \
   >"$dir.log" 2>&1 || fail "zoo --schemes fire: $(cat "$dir.log")"
-expect "^\| fire \| [0-9.]+ \| [0-9.]+ \|$"  # one seed: no spread
+expect "^\| fire \| [0-9.]+ \| [0-9.]+ \| [+-][0-9.]+( \*\*has not learned context\*\*)? \|$"  # one seed: no spread
 expect "wrote .*zoo\.md, .*zoo\.json, .*zoo\.png"
 
 # Bitwise the same models and losses with 2 threads a cell (the seconds differ).

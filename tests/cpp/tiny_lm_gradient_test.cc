@@ -35,6 +35,12 @@ TEST_P(TinyLmScheme, LossMatchesFloat64Reference) {
     for (std::int64_t t = 0; t < shape.length; ++t) {
       EXPECT_NEAR(fast.position_loss[t], exact.position_loss[t], 1e-5 * exact.position_loss[t]) << "t = " << t;
     }
+    // Each prediction's loss too (a sliding evaluation scores some of them).
+    ASSERT_EQ(fast.token_loss.size(), static_cast<std::size_t>(shape.batch * shape.length));
+    ASSERT_EQ(exact.token_loss.size(), fast.token_loss.size());
+    for (std::size_t n = 0; n < fast.token_loss.size(); ++n) {
+      EXPECT_NEAR(fast.token_loss[n], exact.token_loss[n], 1e-5 * exact.token_loss[n]) << "row " << n;
+    }
     worst = std::max(worst, std::abs(fast.loss - exact.loss) / exact.loss);
     // The loss is the mean of the position losses, and near ln 256 for random bytes.
     double mean = 0;

@@ -1,8 +1,8 @@
 // Training, evaluation and checkpoints of the tiny model: option errors,
 // the batch offsets, the weight-decay rule, bitwise-identical training for
 // 1 and 2 threads, a loss that falls on a repetitive text, evaluation
-// windows and batches, the byte-unigram baseline, and checkpoints that
-// round-trip bit for bit and refuse every kind of bad file by name.
+// windows (evenly spaced, and sliding: the same bytes at every length) and batches, the byte-unigram baseline, and
+// checkpoints that round-trip bit for bit and refuse every kind of bad file by name.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -310,36 +310,91 @@ TEST(TinyLmEval, OffsetsEvenlySpacedNeverOverlapping) {
   ExpectError([] { TinyLmEvalOffsets(100, 4, 0); }, {"[eval] windows = 0"});
 }
 
-// The zoo's windows: every length that divides the budget predicts exactly
-// text[1..64], each byte once, and the loss depends on nothing but those
-// bytes and the length (not on how long the text is, as evenly spread
-// windows did).
-TEST(TinyLmEval, TiledWindowsPredictTheSameBytesAtEveryLength) {
-  for (const std::int64_t length : {1, 2, 4, 16, 32, 64}) {
-    std::vector<int> predicted(66, 0);
-    for (const std::int64_t offset : TinyLmTiledOffsets(65, length, 64)) {
-      for (std::int64_t t = offset + 1; t <= offset + length; ++t) ++predicted[t];
-    }
-    std::vector<int> once(66, 1);
-    once[0] = once[65] = 0;
-    EXPECT_EQ(predicted, once) << "length " << length;
-  }
-  EXPECT_EQ(TinyLmTiledOffsets(1000, 16, 64), (std::vector<std::int64_t>{0, 16, 32, 48}));
-  ExpectError([] { TinyLmTiledOffsets(65, 48, 64); },
-              {"[eval] predicted_bytes = 64: must be a multiple of length = 48"});
-  ExpectError([] { TinyLmTiledOffsets(64, 16, 64); }, {"[eval] text = 64 bytes: must hold predicted_bytes + 1 = 65"});
+TEST(TinyLmEval, SlidingWindowsByHand) {
+  // Length 16, stride 8, bytes 1..40: window 0 scores bytes 1..16, then each
+  // window 8 later its last 8 positions (bytes 17..24, 25..32, 33..40).
+  TinyLmWindows w = TinyLmSlidingWindows(1000, 16, 8, 40);
+  EXPECT_EQ(w.length, 16);
+  EXPECT_EQ(w.offsets, (std::vector<std::int64_t>{0, 8, 16, 24}));
+  EXPECT_EQ(w.first_scored, (std::vector<std::int64_t>{0, 8, 8, 8}));
+  // Bytes 1..44: the last window ends at byte 44 (offset 28) and scores 41..44.
+  w = TinyLmSlidingWindows(1000, 16, 8, 44);
+  EXPECT_EQ(w.offsets, (std::vector<std::int64_t>{0, 8, 16, 24, 28}));
+  EXPECT_EQ(w.first_scored, (std::vector<std::int64_t>{0, 8, 8, 8, 12}));
+  w = TinyLmSlidingWindows(17, 16, 8, 16);  // one window
+  EXPECT_EQ(w.offsets, (std::vector<std::int64_t>{0}));
+  ExpectError([] { TinyLmSlidingWindows(100, 16, 16, 64); },
+              {"[eval] stride = 16: must be in [1, length - 1 = 15] (windows that overlap"});
+  ExpectError([] { TinyLmSlidingWindows(100, 16, 0, 64); }, {"[eval] stride = 0: must be in [1, length - 1 = 15]"});
+  ExpectError([] { TinyLmSlidingWindows(100, 1, 1, 64); }, {"[eval] length = 1: must be >= 2"});
+  ExpectError([] { TinyLmSlidingWindows(100, 16, 8, 15); }, {"[eval] predicted_bytes = 15: must be >= length = 16"});
+  ExpectError([] { TinyLmSlidingWindows(64, 16, 8, 64); },
+              {"[eval] text = 64 bytes: must hold predicted_bytes + 1 = 65"});
+}
 
+// The zoo's windows: at every length and stride, text[1..P] is scored, each
+// byte once and in order, byte i with min(i, at least length - stride + 1)
+// bytes of context and at most length; no window reads past byte P. So every
+// length scores the same bytes whatever other lengths are evaluated, and
+// only how far back the model may look changes with the length.
+TEST(TinyLmEval, SlidingWindowsScoreTheSameBytesAtEveryLength) {
+  for (const std::int64_t predicted : {64, 100, 1000}) {
+    for (const std::int64_t length : {2, 3, 16, 32, 64}) {
+      for (const std::int64_t stride : {length / 2, length / 4, length - 1, std::int64_t{1}}) {
+        if (stride < 1) continue;
+        const TinyLmWindows w = TinyLmSlidingWindows(predicted + 1, length, stride, predicted);
+        std::vector<std::int64_t> scored;
+        for (std::size_t i = 0; i < w.offsets.size(); ++i) {
+          ASSERT_LE(w.offsets[i] + length, predicted);
+          for (std::int64_t t = w.first_scored[i]; t < length; ++t) {
+            const std::int64_t byte = w.offsets[i] + t + 1, context = t + 1;
+            scored.push_back(byte);
+            EXPECT_LE(context, length);
+            EXPECT_GE(context, std::min(byte, length - stride + 1)) << "byte " << byte;
+          }
+        }
+        std::vector<std::int64_t> every(static_cast<std::size_t>(predicted));
+        for (std::int64_t i = 0; i < predicted; ++i) every[i] = i + 1;
+        EXPECT_EQ(scored, every) << "P " << predicted << ", length " << length << ", stride " << stride;
+      }
+    }
+  }
+
+  // Through the model: the same count of scored predictions at every length,
+  // each one the loss of its byte in its window (one TinyLmLoss call a
+  // window), and nothing read past byte P.
   const TinyLmConfig config = SmallConfig(AlibiScheme{});
   const TinyLmParams params = InitTinyLm(config, 4);
   const std::vector<std::uint8_t> text = Noise(1000, 6);
   const std::vector<std::uint8_t> just_enough(text.begin(), text.begin() + 65);
-  const auto loss = [&](std::span<const std::uint8_t> t) {
-    return EvaluateTinyLmAt(config, params, t, 16, TinyLmTiledOffsets(static_cast<std::int64_t>(t.size()), 16, 64))
-        .loss;
-  };
-  EXPECT_EQ(loss(text), loss(just_enough));
-  ExpectError([&] { EvaluateTinyLmAt(config, params, just_enough, 16, std::vector<std::int64_t>{49}); },
-              {"[eval] offsets[0] = 49: must leave a window of length + 1 = 17 bytes in the text of 65 bytes"});
+  for (const std::int64_t length : {8, 16, 32}) {
+    const TinyLmWindows w = TinyLmSlidingWindows(65, length, length / 2, 64);
+    const TinyLmEvalResult r = EvaluateTinyLmAt(config, params, text, w);
+    EXPECT_EQ(r.loss, EvaluateTinyLmAt(config, params, just_enough, w).loss);
+    ASSERT_EQ(r.scored_loss.size(), 64u);
+    ASSERT_EQ(r.scored_position.size(), 64u);
+    std::size_t j = 0;
+    double mean = 0;
+    for (std::size_t i = 0; i < w.offsets.size(); ++i) {
+      const std::vector<std::uint8_t> window(text.begin() + w.offsets[i], text.begin() + w.offsets[i] + length + 1);
+      const TinyLmLossResult one = TinyLmLoss(config, params, window, 1, length);
+      for (std::int64_t t = w.first_scored[i]; t < length; ++t, ++j) {
+        EXPECT_NEAR(r.scored_loss[j], one.token_loss[t], 1e-5) << "length " << length << ", byte " << j + 1;
+        EXPECT_EQ(r.scored_position[j], t);
+        mean += one.token_loss[t] / 64;
+      }
+    }
+    EXPECT_NEAR(r.loss, mean, 1e-5);
+  }
+  ExpectError(
+      [&] { EvaluateTinyLmAt(config, params, just_enough, {.length = 16, .offsets = {49}, .first_scored = {0}}); },
+      {"[eval] offsets[0] = 49: must leave a window of length + 1 = 17 bytes in the text of 65 bytes"});
+  ExpectError(
+      [&] { EvaluateTinyLmAt(config, params, just_enough, {.length = 16, .offsets = {0}, .first_scored = {16}}); },
+      {"[eval] first_scored[0] = 16: must be a position in [0, length - 1 = 15]"});
+  ExpectError(
+      [&] { EvaluateTinyLmAt(config, params, just_enough, {.length = 16, .offsets = {0}, .first_scored = {}}); },
+      {"[eval] first_scored = 0 entries: must have one entry a window (1)"});
 }
 
 TEST(TinyLmEval, MeanOverWindowsAsOneCallEach) {

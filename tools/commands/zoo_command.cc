@@ -1,14 +1,16 @@
 // posenc zoo [--schemes S,...] [--seeds N,...] [--train-len L] [--tokens N]
 //            [--lengths N,...] [--methods M;...] [--corpus FILE] [--text FILE]
-//            [--eval-bytes N] [--bucket N] [--out DIR] [--json]
+//            [--eval-bytes N] [--stride-divisor K] [--bucket N] [--out DIR] [--json]
 //            [model and optimizer options of posenc train]
 //            [--executor local|slurm ...]
 //
 // Train short, test long: every position scheme trained from scratch at one
 // length L with the same corpus, budget, optimizer and seeds, then
-// evaluated on a held-out text at 1x..16x L; a learned table also past its
-// rows by Su's hierarchical decomposition, the RoPE models also under every
-// training-free method of the real-model study. Each (scheme, seed) is a
+// evaluated on a held-out text at 1x..16x L in sliding windows (every
+// length scores the same bytes, each with close to the length's context),
+// beside byte n-grams scored on the same bytes; a learned table also past
+// its rows by Su's hierarchical decomposition, the RoPE models also under
+// every training-free method of the real-model study. Each (scheme, seed) is a
 // cell of a grid in DIR (grid.h, zoo_grid.cc): a rerun, or one that adds
 // seeds or schemes, trains only what is missing; the tables, the JSON and
 // the picture are merged from all cells at the end.
@@ -45,6 +47,10 @@ struct ZooOptions {
   std::string corpus{kDefaultTrainCorpus.path};
   std::string text{kDefaultValidationText.path};
   std::int64_t eval_bytes = 32768;
+  // Sliding windows of stride length / 2: every byte sees at least half the
+  // length, each byte runs through the model twice (a quarter of the
+  // length: 3/4 of it, four times the cost of evaluation).
+  std::int64_t stride_divisor = 2;
   std::int64_t bucket = 0;  // 0: L / 8
   std::string out = "build/zoo";
   bool json = false;
@@ -78,13 +84,9 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
   Require(corpus_bytes > train_length, kOp, "--corpus", o.corpus,
           "has " + std::to_string(corpus_bytes) +
               " bytes, fewer than one window of --train-len + 1 = " + std::to_string(train_length + 1));
-  // Every length predicts the same bytes, 1..eval_bytes of the text, in
-  // whole windows side by side (zoo_grid.cc's Evaluate).
-  for (const std::int64_t length : lengths) {
-    Require(o.eval_bytes % length == 0, kOp, "--eval-bytes", o.eval_bytes,
-            "must be a multiple of every length (" + std::to_string(length) +
-                " is not a divisor), so that each length predicts the same bytes in whole windows");
-  }
+  // Every length scores the same bytes, 1..eval_bytes of the text, in
+  // sliding windows (zoo_grid.cc's Evaluate).
+  CheckZooEvalBytes(o.eval_bytes, lengths);
   Require(text_bytes > o.eval_bytes, kOp, "--text", o.text,
           "has " + std::to_string(text_bytes) + " bytes, fewer than --eval-bytes + 1 = " +
               std::to_string(static_cast<std::uint64_t>(o.eval_bytes) + 1) + " (byte 0 is context only)");
@@ -111,6 +113,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
                          {"corpus", o.corpus},
                          {"text", o.text},
                          {"eval_bytes", o.eval_bytes},
+                         {"stride_divisor", o.stride_divisor},
                          {"bucket", bucket}}};
   for (const PositionScheme& scheme : schemes) {
     const TinyLmConfig config = o.flags.Config(scheme);
@@ -126,7 +129,8 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
     double flops =
         static_cast<double>(o.train.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length);
     for (const std::int64_t length : lengths) {
-      const std::int64_t windows = o.eval_bytes / length;  // as the cell computes them
+      // As the cell computes them: about eval_bytes / stride windows.
+      const std::int64_t windows = 1 + (o.eval_bytes - length) / ZooStride(length, o.stride_divisor);
       flops += static_cast<double>(windows) * TinyLmTrainStepFlops(config, 1, length) / 3 *
                (rope ? 1.0 + methods.size() : 2.0);
     }
@@ -143,10 +147,13 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
                                {"methods", rope ? names : std::vector<std::string>{}},
                                {"eval_bytes", o.eval_bytes},
                                {"windows", kZooWindows},
+                               {"stride_divisor", o.stride_divisor},
                                {"bucket", bucket}},
                     .label = std::string(PositionSchemeName(scheme)) + " seed " + std::to_string(seed),
                     .flops = flops,
-                    .memory_bytes = 2 * activations + static_cast<double>(corpus_bytes + text_bytes) + (256 << 20)};
+                    // The texts, and the n-grams' counting: two 8-byte keys a corpus byte, then the tables.
+                    .memory_bytes = 2 * activations + static_cast<double>(corpus_bytes + text_bytes) +
+                                    32.0 * static_cast<double>(corpus_bytes) + (256 << 20)};
       AddGridEntry(grid, {{"scheme", PositionSchemeName(scheme)}, {"seed", seed}}, cell);
     }
   }
@@ -160,7 +167,7 @@ void Run(const ZooOptions& o) {
   Require(train_length >= 2, kOp, "--train-len", train_length,
           "must be >= 2 (a sequence of one byte has nothing to attend to)");
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
-  CheckZooEvalBytes(o.eval_bytes);
+  CheckZooStrideDivisor(o.stride_divisor);
   Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
   Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
   for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
@@ -217,8 +224,11 @@ void AddZooCommand(CLI::App& app) {
   cmd->add_option("--corpus", o->corpus, "Training corpus (bytes)")->capture_default_str();
   cmd->add_option("--text", o->text, "Held-out text (bytes)")->capture_default_str();
   cmd->add_option("--eval-bytes", o->eval_bytes,
-                  "Bytes predicted at every length: the text's bytes 1..N in windows side by side (a multiple of "
-                  "every length)")
+                  "Bytes scored at every length: the text's bytes 1..N, in sliding windows (at least every length)")
+      ->capture_default_str();
+  cmd->add_option("--stride-divisor", o->stride_divisor,
+                  "The windows slide by length / K: every byte sees at least length - stride + 1 bytes, and costs "
+                  "about K forward passes")
       ->capture_default_str();
   cmd->add_option("--bucket", o->bucket, "Positions per point of the loss curves (0: L / 8)")->capture_default_str();
   cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; zoo.md, zoo.json, zoo.png)")

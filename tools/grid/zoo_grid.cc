@@ -5,10 +5,13 @@
 // method. The merge is zoo_report's tables, JSON and picture.
 //
 // Cell parameters: the scheme, seed, model config and optimizer settings,
-// the lengths, the methods (RoPE only), the eval budget and bucket width,
-// the corpus's and the text's SHA-256 (grid.h). A method that is the
-// model's own RoPE at a length (SameAsModelRope) reuses the as-trained
-// numbers instead of evaluating again.
+// the lengths, the methods (RoPE only), the eval budget, the windows' rule
+// and stride, the bucket width, the corpus's and the text's SHA-256
+// (grid.h). A method that is the model's own RoPE at a length
+// (SameAsModelRope) reuses the as-trained numbers instead of evaluating
+// again. Each cell also fits the byte n-grams on the corpus and scores them
+// on the same bytes (they have no seed: every cell finds the same numbers,
+// a few seconds of its time, so that a cell stays the whole of its work).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +20,7 @@
 #include <variant>
 
 #include "grid/grid_kind.h"
+#include "posenc/byte_ngram.h"
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
@@ -45,6 +49,7 @@ struct ZooCellParams {
   std::vector<std::int64_t> lengths;  // ascending
   std::vector<std::string> methods;   // RoPE only
   std::int64_t eval_bytes = 0;
+  std::int64_t stride_divisor = 0;
   std::int64_t bucket = 0;
 };
 
@@ -55,6 +60,7 @@ ZooCellParams ReadCellParams(const GridField& at, const Json& p) {
                   .lengths = at.Ints(p, "lengths"),
                   .methods = at.Strings(p, "methods"),
                   .eval_bytes = at.Int(p, "eval_bytes"),
+                  .stride_divisor = at.Int(p, "stride_divisor"),
                   .bucket = at.Int(p, "bucket")};
   at.Child("scheme").Check([&] {
     Require(c.scheme == PositionSchemeName(c.config.scheme), kOp, "scheme", c.scheme,
@@ -62,7 +68,8 @@ ZooCellParams ReadCellParams(const GridField& at, const Json& p) {
   });
   at.Child("train").Check([&] { c.train.Validate(c.config); });
   at.Child("lengths").Check([&] { CheckZooLengths(c.config, c.lengths); });
-  at.Child("eval_bytes").Check([&] { CheckZooEvalBytes(c.eval_bytes); });
+  at.Child("eval_bytes").Check([&] { CheckZooEvalBytes(c.eval_bytes, c.lengths); });
+  at.Child("stride_divisor").Check([&] { CheckZooStrideDivisor(c.stride_divisor); });
   at.Child("windows").Check([&] {
     const std::string windows = at.String(p, "windows");
     Require(windows == kZooWindows, kOp, "windows", windows,
@@ -78,19 +85,35 @@ ZooCellParams ReadCellParams(const GridField& at, const Json& p) {
   return c;
 }
 
-// Every length predicts the same bytes, text[1..eval_bytes], in windows of
-// the length side by side (TinyLmTiledOffsets; the planner made eval_bytes a
-// multiple of every length): the loss at a length is over the same bytes
-// whatever other lengths the grid asks for, so a loss that falls with
-// length is more context, not other text.
+// The windows of a length: sliding, every byte of text[1..eval_bytes]
+// scored once in the text's order, so the loss at a length is over the same
+// bytes whatever other lengths the grid asks for and each byte sees close
+// to `length` bytes before it (TinyLmSlidingWindows).
+TinyLmWindows Windows(std::span<const std::uint8_t> text, std::int64_t length, const ZooCellParams& p) {
+  return TinyLmSlidingWindows(static_cast<std::int64_t>(text.size()), length, ZooStride(length, p.stride_divisor),
+                              p.eval_bytes);
+}
+
+// The mean of the losses predicted at positions >= the training length.
+std::optional<double> LossPastTrain(std::span<const double> losses, std::span<const std::int64_t> positions,
+                                    std::int64_t train_length) {
+  double sum = 0;
+  std::int64_t count = 0;
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    if (positions[i] < train_length) continue;
+    sum += losses[i];
+    ++count;
+  }
+  return count > 0 ? std::optional<double>(sum / static_cast<double>(count)) : std::nullopt;
+}
+
 ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> text,
                    std::int64_t length, const ZooCellParams& p, const std::optional<ContextExtension>& method) {
-  const std::vector<std::int64_t> offsets =
-      TinyLmTiledOffsets(static_cast<std::int64_t>(text.size()), length, p.eval_bytes);
   ZooLength out{.length = length};
   try {
-    const TinyLmEvalResult r = EvaluateTinyLmAt(config, params, text, length, offsets, method);
+    const TinyLmEvalResult r = EvaluateTinyLmAt(config, params, text, Windows(text, length, p), method);
     out.loss = r.loss;
+    out.loss_past_train = LossPastTrain(r.scored_loss, r.scored_position, config.train_length);
     out.windows = r.windows;
     out.position_loss = BucketPositionLoss(r.position_loss, p.bucket);
     out.seconds = r.seconds;
@@ -101,6 +124,54 @@ ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::
     out.error = e.what();
   }
   return out;
+}
+
+// The byte n-grams of kZooNgramOrders, fitted on the corpus and scored as
+// the models are: the same bytes text[1..eval_bytes] at every length (each
+// given its order - 1 bytes before it in the text), the loss past L over
+// the bytes a model predicts at positions >= L, and the position curves
+// over the same windows (the context cut at the window's start).
+std::vector<ZooEvaluation> EvaluateNgrams(std::span<const std::uint8_t> corpus, std::span<const std::uint8_t> text,
+                                          std::int64_t train_length, const ZooCellParams& p) {
+  const auto start = std::chrono::steady_clock::now();
+  const ByteNgram ngram(corpus, std::end(kZooNgramOrders)[-1]);
+  std::printf("byte n-grams fitted on %zu bytes in %.1f s\n", corpus.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::vector<ZooEvaluation> evaluations;
+  for (const int order : kZooNgramOrders) {
+    const auto begin = std::chrono::steady_clock::now();
+    // losses[i - 1]: text[i]'s loss given the text before it.
+    const std::vector<double> losses = ngram.Losses(text, 1, order);
+    double mean = 0;
+    for (const double l : losses) mean += l;
+    mean /= static_cast<double>(losses.size());
+    ZooEvaluation e{.variant = ZooNgramVariant(order)};
+    for (const std::int64_t length : p.lengths) {
+      const TinyLmWindows windows = Windows(text, length, p);
+      std::vector<std::int64_t> positions;  // the scored bytes', in the text's order
+      std::vector<double> position_loss(static_cast<std::size_t>(length), 0.0);
+      for (std::size_t w = 0; w < windows.offsets.size(); ++w) {
+        const std::int64_t offset = windows.offsets[w];
+        for (std::int64_t t = 0; t < length; ++t) {
+          if (t >= windows.first_scored[w]) positions.push_back(t);
+          // Past its first order - 1 positions a window cuts no context the n-gram reads.
+          position_loss[t] +=
+              t + 1 >= order - 1
+                  ? losses[offset + t]
+                  : -std::log(ngram.Probability(text.subspan(offset, t + 1), text[offset + t + 1], order));
+        }
+      }
+      for (double& l : position_loss) l /= static_cast<double>(windows.offsets.size());
+      e.lengths.push_back({.length = length,
+                           .loss = mean,
+                           .loss_past_train = LossPastTrain(losses, positions, train_length),
+                           .windows = static_cast<std::int64_t>(windows.offsets.size()),
+                           .position_loss = BucketPositionLoss(position_loss, p.bucket)});
+    }
+    e.lengths.front().seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    evaluations.push_back(std::move(e));
+  }
+  return evaluations;
 }
 
 Json ComputeModel(const Grid& grid, const GridCell& cell) {
@@ -187,6 +258,10 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
   // Over the predicted bytes, as the models' losses.
   result["unigram"] = {{"corpus_frequencies", ByteUnigramLoss(CountBytes(Bytes(corpus)), predicted)},
                        {"text_frequencies", ByteUnigramLoss(CountBytes(predicted), predicted)}};
+  result["ngram"] = Json::array();
+  for (const ZooEvaluation& e : EvaluateNgrams(Bytes(corpus), Bytes(text), config.train_length, p)) {
+    result["ngram"].push_back(ZooEvaluationJson(e));
+  }
   return result;
 }
 
@@ -217,13 +292,15 @@ ZooReport ReadSettings(const GridField& at, const Json& s) {
                    .corpus = at.String(s, "corpus"),
                    .text = at.String(s, "text"),
                    .eval_bytes = at.Int(s, "eval_bytes"),
+                   .stride_divisor = at.Int(s, "stride_divisor"),
                    .bucket = at.Int(s, "bucket")};
   for (std::size_t i = 0; i < report.seeds.size(); ++i) {
     at.Child("seeds").Child(std::to_string(i)).Check([&] {
       Require(report.seeds[i] >= 0, kOp, "--seeds", report.seeds[i], "must be >= 0");
     });
   }
-  at.Child("eval_bytes").Check([&] { CheckZooEvalBytes(report.eval_bytes); });
+  at.Child("eval_bytes").Check([&] { CheckZooEvalBytes(report.eval_bytes, report.lengths); });
+  at.Child("stride_divisor").Check([&] { CheckZooStrideDivisor(report.stride_divisor); });
   at.Child("bucket").Check([&] { CheckZooBucket(report.bucket); });
   const std::vector<std::string> schemes = at.Strings(s, "schemes");
   for (std::size_t i = 0; i < schemes.size(); ++i) {
@@ -261,6 +338,8 @@ GridReport Merge(const Grid& grid, const std::map<std::string, Json>& results, c
     report.models.push_back(ZooModelFromJson(r));
     report.unigram_corpus = r.at("unigram").at("corpus_frequencies").get<double>();
     report.unigram_text = r.at("unigram").at("text_frequencies").get<double>();
+    report.ngrams.clear();
+    for (const Json& e : r.at("ngram")) report.ngrams.push_back(ZooEvaluationFromJson(e));
   }
   report.seconds = TotalCellSeconds(results);
   return WriteGridReport(grid, report.seconds, dir, "zoo", "models", ZooMarkdown(report), ZooJson(report),
@@ -331,8 +410,9 @@ TinyLmTrainOptions ZooTrainFromJson(const GridField& at, const Json& j) {
 void CheckZooLengths(const TinyLmConfig& config, const std::vector<std::int64_t>& lengths) {
   Require(!lengths.empty(), kOp, "--lengths", Verbatim{"(none)"}, "must list at least one length");
   for (std::size_t i = 0; i < lengths.size(); ++i) {
-    Require(lengths[i] >= 1 && lengths[i] <= (std::int64_t{1} << 32), kOp, "--lengths", lengths[i],
-            "must be >= 1 and <= 2^32 (bytes predicted a window, of a text of at most 4 GiB)");
+    Require(lengths[i] >= 2 && lengths[i] <= (std::int64_t{1} << 32), kOp, "--lengths", lengths[i],
+            "must be >= 2 and <= 2^32 (bytes a sliding window reads, overlapping the one before, of a text of at "
+            "most 4 GiB)");
     Require(i == 0 || lengths[i] > lengths[i - 1], kOp, "--lengths", lengths[i],
             "must come after a shorter length (ascending, each once)");
   }
@@ -343,9 +423,24 @@ void CheckZooLengths(const TinyLmConfig& config, const std::vector<std::int64_t>
   }
 }
 
-void CheckZooEvalBytes(std::int64_t eval_bytes) {
+void CheckZooEvalBytes(std::int64_t eval_bytes, const std::vector<std::int64_t>& lengths) {
   Require(eval_bytes >= 1 && eval_bytes <= (std::int64_t{1} << 32), kOp, "--eval-bytes", eval_bytes,
           "must be in [1, 2^32] (predicted bytes a length, of a text of at most 4 GiB)");
+  for (const std::int64_t length : lengths) {
+    Require(eval_bytes >= length, kOp, "--eval-bytes", eval_bytes,
+            "must be >= every length (" + std::to_string(length) +
+                " is longer): the first window of a length scores bytes 1..length");
+  }
+}
+
+void CheckZooStrideDivisor(std::int64_t stride_divisor) {
+  Require(stride_divisor >= 2 && stride_divisor <= 64, kOp, "--stride-divisor", stride_divisor,
+          "must be in [2, 64] (the windows slide by length / divisor: every byte sees at least length - stride + 1 "
+          "bytes before it, and each byte costs about divisor forward passes)");
+}
+
+std::int64_t ZooStride(std::int64_t length, std::int64_t stride_divisor) {
+  return std::max<std::int64_t>(1, length / stride_divisor);
 }
 
 void CheckZooBucket(std::int64_t bucket) {

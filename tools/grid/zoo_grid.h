@@ -24,7 +24,11 @@ inline constexpr std::int64_t kZooLogEvery = std::numeric_limits<std::int64_t>::
 // How a cell places its evaluation windows (zoo_grid.cc's Evaluate), part of
 // its parameters: a cell computed under another rule has another key, so a
 // rerun never reuses numbers scored differently.
-inline constexpr const char* kZooWindows = "tiled from byte 0";
+inline constexpr const char* kZooWindows = "sliding, every byte of 1..eval_bytes scored once";
+
+// The stride of the sliding windows at a length: length / divisor, at
+// least 1 (TinyLmSlidingWindows).
+std::int64_t ZooStride(std::int64_t length, std::int64_t stride_divisor);
 
 // {"scheme": name, then every field of TinyLmConfig::VisitFields}.
 nlohmann::json ZooConfigJson(const TinyLmConfig& config);
@@ -37,11 +41,14 @@ nlohmann::json ZooTrainJson(const TinyLmTrainOptions& train);
 // log_every = kZooLogEvery.
 TinyLmTrainOptions ZooTrainFromJson(const GridField& at, const nlohmann::json& json);
 
-// --lengths (sorted, without repeats): at least one, each in [1, 2^32], and
+// --lengths (sorted, without repeats): at least one, each in [2, 2^32], and
 // for a learned table at most train_length^2 (what Su's hierarchical
 // decomposition reaches).
 void CheckZooLengths(const TinyLmConfig& config, const std::vector<std::int64_t>& lengths);
-void CheckZooEvalBytes(std::int64_t eval_bytes);  // --eval-bytes
-void CheckZooBucket(std::int64_t bucket);         // --bucket, once 0 is resolved to L / 8
+// --eval-bytes in [1, 2^32] and at least every length.
+void CheckZooEvalBytes(std::int64_t eval_bytes, const std::vector<std::int64_t>& lengths);
+void CheckZooBucket(std::int64_t bucket);  // --bucket, once 0 is resolved to L / 8
+// --stride-divisor in [2, 64] (with lengths >= 2: a stride in [1, length - 1]).
+void CheckZooStrideDivisor(std::int64_t stride_divisor);
 
 }  // namespace posenc::cli

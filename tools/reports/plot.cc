@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "options/output_files.h"
@@ -181,11 +182,11 @@ std::string LinePlotPanel(const LinePlot& plot, const TempDir& dir, int index) {
            << s.style << " title " << Quote(s.title);
     first = false;
   }
-  static const char* kReferenceColors[] = {"black", "#d62728", "#9467bd"};
+  static const char* kReferenceColors[] = {"black", "#d62728", "#9467bd", "#8c564b", "#7f7f7f"};
   for (std::size_t i = 0; i < plot.reference_lines.size(); ++i) {
     const auto& [value, label] = plot.reference_lines[i];
     script << (first ? "" : ", ") << value << " with lines dt " << 2 + i % 3 << " lw 2 lc rgb '"
-           << kReferenceColors[i % 3] << "' title " << Quote(label);
+           << kReferenceColors[i % std::size(kReferenceColors)] << "' title " << Quote(label);
     first = false;
   }
   script << "\n";

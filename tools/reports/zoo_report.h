@@ -1,8 +1,11 @@
 // What `posenc zoo` measured and its three views: Markdown tables (held-out
 // loss of every scheme, and of RoPE under every training-free method, at
-// 1x..16x the training length, mean over seeds with their spread), the JSON
-// of every number, and the picture (loss against length, loss against
-// position at the longest length, where the break at L shows).
+// 1x..16x the training length, mean over seeds with their spread; the loss
+// on the bytes predicted past L beside RoPE + window, which never looks
+// past L; the byte n-grams as rows of each), the JSON of every number, and
+// the picture (loss against length with the n-grams as reference lines;
+// loss against position at the longest length minus the reference
+// n-gram's on the same bytes, where the break at L shows).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,10 @@ struct ZooLength {
   std::string resolved;        // the method with its parameters at this length; "" as trained
   bool same_as_model = false;  // the method is the model's own RoPE here: the as-trained numbers
   std::optional<double> loss;  // nats per byte; none: the model cannot run at this length
-  std::string error;           // why not (a learned table's last row), when loss is none
+  // Over the scored bytes predicted at positions >= the training length
+  // (with more context than training showed); none: no such byte.
+  std::optional<double> loss_past_train;
+  std::string error;  // why not (a learned table's last row), when loss is none
   std::int64_t windows = 0;
   std::vector<double> position_loss;  // mean loss per bucket of positions (ZooReport::bucket wide)
   double seconds = 0;
@@ -47,6 +53,17 @@ struct ZooModel {
 nlohmann::json ZooModelJson(const ZooModel& model);
 // Throws posenc::Error naming the missing or mistyped field.
 ZooModel ZooModelFromJson(const nlohmann::json& json);
+// A byte n-gram evaluated as the models are ("5-gram": the same scored
+// bytes at every length; the position curves over the same windows), as a
+// cell writes it.
+nlohmann::json ZooEvaluationJson(const ZooEvaluation& evaluation);
+ZooEvaluation ZooEvaluationFromJson(const nlohmann::json& json);
+
+// The byte n-gram orders of every zoo (Witten-Bell, fitted on the corpus);
+// the last is the reference that a model must beat within L and that the
+// position curves are drawn against.
+inline constexpr int kZooNgramOrders[] = {2, 3, 4, 5};
+std::string ZooNgramVariant(int order);  // "5-gram"
 
 struct ZooReport {
   std::vector<std::string> variants;  // table rows, in order
@@ -56,18 +73,21 @@ struct ZooReport {
   std::int64_t d_model = 0, layers = 0, heads = 0, ffn_hidden = 0;
   double lr = 0;
   std::string corpus, text;
-  std::int64_t eval_bytes = 0;  // predicted bytes, the same text[1..eval_bytes] at every length
-  std::int64_t bucket = 0;      // positions per point of the loss curves
+  std::int64_t eval_bytes = 0;      // predicted bytes, the same text[1..eval_bytes] at every length
+  std::int64_t stride_divisor = 0;  // sliding windows of stride length / stride_divisor
+  std::int64_t bucket = 0;          // positions per point of the loss curves
   double unigram_corpus = 0, unigram_text = 0;
-  double seconds = 0;  // the cells' compute, added up
+  std::vector<ZooEvaluation> ngrams;  // kZooNgramOrders, in order (the same in every cell)
+  double seconds = 0;                 // the cells' compute, added up
   std::vector<ZooModel> models;
 };
 
 std::string ZooMarkdown(const ZooReport& report);
 std::string ZooJson(const ZooReport& report);
 // Four panels: loss against length for (a) every scheme and (b) RoPE under
-// each method, and loss against position at the longest length for (c) and
-// (d), the training length dashed. The PNG joins `outputs`.
+// each method, the n-grams as reference lines, and loss against position at
+// the longest length minus the reference n-gram's for (c) and (d), the
+// training length dashed. The PNG joins `outputs`.
 void DrawZooPlot(const ZooReport& report, const std::string& png_path, OutputFiles& outputs);
 
 }  // namespace posenc::cli
