@@ -31,7 +31,10 @@ void DecodeAttention(const AttentionPlan& query, const DecodeKeys& keys) {
   const std::int64_t items = keys.kv_heads() * segments;
   // [item][group][m, l, o[cols]]
   std::vector<float> partials(static_cast<std::size_t>(items * group * (2 + cols)));
-  ParallelFor(items, 1, [&](std::int64_t begin, std::int64_t end) {
+  // One segment a head (at most 256 keys) is a few microseconds of work in
+  // all: less than waking the other threads costs, so it stays on this one.
+  const std::int64_t min_chunk = segments == 1 ? items : 1;
+  ParallelFor(items, min_chunk, [&](std::int64_t begin, std::int64_t end) {
     alignas(64) float scores[4 * kSegment];  // up to 4 heads; aligned for every target's vectors
     for (std::int64_t item = begin; item < end; ++item) {
       const std::int64_t h = item / segments, first = item % segments * kSegment;
