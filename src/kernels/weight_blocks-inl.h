@@ -181,13 +181,15 @@ struct QK23 {
         for (int part = 0; part < 2; ++part) {
           const int sub_block = 8 * half + 2 * s + part;
           const std::int64_t first = 128 * half + 32 * s + 16 * part;
+          const std::int64_t part_bytes = 16 * static_cast<std::int64_t>(part);  // into a half's 32 bytes
           const float scale = kThreeBits ? d * static_cast<float>(ScaleK3(sub_block, scales))
                                          : d * static_cast<float>(scales[sub_block] & 0x0F);
           const float offset = dmin * static_cast<float>(scales[sub_block] >> 4);
           for (std::int64_t l = 0; l < 16; l += hn::Lanes(DF())) {
-            VI code = hn::And(hn::ShiftRightSame(LoadBytes(q + 32 * half + 16 * part + l), 2 * s), three);
+            VI code = hn::And(
+                hn::ShiftRightSame(LoadBytes(q + 32 * static_cast<std::int64_t>(half) + part_bytes + l), 2 * s), three);
             if constexpr (kThreeBits) {
-              const VI bit = hn::And(hn::ShiftRightSame(LoadBytes(high + 16 * part + l), 4 * half + s), one);
+              const VI bit = hn::And(hn::ShiftRightSame(LoadBytes(high + part_bytes + l), 4 * half + s), one);
               code = hn::Sub(code, hn::ShiftLeft<2>(hn::Sub(one, bit)));
               f(first + l, hn::Mul(hn::Set(DF(), scale), ToFloat(code)));
             } else {
