@@ -218,33 +218,38 @@ TEST(LlamaModel, StoredWeightsForwardIsBitwiseTheFloat32Model) {
   }
 }
 
+// max |decode - forward| / max |forward| over the logits of tokens
+// [prefill, n): the first `prefill` tokens in one Extend, then one token a
+// call, against one forward pass (Logits) of all n.
+double DecodeVsForward(const LlamaModel& model, std::span<const std::int32_t> tokens, std::int64_t prefill) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t vocab = model.hparams().vocab_size;
+  const AttentionOptions attention = model.DefaultAttention();
+  const std::vector<float> full = model.Logits(tokens, attention);
+  LlamaCache cache = model.NewCache();
+  model.Extend(cache, tokens.first(prefill), attention, {},
+               [](std::span<const std::int64_t>, std::span<const float>) {});
+  double max_diff = 0, max_abs = 0;
+  for (std::int64_t t = prefill; t < n; ++t) {
+    const std::int64_t row0 = 0;
+    model.Extend(cache, tokens.subspan(t, 1), attention, std::span(&row0, 1),
+                 [&](std::span<const std::int64_t>, std::span<const float> logits) {
+                   for (std::int64_t v = 0; v < vocab; ++v) {
+                     max_diff = std::max(max_diff, std::abs(static_cast<double>(logits[v]) - full[t * vocab + v]));
+                     max_abs = std::max(max_abs, std::abs(static_cast<double>(full[t * vocab + v])));
+                   }
+                 });
+  }
+  return max_diff / max_abs;
+}
+
 // Decode (one token a call: the kernels that read the stored blocks in
 // registers) matches one forward pass.
 TEST(LlamaModel, StoredWeightsDecodeMatchesOneForward) {
   for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kBF16}) {
     SCOPED_TRACE(std::string(TraitsOf(type).name));
     const RandomModel tiny(QuantizedLlama(type));
-    const std::int64_t n = 40, prefill = 33, vocab = tiny.model.hparams().vocab_size;
-    const auto tokens = RandomTokens(n, 13);
-    const AttentionOptions attention = tiny.model.DefaultAttention();
-    const std::vector<float> full = tiny.model.Logits(tokens, attention);
-    LlamaCache cache = tiny.model.NewCache();
-    const std::int64_t last = prefill - 1;
-    tiny.model.Extend(cache, std::span(tokens).first(prefill), attention, std::span(&last, 1),
-                      [](std::span<const std::int64_t>, std::span<const float>) {});
-    double max_diff = 0, max_abs = 0;
-    for (std::int64_t t = prefill; t < n; ++t) {
-      const std::int64_t row0 = 0;
-      tiny.model.Extend(cache, std::span(tokens).subspan(t, 1), attention, std::span(&row0, 1),
-                        [&](std::span<const std::int64_t>, std::span<const float> logits) {
-                          for (std::int64_t v = 0; v < vocab; ++v) {
-                            max_diff =
-                                std::max(max_diff, std::abs(static_cast<double>(logits[v]) - full[t * vocab + v]));
-                            max_abs = std::max(max_abs, std::abs(static_cast<double>(full[t * vocab + v])));
-                          }
-                        });
-    }
-    EXPECT_LT(max_diff / max_abs, 1e-5);
+    EXPECT_LT(DecodeVsForward(tiny.model, RandomTokens(40, 13), 33), 1e-5);
   }
 }
 
@@ -255,27 +260,9 @@ TEST(LlamaModel, Int8ActivationsDecodeNearOneForward) {
   for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ6_K}) {
     SCOPED_TRACE(std::string(TraitsOf(type).name));
     const RandomModel tiny(QuantizedLlama(type), WeightStorage::kAsStored, DotActivations::kInt8);
-    const std::int64_t n = 24, prefill = 20, vocab = tiny.model.hparams().vocab_size;
-    const auto tokens = RandomTokens(n, 17);
-    const AttentionOptions attention = tiny.model.DefaultAttention();
-    const std::vector<float> full = tiny.model.Logits(tokens, attention);  // prefill: float32 activations
-    LlamaCache cache = tiny.model.NewCache();
-    tiny.model.Extend(cache, std::span(tokens).first(prefill), attention, {},
-                      [](std::span<const std::int64_t>, std::span<const float>) {});
-    double max_diff = 0, max_abs = 0;
-    for (std::int64_t t = prefill; t < n; ++t) {
-      const std::int64_t row0 = 0;
-      tiny.model.Extend(cache, std::span(tokens).subspan(t, 1), attention, std::span(&row0, 1),
-                        [&](std::span<const std::int64_t>, std::span<const float> logits) {
-                          for (std::int64_t v = 0; v < vocab; ++v) {
-                            max_diff =
-                                std::max(max_diff, std::abs(static_cast<double>(logits[v]) - full[t * vocab + v]));
-                            max_abs = std::max(max_abs, std::abs(static_cast<double>(full[t * vocab + v])));
-                          }
-                        });
-    }
-    EXPECT_GT(max_diff / max_abs, 1e-5);
-    EXPECT_LT(max_diff / max_abs, 3e-2);
+    const double error = DecodeVsForward(tiny.model, RandomTokens(24, 17), 20);
+    EXPECT_GT(error, 1e-5);
+    EXPECT_LT(error, 3e-2);
   }
   const std::vector<unsigned char> bytes = RandomLlamaGguf(QuantizedLlama(GgmlType::kQ4_1));
   const GgufFile file = GgufFile::Parse(std::as_bytes(std::span(bytes)));
