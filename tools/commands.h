@@ -23,5 +23,6 @@ void AddBenchTrainCommand(CLI::App& bench);      // posenc bench train (under `b
 void AddTrainCommand(CLI::App& app);             // posenc train
 void AddEvalCommand(CLI::App& app);              // posenc eval
 void AddZooCommand(CLI::App& app);               // posenc zoo
+void AddTasksCommand(CLI::App& app);             // posenc tasks
 
 }  // namespace posenc::cli

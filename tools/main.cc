@@ -53,6 +53,7 @@ int Run(int argc, char** argv) {
   posenc::cli::AddTrainCommand(app);
   posenc::cli::AddEvalCommand(app);
   posenc::cli::AddZooCommand(app);
+  posenc::cli::AddTasksCommand(app);
   posenc::cli::RejectIntegersOutsideInt64(app);
   if (std::string known; IsUnknownCommand(app, argc, argv, &known)) {
     std::cerr << "posenc: error: unknown command " << posenc::QuoteForMessage(argv[1]) << "; commands: " << known

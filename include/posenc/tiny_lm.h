@@ -159,21 +159,28 @@ std::vector<TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, TinyLmPa
 std::vector<const TinyLmTensor*> TinyLmTensorList(const TinyLmConfig& config, const TinyLmParams& params);
 
 struct TinyLmLossResult {
-  double loss = 0.0;                  // mean cross-entropy (natural log) over batch * length
-  std::vector<double> position_loss;  // [length]: at each position, the mean over the batch
+  double loss = 0.0;                  // mean cross-entropy (natural log) over the scored predictions
+  std::vector<double> position_loss;  // [length]: at each position, the mean over the batch, scored or not
   std::vector<double> token_loss;     // [batch, length]: each prediction's loss (a sliding evaluation scores some)
+  // [batch, length]: each prediction's most likely byte (the first of equal
+  // logits): what an exact-match task compares with its answer.
+  std::vector<std::uint8_t> prediction;
 };
 
 // tokens: [batch, length + 1] bytes; inputs are tokens[b, 0..length-1] at
 // positions 0..length-1, targets tokens[b, 1..length]. float32 throughout,
-// matrix products through MatMul. With grads non-null, *grads is
-// overwritten with d loss / d every parameter (ZeroTinyLmParams' layout; not &params);
+// matrix products through MatMul. `scored` [batch, length] (empty: every
+// prediction) says which predictions the loss averages: 1 for a byte of an
+// answer of a task (tiny_lm_tasks.h), whose other bytes are context the
+// model is not asked to predict; at least one must be scored. With grads
+// non-null, *grads is overwritten with d loss / d every parameter
+// (ZeroTinyLmParams' layout; not &params);
 // gradients need length <= train_length. Evaluation (grads null) may run
 // past train_length; a learned table then needs kHierarchical.
 // The loss and every gradient are bitwise identical for any thread count.
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
                             std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
-                            TinyLmParams* grads = nullptr);
+                            TinyLmParams* grads = nullptr, std::span<const std::uint8_t> scored = {});
 
 namespace reference {
 // The same loss in float64 (parameters read as float32, exactly), one

@@ -129,6 +129,27 @@ struct TinyLmTrainResult {
 // are not counted.
 double TinyLmTrainStepFlops(const TinyLmConfig& config, std::int64_t batch, std::int64_t length);
 
+// One step's sequences: tokens [batch, train_length + 1] (inputs and the
+// next byte), and which predictions the loss scores ([batch, train_length],
+// TinyLmLoss's `scored`; empty: every one).
+struct TinyLmBatch {
+  std::vector<std::uint8_t> tokens;
+  std::vector<std::uint8_t> scored;
+};
+// The batch of step `step` (0-based), a pure function of the step (and of
+// what the source was made from: a seed, a corpus), so that training stays
+// a pure function of its inputs.
+using TinyLmBatchSource = std::function<TinyLmBatch(std::int64_t step)>;
+
+// Trains from InitTinyLm(config, options.seed) on the batches of `batches`
+// (a task's sequences, tiny_lm_tasks.h). Throws posenc::Error for bad
+// options (Validate), a batch of another size, and a non-finite loss or
+// gradient ("[train] step = 17: ..." naming the step and the first bad
+// element).
+TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptions& options,
+                              const TinyLmBatchSource& batches,
+                              const std::function<void(const TinyLmTrainProgress&)>& progress = {});
+
 // Trains from InitTinyLm(config, options.seed) on windows of `corpus`.
 // `progress` (may be empty) is called after every step, on the calling
 // thread. Throws posenc::Error for bad options (Validate), a corpus shorter

@@ -29,7 +29,7 @@ using KernelAttention = std::function<AttentionOptions(std::int64_t layer)>;
 // posenc::Attention under kernel_attention(layer), q and k unrotated.
 TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, TinyLmParams* grads,
-                      const KernelAttention& kernel_attention);
+                      const KernelAttention& kernel_attention, std::span<const std::uint8_t> scored = {});
 
 // The scheme's own attention of every layer as posenc::Attention's
 // options (causal), or an empty function where the kernel has no form of
@@ -133,8 +133,11 @@ void GeluForward(std::span<const float> u, std::span<float> a);
 void GeluBackward(std::span<const float> u, std::span<const float> da, std::span<float> du);
 
 // Per row of logits [rows, V]: row_loss = logsumexp - logit[target]
-// (float64); with dlogits non-empty, dlogits = (softmax - onehot) * scale.
-void CrossEntropy(std::span<const float> logits, std::span<const std::uint8_t> targets, float scale,
-                  std::span<double> row_loss, std::span<float> dlogits);
+// (float64) and argmax = the first largest logit; with dlogits non-empty,
+// dlogits = (softmax - onehot) * scale for the rows `scored` marks (every
+// row when it is empty) and 0 for the others.
+void CrossEntropy(std::span<const float> logits, std::span<const std::uint8_t> targets,
+                  std::span<const std::uint8_t> scored, float scale, std::span<double> row_loss,
+                  std::span<std::uint8_t> argmax, std::span<float> dlogits);
 
 }  // namespace posenc::tiny_lm

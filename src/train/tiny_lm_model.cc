@@ -18,6 +18,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "posenc/attention.h"
@@ -30,6 +31,18 @@ namespace posenc {
 namespace {
 
 using tiny_lm::AttentionShape;
+
+// How many predictions the loss averages: every one (rows) when `scored` is
+// empty, else its non-zero entries, at least one.
+std::int64_t CountScored(std::span<const std::uint8_t> scored, std::int64_t rows) {
+  if (scored.empty()) return rows;
+  Require(static_cast<std::int64_t>(scored.size()) == rows, tiny_lm::kOp, "scored.size()", scored.size(),
+          "must be batch * length = " + std::to_string(rows) + " (one flag a prediction) or 0 (every prediction)");
+  const auto count =
+      static_cast<std::int64_t>(std::count_if(scored.begin(), scored.end(), [](std::uint8_t f) { return f != 0; }));
+  Require(count > 0, tiny_lm::kOp, "scored", Verbatim{"all 0"}, "must mark at least one prediction");
+  return count;
+}
 
 // What the backward pass needs of one block (the forward's intermediates).
 struct BlockActivations {
@@ -173,16 +186,17 @@ struct Pass {
 
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
                             std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
-                            TinyLmParams* grads) {
-  return tiny_lm::Loss(config, params, tokens, batch, length, grads, {});
+                            TinyLmParams* grads, std::span<const std::uint8_t> scored) {
+  return tiny_lm::Loss(config, params, tokens, batch, length, grads, {}, scored);
 }
 
 namespace tiny_lm {
 
 TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, TinyLmParams* grads,
-                      const KernelAttention& kernel_attention) {
+                      const KernelAttention& kernel_attention, std::span<const std::uint8_t> scored) {
   ValidateLossCall(config, params, tokens, batch, length, grads != nullptr);
+  const std::int64_t scored_count = CountScored(scored, batch * length);
   Require(grads != &params, kOp, "grads", Verbatim{"&params"},
           "must be another TinyLmParams (the params are read while the gradients are written)");
   Require(grads == nullptr || !kernel_attention, kOp, "grads", Verbatim{"non-null"},
@@ -220,16 +234,23 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
   tiny_lm::LinearForward(xf, n_rows, params.token_embd, logits);
   std::vector<double> row_loss(static_cast<std::size_t>(n_rows));
   std::vector<float> dlogits = grads ? pass.Floats(vocab) : std::vector<float>();
-  tiny_lm::CrossEntropy(logits, targets, 1.0f / static_cast<float>(n_rows), row_loss, dlogits);
-
   TinyLmLossResult result;
+  result.prediction.resize(static_cast<std::size_t>(n_rows));
+  tiny_lm::CrossEntropy(logits, targets, scored, 1.0f / static_cast<float>(scored_count), row_loss, result.prediction,
+                        dlogits);
+
   result.position_loss.assign(static_cast<std::size_t>(length), 0.0);
   for (std::int64_t t = 0; t < length; ++t) {
     for (std::int64_t b = 0; b < batch; ++b) result.position_loss[t] += row_loss[b * length + t];
     result.position_loss[t] /= static_cast<double>(batch);
-    result.loss += result.position_loss[t];
   }
-  result.loss /= static_cast<double>(length);
+  if (scored.empty()) {
+    for (const double l : result.position_loss) result.loss += l;
+    result.loss /= static_cast<double>(length);
+  } else {
+    for (std::int64_t n = 0; n < n_rows; ++n) result.loss += scored[n] != 0 ? row_loss[n] : 0.0;
+    result.loss /= static_cast<double>(scored_count);
+  }
   result.token_loss = std::move(row_loss);
   if (grads == nullptr) return result;
 

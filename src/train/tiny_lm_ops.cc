@@ -113,14 +113,17 @@ void GeluBackward(std::span<const float> u, std::span<const float> da, std::span
   });
 }
 
-void CrossEntropy(std::span<const float> logits, std::span<const std::uint8_t> targets, float scale,
-                  std::span<double> row_loss, std::span<float> dlogits) {
+void CrossEntropy(std::span<const float> logits, std::span<const std::uint8_t> targets,
+                  std::span<const std::uint8_t> scored, float scale, std::span<double> row_loss,
+                  std::span<std::uint8_t> argmax, std::span<float> dlogits) {
   constexpr std::int64_t kV = TinyLmConfig::kVocab;
   ParallelFor(static_cast<std::int64_t>(targets.size()), RowChunk(kV), [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> e(kV);
     for (std::int64_t n = begin; n < end; ++n) {
       const float* l = logits.data() + n * kV;
-      const float max = *std::max_element(l, l + kV);
+      const float* top = std::max_element(l, l + kV);
+      const float max = *top;
+      argmax[n] = static_cast<std::uint8_t>(top - l);
       double sum = 0.0;
       for (std::int64_t v = 0; v < kV; ++v) {
         e[v] = std::exp(l[v] - max);
@@ -128,9 +131,14 @@ void CrossEntropy(std::span<const float> logits, std::span<const std::uint8_t> t
       }
       row_loss[n] = static_cast<double>(max) + std::log(sum) - static_cast<double>(l[targets[n]]);
       if (dlogits.empty()) continue;
+      float* dl = dlogits.data() + n * kV;
+      if (!scored.empty() && scored[n] == 0) {
+        std::fill(dl, dl + kV, 0.0f);
+        continue;
+      }
       const auto inv = static_cast<float>(1.0 / sum);
-      for (std::int64_t v = 0; v < kV; ++v) dlogits[n * kV + v] = e[v] * inv * scale;
-      dlogits[n * kV + targets[n]] -= scale;
+      for (std::int64_t v = 0; v < kV; ++v) dl[v] = e[v] * inv * scale;
+      dl[targets[n]] -= scale;
     }
   });
 }

@@ -143,10 +143,25 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
                               std::span<const std::uint8_t> corpus,
                               const std::function<void(const TinyLmTrainProgress&)>& progress) {
   options.Validate(config);
-  const std::int64_t length = config.train_length, steps = options.Steps(config);
-  const std::int64_t step_tokens = options.batch * length;
+  const std::int64_t length = config.train_length;
   const auto corpus_bytes = static_cast<std::int64_t>(corpus.size());
   TinyLmBatchOffsets(corpus_bytes, length, 1, options.seed, 0);  // the corpus check, before any work
+  return TrainTinyLm(
+      config, options,
+      [&](std::int64_t step) {
+        return TinyLmBatch{
+            .tokens = GatherRows(corpus, TinyLmBatchOffsets(corpus_bytes, length, options.batch, options.seed, step),
+                                 length + 1)};
+      },
+      progress);
+}
+
+TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptions& options,
+                              const TinyLmBatchSource& batches,
+                              const std::function<void(const TinyLmTrainProgress&)>& progress) {
+  options.Validate(config);
+  const std::int64_t length = config.train_length, steps = options.Steps(config);
+  const std::int64_t step_tokens = options.batch * length;
 
   TinyLmTrainResult result;
   result.params = InitTinyLm(config, static_cast<std::uint64_t>(options.seed));
@@ -170,9 +185,9 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   for (std::int64_t step = 1; step <= steps; ++step) {
-    const std::vector<std::uint8_t> rows =
-        GatherRows(corpus, TinyLmBatchOffsets(corpus_bytes, length, options.batch, options.seed, step - 1), length + 1);
-    const double loss = TinyLmLoss(config, result.params, rows, options.batch, length, &grads).loss;
+    const TinyLmBatch batch = batches(step - 1);
+    const double loss =
+        TinyLmLoss(config, result.params, batch.tokens, options.batch, length, &grads, batch.scored).loss;
     Require(std::isfinite(loss), kOp, "step", step,
             "the loss is " + FormatValue(loss) + " (diverged; try a lower lr or a grad_clip)");
     std::vector<TinyLmTensor*> grad_tensors = TinyLmTensorList(config, grads);

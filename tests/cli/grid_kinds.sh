@@ -1,6 +1,6 @@
 #!/bin/sh
 # shellcheck disable=SC2086  # $plan is split into words on purpose
-# Every grid kind (study, passkey, zoo) through every grid subcommand, on
+# Every grid kind (study, passkey, zoo, tasks) through every grid subcommand, on
 # settings small enough for a test: the run, `grid status` (finished and
 # missing), `grid cell` computing a removed cell again, `grid merge`, and a
 # rerun that computes nothing. (`grid status` once failed on every zoo grid:
@@ -21,7 +21,7 @@ expect() {
   grep -Eq -- "$regex" "$dir/log" || fail "$*: no /$regex/ in: $(tail -n 5 "$dir/log")"
 }
 
-for kind in study passkey zoo; do
+for kind in study passkey zoo tasks; do
   out=$dir/$kind
   # The command of each kind (word-split: the test's paths hold no blanks).
   case $kind in
@@ -30,6 +30,8 @@ for kind in study passkey zoo; do
     zoo) plan="zoo --schemes rope,alibi --seeds 0 --train-len 16 --tokens 256 --d-model 16 --layers 1 --heads 2
                --ffn 32 --batch 4 --corpus $zoo_text --text $zoo_text --lengths 16,32 --eval-bytes 64
                --methods yarn --out $out" ;;
+    tasks) plan="tasks --schemes rope,alibi --tasks copy --seeds 0 --train-len 16 --tokens 256 --d-model 16 --layers 1
+                 --heads 2 --ffn 32 --batch 4 --lengths 16,32 --sequences 2 --methods yarn --out $out" ;;
   esac
   # shellcheck disable=SC2086
   expect 0 " 2 cells, 0 finished earlier, 2 to compute" "$posenc" $plan

@@ -246,7 +246,7 @@ Grid ReadGrid(const std::string& dir) {
   const std::string path = GridPath(dir);
   std::error_code ec;
   Require(std::filesystem::exists(std::filesystem::symlink_status(path, ec)), kOp, "dir", dir,
-          "has no grid.json (run posenc study, passkey or zoo with --out DIR first)");
+          "has no grid.json (run posenc study, passkey, zoo or tasks with --out DIR first)");
   const std::optional<nlohmann::json> json = ReadJsonFile("grid.json", path);
   const GridField top{.file = path, .path = ""};
   if (!json) top.Fail("(not JSON)", "must be a grid written by posenc (it is cut short or not JSON)");

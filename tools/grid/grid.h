@@ -1,4 +1,4 @@
-// A grid: the independent cells of a study, passkey or zoo run, kept in one
+// A grid: the independent cells of a study, passkey, zoo or tasks run, kept in one
 // results directory so that any machine, or any node of a cluster, can
 // compute any cell, a finished cell is never computed again, and the
 // report is merged from whatever is there.

@@ -50,10 +50,10 @@ GridReport WriteGridReport(const Grid& grid, double seconds, const std::string& 
 }
 
 const GridKind& FindGridKind(const std::string& name) {
-  for (const GridKind* kind : {&StudyGridKind(), &PasskeyGridKind(), &ZooGridKind()}) {
+  for (const GridKind* kind : {&StudyGridKind(), &PasskeyGridKind(), &ZooGridKind(), &TasksGridKind()}) {
     if (name == kind->name) return *kind;
   }
-  ThrowError(kOp, "kind", FormatValue(name), "is not a grid kind (study, passkey, zoo)");
+  ThrowError(kOp, "kind", FormatValue(name), "is not a grid kind (study, passkey, zoo, tasks)");
 }
 
 LoadedModel LoadGridModel(const Grid& grid) { return LoadModel(CheckedGridInput(grid, "model")); }

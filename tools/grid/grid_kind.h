@@ -59,6 +59,7 @@ const GridKind& FindGridKind(const std::string& name);
 const GridKind& StudyGridKind();    // study_grid.cc
 const GridKind& PasskeyGridKind();  // passkey_grid.cc
 const GridKind& ZooGridKind();      // zoo_grid.cc
+const GridKind& TasksGridKind();    // tasks_grid.cc
 
 // The grid's model, loaded after checking that the file is still the one
 // the grid was planned with (a cell computed from another file under the

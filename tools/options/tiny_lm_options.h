@@ -27,6 +27,9 @@ std::vector<PositionScheme> SchemeListOption(const char* op, const char* flag, c
 // --fire-mlp-width --fire-c ...), each with its default shown.
 class TinyLmFlags {
  public:
+  TinyLmFlags() = default;
+  // The flags' defaults are `defaults`' sizes (posenc tasks' smaller model).
+  explicit TinyLmFlags(const TinyLmConfig& defaults) : model_(defaults) {}
   // Registers the flags on `command`; this object must outlive its parse.
   void Add(CLI::App& command);
   // The config of `scheme` (by its alternative) with the flags' values.

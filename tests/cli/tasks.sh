@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# posenc tasks end to end on a model small enough for a test: the tables
+# (every task asked, a learned table without rows past L and with Su's
+# decomposition, RoPE under methods, intervals over two seeds), the JSON
+# (per-seed counts, the needle by depth), the pictures, and a rerun that
+# trains nothing.
+# Usage: tasks.sh POSENC DIR
+set -euo pipefail
+posenc=$1 dir=$2
+rm -rf "$dir"
+fail() { echo "FAIL: $*"; exit 1; }
+tasks() {
+  "$posenc" tasks --schemes rope,learned,alibi --tasks copy,needle --train-len 12 --tokens 2048 --d-model 16 \
+    --layers 1 --heads 2 --ffn 32 --batch 4 --lengths 12,24 --sequences 4 --depths 0,1 --methods "yarn;window" \
+    --seeds 0,1 --out "$dir" "$@" >"$dir.log" 2>&1 || fail "tasks $*: $(cat "$dir.log")"
+}
+expect() { grep -q -E -- "$1" "$dir.log" || fail "expected /$1/ in: $(cat "$dir.log")"; }
+
+tasks
+expect "12 cells, 0 finished earlier, 12 to compute"
+expect "^## copy$"
+expect "^## needle$"
+expect "^\| variant \| train loss \| 12 \(1x\) \| 24 \(2x\) \|$"
+ci="[0-9.]+ \[[0-9.]+, [0-9.]+\]"
+expect "^\| rope \| [0-9.]+ \| $ci \| $ci \|$"
+expect "^\| rope\+yarn \| [0-9.]+ \| $ci \| $ci \|$"
+expect "^\| learned \| [0-9.]+ \| $ci \| - \|$"
+expect "^\| learned\+hierarchical \| [0-9.]+ \| $ci \| $ci \|$"
+expect "^\| alibi \| [0-9.]+ \| $ci \| $ci \|$"
+expect "wrote .*tasks\.md, .*tasks\.json, .*tasks\.png"
+expect "tasks: 12 models, 12 cells"
+expect "tasks: this run took [0-9]+ s"
+for f in tasks.md tasks.json tasks.png tasks-depth.png grid.json; do test -s "$dir/$f" || fail "$f missing"; done
+python3 - "$dir/tasks.json" <<'PY' || fail "tasks.json"
+import json, sys
+t = json.load(open(sys.argv[1]))
+copy, needle = t["tasks"]["copy"], t["tasks"]["needle"]
+# Copy at 12: 4 sequences of 5 answers a seed; the needle: 4 at each of 2 depths.
+assert [s["answers"] for s in copy["rope"][0]["seeds"]] == [20, 20], copy["rope"][0]
+assert [s["answers"] for s in needle["rope"][1]["seeds"]] == [8, 8], needle["rope"][1]
+for entry in copy["rope"] + needle["alibi"]:
+    assert 0 <= entry["low"] <= entry["accuracy"] <= entry["high"] <= 1, entry
+# Within L, YaRN and the window are the model's own RoPE: the same counts.
+assert copy["rope+yarn"][0]["seeds"] == copy["rope"][0]["seeds"]
+assert "accuracy" not in copy["learned"][1] and "accuracy" in copy["learned+hierarchical"][1]
+# The needle's depths 0 and 1 fall in the first and the last depth bin.
+bins = needle["rope"][0]["by_depth"]
+assert bins[0] is not None and bins[-1] is not None and bins[2] is None, bins
+assert len(t["models"]) == 12
+PY
+tasks
+expect "12 cells, 12 finished earlier, 0 to compute"
+echo "tasks: ok"

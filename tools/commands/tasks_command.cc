@@ -1,0 +1,227 @@
+// posenc tasks [--tasks T,...] [--schemes S,...] [--seeds N,...] [--train-len L]
+//              [--tokens N] [--lengths N,...] [--methods M;...] [--sequences N]
+//              [--depths D,...] [--out DIR] [--json]
+//              [model and optimizer options of posenc train]
+//              [--executor local|slurm ...]
+//
+// Train short, test long on tasks that need the far context
+// (tiny_lm_tasks.h): each (scheme, task, seed) is a model trained at L on
+// the task's sequences (the loss on the answers' bytes), then scored at 1x
+// .. 16x L by exact match, a RoPE model also under every training-free
+// method. Each model is a cell of a grid in DIR (grid.h, tasks_grid.cc): a
+// rerun, or one that adds seeds, schemes or tasks, trains only what is
+// missing; the tables (accuracy with 95% intervals over the seeds), the
+// JSON and the pictures are merged from all cells at the end.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <variant>
+
+#include "commands.h"
+#include "grid/grid_executor.h"
+#include "grid/tasks_grid.h"
+#include "grid/zoo_grid.h"
+#include "options/model_inputs.h"
+#include "options/output_files.h"
+#include "options/tiny_lm_options.h"
+#include "posenc/context_extension.h"
+#include "posenc/error.h"
+#include "posenc/tiny_lm_eval.h"
+#include "posenc/tiny_lm_tasks.h"
+#include "posenc/tiny_lm_train.h"
+
+namespace posenc::cli {
+namespace {
+
+constexpr const char* kOp = "tasks";
+
+// The default model: small enough that the default grid (2 schemes x 4
+// tasks x 3 seeds) fits in 20 minutes on 2 cores, large enough to solve
+// copy and the needle within L.
+TinyLmConfig DefaultModel() {
+  TinyLmConfig c;
+  c.train_length = 32;
+  c.d_model = 64;
+  c.layers = 2;
+  c.heads = 2;
+  c.ffn_hidden = 256;
+  return c;
+}
+constexpr std::int64_t kDefaultTokens = 2000000;
+constexpr std::int64_t kDefaultBatch = 32;
+constexpr double kDefaultLr = 3e-3;
+constexpr const char* kDefaultSchemes = "rope,alibi";
+constexpr const char* kDefaultMethods = "linear;ntk;yarn;rerope;window;self-extend";
+
+struct TasksOptions {
+  std::vector<std::string> tasks;    // empty: all
+  std::vector<std::string> schemes;  // empty: kDefaultSchemes; "all": every scheme
+  std::vector<std::int64_t> seeds{0, 1, 2};
+  std::vector<std::int64_t> lengths;      // empty: 1, 2, 4, 8, 16 x L
+  std::vector<ContextExtension> methods;  // empty: kDefaultMethods
+  std::int64_t sequences = 32;
+  std::vector<double> depths{0, 0.25, 0.5, 0.75, 1};
+  std::string out = "build/tasks";
+  bool json = false;
+  TinyLmFlags flags{DefaultModel()};
+  TinyLmTrainOptions train;
+  std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
+};
+
+// The grid: every option, scheme config, method plan and length checked
+// here, before a minute of training.
+Grid PlanGrid(const TasksOptions& o, const std::vector<TinyLmTask>& tasks, const std::vector<PositionScheme>& schemes,
+              const std::vector<std::int64_t>& lengths, const std::vector<ContextExtension>& methods) {
+  const std::int64_t train_length = o.flags.model().train_length;
+  std::vector<std::string> names, scheme_names, task_names;
+  for (const ContextExtension& m : methods) names.push_back(FormatContextExtension(m));
+  for (const PositionScheme& s : schemes) scheme_names.emplace_back(PositionSchemeName(s));
+  for (const TinyLmTask t : tasks) task_names.emplace_back(TinyLmTaskName(t));
+  nlohmann::json train = ZooTrainJson(o.train);
+  train.erase("seed");
+  Grid grid{.kind = "tasks",
+            .version = GridVersion(),
+            .inputs = nlohmann::json::object(),
+            .settings = {{"tasks", task_names},
+                         {"schemes", scheme_names},
+                         {"seeds", o.seeds},
+                         {"lengths", lengths},
+                         {"methods", names},
+                         {"model", ZooModelJson(o.flags.model())},
+                         {"train", train},
+                         {"sequences", o.sequences},
+                         {"depths", o.depths}}};
+  for (const PositionScheme& scheme : schemes) {
+    const TinyLmConfig config = o.flags.Config(scheme);
+    o.train.Validate(config);
+    const bool rope = std::holds_alternative<RopeScheme>(scheme);
+    if (rope) {
+      for (const ContextExtension& m : methods) {
+        for (const std::int64_t length : lengths) PlanTinyLmExtension(config, m, length);
+      }
+    }
+    for (const TinyLmTask task : tasks) {
+      CheckTinyLmTaskLength(task, train_length, kOp, "--train-len");
+      CheckTaskLengths(config, task, lengths);
+      const bool needle = task == TinyLmTask::kNeedle;
+      double flops =
+          static_cast<double>(o.train.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length);
+      for (const std::int64_t length : lengths) {
+        const double sequences = static_cast<double>(o.sequences) * (needle ? static_cast<double>(o.depths.size()) : 1);
+        flops += sequences * TinyLmTrainStepFlops(config, 1, length) / 3 *
+                 (rope ? 1.0 + static_cast<double>(methods.size()) : 2.0);
+      }
+      const double activations = static_cast<double>(o.train.batch * train_length) *
+                                 static_cast<double>(config.layers * (8 * config.d_model + 2 * config.ffn_hidden + 2)) *
+                                 4;
+      for (const std::int64_t seed : o.seeds) {
+        TinyLmTrainOptions seeded = o.train;
+        seeded.seed = seed;
+        const std::string task_name(TinyLmTaskName(task));
+        GridCell cell{
+            .params = {{"scheme", PositionSchemeName(scheme)},
+                       {"task", task_name},
+                       {"model", ZooConfigJson(config)},
+                       {"train", ZooTrainJson(seeded)},
+                       {"lengths", lengths},
+                       {"methods", rope ? names : std::vector<std::string>{}},
+                       {"sequences", o.sequences},
+                       {"depths", needle ? o.depths : std::vector<double>{}}},
+            .label = std::string(PositionSchemeName(scheme)) + " " + task_name + " seed " + std::to_string(seed),
+            .flops = flops,
+            .memory_bytes = 2 * activations + (256 << 20)};
+        AddGridEntry(grid, {{"scheme", PositionSchemeName(scheme)}, {"task", task_name}, {"seed", seed}}, cell);
+      }
+    }
+  }
+  return grid;
+}
+
+void Run(const TasksOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  RequireOutputDirectory(kOp, "--out", o.out);
+  const std::int64_t train_length = o.flags.model().train_length;
+  Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
+  Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
+  for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
+  CheckTaskSequences(o.sequences);
+  CheckTaskDepths(o.depths);
+  std::vector<TinyLmTask> tasks;
+  if (o.tasks.empty()) {
+    tasks.assign(AllTinyLmTasks().begin(), AllTinyLmTasks().end());
+  } else {
+    for (const std::string& name : o.tasks) {
+      const TinyLmTask task = ParseTinyLmTask(name, kOp, "--tasks");
+      Require(std::find(tasks.begin(), tasks.end(), task) == tasks.end(), kOp, "--tasks", name, "is listed twice");
+      tasks.push_back(task);
+    }
+  }
+  const std::vector<std::string> all{"all"};
+  std::vector<PositionScheme> schemes;
+  if (o.schemes == all) {
+    schemes.assign(AllPositionSchemes().begin(), AllPositionSchemes().end());
+  } else {
+    schemes =
+        SchemeListOption(kOp, "--schemes", o.schemes.empty() ? std::vector<std::string>{kDefaultSchemes} : o.schemes);
+  }
+  std::vector<std::int64_t> lengths = o.lengths;
+  if (lengths.empty()) {
+    for (const std::int64_t factor : {1, 2, 4, 8, 16}) lengths.push_back(factor * train_length);
+  }
+  for (const std::int64_t length : lengths) {
+    Require(length >= 1, kOp, "--lengths", length, "must be >= 1 (bytes a sequence)");
+  }
+  std::sort(lengths.begin(), lengths.end());
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  TasksOptions sorted = o;
+  std::sort(sorted.seeds.begin(), sorted.seeds.end());
+  sorted.seeds.erase(std::unique(sorted.seeds.begin(), sorted.seeds.end()), sorted.seeds.end());
+  const std::vector<ContextExtension> methods =
+      o.methods.empty() ? ParseContextExtensionList(kDefaultMethods) : o.methods;
+  const Grid grid = PlanGrid(sorted, tasks, schemes, lengths, methods);
+  GridReport report;
+  if (!RunGrid(o.out, grid, *o.executor, &report)) return;
+  PrintGridReport(report, o.json);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(o.json ? stderr : stdout, "tasks: this run took %.0f s (%.1f min) of wall time\n", wall, wall / 60);
+}
+
+}  // namespace
+
+void AddTasksCommand(CLI::App& app) {
+  auto o = std::make_shared<TasksOptions>();
+  o->train.tokens = kDefaultTokens;
+  o->train.batch = kDefaultBatch;
+  o->train.lr = kDefaultLr;
+  o->train.min_lr = kDefaultLr / 10;
+  o->train.log_every = kZooLogEvery;
+  CLI::App* cmd = app.add_subcommand(
+      "tasks", "Train short, test long on tasks that need the far context: copy, recall, needle, even");
+  cmd->add_option("--tasks", o->tasks,
+                  std::string("Tasks, comma-separated (") + std::string(TinyLmTaskList()) + "; default: all)")
+      ->delimiter(',');
+  cmd->add_option(
+      "--schemes", o->schemes,
+      std::string("Schemes, comma-separated, or all (") + PositionSchemeList() + "; default: " + kDefaultSchemes + ")");
+  cmd->add_option("--seeds", o->seeds, "Seeds (init and training sequences), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--tokens", o->train.tokens, "Training budget in bytes, per model")->capture_default_str();
+  cmd->add_option("--lengths", o->lengths, "Evaluated lengths (default: 1, 2, 4, 8, 16 x L)")->delimiter(',');
+  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
+                   "linear ntk yarn rerope window self-extend (RoPE models)");
+  cmd->add_option("--sequences", o->sequences, "Sequences scored a (task, length); the needle's a depth")
+      ->capture_default_str();
+  cmd->add_option("--depths", o->depths, "The needle's depths in [0, 1], comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; tasks.md, tasks.json, tasks.png)")
+      ->capture_default_str();
+  o->flags.Add(*cmd);
+  AddTinyLmTrainOptions(*cmd, o->train);
+  AddExecutorOptions(*cmd, o->executor);
+  cmd->add_flag("--json", o->json, "Print the JSON report");
+  cmd->callback([o] { Run(*o); });
+}
+
+}  // namespace posenc::cli
