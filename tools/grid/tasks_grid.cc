@@ -135,40 +135,12 @@ Json ComputeModel(const Grid& /*grid*/, const GridCell& cell) {
     as_trained.lengths.push_back(Evaluate(config, trained.params, length, p, std::nullopt));
   }
   model.evaluations.push_back(as_trained);
-  // Every other variant: the as-trained numbers where it changes nothing.
-  const auto variant = [&](const std::string& name, const auto& same_as_model, const auto& evaluate) {
-    TasksEvaluation e{.variant = name};
-    for (std::size_t i = 0; i < p.lengths.size(); ++i) {
-      auto [same, resolved] = same_as_model(p.lengths[i]);
-      TasksLength l = same ? as_trained.lengths[i] : evaluate(p.lengths[i]);
-      l.same_as_model = same;
-      l.resolved = resolved;
-      e.lengths.push_back(std::move(l));
-    }
-    model.evaluations.push_back(std::move(e));
-  };
-  if (std::holds_alternative<LearnedScheme>(config.scheme)) {
-    TinyLmConfig hierarchical = config;
-    hierarchical.learned_past_table = LearnedPastTable::kHierarchical;
-    variant(
-        p.scheme + "+hierarchical",
-        [&](std::int64_t length) {
-          return std::pair{length <= config.train_length, std::string("hierarchical")};
-        },
-        [&](std::int64_t length) { return Evaluate(hierarchical, trained.params, length, p, std::nullopt); });
-  }
-  if (std::holds_alternative<RopeScheme>(config.scheme)) {
-    for (const std::string& name : p.methods) {
-      const ContextExtension method = ParseContextExtension(name);
-      variant(
-          p.scheme + "+" + name,
-          [&](std::int64_t length) {
-            const ExtensionPlan plan = PlanTinyLmExtension(config, method, length);
-            return std::pair{SameAsModelRope(plan, TinyLmRopeSpec(config), length),
-                             FormatContextExtension(plan.resolved)};
-          },
-          [&](std::int64_t length) { return Evaluate(config, trained.params, length, p, method); });
-    }
+  for (auto& [name, entries] : EvaluateTinyLmVariants<TasksLength>(
+           config, p.methods, p.lengths, as_trained.lengths,
+           [&](const TinyLmConfig&c, const std::optional<ContextExtension>&method, std::int64_t length) {
+             return Evaluate(c, trained.params, length, p, method);
+           })) {
+    model.evaluations.push_back({.variant = std::move(name), .lengths = std::move(entries)});
   }
   model.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return TasksModelJson(model);
@@ -212,20 +184,7 @@ TasksReport ReadSettings(const GridField& at, const Json& s) {
   }
   at.Child("sequences").Check([&] { CheckTaskSequences(report.sequences); });
   at.Child("depths").Check([&] { CheckTaskDepths(report.depths); });
-  const std::vector<std::string> schemes = at.Strings(s, "schemes");
-  for (std::size_t i = 0; i < schemes.size(); ++i) {
-    at.Child("schemes").Child(std::to_string(i)).Check([&] { ParsePositionScheme(schemes[i], kOp, "--schemes"); });
-  }
-  const std::vector<std::string> methods = at.Strings(s, "methods");
-  for (std::size_t i = 0; i < methods.size(); ++i) {
-    at.Child("methods").Child(std::to_string(i)).Check([&] { ParseContextExtension(methods[i]); });
-  }
-  for (const std::string& scheme : schemes) {
-    report.variants.push_back(scheme);
-    if (scheme == "learned") report.variants.emplace_back("learned+hierarchical");
-    if (scheme != "rope") continue;
-    for (const std::string& method : methods) report.variants.push_back("rope+" + method);
-  }
+  report.variants = TinyLmReportVariants(at, s, kOp);
   return report;
 }
 

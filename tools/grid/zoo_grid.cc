@@ -216,42 +216,12 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
     as_trained.lengths.push_back(Evaluate(config, trained.params, Bytes(text), length, p, std::nullopt));
   }
   model.evaluations.push_back(as_trained);
-  // Every other variant: the as-trained numbers where it changes nothing.
-  const auto variant = [&](const std::string& name, const auto& same_as_model, const auto& evaluate) {
-    ZooEvaluation e{.variant = name};
-    for (std::size_t i = 0; i < lengths.size(); ++i) {
-      auto [same, resolved] = same_as_model(lengths[i]);
-      ZooLength l = same ? as_trained.lengths[i] : evaluate(lengths[i]);
-      l.same_as_model = same;
-      l.resolved = resolved;
-      e.lengths.push_back(std::move(l));
-    }
-    model.evaluations.push_back(std::move(e));
-  };
-  if (std::holds_alternative<LearnedScheme>(config.scheme)) {
-    TinyLmConfig hierarchical = config;
-    hierarchical.learned_past_table = LearnedPastTable::kHierarchical;
-    variant(
-        model.scheme + "+hierarchical",
-        [&](std::int64_t length) {
-          return std::pair{length <= config.train_length, std::string("hierarchical")};
-        },
-        [&](std::int64_t length) {
-          return Evaluate(hierarchical, trained.params, Bytes(text), length, p, std::nullopt);
-        });
-  }
-  if (std::holds_alternative<RopeScheme>(config.scheme)) {
-    for (const std::string& name : p.methods) {
-      const ContextExtension method = ParseContextExtension(name);
-      variant(
-          model.scheme + "+" + name,
-          [&](std::int64_t length) {
-            const ExtensionPlan plan = PlanTinyLmExtension(config, method, length);
-            return std::pair{SameAsModelRope(plan, TinyLmRopeSpec(config), length),
-                             FormatContextExtension(plan.resolved)};
-          },
-          [&](std::int64_t length) { return Evaluate(config, trained.params, Bytes(text), length, p, method); });
-    }
+  for (auto& [name, entries] : EvaluateTinyLmVariants<ZooLength>(
+           config, p.methods, lengths, as_trained.lengths,
+           [&](const TinyLmConfig&c, const std::optional<ContextExtension>&method, std::int64_t length) {
+             return Evaluate(c, trained.params, Bytes(text), length, p, method);
+           })) {
+    model.evaluations.push_back({.variant = std::move(name), .lengths = std::move(entries)});
   }
   model.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json result = ZooModelJson(model);
@@ -302,20 +272,7 @@ ZooReport ReadSettings(const GridField& at, const Json& s) {
   at.Child("eval_bytes").Check([&] { CheckZooEvalBytes(report.eval_bytes, report.lengths); });
   at.Child("stride_divisor").Check([&] { CheckZooStrideDivisor(report.stride_divisor); });
   at.Child("bucket").Check([&] { CheckZooBucket(report.bucket); });
-  const std::vector<std::string> schemes = at.Strings(s, "schemes");
-  for (std::size_t i = 0; i < schemes.size(); ++i) {
-    at.Child("schemes").Child(std::to_string(i)).Check([&] { ParsePositionScheme(schemes[i], kOp, "--schemes"); });
-  }
-  const std::vector<std::string> methods = at.Strings(s, "methods");
-  for (std::size_t i = 0; i < methods.size(); ++i) {
-    at.Child("methods").Child(std::to_string(i)).Check([&] { ParseContextExtension(methods[i]); });
-  }
-  for (const std::string& scheme : schemes) {
-    report.variants.push_back(scheme);
-    if (scheme == "learned") report.variants.emplace_back("learned+hierarchical");
-    if (scheme != "rope") continue;
-    for (const std::string& method : methods) report.variants.push_back("rope+" + method);
-  }
+  report.variants = TinyLmReportVariants(at, s, kOp);
   return report;
 }
 
@@ -347,6 +304,25 @@ GridReport Merge(const Grid& grid, const std::map<std::string, Json>& results, c
 }
 
 }  // namespace
+
+std::vector<std::string> TinyLmReportVariants(const GridField& at, const Json& settings, const char* op) {
+  const std::vector<std::string> schemes = at.Strings(settings, "schemes");
+  for (std::size_t i = 0; i < schemes.size(); ++i) {
+    at.Child("schemes").Child(std::to_string(i)).Check([&] { ParsePositionScheme(schemes[i], op, "--schemes"); });
+  }
+  const std::vector<std::string> methods = at.Strings(settings, "methods");
+  for (std::size_t i = 0; i < methods.size(); ++i) {
+    at.Child("methods").Child(std::to_string(i)).Check([&] { ParseContextExtension(methods[i]); });
+  }
+  std::vector<std::string> variants;
+  for (const std::string& scheme : schemes) {
+    variants.push_back(scheme);
+    if (scheme == "learned") variants.emplace_back("learned+hierarchical");
+    if (scheme != "rope") continue;
+    for (const std::string& method : methods) variants.push_back("rope+" + method);
+  }
+  return variants;
+}
 
 Json ZooConfigJson(const TinyLmConfig& c) {
   Json j{{"scheme", PositionSchemeName(c.scheme)}};

@@ -6,13 +6,20 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "grid/grid.h"
+#include "posenc/context_extension.h"
 #include "posenc/tiny_lm.h"
+#include "posenc/tiny_lm_eval.h"
 #include "posenc/tiny_lm_train.h"
 
 namespace posenc::cli {
@@ -50,5 +57,63 @@ void CheckZooEvalBytes(std::int64_t eval_bytes, const std::vector<std::int64_t>&
 void CheckZooBucket(std::int64_t bucket);  // --bucket, once 0 is resolved to L / 8
 // --stride-divisor in [2, 64] (with lengths >= 2: a stride in [1, length - 1]).
 void CheckZooStrideDivisor(std::int64_t stride_divisor);
+
+// The rows of a tiny-model report (posenc zoo, posenc tasks), in order:
+// each scheme of the settings' "schemes" as trained, "learned+hierarchical"
+// after a learned table, "rope+<method>" for every method of "methods"
+// after RoPE; each name checked as its flag is (errors under `op`).
+std::vector<std::string> TinyLmReportVariants(const GridField& at, const nlohmann::json& settings, const char* op);
+
+// The variants of one trained model beside its as-trained evaluation
+// (`as_trained`, one entry a length): a learned table past its rows by Su's
+// hierarchical decomposition, a RoPE model under each method. At a length
+// where a variant is the model as trained (a length within the table;
+// SameAsModelRope) the as-trained entry is reused; elsewhere `evaluate`
+// runs (the config to run, the method or none, the length). Length is the
+// report's entry type (ZooLength, TasksLength: fields same_as_model and
+// resolved). Returns (variant name, entries) in TinyLmReportVariants' order.
+template <class Length>
+std::vector<std::pair<std::string, std::vector<Length>>> EvaluateTinyLmVariants(
+    const TinyLmConfig& config, const std::vector<std::string>& methods, const std::vector<std::int64_t>& lengths,
+    const std::vector<Length>& as_trained,
+    const std::function<Length(const TinyLmConfig&, const std::optional<ContextExtension>&, std::int64_t)>& evaluate) {
+  const std::string scheme(PositionSchemeName(config.scheme));
+  std::vector<std::pair<std::string, std::vector<Length>>> out;
+  const auto variant = [&](const std::string& name, const auto& same_as_model, const auto& run) {
+    std::vector<Length> entries;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      auto [same, resolved] = same_as_model(lengths[i]);
+      Length l = same ? as_trained[i] : run(lengths[i]);
+      l.same_as_model = same;
+      l.resolved = resolved;
+      entries.push_back(std::move(l));
+    }
+    out.emplace_back(name, std::move(entries));
+  };
+  if (std::holds_alternative<LearnedScheme>(config.scheme)) {
+    TinyLmConfig hierarchical = config;
+    hierarchical.learned_past_table = LearnedPastTable::kHierarchical;
+    variant(
+        scheme + "+hierarchical",
+        [&](std::int64_t length) {
+          return std::pair{length <= config.train_length, std::string("hierarchical")};
+        },
+        [&](std::int64_t length) { return evaluate(hierarchical, std::nullopt, length); });
+  }
+  if (std::holds_alternative<RopeScheme>(config.scheme)) {
+    for (const std::string& name : methods) {
+      const ContextExtension method = ParseContextExtension(name);
+      variant(
+          scheme + "+" + name,
+          [&](std::int64_t length) {
+            const ExtensionPlan plan = PlanTinyLmExtension(config, method, length);
+            return std::pair{SameAsModelRope(plan, TinyLmRopeSpec(config), length),
+                             FormatContextExtension(plan.resolved)};
+          },
+          [&](std::int64_t length) { return evaluate(config, method, length); });
+    }
+  }
+  return out;
+}
 
 }  // namespace posenc::cli
