@@ -222,6 +222,12 @@ TEST(TinyLmTasks, ThePredictionIsTheMostLikelyByte) {
 // A model trained on copy at L solves it at L: the loss on answers, the
 // batches and the evaluation fit together (chance is 1/26).
 TEST(TinyLmTasks, TrainingOnCopyLearnsIt) {
+#ifdef POSENC_SANITIZED
+  // 200 steps are 10-30x slower under a sanitizer; the code they run (the
+  // masked loss, the task batches, the evaluation) is checked there by the
+  // tests above and by posenc tasks' CLI test.
+  GTEST_SKIP() << "a learning test: release build only";
+#endif
   TinyLmConfig config = SmallConfig(12);
   config.d_model = 32;
   TinyLmTrainOptions options;
