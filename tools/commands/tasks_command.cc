@@ -156,14 +156,7 @@ void Run(const TasksOptions& o) {
       tasks.push_back(task);
     }
   }
-  const std::vector<std::string> all{"all"};
-  std::vector<PositionScheme> schemes;
-  if (o.schemes == all) {
-    schemes.assign(AllPositionSchemes().begin(), AllPositionSchemes().end());
-  } else {
-    schemes =
-        SchemeListOption(kOp, "--schemes", o.schemes.empty() ? std::vector<std::string>{kDefaultSchemes} : o.schemes);
-  }
+  const std::vector<PositionScheme> schemes = SchemesOption(kOp, "--schemes", o.schemes, kDefaultSchemes);
   std::vector<std::int64_t> lengths = o.lengths;
   if (lengths.empty()) {
     for (const std::int64_t factor : {1, 2, 4, 8, 16}) lengths.push_back(factor * train_length);

@@ -171,14 +171,7 @@ void Run(const ZooOptions& o) {
   Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
   Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
   for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
-  const std::vector<std::string> all{"all"};
-  std::vector<PositionScheme> schemes;
-  if (o.schemes == all) {
-    schemes.assign(AllPositionSchemes().begin(), AllPositionSchemes().end());
-  } else {
-    schemes =
-        SchemeListOption(kOp, "--schemes", o.schemes.empty() ? std::vector<std::string>{kDefaultSchemes} : o.schemes);
-  }
+  const std::vector<PositionScheme> schemes = SchemesOption(kOp, "--schemes", o.schemes, kDefaultSchemes);
   std::vector<std::int64_t> lengths = o.lengths;
   if (lengths.empty()) {
     for (const std::int64_t factor : {1, 2, 4, 8, 16}) lengths.push_back(factor * train_length);

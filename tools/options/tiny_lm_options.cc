@@ -37,6 +37,12 @@ std::vector<PositionScheme> SchemeListOption(const char* op, const char* flag, c
   }
 }
 
+std::vector<PositionScheme> SchemesOption(const char* op, const char* flag, const std::vector<std::string>& lists,
+                                          const char* default_list) {
+  if (lists == std::vector<std::string>{"all"}) return {AllPositionSchemes().begin(), AllPositionSchemes().end()};
+  return SchemeListOption(op, flag, lists.empty() ? std::vector<std::string>{default_list} : lists);
+}
+
 void TinyLmFlags::Add(CLI::App& command) {
   AddFieldFlags(command, [&](auto&& visit) { TinyLmConfig::VisitModelFields(model_, visit); });
   for (PositionScheme& scheme : schemes_) {

@@ -20,6 +20,10 @@ namespace posenc::cli {
 // default fields. Throws posenc::Error naming the flag and the text for an
 // empty name (",rope"), a scheme listed twice, or an unknown name.
 std::vector<PositionScheme> SchemeListOption(const char* op, const char* flag, const std::vector<std::string>& lists);
+// The same, with "all" for every scheme and `default_list` ("rope,alibi")
+// when the flag was not given (lists empty).
+std::vector<PositionScheme> SchemesOption(const char* op, const char* flag, const std::vector<std::string>& lists,
+                                          const char* default_list);
 
 // The model's flags: one per field of TinyLmConfig::VisitModelFields with
 // a flag (--train-len --d-model --layers --heads --ffn) and one per field

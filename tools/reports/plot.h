@@ -22,6 +22,9 @@ struct PlotSeries {
 struct LinePlot {
   std::string title, x_label, y_label, y2_label;
   bool log_x = false, log_y = false, log_y2 = false;
+  // A fixed y range (an accuracy's 0..100, so that panels compare); both
+  // 0: from the data.
+  double y_min = 0.0, y_max = 0.0;
   // gnuplot `set key` placement: "inside top right", "outside right" ...;
   // "off" draws no legend (a panel that shares another panel's colours).
   std::string key_position = "inside top right";

@@ -227,6 +227,8 @@ void DrawTasksPlots(const TasksReport& r, const std::string& png, OutputFiles& f
                .x_label = "length (bytes)",
                .y_label = "exact-match accuracy (%)",
                .log_x = true,
+               .y_min = 0,
+               .y_max = 100,
                .key_position = panels.empty() ? "outside right" : "off"};
     for (const std::string& variant : r.variants) {
       PlotSeries s{.title = variant,
