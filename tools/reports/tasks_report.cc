@@ -87,6 +87,36 @@ double MeanFinalLoss(const TasksReport& r, const std::string& task, const std::s
 
 std::string SchemeOf(const std::string& variant) { return variant.substr(0, variant.find('+')); }
 
+// Per length past L: the most accurate variant, and every other whose
+// interval reaches the best one's (within noise of it: the data cannot
+// rank them).
+std::string BestWithinNoise(const TasksReport& r, const std::string& task) {
+  std::string out = "\nBest past L (and the variants within noise of it, their intervals overlapping):";
+  bool any = false;
+  for (std::size_t i = 0; i < r.lengths.size(); ++i) {
+    if (r.lengths[i] <= r.train_length) continue;
+    std::vector<std::pair<std::string, RateInterval>> rows;
+    for (const std::string& variant : r.variants) {
+      if (const std::optional<RateInterval> ci = Interval(Outcomes(r, task, variant, i)))
+        rows.emplace_back(variant, *ci);
+    }
+    if (rows.empty()) continue;
+    const auto best = std::max_element(rows.begin(), rows.end(),
+                                       [](const auto& a, const auto& b) { return a.second.rate < b.second.rate; });
+    std::string tied;
+    for (const auto& [variant, ci] : rows) {
+      if (variant != best->first && ci.high >= best->second.low) tied += (tied.empty() ? "" : ", ") + variant;
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "\n- %lld: %s %.1f%%", static_cast<long long>(r.lengths[i]), best->first.c_str(),
+                  100 * best->second.rate);
+    out += line;
+    out += tied.empty() ? std::string("; no other within noise") : "; within noise: " + tied;
+    any = true;
+  }
+  return any ? out + "\n" : std::string();
+}
+
 }  // namespace
 
 Json TasksModelJson(const TasksModel& m) {
@@ -170,6 +200,7 @@ std::string TasksMarkdown(const TasksReport& r) {
       }
       md += "\n";
     }
+    md += BestWithinNoise(r, task);
   }
   return md;
 }
