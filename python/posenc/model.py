@@ -307,7 +307,7 @@ class LlamaModel:
 
 
 def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optional[int] = None,
-               method: str = "none", max_windows: int = 0) -> Dict[str, Any]:
+               method: str = "none", max_windows: int = 0, bos: Optional[int] = None) -> Dict[str, Any]:
     """Perplexity of ``model`` over a token stream, in windows of ``context`` tokens.
 
     Windows start every ``stride`` tokens (default ``context``:
@@ -324,6 +324,10 @@ def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optio
         stride: tokens between window starts, 1..context (None: context).
         method: context-extension method, text form (module docstring).
         max_windows: evaluate at most this many windows (0: all).
+        bos: a token id put at position 0 of every window (the model's BOS
+            when its tokenizer adds one, ``BpeTokenizer.add_bos``: Gemma);
+            each window is then BOS and ``context - 1`` text tokens, all of
+            them scored, and ``stride`` is at most ``context - 1``.
 
     Returns:
         dict with ``ppl``, ``mean_nll`` (natural log), ``scored`` (tokens
@@ -338,5 +342,7 @@ def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optio
     stride_value = 0 if stride is None else _index("stride", stride, "perplexity")
     if stride is not None and stride_value < 1:
         raise ValueError(f"[perplexity] stride = {stride_value}: must be >= 1 (None: context)")
+    bos_value = None if bos is None else _index("bos", bos, "perplexity")
     return _posenc.perplexity(model._model, ids, _index("context", context, "perplexity"), stride_value,
-                              _method(method, "perplexity"), _index("max_windows", max_windows, "perplexity"))
+                              _method(method, "perplexity"), _index("max_windows", max_windows, "perplexity"),
+                              bos_value)

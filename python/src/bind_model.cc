@@ -117,7 +117,7 @@ py::array_t<double> NextTokenNll(const LlamaModel& model, const TokenArray& toke
 }
 
 py::dict Perplexity(const LlamaModel& model, const TokenArray& tokens, std::int64_t context, std::int64_t stride,
-                    const std::string& method, std::int64_t max_windows) {
+                    const std::string& method, std::int64_t max_windows, std::optional<std::int32_t> bos) {
   const auto ids = TokenSpan(tokens);
   Require(max_windows >= 0, "perplexity", "max_windows", max_windows, "must be >= 0 (0: every whole window)");
   PerplexityOptions options;
@@ -125,6 +125,7 @@ py::dict Perplexity(const LlamaModel& model, const TokenArray& tokens, std::int6
   options.stride = stride;
   options.extension = ParseContextExtension(method);
   options.max_windows = max_windows;
+  options.bos = bos;
   PerplexityResult r;
   {
     py::gil_scoped_release release;
@@ -252,7 +253,7 @@ void BindModel(py::module_& m) {
            "prompt_tokens, method).");
 
   m.def("perplexity", &Perplexity, py::arg("model"), py::arg("tokens"), py::arg("context"), py::arg("stride"),
-        py::arg("method"), py::arg("max_windows"),
+        py::arg("method"), py::arg("max_windows"), py::arg("bos"),
         "posenc::EvaluatePerplexity as a dict (ppl, mean_nll, scored, processed, windows, seconds, "
         "tokens_per_s, method).");
 

@@ -32,27 +32,36 @@ std::vector<double> DecodedNextTokenNll(const LlamaModel& model, std::span<const
   }
   return nll;
 }
+// The text's tokens in a window: all of it, or all but BOS.
+std::int64_t TextTokensPerWindow(const PerplexityOptions& options) {
+  return options.bos ? options.context - 1 : options.context;
+}
+
 }  // namespace
 
 std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions& options) {
-  const std::int64_t ctx = options.context;
-  const std::int64_t stride = options.stride == 0 ? ctx : options.stride;
-  if (ctx < 1 || stride < 1 || tokens < ctx) return 0;
-  const std::int64_t windows = (tokens - ctx) / stride + 1;
+  const std::int64_t text = TextTokensPerWindow(options);
+  const std::int64_t stride = options.stride == 0 ? text : options.stride;
+  if (text < 1 || stride < 1 || tokens < text) return 0;
+  const std::int64_t windows = (tokens - text) / stride + 1;
   return options.max_windows > 0 ? std::min(windows, options.max_windows) : windows;
 }
 
 PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
                                     const PerplexityOptions& options, const PerplexityProgress& progress) {
-  const std::int64_t ctx = options.context;
-  const std::int64_t stride = options.stride == 0 ? ctx : options.stride;
+  const std::int64_t ctx = options.context, text = TextTokensPerWindow(options);
+  const std::int64_t stride = options.stride == 0 ? text : options.stride;
   const auto n = static_cast<std::int64_t>(tokens.size());
   Require(ctx >= 2, kOp, "context", ctx, "must be >= 2 (a window predicts its tokens after the first)");
-  Require(stride >= 1 && stride <= ctx, kOp, "stride", stride, "must be in [1, context = " + std::to_string(ctx) + "]");
+  Require(stride >= 1 && stride <= text, kOp, "stride", stride,
+          "must be in [1, " + std::string(options.bos ? "context - 1 = " : "context = ") + std::to_string(text) +
+              "] (the text's tokens in a window" + (options.bos ? ", after BOS)" : ")"));
   model.RequireActivationsFit(ctx);
   Require(options.max_windows >= 0, kOp, "max_windows", options.max_windows, "must be >= 0 (0: all)");
-  Require(n >= ctx, kOp, "tokens", n,
-          "the text must have at least one window of context = " + std::to_string(ctx) + " tokens");
+  Require(n >= text, kOp, "tokens", n,
+          "the text must have at least one window of " +
+              (options.bos ? "context - 1 = " + std::to_string(text) + " tokens after BOS"
+                           : "context = " + std::to_string(text) + " tokens"));
   const std::int64_t windows = PerplexityWindowCount(n, options);
 
   const LlamaHyperparams& hp = model.hparams();
@@ -62,8 +71,14 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   double nll_sum = 0;
   std::int64_t scored = 0;
   std::vector<double> position_sum(static_cast<std::size_t>(ctx - 1), 0.0);
+  std::vector<std::int32_t> with_bos;
   for (std::int64_t w = 0; w < windows; ++w) {
-    const std::span<const std::int32_t> window = tokens.subspan(w * stride, ctx);
+    std::span<const std::int32_t> window = tokens.subspan(w * stride, text);
+    if (options.bos) {
+      with_bos.assign(1, *options.bos);
+      with_bos.insert(with_bos.end(), window.begin(), window.end());
+      window = with_bos;
+    }
     const LayerProgress window_progress = [&](std::int64_t done, std::int64_t total) {
       if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
     };
@@ -74,14 +89,14 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
       // A NaN would otherwise turn the whole result into "ppl nan" (or JSON
       // null) that looks like a number was measured.
       Require(std::isfinite(nll[i]), kOp, "nll", nll[i],
-              "must be finite: the model's log-probability of token " + std::to_string(w * stride + i + 1) +
-                  " (window " + std::to_string(w) + ", position " + std::to_string(i + 1) +
-                  ") is not; the weights or activations hold NaN or infinity");
+              "must be finite: the model's log-probability of token " +
+                  std::to_string(w * stride + i + (options.bos ? 0 : 1)) + " (window " + std::to_string(w) +
+                  ", position " + std::to_string(i + 1) + ") is not; the weights or activations hold NaN or infinity");
       position_sum[static_cast<std::size_t>(i)] += nll[i];
     }
     // nll[i] scores window token i + 1. A sliding window scores only its
     // last `stride` tokens (the earlier ones were scored before).
-    const std::int64_t first = (w == 0 || stride == ctx) ? 0 : ctx - stride - 1;
+    const std::int64_t first = (w == 0 || stride == text) ? 0 : ctx - stride - 1;
     for (std::int64_t i = first; i < ctx - 1; ++i) nll_sum += nll[i];
     scored += ctx - 1 - first;
   }

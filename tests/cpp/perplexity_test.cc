@@ -63,6 +63,49 @@ TEST(Perplexity, SlidingWindowsScoreEachTokenOnce) {
   EXPECT_NEAR(r.mean_nll, sum / r.scored, 1e-12);
 }
 
+// With BOS, each window is BOS and context - 1 text tokens, every one of
+// them scored (the first from BOS alone): non-overlapping windows step by
+// context - 1, sliding ones score their last `stride` text tokens.
+TEST(Perplexity, BosStartsEveryWindowAndItsPredictionIsScored) {
+  const Fixture f;
+  const std::int32_t bos = 7;
+  const auto& hp = f.model.hparams();
+  const auto nll_with_bos = [&](std::int64_t begin, std::int64_t length) {
+    std::vector<std::int32_t> window{bos};
+    window.insert(window.end(), f.tokens.begin() + begin, f.tokens.begin() + begin + length - 1);
+    const auto plan = PlanContextExtension(ParseContextExtension("none"), hp.rope, hp.context_length, length);
+    return f.model.NextTokenNll(window, plan.attention);
+  };
+  PerplexityOptions options;
+  options.context = 30;  // 29 text tokens a window: 3 windows of the 100 tokens
+  options.bos = bos;
+  const PerplexityResult r = EvaluatePerplexity(f.model, f.tokens, options);
+  EXPECT_EQ(r.windows, 3);
+  EXPECT_EQ(r.scored, 3 * 29);
+  double sum = 0;
+  for (int w = 0; w < 3; ++w) {
+    const auto nll = nll_with_bos(29 * w, 30);
+    sum = std::accumulate(nll.begin(), nll.end(), sum);
+  }
+  EXPECT_NEAR(r.mean_nll, sum / 87, 1e-12);
+  EXPECT_NE(r.mean_nll, EvaluatePerplexity(f.model, f.tokens, {.context = 30}).mean_nll);
+
+  options.context = 40;
+  options.stride = 15;  // text windows of 39 at 0, 15, 30, 45, 60
+  const PerplexityResult sliding = EvaluatePerplexity(f.model, f.tokens, options);
+  EXPECT_EQ(sliding.windows, 5);
+  EXPECT_EQ(sliding.scored, 39 + 4 * 15);  // tokens 0..98, each once
+  sum = 0;
+  for (int w = 0; w < 5; ++w) {
+    const auto nll = nll_with_bos(15 * w, 40);
+    sum = std::accumulate(nll.begin() + (w == 0 ? 0 : 40 - 15 - 1), nll.end(), sum);
+  }
+  EXPECT_NEAR(sliding.mean_nll, sum / sliding.scored, 1e-12);
+  options.stride = 40;
+  ExpectError([&] { EvaluatePerplexity(f.model, f.tokens, options); },
+              {"stride = 40", "[1, context - 1 = 39]", "after BOS"});
+}
+
 // The decode pass scores the same tokens as the forward pass, token by
 // token through the cache: the same losses to float32 rounding, per
 // position too, under a method planned past the training length.

@@ -301,6 +301,18 @@ def test_perplexity_sliding(model):
     assert r["mean_nll"] == pytest.approx(float(np.concatenate(parts).mean()), rel=1e-12)
 
 
+def test_perplexity_with_bos_starts_every_window_with_it(model):
+    ids = tokens(100, seed=13)
+    r = posenc.perplexity(model, ids, context=32, bos=3)
+    # 31 text tokens a window after BOS, every one scored (the first from BOS alone).
+    assert (r["windows"], r["scored"], r["processed"]) == (3, 3 * 31, 96)
+    expected = np.concatenate([model.next_token_nll(np.concatenate([[3], ids[w * 31:(w + 1) * 31]]))
+                               for w in range(3)])
+    assert r["mean_nll"] == pytest.approx(float(expected.mean()), rel=1e-12)
+    with pytest.raises(ValueError, match=r"stride = 32: must be in \[1, context - 1 = 31\]"):
+        posenc.perplexity(model, ids, context=32, stride=32, bos=3)
+
+
 def test_perplexity_of_random_weights_is_plausible(model):
     r = posenc.perplexity(model, tokens(256, seed=12), context=64)
     assert 1 < r["ppl"] < 1e6 and np.isfinite(r["mean_nll"])

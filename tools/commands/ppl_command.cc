@@ -76,6 +76,8 @@ void Run(const PplOptions& o) {
   options.pass = o.decode ? PerplexityPass::kDecode : PerplexityPass::kPrefill;
 
   const LoadedModel loaded = LoadModel(o.model, o.weights);
+  // A model trained with BOS first (Gemma) has it at the start of every window.
+  if (loaded.tokenizer.add_bos()) options.bos = loaded.tokenizer.bos_id();
   const std::vector<std::int32_t> tokens = TokenizeFile(loaded.tokenizer, o.text);
   AnnounceWork(loaded.model, static_cast<std::int64_t>(tokens.size()), options);
   ProgressBar bar("ppl " + o.method + " ctx " + std::to_string(o.ctx), "tok");
@@ -93,7 +95,8 @@ void Run(const PplOptions& o) {
                                {"processed", r.processed},
                                {"windows", r.windows},
                                {"ctx", o.ctx},
-                               {"stride", o.stride == 0 ? o.ctx : o.stride},
+                               {"stride", o.stride == 0 ? o.ctx - (options.bos ? 1 : 0) : o.stride},
+                               {"bos", options.bos.has_value()},
                                {"method", method},
                                {"pass", o.decode ? "decode" : "prefill"},
                                {"weights", o.weights.storage == WeightStorage::kFloat32 ? "f32" : "stored"},

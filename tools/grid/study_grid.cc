@@ -87,8 +87,10 @@ void Check(const Grid& grid, const GridField& file) {
 }
 
 nlohmann::json ComputeLengthAndMethod(const Grid& grid, const GridCell& cell) {
-  const PerplexityOptions options = ReadCellParams({.file = "grid.json", .path = "params"}, cell.params);
+  PerplexityOptions options = ReadCellParams({.file = "grid.json", .path = "params"}, cell.params);
   const LoadedModel loaded = LoadGridModel(grid);
+  // A model trained with BOS first (Gemma) has it at the start of every window.
+  if (loaded.tokenizer.add_bos()) options.bos = loaded.tokenizer.bos_id();
   const std::vector<std::int32_t> tokens = TokenizeGridText(grid, loaded.tokenizer);
   const PerplexityResult r = EvaluatePerplexity(loaded.model, tokens, options);
   return {{"position_nll", r.position_nll}, {"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s}};
