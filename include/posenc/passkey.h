@@ -30,8 +30,10 @@
 namespace posenc {
 
 struct PasskeyPrompt {
-  std::string key;                   // five digits
-  std::vector<std::int32_t> prompt;  // the prompt's tokens (no BOS, as posenc's perplexity)
+  std::string key;  // five digits
+  // The prompt's tokens, BOS first for a model whose tokenizer adds it
+  // (BpeTokenizer::add_bos: Gemma), as in its training and its perplexity.
+  std::vector<std::int32_t> prompt;
   std::vector<std::int32_t> answer;  // the tokens of " K" after the prompt
   std::int64_t key_position = 0;     // the token where the key line starts
   double depth = 0;                  // requested: the filler's share before the key line

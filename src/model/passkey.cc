@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "model/model_ops.h"
+#include "posenc/chat_template.h"
 #include "posenc/error.h"
 #include "posenc/generation.h"
 #include "util/split_mix64.h"
@@ -63,8 +64,10 @@ PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t leng
   Require(key.size() == 5 && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }), kOp,
           "key", key, "must be five digits");
   Require(reserve >= 0, kOp, "reserve", reserve, "must be >= 0");
+  // BOS first for a model trained so (EncodePrompt): it counts in the length.
+  const std::int64_t bos = tokenizer.add_bos() ? 1 : 0;
   const auto tokens_with = [&](std::size_t filler) {
-    return static_cast<std::int64_t>(tokenizer.Encode(TextWithFiller(filler, depth, key).text).size());
+    return static_cast<std::int64_t>(EncodePrompt(tokenizer, TextWithFiller(filler, depth, key).text).size());
   };
   const std::int64_t fixed = tokens_with(0);
   Require(length >= fixed + reserve, kOp, "length", length,
@@ -82,17 +85,18 @@ PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t leng
   PasskeyPrompt p;
   p.key = key;
   p.depth = depth;
-  p.prompt = tokenizer.Encode(text.text);
+  p.prompt = EncodePrompt(tokenizer, text.text);
   // The token holding the key line's first byte, counted in the prompt's
-  // own tokens (the text before it, encoded alone, can merge differently
-  // at its end: SmolLM2 joins a final "\n\n").
+  // own tokens after BOS (the text before it, encoded alone, can merge
+  // differently at its end: SmolLM2 joins a final "\n\n").
+  p.key_position = bos;
   for (std::size_t bytes = 0; p.key_position < static_cast<std::int64_t>(p.prompt.size()); ++p.key_position) {
     bytes += tokenizer.Decode(std::span(p.prompt).subspan(p.key_position, 1)).size();
     if (bytes > text.before_key.size()) break;
   }
   // The answer's tokens as they follow the prompt; where the tokenizer would
   // merge across the boundary, the answer encoded on its own.
-  const std::vector<std::int32_t> full = tokenizer.Encode(text.text + " " + key);
+  const std::vector<std::int32_t> full = EncodePrompt(tokenizer, text.text + " " + key);
   if (full.size() > p.prompt.size() && std::equal(p.prompt.begin(), p.prompt.end(), full.begin())) {
     p.answer.assign(full.begin() + static_cast<std::ptrdiff_t>(p.prompt.size()), full.end());
   } else {

@@ -116,6 +116,26 @@ TEST(Passkey, PromptIsTheLandmarkPromptAtTheRequestedLengthAndDepth) {
   ExpectError([&] { MakePasskeyPrompt(tiny.tokenizer, 200, 0.5, "31416", 10); }, {"length = 200", "fixed parts"});
 }
 
+// A model trained with BOS first (Gemma) gets it at the start of the
+// prompt, inside the length; the rest of the prompt is the same.
+TEST(Passkey, PromptStartsWithBosWhenTheTokenizerAddsIt) {
+  const Tiny tiny;
+  GgufMetadata with_bos = tiny.file.metadata();
+  with_bos["tokenizer.ggml.bos_token_id"] = std::int64_t{0};
+  with_bos["tokenizer.ggml.add_bos_token"] = true;
+  const BpeTokenizer tokenizer = BpeTokenizer::FromGguf(with_bos);
+  ASSERT_TRUE(tokenizer.add_bos());
+  const PasskeyPrompt plain = MakePasskeyPrompt(tiny.tokenizer, 1000, 0.5, "31416", 10);
+  const PasskeyPrompt p = MakePasskeyPrompt(tokenizer, 1000, 0.5, "31416", 10);
+  ASSERT_EQ(static_cast<std::int64_t>(p.prompt.size()), 1000 - 10);
+  EXPECT_EQ(p.prompt[0], 0);
+  // One character of filler fewer (one token a character), the key line one token later.
+  EXPECT_EQ(tokenizer.Decode(std::span(p.prompt).subspan(p.key_position, 16)), "The pass key is ");
+  EXPECT_EQ(p.answer, plain.answer);
+  const std::string text = tiny.tokenizer.Decode(std::span(p.prompt).subspan(1));
+  EXPECT_EQ(text.size(), plain.prompt.size() - 1);
+}
+
 // The scores are what full forward passes over prompt + answer say.
 TEST(Passkey, ScoresAgreeWithFullForwardPasses) {
   const Tiny tiny;
