@@ -79,32 +79,22 @@ class Writer {
   TinyLmTaskSequence sequence_;
 };
 
-TinyLmTaskSequence Copy(std::int64_t length, Words& words) {
-  const std::int64_t n = (length - 1) / 2;  // "<" s "|" s is 2n + 2 of the length + 1 bytes
+// "<" s "|" then the bytes s[0], s[step], s[2 step], ... as answers, one a
+// byte: copy (step 1, as many answers as s has bytes) and even (step 2,
+// half as many); s as long as the length allows, "." before "<" for the rest.
+TinyLmTaskSequence SelectFromString(std::int64_t length, Words& words, std::int64_t step) {
+  // "<" s "|" and n / step answers: 2 + n + n / step of the length + 1 bytes.
+  const std::int64_t answers = (length - 1) / (step + 1), n = step * answers;
   Writer w(length);
-  w.Pad(length - 1 - 2 * n);
+  w.Pad(length + 1 - 2 - n - answers);
   w.Put('<');
   const std::int64_t start = w.Position();
   std::vector<std::uint8_t> s(static_cast<std::size_t>(n));
   for (std::uint8_t& b : s) b = words.Letter();
   for (const std::uint8_t b : s) w.Put(b);
   w.Put('|');
-  for (std::int64_t i = 0; i < n; ++i) w.Answer(std::span(s).subspan(static_cast<std::size_t>(i), 1), start + i);
-  return std::move(w).Finish();
-}
-
-TinyLmTaskSequence Even(std::int64_t length, Words& words) {
-  const std::int64_t m = (length - 1) / 3, n = 2 * m;  // "<" s "|" and m answers: 3m + 2 bytes
-  Writer w(length);
-  w.Pad(length + 1 - 2 - 3 * m);
-  w.Put('<');
-  const std::int64_t start = w.Position();
-  std::vector<std::uint8_t> s(static_cast<std::size_t>(n));
-  for (std::uint8_t& b : s) b = words.Letter();
-  for (const std::uint8_t b : s) w.Put(b);
-  w.Put('|');
-  for (std::int64_t i = 0; i < m; ++i) {
-    w.Answer(std::span(s).subspan(static_cast<std::size_t>(2 * i), 1), start + 2 * i);
+  for (std::int64_t i = 0; i < answers; ++i) {
+    w.Answer(std::span(s).subspan(static_cast<std::size_t>(step * i), 1), start + step * i);
   }
   return std::move(w).Finish();
 }
@@ -225,10 +215,10 @@ TinyLmTaskSequence MakeTinyLmTaskSequence(TinyLmTask task, std::int64_t length, 
   }
   Words words(task, seed, index);
   switch (task) {
-    case TinyLmTask::kCopy: return Copy(length, words);
+    case TinyLmTask::kCopy: return SelectFromString(length, words, 1);
     case TinyLmTask::kRecall: return Recall(length, words);
     case TinyLmTask::kNeedle: return Needle(length, words, depth);
-    case TinyLmTask::kEven: return Even(length, words);
+    case TinyLmTask::kEven: return SelectFromString(length, words, 2);
   }
   return {};
 }

@@ -142,8 +142,8 @@ void Run(const TasksOptions& o) {
   RequireOutputDirectory(kOp, "--out", o.out);
   const std::int64_t train_length = o.flags.model().train_length;
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
-  Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
-  for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
+  TasksOptions sorted = o;
+  sorted.seeds = SeedsOption(kOp, o.seeds);
   CheckTaskSequences(o.sequences);
   CheckTaskDepths(o.depths);
   std::vector<TinyLmTask> tasks;
@@ -157,26 +157,13 @@ void Run(const TasksOptions& o) {
     }
   }
   const std::vector<PositionScheme> schemes = SchemesOption(kOp, "--schemes", o.schemes, kDefaultSchemes);
-  std::vector<std::int64_t> lengths = o.lengths;
-  if (lengths.empty()) {
-    for (const std::int64_t factor : {1, 2, 4, 8, 16}) lengths.push_back(factor * train_length);
-  }
-  for (const std::int64_t length : lengths) {
+  for (const std::int64_t length : o.lengths) {
     Require(length >= 1, kOp, "--lengths", length, "must be >= 1 (bytes a sequence)");
   }
-  std::sort(lengths.begin(), lengths.end());
-  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
-  TasksOptions sorted = o;
-  std::sort(sorted.seeds.begin(), sorted.seeds.end());
-  sorted.seeds.erase(std::unique(sorted.seeds.begin(), sorted.seeds.end()), sorted.seeds.end());
+  const std::vector<std::int64_t> lengths = TestLengthsOption(o.lengths, train_length);
   const std::vector<ContextExtension> methods =
       o.methods.empty() ? ParseContextExtensionList(kDefaultMethods) : o.methods;
-  const Grid grid = PlanGrid(sorted, tasks, schemes, lengths, methods);
-  GridReport report;
-  if (!RunGrid(o.out, grid, *o.executor, &report)) return;
-  PrintGridReport(report, o.json);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(o.json ? stderr : stdout, "tasks: this run took %.0f s (%.1f min) of wall time\n", wall, wall / 60);
+  RunGridAndReport(kOp, o.out, PlanGrid(sorted, tasks, schemes, lengths, methods), *o.executor, o.json, start);
 }
 
 }  // namespace

@@ -169,29 +169,14 @@ void Run(const ZooOptions& o) {
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
   CheckZooStrideDivisor(o.stride_divisor);
   Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
-  Require(!o.seeds.empty(), kOp, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
-  for (const std::int64_t seed : o.seeds) Require(seed >= 0, kOp, "--seeds", seed, "must be >= 0");
-  const std::vector<PositionScheme> schemes = SchemesOption(kOp, "--schemes", o.schemes, kDefaultSchemes);
-  std::vector<std::int64_t> lengths = o.lengths;
-  if (lengths.empty()) {
-    for (const std::int64_t factor : {1, 2, 4, 8, 16}) lengths.push_back(factor * train_length);
-  }
-  std::sort(lengths.begin(), lengths.end());
-  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
-  CheckZooLengths(o.flags.model(), lengths);
-  std::vector<std::int64_t> seeds = o.seeds;
-  std::sort(seeds.begin(), seeds.end());
-  seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
   ZooOptions sorted = o;
-  sorted.seeds = seeds;
+  sorted.seeds = SeedsOption(kOp, o.seeds);
+  const std::vector<PositionScheme> schemes = SchemesOption(kOp, "--schemes", o.schemes, kDefaultSchemes);
+  const std::vector<std::int64_t> lengths = TestLengthsOption(o.lengths, train_length);
+  CheckZooLengths(o.flags.model(), lengths);
   const std::vector<ContextExtension> methods =
       o.methods.empty() ? ParseContextExtensionList(kDefaultMethods) : o.methods;
-  const Grid grid = PlanGrid(sorted, schemes, lengths, methods);
-  GridReport report;
-  if (!RunGrid(o.out, grid, *o.executor, &report)) return;
-  PrintGridReport(report, o.json);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(o.json ? stderr : stdout, "zoo: this run took %.0f s (%.1f min) of wall time\n", wall, wall / 60);
+  RunGridAndReport(kOp, o.out, PlanGrid(sorted, schemes, lengths, methods), *o.executor, o.json, start);
 }
 
 }  // namespace

@@ -441,4 +441,13 @@ void PrintGridReport(const GridReport& report, bool json) {
   std::printf("%s\nwrote %s\n%s\n", report.markdown.c_str(), files.c_str(), report.summary.c_str());
 }
 
+void RunGridAndReport(const char* op, const std::string& dir, const Grid& grid, const ExecutorOptions& options,
+                      bool json, std::chrono::steady_clock::time_point start) {
+  GridReport report;
+  if (!RunGrid(dir, grid, options, &report)) return;
+  PrintGridReport(report, json);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(json ? stderr : stdout, "%s: this run took %.0f s (%.1f min) of wall time\n", op, wall, wall / 60);
+}
+
 }  // namespace posenc::cli

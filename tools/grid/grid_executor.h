@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <chrono>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -56,5 +57,11 @@ GridReport MergeGrid(const std::string& dir, const Grid& grid);
 
 // Prints what a run or merge did: the Markdown (or JSON) and the files.
 void PrintGridReport(const GridReport& report, bool json);
+
+// RunGrid, then (when the grid finished here) PrintGridReport and the run's
+// wall time since `start` as "<op>: this run took N s" (on stderr with
+// --json, so that stdout stays one JSON document).
+void RunGridAndReport(const char* op, const std::string& dir, const Grid& grid, const ExecutorOptions& options,
+                      bool json, std::chrono::steady_clock::time_point start);
 
 }  // namespace posenc::cli

@@ -164,19 +164,10 @@ std::string Summary(const Json& r) {
 }
 
 TasksReport ReadSettings(const GridField& at, const Json& s) {
-  const GridField model_at = at.Child("model"), train_at = at.Child("train");
-  const Json &model = at.Object(s, "model"), &train = at.Object(s, "train");
   TasksReport report{.tasks = at.Strings(s, "tasks"),
                      .seeds = at.Ints(s, "seeds"),
                      .lengths = at.Ints(s, "lengths"),
-                     .train_length = model_at.Int(model, "train_length"),
-                     .tokens = train_at.Int(train, "tokens"),
-                     .batch = train_at.Int(train, "batch"),
-                     .d_model = model_at.Int(model, "d_model"),
-                     .layers = model_at.Int(model, "layers"),
-                     .heads = model_at.Int(model, "heads"),
-                     .ffn_hidden = model_at.Int(model, "ffn_hidden"),
-                     .lr = train_at.Number(train, "lr"),
+                     .run = ReadTinyLmRunSettings(at, s),
                      .sequences = at.Int(s, "sequences"),
                      .depths = at.Numbers(s, "depths")};
   for (std::size_t i = 0; i < report.tasks.size(); ++i) {

@@ -247,18 +247,9 @@ std::string Summary(const Json& r) {
 // The report's settings, each value checked as its flag is; the models
 // come from the finished cells.
 ZooReport ReadSettings(const GridField& at, const Json& s) {
-  const GridField model_at = at.Child("model"), train_at = at.Child("train");
-  const Json &model = at.Object(s, "model"), &train = at.Object(s, "train");
   ZooReport report{.seeds = at.Ints(s, "seeds"),
                    .lengths = at.Ints(s, "lengths"),
-                   .train_length = model_at.Int(model, "train_length"),
-                   .tokens = train_at.Int(train, "tokens"),
-                   .batch = train_at.Int(train, "batch"),
-                   .d_model = model_at.Int(model, "d_model"),
-                   .layers = model_at.Int(model, "layers"),
-                   .heads = model_at.Int(model, "heads"),
-                   .ffn_hidden = model_at.Int(model, "ffn_hidden"),
-                   .lr = train_at.Number(train, "lr"),
+                   .run = ReadTinyLmRunSettings(at, s),
                    .corpus = at.String(s, "corpus"),
                    .text = at.String(s, "text"),
                    .eval_bytes = at.Int(s, "eval_bytes"),
@@ -304,6 +295,19 @@ GridReport Merge(const Grid& grid, const std::map<std::string, Json>& results, c
 }
 
 }  // namespace
+
+TinyLmRunSettings ReadTinyLmRunSettings(const GridField& at, const Json& settings) {
+  const GridField model_at = at.Child("model"), train_at = at.Child("train");
+  const Json &model = at.Object(settings, "model"), &train = at.Object(settings, "train");
+  return {.train_length = model_at.Int(model, "train_length"),
+          .tokens = train_at.Int(train, "tokens"),
+          .batch = train_at.Int(train, "batch"),
+          .d_model = model_at.Int(model, "d_model"),
+          .layers = model_at.Int(model, "layers"),
+          .heads = model_at.Int(model, "heads"),
+          .ffn_hidden = model_at.Int(model, "ffn_hidden"),
+          .lr = train_at.Number(train, "lr")};
+}
 
 std::vector<std::string> TinyLmReportVariants(const GridField& at, const Json& settings, const char* op) {
   const std::vector<std::string> schemes = at.Strings(settings, "schemes");

@@ -21,6 +21,7 @@
 #include "posenc/tiny_lm.h"
 #include "posenc/tiny_lm_eval.h"
 #include "posenc/tiny_lm_train.h"
+#include "reports/zoo_report.h"
 
 namespace posenc::cli {
 
@@ -57,6 +58,10 @@ void CheckZooEvalBytes(std::int64_t eval_bytes, const std::vector<std::int64_t>&
 void CheckZooBucket(std::int64_t bucket);  // --bucket, once 0 is resolved to L / 8
 // --stride-divisor in [2, 64] (with lengths >= 2: a stride in [1, length - 1]).
 void CheckZooStrideDivisor(std::int64_t stride_divisor);
+
+// The model's sizes and the optimizer's budget, batch and lr from a zoo or
+// tasks grid's settings ("model", "train"), each read as its type.
+TinyLmRunSettings ReadTinyLmRunSettings(const GridField& at, const nlohmann::json& settings);
 
 // The rows of a tiny-model report (posenc zoo, posenc tasks), in order:
 // each scheme of the settings' "schemes" as trained, "learned+hierarchical"

@@ -43,6 +43,25 @@ std::vector<PositionScheme> SchemesOption(const char* op, const char* flag, cons
   return SchemeListOption(op, flag, lists.empty() ? std::vector<std::string>{default_list} : lists);
 }
 
+std::vector<std::int64_t> SeedsOption(const char* op, const std::vector<std::int64_t>& seeds) {
+  Require(!seeds.empty(), op, "--seeds", Verbatim{"(none)"}, "must list at least one seed");
+  for (const std::int64_t seed : seeds) Require(seed >= 0, op, "--seeds", seed, "must be >= 0");
+  std::vector<std::int64_t> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  return sorted;
+}
+
+std::vector<std::int64_t> TestLengthsOption(const std::vector<std::int64_t>& lengths, std::int64_t train_length) {
+  std::vector<std::int64_t> out = lengths;
+  if (out.empty()) {
+    for (const std::int64_t factor : {1, 2, 4, 8, 16}) out.push_back(factor * train_length);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 void TinyLmFlags::Add(CLI::App& command) {
   AddFieldFlags(command, [&](auto&& visit) { TinyLmConfig::VisitModelFields(model_, visit); });
   for (PositionScheme& scheme : schemes_) {

@@ -25,6 +25,12 @@ std::vector<PositionScheme> SchemeListOption(const char* op, const char* flag, c
 std::vector<PositionScheme> SchemesOption(const char* op, const char* flag, const std::vector<std::string>& lists,
                                           const char* default_list);
 
+// --seeds: at least one, each >= 0; sorted, each once.
+std::vector<std::int64_t> SeedsOption(const char* op, const std::vector<std::int64_t>& seeds);
+// --lengths: 1, 2, 4, 8 and 16 x train_length when none are given; sorted,
+// each once (each command checks them by its own rule).
+std::vector<std::int64_t> TestLengthsOption(const std::vector<std::int64_t>& lengths, std::int64_t train_length);
+
 // The model's flags: one per field of TinyLmConfig::VisitModelFields with
 // a flag (--train-len --d-model --layers --heads --ffn) and one per field
 // of every scheme (--shaw-clip --t5-buckets --t5-max-distance --rope-theta

@@ -94,7 +94,7 @@ std::string BestWithinNoise(const TasksReport& r, const std::string& task) {
   std::string out = "\nBest past L (and the variants within noise of it, their intervals overlapping):";
   bool any = false;
   for (std::size_t i = 0; i < r.lengths.size(); ++i) {
-    if (r.lengths[i] <= r.train_length) continue;
+    if (r.lengths[i] <= r.run.train_length) continue;
     std::vector<std::pair<std::string, RateInterval>> rows;
     for (const std::string& variant : r.variants) {
       if (const std::optional<RateInterval> ci = Interval(Outcomes(r, task, variant, i)))
@@ -157,7 +157,7 @@ TasksModel TasksModelFromJson(const Json& j) {
 }
 
 std::string TasksMarkdown(const TasksReport& r) {
-  std::string md = "# posenc tasks: trained at L = " + std::to_string(r.train_length) + ", tested to " +
+  std::string md = "# posenc tasks: trained at L = " + std::to_string(r.run.train_length) + ", tested to " +
                    std::to_string(r.lengths.back()) + " bytes\n\n";
   char line[512];
   std::snprintf(line, sizeof line,
@@ -165,10 +165,11 @@ std::string TasksMarkdown(const TasksReport& r) {
                 "the task's sequences a model (batch %lld, lr %g), the loss on answer bytes only. Seeds: %zu. Each "
                 "(task, length) is scored on %lld sequences (the needle: %lld at each of %zu depths), the same "
                 "sequences for every model. Compute: %.0f s (%.1f min).\n\n",
-                static_cast<long long>(r.d_model), static_cast<long long>(r.layers), static_cast<long long>(r.heads),
-                static_cast<long long>(r.ffn_hidden), static_cast<long long>(r.tokens), static_cast<long long>(r.batch),
-                r.lr, r.seeds.size(), static_cast<long long>(r.sequences), static_cast<long long>(r.sequences),
-                r.depths.size(), r.seconds, r.seconds / 60);
+                static_cast<long long>(r.run.d_model), static_cast<long long>(r.run.layers),
+                static_cast<long long>(r.run.heads), static_cast<long long>(r.run.ffn_hidden),
+                static_cast<long long>(r.run.tokens), static_cast<long long>(r.run.batch), r.run.lr, r.seeds.size(),
+                static_cast<long long>(r.sequences), static_cast<long long>(r.sequences), r.depths.size(), r.seconds,
+                r.seconds / 60);
   md += line;
   md +=
       "Exact-match accuracy (%) of the answers, pooled over the seeds, with a 95% interval from a two-level "
@@ -180,7 +181,7 @@ std::string TasksMarkdown(const TasksReport& r) {
     md += "\n\n| variant | train loss |";
     for (const std::int64_t length : r.lengths) {
       md += ' ';
-      md += LengthLabel(length, r.train_length);
+      md += LengthLabel(length, r.run.train_length);
       md += " |";
     }
     md += "\n|---|---|";
@@ -234,11 +235,15 @@ std::string TasksJson(const TasksReport& r) {
     }
     tasks[task] = variants;
   }
-  Json j{{"train_length", r.train_length},
+  Json j{{"train_length", r.run.train_length},
          {"lengths", r.lengths},
          {"seeds", r.seeds},
-         {"model", {{"d_model", r.d_model}, {"layers", r.layers}, {"heads", r.heads}, {"ffn_hidden", r.ffn_hidden}}},
-         {"train", {{"tokens", r.tokens}, {"batch", r.batch}, {"lr", r.lr}}},
+         {"model",
+          {{"d_model", r.run.d_model},
+           {"layers", r.run.layers},
+           {"heads", r.run.heads},
+           {"ffn_hidden", r.run.ffn_hidden}}},
+         {"train", {{"tokens", r.run.tokens}, {"batch", r.run.batch}, {"lr", r.run.lr}}},
          {"sequences", r.sequences},
          {"depths", r.depths},
          {"depth_bins", kTaskDepthBins},
@@ -275,7 +280,7 @@ void DrawTasksPlots(const TasksReport& r, const std::string& png, OutputFiles& f
     panels.push_back(std::move(p));
   }
   DrawLinePlotGrid(panels,
-                   "Trained at L = " + std::to_string(r.train_length) + ", tested long (" +
+                   "Trained at L = " + std::to_string(r.run.train_length) + ", tested long (" +
                        std::to_string(r.seeds.size()) + " seeds pooled)",
                    2, 760, 420, png, &files);
 

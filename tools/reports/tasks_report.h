@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "options/output_files.h"
+#include "reports/zoo_report.h"
 
 namespace posenc::cli {
 
@@ -51,9 +52,7 @@ struct TasksReport {
   std::vector<std::string> variants;  // table rows, in order
   std::vector<std::int64_t> seeds;
   std::vector<std::int64_t> lengths;  // ascending
-  std::int64_t train_length = 0, tokens = 0, batch = 0;
-  std::int64_t d_model = 0, layers = 0, heads = 0, ffn_hidden = 0;
-  double lr = 0;
+  TinyLmRunSettings run;
   std::int64_t sequences = 0;  // evaluated a (task, length); the needle's a depth
   std::vector<double> depths;  // the needle's
   std::vector<TasksModel> models;

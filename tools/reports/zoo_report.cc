@@ -120,7 +120,7 @@ std::string Number(double v, const char* format = "%.3f") {
 }
 
 std::string LengthHeader(const ZooReport& r, std::int64_t length) {
-  const double factor = static_cast<double>(length) / static_cast<double>(r.train_length);
+  const double factor = static_cast<double>(length) / static_cast<double>(r.run.train_length);
   return std::to_string(length) + " (" + Number(factor, "%g") + "×)";
 }
 
@@ -134,14 +134,15 @@ std::string Cell(const Spread& s) {
 std::string ReferenceVariant() { return ZooNgramVariant(std::end(kZooNgramOrders)[-1]); }
 
 bool HasTrainLength(const ZooReport& r) {
-  return std::find(r.lengths.begin(), r.lengths.end(), r.train_length) != r.lengths.end();
+  return std::find(r.lengths.begin(), r.lengths.end(), r.run.train_length) != r.lengths.end();
 }
 
 // The mean loss at L minus the reference n-gram's; none without L among the
 // lengths, a model that cannot run there, or no n-gram.
 std::optional<double> MarginAtTrainLength(const ZooReport& r, const std::string& variant) {
   if (!HasTrainLength(r)) return std::nullopt;
-  const Spread model = SpreadOf(r, variant, r.train_length), ngram = SpreadOf(r, ReferenceVariant(), r.train_length);
+  const Spread model = SpreadOf(r, variant, r.run.train_length),
+               ngram = SpreadOf(r, ReferenceVariant(), r.run.train_length);
   if (model.values.empty() || ngram.values.empty()) return std::nullopt;
   return model.Mean() - ngram.Mean();
 }
@@ -197,7 +198,7 @@ std::string Table(const ZooReport& r, bool methods) {
 std::string PastTrainTable(const ZooReport& r) {
   std::vector<std::int64_t> past;
   for (const std::int64_t length : r.lengths) {
-    if (length > r.train_length) past.push_back(length);
+    if (length > r.run.train_length) past.push_back(length);
   }
   std::string md = "| encoding or method |";
   std::string rule = "|---|";
@@ -301,16 +302,16 @@ std::string ZooMarkdown(const ZooReport& r) {
   const std::int64_t params = r.models.empty() ? 0 : r.models.front().params;
   double train_seconds = 0;
   for (const ZooModel& m : r.models) train_seconds += m.train_seconds;
-  std::string md = "## Train short, test long: every encoding trained at L = " + std::to_string(r.train_length) +
+  std::string md = "## Train short, test long: every encoding trained at L = " + std::to_string(r.run.train_length) +
                    " bytes, tested to " + std::to_string(r.lengths.back()) + "\n\n";
-  md += "Byte-level decoder (d " + std::to_string(r.d_model) + ", " + std::to_string(r.layers) + " layers, " +
-        std::to_string(r.heads) + " heads, MLP " + std::to_string(r.ffn_hidden) + "; about " +
-        Number(static_cast<double>(params) / 1e6, "%.2f") + " M parameters), trained on " + std::to_string(r.tokens) +
-        " bytes of `" + std::filesystem::path(r.corpus).filename().string() + "` (batches of " +
-        std::to_string(r.batch) + " × " + std::to_string(r.train_length) + ", AdamW, peak lr " + Number(r.lr, "%g") +
-        ", warmup + cosine), seeds " + Joined(r.seeds) + ". Held out: `" +
-        std::filesystem::path(r.text).filename().string() + "`, the same " + std::to_string(r.eval_bytes) +
-        " bytes (its bytes 1 to " + std::to_string(r.eval_bytes) +
+  md += "Byte-level decoder (d " + std::to_string(r.run.d_model) + ", " + std::to_string(r.run.layers) + " layers, " +
+        std::to_string(r.run.heads) + " heads, MLP " + std::to_string(r.run.ffn_hidden) + "; about " +
+        Number(static_cast<double>(params) / 1e6, "%.2f") + " M parameters), trained on " +
+        std::to_string(r.run.tokens) + " bytes of `" + std::filesystem::path(r.corpus).filename().string() +
+        "` (batches of " + std::to_string(r.run.batch) + " × " + std::to_string(r.run.train_length) +
+        ", AdamW, peak lr " + Number(r.run.lr, "%g") + ", warmup + cosine), seeds " + Joined(r.seeds) +
+        ". Held out: `" + std::filesystem::path(r.text).filename().string() + "`, the same " +
+        std::to_string(r.eval_bytes) + " bytes (its bytes 1 to " + std::to_string(r.eval_bytes) +
         ") scored at every length, in sliding windows of the length with a stride of length / " +
         std::to_string(r.stride_divisor) +
         ": every byte sees between length − stride + 1 and length bytes before it "
@@ -324,9 +325,9 @@ std::string ZooMarkdown(const ZooReport& r) {
           std::to_string(std::end(kZooNgramOrders)[-1] - 1) + " bytes the n-gram reads";
   }
   md += ":\n\n" + Table(r, false);
-  if (r.lengths.back() > r.train_length) {
+  if (r.lengths.back() > r.run.train_length) {
     md += "\n### Past the training length\n\n";
-    md += "The loss on the bytes predicted at positions ≥ L = " + std::to_string(r.train_length) +
+    md += "The loss on the bytes predicted at positions ≥ L = " + std::to_string(r.run.train_length) +
           " (with more context than training showed; the n-grams on the same bytes). RoPE + window never looks past "
           "L: a model below it uses the farther context, one above it is hurt by it:\n\n";
     md += PastTrainTable(r);
@@ -394,24 +395,26 @@ std::string ZooJson(const ZooReport& r) {
   for (const ZooModel& m : r.models) models.push_back(ZooModelJson(m));
   Json ngrams = Json::array();
   for (const ZooEvaluation& e : r.ngrams) ngrams.push_back(ZooEvaluationJson(e));
-  const Json json{{"train_length", r.train_length},
-                  {"lengths", r.lengths},
-                  {"seeds", r.seeds},
-                  {"tokens", r.tokens},
-                  {"batch", r.batch},
-                  {"lr", r.lr},
-                  {"model", {{"d_model", r.d_model}, {"layers", r.layers}, {"heads", r.heads}, {"ffn", r.ffn_hidden}}},
-                  {"corpus", r.corpus},
-                  {"text", r.text},
-                  {"eval_bytes", r.eval_bytes},
-                  {"stride_divisor", r.stride_divisor},
-                  {"bucket", r.bucket},
-                  {"unigram", {{"corpus_frequencies", r.unigram_corpus}, {"text_frequencies", r.unigram_text}}},
-                  {"reference", ReferenceVariant()},
-                  {"seconds", r.seconds},
-                  {"variants", std::move(variants)},
-                  {"ngrams", std::move(ngrams)},
-                  {"models", std::move(models)}};
+  const Json json{
+      {"train_length", r.run.train_length},
+      {"lengths", r.lengths},
+      {"seeds", r.seeds},
+      {"tokens", r.run.tokens},
+      {"batch", r.run.batch},
+      {"lr", r.run.lr},
+      {"model",
+       {{"d_model", r.run.d_model}, {"layers", r.run.layers}, {"heads", r.run.heads}, {"ffn", r.run.ffn_hidden}}},
+      {"corpus", r.corpus},
+      {"text", r.text},
+      {"eval_bytes", r.eval_bytes},
+      {"stride_divisor", r.stride_divisor},
+      {"bucket", r.bucket},
+      {"unigram", {{"corpus_frequencies", r.unigram_corpus}, {"text_frequencies", r.unigram_text}}},
+      {"reference", ReferenceVariant()},
+      {"seconds", r.seconds},
+      {"variants", std::move(variants)},
+      {"ngrams", std::move(ngrams)},
+      {"models", std::move(models)}};
   return json.dump(2) + "\n";
 }
 
@@ -446,12 +449,12 @@ void DrawZooPlot(const ZooReport& r, const std::string& png_path, OutputFiles& o
       if (!curve.x.empty()) by_position[panel].series.push_back(std::move(curve));
     }
   }
-  const auto train = static_cast<double>(r.train_length);
+  const auto train = static_cast<double>(r.run.train_length);
   const char* names[2] = {"every encoding", "RoPE + training-free methods"};
   for (const int panel : {0, 1}) {
     LinePlot& a = by_length[panel];
     a.title = std::string(panel == 0 ? "(a) " : "(b) ") + names[panel] + ": held-out loss against length";
-    a.x_label = "evaluated length (bytes; trained at " + std::to_string(r.train_length) + ")";
+    a.x_label = "evaluated length (bytes; trained at " + std::to_string(r.run.train_length) + ")";
     a.y_label = "nats per byte";
     a.log_x = true;
     a.key_position = "outside right";
@@ -473,8 +476,9 @@ void DrawZooPlot(const ZooReport& r, const std::string& png_path, OutputFiles& o
           {"training length", {train, train}, {low[panel], high[panel]}, false, "lines dt 2 lw 1 lc rgb 'black'"});
     }
   }
-  const std::string title = "Train short, test long: byte-level models trained at " + std::to_string(r.train_length) +
-                            " bytes (mean of " + std::to_string(r.seeds.size()) + " seeds)";
+  const std::string title = "Train short, test long: byte-level models trained at " +
+                            std::to_string(r.run.train_length) + " bytes (mean of " + std::to_string(r.seeds.size()) +
+                            " seeds)";
   // Without a RoPE model (a zoo of other schemes) the methods' panels
   // would be empty, which gnuplot refuses: the two panels of every encoding.
   if (by_length[1].series.empty()) {

@@ -65,13 +65,19 @@ ZooEvaluation ZooEvaluationFromJson(const nlohmann::json& json);
 inline constexpr int kZooNgramOrders[] = {2, 3, 4, 5};
 std::string ZooNgramVariant(int order);  // "5-gram"
 
+// The model and optimizer settings a tiny-model report states (posenc zoo,
+// posenc tasks), read from a grid's settings (ReadTinyLmRunSettings).
+struct TinyLmRunSettings {
+  std::int64_t train_length = 0, tokens = 0, batch = 0;
+  std::int64_t d_model = 0, layers = 0, heads = 0, ffn_hidden = 0;
+  double lr = 0;
+};
+
 struct ZooReport {
   std::vector<std::string> variants;  // table rows, in order
   std::vector<std::int64_t> seeds;
   std::vector<std::int64_t> lengths;  // ascending
-  std::int64_t train_length = 0, tokens = 0, batch = 0;
-  std::int64_t d_model = 0, layers = 0, heads = 0, ffn_hidden = 0;
-  double lr = 0;
+  TinyLmRunSettings run;
   std::string corpus, text;
   std::int64_t eval_bytes = 0;      // predicted bytes, the same text[1..eval_bytes] at every length
   std::int64_t stride_divisor = 0;  // sliding windows of stride length / stride_divisor
