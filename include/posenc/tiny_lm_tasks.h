@@ -62,9 +62,7 @@ TinyLmTask ParseTinyLmTask(std::string_view name, const char* op, const char* fl
 
 // The shortest length (inputs) a task's format fits in with one answer.
 std::int64_t TinyLmTaskMinLength(TinyLmTask task);
-// The longest (tiny_lm's limit on a length).
-std::int64_t TinyLmTaskMaxLength(TinyLmTask task);
-// Throws posenc::Error "[op] flag = length: must be in [min, max] for the
+// Throws posenc::Error "[op] flag = length: must be in [min, 2^20] for the
 // task (its format ...)" naming the task.
 void CheckTinyLmTaskLength(TinyLmTask task, std::int64_t length, const char* op, const char* flag);
 

@@ -188,10 +188,8 @@ std::int64_t TinyLmTaskMinLength(TinyLmTask task) {
   return 0;
 }
 
-std::int64_t TinyLmTaskMaxLength(TinyLmTask /*task*/) { return kMaxLength; }
-
 void CheckTinyLmTaskLength(TinyLmTask task, std::int64_t length, const char* op, const char* flag) {
-  const std::int64_t low = TinyLmTaskMinLength(task), high = TinyLmTaskMaxLength(task);
+  const std::int64_t low = TinyLmTaskMinLength(task), high = kMaxLength;
   if (length >= low && length <= high) return;
   std::string why;
   switch (task) {
