@@ -28,11 +28,14 @@
 namespace posenc {
 
 // One field of a config: its key (GGUF metadata "posenc-tiny-lm.<key>", the
-// JSON member), its command-line flag ("" for none) and a line of help.
+// JSON member), its command-line flag ("" for none) and a line of help. An
+// optional field was added after files were written without it: a reader
+// that finds no key keeps the field's default.
 struct ConfigField {
   std::string_view key;
   std::string_view flag;
   std::string_view help;
+  bool optional = false;
 };
 
 // Each scheme: kName (its name everywhere: CLI, checkpoints, zoo rows) and

@@ -33,6 +33,7 @@
 // ALiBi and KERPLE papers: two matrices, one activation.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -59,6 +60,12 @@ struct TinyLmConfig {
   std::int64_t heads = 4;
   std::int64_t ffn_hidden = 512;
   std::int64_t train_length = 128;
+  // Randomized positions (Ruoss et al. 2023): 0, the tokens of a pass sit at
+  // positions 0..T-1; M > 0, every pass (training and evaluation) puts them
+  // at an ordered random subset of [0, M) (RandomizedPositions), so that a
+  // model trained at length L has seen the distances and positions of
+  // lengths up to M. M >= train_length.
+  std::int64_t position_range = 0;
   PositionScheme scheme = RopeScheme{};
   double norm_eps = 1e-5;
   // Not a hyperparameter (never stored): what an evaluation does past a
@@ -66,6 +73,9 @@ struct TinyLmConfig {
   LearnedPastTable learned_past_table = LearnedPastTable::kError;
 
   std::int64_t HeadDim() const { return d_model / heads; }
+  // Positions a training pass reaches: 0..PositionExtent()-1 (what a
+  // learned table has rows for).
+  std::int64_t PositionExtent() const { return std::max(train_length, position_range); }
 
   // The one field list (position_scheme.h's ConfigField): the model's
   // sizes (VisitModelFields), then the scheme's own fields. Checkpoints,
@@ -80,6 +90,11 @@ struct TinyLmConfig {
     visit(ConfigField{"heads", "--heads", "Attention heads"}, self.heads);
     visit(ConfigField{"ffn_hidden", "--ffn", "MLP hidden width"}, self.ffn_hidden);
     visit(ConfigField{"norm_eps", "", "RMSNorm epsilon"}, self.norm_eps);
+    visit(ConfigField{"position_range", "--position-range",
+                      "Randomized positions (Ruoss et al. 2023): every pass at an ordered random subset of [0, M); "
+                      "0: positions 0..T-1",
+                      true},
+          self.position_range);
   }
   template <class Self, class Visitor>
   static void VisitFields(Self& self, Visitor&& visit) {
@@ -177,16 +192,28 @@ struct TinyLmLossResult {
 // (ZeroTinyLmParams' layout; not &params);
 // gradients need length <= train_length. Evaluation (grads null) may run
 // past train_length; a learned table then needs kHierarchical.
+// `positions` [length] puts the tokens of every sequence of the batch at
+// those positions (strictly increasing, from >= 0: randomized positions,
+// RandomizedPositions); empty: 0..length-1. With gradients they stay below
+// config.PositionExtent().
 // The loss and every gradient are bitwise identical for any thread count.
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
                             std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
-                            TinyLmParams* grads = nullptr, std::span<const std::uint8_t> scored = {});
+                            TinyLmParams* grads = nullptr, std::span<const std::uint8_t> scored = {},
+                            std::span<const std::int64_t> positions = {});
 
 namespace reference {
 // The same loss in float64 (parameters read as float32, exactly), one
 // sequence at a time, written as the formulas read: no MatMul, no threads.
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
-                            std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length);
+                            std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
+                            std::span<const std::int64_t> positions = {});
 }  // namespace reference
+
+// Randomized positions (Ruoss et al. 2023): `length` distinct positions
+// drawn uniformly from [0, range), in increasing order; a pure function of
+// (range, length, seed). Throws posenc::Error unless 1 <= length <= range
+// <= 2^20.
+std::vector<std::int64_t> RandomizedPositions(std::int64_t range, std::int64_t length, std::uint64_t seed);
 
 }  // namespace posenc

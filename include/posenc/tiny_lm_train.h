@@ -87,6 +87,11 @@ TinyLmTrainMemory EstimateTinyLmTrainMemory(const TinyLmConfig& config, const Ti
 std::vector<std::int64_t> TinyLmBatchOffsets(std::int64_t corpus_bytes, std::int64_t length, std::int64_t batch,
                                              std::int64_t seed, std::int64_t step);
 
+// The seed of step `step`'s (0-based) randomized positions when
+// config.position_range > 0 (RandomizedPositions): a pure function of
+// (seed, step), apart from the batches' stream.
+std::uint64_t TinyLmStepPositionSeed(std::int64_t seed, std::int64_t step);
+
 struct TinyLmTrainLogEntry {
   std::int64_t step = 0;    // 1-based
   std::int64_t tokens = 0;  // predicted bytes so far

@@ -61,12 +61,12 @@ void SchemeTrainer::InputPositionsBackward(const TinyLmParams& /*params*/, std::
 
 std::vector<double> SchemeTrainer::InputEmbedding(const TinyLmParams& /*params*/,
                                                   std::span<const std::uint8_t> /*inputs*/,
-                                                  std::int64_t /*length*/) const {
+                                                  std::span<const std::int64_t> /*positions*/) const {
   return {};
 }
 
 void SchemeTrainer::InputEmbeddingBackward(const TinyLmParams& /*params*/, std::span<const std::uint8_t> /*inputs*/,
-                                           std::int64_t /*length*/, std::span<const double> /*dx*/,
+                                           std::span<const std::int64_t> /*positions*/, std::span<const double> /*dx*/,
                                            TinyLmParams& /*grads*/) const {}
 
 std::vector<std::vector<double>> SchemeTrainer::LayerInputPositions(const TinyLmParams& /*params*/,

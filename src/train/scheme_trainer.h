@@ -6,20 +6,27 @@
 // interface, never which scheme it is.
 //
 // A scheme acts on a pass at three places, each optional:
-//   input      x = token_embd[token] * EmbeddingScale() + InputPositions()[t],
+//   input      x = token_embd[token] * EmbeddingScale() + InputPositions()[p_t],
 //              or the scheme's own InputEmbedding (token_embd is then the
 //              output projection only)
 //   layer in   per layer, added to the attention input (FLOATER)
-//   q and k    rotated by Rotation() (RoPE) at positions 0..T-1
-//   attention  per layer, LayerTerms: the scale, a bias of (h, i - j), a
-//              bias of (h, i, i - j), relative tables read by q, by k and
-//              added to v through the distance, a key bias
+//   q and k    rotated by Rotation() (RoPE) at positions p_t
+//   attention  per layer, LayerTerms: the scale, a bias of (h, p_i - p_j), a
+//              bias of (h, p_i, p_i - p_j), relative tables read by q, by k
+//              and added to v through the distance, a key bias
+// where token t of a pass sits at position p_t: t, or an ordered random
+// subset of [0, position_range) (randomized positions). A scheme computes
+// its terms for the positions 0..E-1 of a pass (E = p_{T-1} + 1, the
+// `length` its functions take); the trainer reads them at the tokens'
+// positions, so no scheme needs to know which positions a pass has.
 // and has the gradient of each (InputPositionsBackward, LayerBackward) in
 // terms of its own tensors. The factories below are one overload per
 // alternative of PositionScheme, called through std::visit: a scheme
 // without its factory does not compile.
 //
-// Shapes: T length, d d_model, H heads, hd = d / H.
+// Shapes: T tokens of a sequence, E positions the terms cover (T unless
+// randomized), d d_model, H heads, hd = d / H. Where a function below says
+// `length` it is E.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +61,7 @@ struct RelativeTableTerm {
   std::vector<double> values;  // [heads, rows, hd] or [rows, hd]; empty: no such term
   bool per_head = false;
   std::int64_t rows = 0;
-  std::vector<std::int64_t> row_of_distance;  // [T], each in [0, rows)
+  std::vector<std::int64_t> row_of_distance;  // [E], each in [0, rows)
 
   bool empty() const { return values.empty(); }
 };
@@ -68,13 +75,13 @@ struct RelativeTableTerm {
 // the probability weight (URPE's Toeplitz matrix; 1 when absent).
 struct LayerTerms {
   std::optional<double> scale;             // unset: 1 / sqrt(hd)
-  std::vector<double> distance_bias;       // [H, T]: query i, key j = i - delta at h*T + delta; or empty
-  std::vector<double> pair_bias;           // [H, T, T]: query i, key i - delta at (h*T + i)*T + delta; or empty
+  std::vector<double> distance_bias;       // [H, E]: query at p, key at p - delta at h*E + delta; or empty
+  std::vector<double> pair_bias;           // [H, E, E]: query at p, key at p - delta at (h*E + p)*E + delta; or empty
   RelativeTableTerm query_table;           // Shaw's a^K, XLNet's projected sinusoid, DeBERTa's c2p
   RelativeTableTerm key_table;             // DeBERTa's p2c
   RelativeTableTerm value_table;           // Shaw's a^V
   std::vector<double> key_bias;            // [H, hd]: XLNet's content bias u, or empty
-  std::vector<double> probability_weight;  // [H, T]: w_h(delta) at h*T + delta, or empty
+  std::vector<double> probability_weight;  // [H, E]: w_h(delta) at h*E + delta, or empty
 };
 
 // d loss / d each term of LayerTerms, same shapes (empty where the term is).
@@ -96,27 +103,29 @@ class SchemeTrainer {
   // What the token embedding is multiplied by at the input (the tied output
   // projection is never scaled).
   virtual double EmbeddingScale() const { return 1.0; }
-  // [T, d] added to the input embeddings, or empty.
+  // [E, d] added to the input embeddings (row p: position p), or empty.
   virtual std::vector<double> InputPositions(const TinyLmParams& params, std::int64_t length) const;
   // dpositions [T, d] (summed over the batch) into the scheme's tensors of grads (+=).
   virtual void InputPositionsBackward(const TinyLmParams& params, std::span<const double> dpositions,
                                       std::int64_t length, TinyLmParams& grads) const;
 
   // The input rows [B T, d] (row b T + t: token inputs[b T + t] at position
-  // t) when the scheme makes the whole input embedding itself; empty when it
-  // keeps token_embd * EmbeddingScale + InputPositions.
+  // positions[t], positions [T]) when the scheme makes the whole input
+  // embedding itself; empty when it keeps token_embd * EmbeddingScale +
+  // InputPositions.
   virtual std::vector<double> InputEmbedding(const TinyLmParams& params, std::span<const std::uint8_t> inputs,
-                                             std::int64_t length) const;
+                                             std::span<const std::int64_t> positions) const;
   // dx [B T, d] into the scheme's tensors of grads (+=), for a scheme whose
   // InputEmbedding is not empty.
   virtual void InputEmbeddingBackward(const TinyLmParams& params, std::span<const std::uint8_t> inputs,
-                                      std::int64_t length, std::span<const double> dx, TinyLmParams& grads) const;
+                                      std::span<const std::int64_t> positions, std::span<const double> dx,
+                                      TinyLmParams& grads) const;
 
-  // Per layer, [T, d] added to the layer's attention input (after its
+  // Per layer, [E, d] (row p: position p) added to the layer's attention input (after its
   // RmsNorm, before the q, k, v projection: FLOATER), all layers at once
   // (a scheme may solve something once for every layer); empty otherwise.
   virtual std::vector<std::vector<double>> LayerInputPositions(const TinyLmParams& params, std::int64_t length) const;
-  // d loss / d each layer's [T, d] (summed over the batch) into the scheme's
+  // d loss / d each layer's [E, d] (summed over the batch) into the scheme's
   // tensors of grads (+=).
   virtual void LayerInputPositionsBackward(const TinyLmParams& params, std::int64_t length,
                                            const std::vector<std::vector<double>>& dpositions,

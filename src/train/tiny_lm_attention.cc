@@ -1,8 +1,9 @@
 // Causal multi-head attention of the tiny model, forward and backward,
 // materialized one (sequence, head) at a time; for j <= i, with the
-// distance delta = i - j and the scheme's terms (scheme_trainer.h):
+// distance delta = p_i - p_j of their positions (i - j unless the pass has
+// randomized positions) and the scheme's terms (scheme_trainer.h):
 //   s_ij = scale (q_i.k_j + u.k_j + q_i.A[r(delta)] + k_j.B[r'(delta)])
-//          + bias[delta] + pair[i, delta]
+//          + bias[delta] + pair[p_i, delta]
 //   p_i  = softmax_j(s_i)                             (float32, max subtracted)
 //   o_i  = sum_j p_ij w(delta) (v_j + C[r''(delta)])
 // scale = 1/sqrt(hd) unless the scheme sets it; A, B, C are the query, key
@@ -16,7 +17,7 @@
 //   dq_i  = scale sum_j ds_ij (k_j + A[r])      dk_j = scale sum_i ds_ij (q_i + u + B[r'])
 //   dv_j  = sum_i p_ij w(delta) do_i
 //   dA[r] = scale sum ds_ij q_i    dB[r'] = scale sum ds_ij k_j    dC[r''] = sum p_ij do_i
-//   du    = scale sum ds_ij k_j    dbias[delta] = sum of ds_ij    dpair[i, delta] = ds_ij
+//   du    = scale sum ds_ij k_j    dbias[delta] = sum of ds_ij    dpair[p_i, delta] = ds_ij
 // A query's query-table and value-table terms are summed per row first (the
 // rows its distances reach: a clipped table has few); the key table's
 // k_j.B[r] are computed once a task ([rows, T]) and its gradient
@@ -52,32 +53,41 @@ void Axpy(float w, const float* x, float* y, std::int64_t n) {
   for (std::int64_t e = 0; e < n; ++e) y[e] += w * x[e];
 }
 
-// The rows a query reaches through a table: [low[i], high[i]] over the
-// distances 0..i (prefix minimum and maximum of the row map).
+// The rows a query reaches through a table: [low[r], high[r]] over the
+// distances 0..r, r its reach p_i - p_0 (prefix minimum and maximum of
+// the row map; its distances are among them).
 struct RowSpan {
   std::vector<std::int64_t> low, high;
-  RowSpan(const AttentionTable& table, std::int64_t length) {
+  RowSpan(const AttentionTable& table, std::int64_t extent) {
     if (table.empty()) return;
-    low.resize(static_cast<std::size_t>(length));
+    low.resize(static_cast<std::size_t>(extent));
     high.resize(low.size());
-    for (std::int64_t i = 0; i < length; ++i) {
-      const std::int64_t r = table.row_of_distance[i];
-      low[i] = i == 0 ? r : std::min(low[i - 1], r);
-      high[i] = i == 0 ? r : std::max(high[i - 1], r);
+    for (std::int64_t delta = 0; delta < extent; ++delta) {
+      const std::int64_t r = table.row_of_distance[delta];
+      low[delta] = delta == 0 ? r : std::min(low[delta - 1], r);
+      high[delta] = delta == 0 ? r : std::max(high[delta - 1], r);
     }
   }
-  std::int64_t Count(std::int64_t i) const { return low.empty() ? 0 : high[i] - low[i] + 1; }
+  std::int64_t Count(std::int64_t reach) const { return low.empty() ? 0 : high[reach] - low[reach] + 1; }
 };
 
-// What every task shares: the terms and the tables' row spans.
+// What every task shares: the terms, the tokens' positions and the tables'
+// row spans.
 struct Layer {
   const AttentionShape& shape;
   const AttentionTerms& terms;
+  std::int64_t extent;
+  std::vector<std::int64_t> position;  // [T]
   RowSpan query_rows, value_rows;
   float scale;
   Layer(const AttentionShape& s, const AttentionTerms& t)
-      : shape(s), terms(t), query_rows(t.query_table, s.length), value_rows(t.value_table, s.length),
-        scale(t.scale != 0 ? t.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim))) {}
+      : shape(s), terms(t), extent(s.Extent()), position(static_cast<std::size_t>(s.length)),
+        query_rows(t.query_table, extent), value_rows(t.value_table, extent),
+        scale(t.scale != 0 ? t.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim))) {
+    for (std::int64_t i = 0; i < s.length; ++i) position[i] = s.Position(i);
+  }
+  // The farthest distance query i reaches.
+  std::int64_t Reach(std::int64_t i) const { return position[i] - position[0]; }
 };
 
 // Scratch of one thread: [T] rows, a table's rows, [T, hd] keys and values
@@ -134,7 +144,13 @@ class HeadTask {
     return table.values.data() + ((table.per_head ? h_ * table.rows : 0) + r) * hd_;
   }
   std::int64_t RowOf(const AttentionTable& table, std::int64_t i, std::int64_t j) const {
-    return table.row_of_distance[i - j];
+    return table.row_of_distance[layer_.position[i] - layer_.position[j]];
+  }
+  // The position of token t, and a term of [H, E] read at head h's row
+  // from position p_i back: term(i)[-p_j] is the term at distance p_i - p_j.
+  const std::int64_t* Position() const { return layer_.position.data(); }
+  const float* DistanceRow(std::span<const float> term, std::int64_t i) const {
+    return term.data() + h_ * layer_.extent + layer_.position[i];
   }
 
   // p[0..i]: row i's probabilities; s_.q_rel[r - low] = q_i.A[r] over the
@@ -143,11 +159,13 @@ class HeadTask {
     const float* q = Q(i);
     const AttentionTable& qt = terms_.query_table;
     const AttentionTable& kt = terms_.key_table;
-    const std::int64_t length = layer_.shape.length;
-    const std::int64_t low = qt.empty() ? 0 : layer_.query_rows.low[i];
-    if (!qt.empty()) DotRows(q, TableRow(qt, low), hd_, layer_.query_rows.Count(i), hd_, s_.q_rel.data());
-    const float* bias = terms_.distance_bias.empty() ? nullptr : terms_.distance_bias.data() + h_ * length + i;
-    const float* pair = terms_.pair_bias.empty() ? nullptr : terms_.pair_bias.data() + (h_ * length + i) * length + i;
+    const std::int64_t length = layer_.shape.length, extent = layer_.extent, reach = layer_.Reach(i);
+    const std::int64_t* pos = Position();
+    const std::int64_t low = qt.empty() ? 0 : layer_.query_rows.low[reach];
+    if (!qt.empty()) DotRows(q, TableRow(qt, low), hd_, layer_.query_rows.Count(reach), hd_, s_.q_rel.data());
+    const float* bias = terms_.distance_bias.empty() ? nullptr : DistanceRow(terms_.distance_bias, i);
+    const float* pair =
+        terms_.pair_bias.empty() ? nullptr : terms_.pair_bias.data() + (h_ * extent + pos[i]) * extent + pos[i];
     DotRows(q, K(0), hd_, i + 1, hd_, p);
     float max = -std::numeric_limits<float>::infinity();
     for (std::int64_t j = 0; j <= i; ++j) {
@@ -156,8 +174,8 @@ class HeadTask {
       if (!qt.empty()) s += s_.q_rel[RowOf(qt, i, j) - low];
       if (!kt.empty()) s += s_.key_rel[RowOf(kt, i, j) * length + j];
       s *= scale();
-      if (bias != nullptr) s += *(bias - j);  // bias_h[i - j]
-      if (pair != nullptr) s += *(pair - j);  // pair_h[i, i - j]
+      if (bias != nullptr) s += *(bias - pos[j]);  // bias_h[p_i - p_j]
+      if (pair != nullptr) s += *(pair - pos[j]);  // pair_h[p_i, p_i - p_j]
       p[j] = s;
       max = std::max(max, s);
     }
@@ -170,12 +188,12 @@ class HeadTask {
     for (std::int64_t j = 0; j <= i; ++j) p[j] *= inv;
   }
 
-  // The weights row i reads its values with: p itself, or p_ij w_h(i - j)
+  // The weights row i reads its values with: p itself, or p_ij w_h(p_i - p_j)
   // (URPE) in s_.weighted.
   const float* ValueWeights(std::int64_t i, const float* p) const {
     if (terms_.probability_weight.empty()) return p;
-    const float* w = terms_.probability_weight.data() + h_ * layer_.shape.length + i;
-    for (std::int64_t j = 0; j <= i; ++j) s_.weighted[j] = p[j] * *(w - j);
+    const float* w = DistanceRow(terms_.probability_weight, i);
+    for (std::int64_t j = 0; j <= i; ++j) s_.weighted[j] = p[j] * *(w - Position()[j]);
     return s_.weighted.data();
   }
 
@@ -183,8 +201,8 @@ class HeadTask {
   // row r of `table` (low: the first row row i reaches); returns low.
   std::int64_t RowSums(const AttentionTable& table, const RowSpan& span, std::int64_t i, const float* w,
                        float* mass) const {
-    const std::int64_t low = span.low[i];
-    std::fill(mass, mass + span.Count(i), 0.0f);
+    const std::int64_t reach = layer_.Reach(i), low = span.low[reach];
+    std::fill(mass, mass + span.Count(reach), 0.0f);
     for (std::int64_t j = 0; j <= i; ++j) mass[RowOf(table, i, j) - low] += w[j];
     return low;
   }
@@ -260,8 +278,8 @@ void AttentionForward(const AttentionShape& shape, const AttentionTerms& terms, 
         AddWeightedRows(weights, head.V(0), head.hd(), i + 1, head.hd(), o);
         if (vt.empty()) continue;
         const std::int64_t low = head.RowSums(vt, layer.value_rows, i, weights, scratch.mass.data());
-        AddWeightedRows(scratch.mass.data(), head.TableRow(vt, low), head.hd(), layer.value_rows.Count(i), head.hd(),
-                        o);
+        AddWeightedRows(scratch.mass.data(), head.TableRow(vt, low), head.hd(), layer.value_rows.Count(layer.Reach(i)),
+                        head.hd(), o);
       }
     }
   });
@@ -271,14 +289,17 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
                                  std::span<const float> dout) {
   const Layer layer(shape, terms);
   const std::int64_t d = shape.d(), length = shape.length, hd = shape.head_dim, tasks = shape.batch * shape.heads;
+  const std::int64_t extent = layer.extent;
+  const std::int64_t* pos = layer.position.data();
   const AttentionTable &qt = terms.query_table, &kt = terms.key_table, &vt = terms.value_table;
   const bool bias = !terms.distance_bias.empty(), pair = !terms.pair_bias.empty(), ub = !terms.key_bias.empty();
   const bool weighted = !terms.probability_weight.empty();
   AttentionGrads grads;
   grads.dqkv.assign(static_cast<std::size_t>(shape.batch * length * 3 * d), 0.0f);
-  Partials dbias(tasks, bias ? length : 0), dpair(tasks, pair ? length * length : 0);
+  // dpair by (i, i - j) here, moved to (p_i, p_i - p_j) once summed.
+  Partials dbias(tasks, bias ? extent : 0), dpair(tasks, pair ? length * length : 0);
   Partials dquery(tasks, qt.HeadSize(hd)), dkey(tasks, kt.HeadSize(hd)), dvalue(tasks, vt.HeadSize(hd));
-  Partials dkey_bias(tasks, ub ? hd : 0), dweight(tasks, weighted ? length : 0);
+  Partials dkey_bias(tasks, ub ? hd : 0), dweight(tasks, weighted ? extent : 0);
   ParallelFor(tasks, 1, [&](std::int64_t begin, std::int64_t end) {
     Scratch scratch(layer);
     std::vector<float>& p = scratch.p;
@@ -298,19 +319,20 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
         const float* q = head.Q(i);
         const float* g = dout.data() + head.Row(i) * d + head.Column();
         DotRows(g, head.V(0), hd, i + 1, hd, ds.data());
+        const std::int64_t reach = layer.Reach(i);
         std::int64_t value_low = 0;
         if (!vt.empty()) {
-          value_low = layer.value_rows.low[i];
-          DotRows(g, head.TableRow(vt, value_low), hd, layer.value_rows.Count(i), hd, scratch.do_rel.data());
+          value_low = layer.value_rows.low[reach];
+          DotRows(g, head.TableRow(vt, value_low), hd, layer.value_rows.Count(reach), hd, scratch.do_rel.data());
           for (std::int64_t j = 0; j <= i; ++j) ds[j] += scratch.do_rel[head.RowOf(vt, i, j) - value_low];
         }
         // ds holds do_i.(v_j + C[r]); URPE: dw(delta) += p_ij that, and dp_ij = w(delta) that.
         const float* weights = head.ValueWeights(i, p.data());
         if (weighted) {
-          const float* w = terms.probability_weight.data() + (task % shape.heads) * length + i;
+          const float* w = head.DistanceRow(terms.probability_weight, i);
           for (std::int64_t j = 0; j <= i; ++j) {
-            dweight.Of(task)[i - j] += static_cast<double>(p[j]) * ds[j];
-            ds[j] *= *(w - j);
+            dweight.Of(task)[pos[i] - pos[j]] += static_cast<double>(p[j]) * ds[j];
+            ds[j] *= *(w - pos[j]);
           }
         }
         float expected = 0.0f;  // sum_j p_ij dp_ij
@@ -324,7 +346,7 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
         AddScaledToRows(q, scratch.scaled.data(), scratch.dkeys.data(), hd, i + 1, hd);  // dk_j
         AddScaledToRows(g, weights, scratch.dvalues.data(), hd, i + 1, hd);              // dv_j
         if (bias) {
-          for (std::int64_t j = 0; j <= i; ++j) dbias.Of(task)[i - j] += ds[j];
+          for (std::int64_t j = 0; j <= i; ++j) dbias.Of(task)[pos[i] - pos[j]] += ds[j];
         }
         if (pair) {
           double* row = dpair.Of(task) + i * length;
@@ -335,7 +357,7 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
         }
         if (!qt.empty()) {  // dq_i += ds_mass A (scaled below), dA[r] += scale ds_mass[r] q_i
           const std::int64_t low = head.RowSums(qt, layer.query_rows, i, ds.data(), scratch.ds_mass.data());
-          const std::int64_t count = layer.query_rows.Count(i);
+          const std::int64_t count = layer.query_rows.Count(reach);
           AddWeightedRows(scratch.ds_mass.data(), head.TableRow(qt, low), hd, count, hd, dq);
           for (std::int64_t r = 0; r < count; ++r) scratch.ds_mass[r] *= head.scale();
           AddScaledToRows(q, scratch.ds_mass.data(), scratch.dquery_table.data() + low * hd, hd, count, hd);
@@ -347,7 +369,7 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
         if (!vt.empty()) {  // dC[r] += mass[r] do_i
           head.RowSums(vt, layer.value_rows, i, weights, scratch.mass.data());
           AddScaledToRows(g, scratch.mass.data(), scratch.dvalue_table.data() + value_low * hd, hd,
-                          layer.value_rows.Count(i), hd);
+                          layer.value_rows.Count(reach), hd);
         }
         for (std::int64_t e = 0; e < hd; ++e) dq[e] *= head.scale();
       }
@@ -379,6 +401,18 @@ AttentionGrads AttentionBackward(const AttentionShape& shape, const AttentionTer
   // The shared terms: partials summed in task order (b, then h).
   grads.dbias = dbias.Sum(shape.heads, true);
   grads.dpair = dpair.Sum(shape.heads, true);
+  if (pair && !shape.positions.empty()) {  // (h, i, i - j) -> (h, p_i, p_i - p_j)
+    std::vector<double> by_position(static_cast<std::size_t>(shape.heads * extent * extent), 0.0);
+    for (std::int64_t h = 0; h < shape.heads; ++h) {
+      for (std::int64_t i = 0; i < length; ++i) {
+        for (std::int64_t j = 0; j <= i; ++j) {
+          by_position[(h * extent + pos[i]) * extent + pos[i] - pos[j]] =
+              grads.dpair[(h * length + i) * length + i - j];
+        }
+      }
+    }
+    grads.dpair = std::move(by_position);
+  }
   grads.dquery_table = dquery.Sum(shape.heads, qt.per_head);
   grads.dkey_table = dkey.Sum(shape.heads, kt.per_head);
   grads.dvalue_table = dvalue.Sum(shape.heads, vt.per_head);

@@ -46,6 +46,11 @@ void ValidateTinyLmConfig(const TinyLmConfig& config) {
                  " (a sequence of one token has nothing to attend to)");
   Require(std::isfinite(config.norm_eps) && config.norm_eps > 0, kOp, "norm_eps", config.norm_eps,
           "must be a finite number > 0 (RMSNorm divides by sqrt(mean(x^2) + eps))");
+  Require(config.position_range == 0 ||
+              (config.position_range >= config.train_length && config.position_range <= kMaxLength),
+          kOp, "position_range", config.position_range,
+          "must be 0 (positions 0..T-1) or in [train_length = " + std::to_string(config.train_length) + ", " +
+              std::to_string(kMaxLength) + "] (a pass's positions are an ordered subset of [0, position_range))");
   tiny_lm::MakeSchemeTrainer(config);  // the scheme's own rules
 }
 
@@ -66,7 +71,8 @@ void RequireInRange(std::int64_t value, std::int64_t low, std::int64_t high, con
 }
 
 void ValidateLossCall(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
-                      std::int64_t batch, std::int64_t length, bool gradients) {
+                      std::int64_t batch, std::int64_t length, std::span<const std::int64_t> positions,
+                      bool gradients) {
   ValidateTinyLmParams(config, params);  // the config's rules first
   RequireInRange(batch, 1, kMaxTokens, "batch", "");
   RequireInRange(length, 1, kMaxLength, "length", "");
@@ -80,7 +86,26 @@ void ValidateLossCall(const TinyLmConfig& config, const TinyLmParams& params, st
             "must be <= train_length = " + std::to_string(config.train_length) +
                 " when gradients are requested (longer lengths are for evaluation)");
   }
-  MakeSchemeTrainer(config)->CheckLength(length, gradients);
+  std::int64_t extent = length;  // positions 0..extent-1
+  if (!positions.empty()) {
+    Require(static_cast<std::int64_t>(positions.size()) == length, kOp, "positions.size()", positions.size(),
+            "must be length = " + std::to_string(length) + " (one position a token, shared by the batch) or 0");
+    Require(positions[0] >= 0, kOp, "positions[0]", positions[0], "must be >= 0");
+    for (std::size_t t = 1; t < positions.size(); ++t) {
+      Require(positions[t] > positions[t - 1], kOp, "positions[" + std::to_string(t) + "]", positions[t],
+              "must be > positions[" + std::to_string(t - 1) + "] = " + std::to_string(positions[t - 1]) +
+                  " (a causal model's tokens in order)");
+    }
+    RequireInRange(positions.back(), 0, kMaxLength - 1, "positions[length - 1]", "");
+    extent = positions.back() + 1;
+    if (gradients) {
+      Require(extent <= config.PositionExtent(), kOp, "positions[length - 1]", positions.back(),
+              "must be < " + std::to_string(config.PositionExtent()) +
+                  " (max(train_length, position_range): the positions training reaches) when gradients are "
+                  "requested");
+    }
+  }
+  MakeSchemeTrainer(config)->CheckLength(extent, gradients);
 }
 
 }  // namespace tiny_lm

@@ -124,7 +124,8 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
       const auto begin = text.begin() + windows.offsets[w];
       rows.insert(rows.end(), begin, begin + length + 1);
     }
-    const TinyLmLossResult loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel);
+    const TinyLmLossResult loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel, {},
+                                                tiny_lm::EvaluationPositions(config, length, first));
     for (std::int64_t t = 0; t < length; ++t) {
       // The engine's rule (perplexity.cc): a NaN would otherwise make every
       // column "nan", which reads like a measurement.

@@ -29,18 +29,27 @@ using KernelAttention = std::function<AttentionOptions(std::int64_t layer)>;
 // posenc::Attention under kernel_attention(layer), q and k unrotated.
 TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, TinyLmParams* grads,
-                      const KernelAttention& kernel_attention, std::span<const std::uint8_t> scored = {});
+                      const KernelAttention& kernel_attention, std::span<const std::uint8_t> scored = {},
+                      std::span<const std::int64_t> positions = {});
 
 // The scheme's own attention of every layer as posenc::Attention's
 // options (causal), or an empty function where the kernel has no form of
 // the scheme (SchemeTrainer::KernelEncoding).
 KernelAttention SchemeKernelAttention(const TinyLmConfig& config, const TinyLmParams& params);
 
-// Throws posenc::Error unless the config, the params, the tokens and the
-// length fit, the scheme's rules included (tiny_lm_config.cc). `gradients`:
+// Throws posenc::Error unless the config, the params, the tokens, the
+// length and the positions (empty, or [length] strictly increasing from
+// >= 0) fit, the scheme's rules included (tiny_lm_config.cc). `gradients`:
 // a training call.
 void ValidateLossCall(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
-                      std::int64_t batch, std::int64_t length, bool gradients);
+                      std::int64_t batch, std::int64_t length, std::span<const std::int64_t> positions, bool gradients);
+
+// The positions of an evaluation call of `length` tokens whose first
+// sequence is number `first`: empty (0..T-1) for a model without
+// randomized positions, else an ordered random subset of [0,
+// position_range), a pure function of (length, first), as in training.
+// Throws posenc::Error when length > position_range.
+std::vector<std::int64_t> EvaluationPositions(const TinyLmConfig& config, std::int64_t length, std::int64_t first);
 
 // Throws posenc::Error "[tiny_lm] name = value: must be in [low, high]why".
 void RequireInRange(std::int64_t value, std::int64_t low, std::int64_t high, const char* name, const char* why);
@@ -50,17 +59,24 @@ void RequireInRange(std::int64_t value, std::int64_t low, std::int64_t high, con
 inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 16;
 inline constexpr std::int64_t kMaxLength = std::int64_t{1} << 20;
 
-// RoPE by `spec` on the q and k columns of qkv [N, 3d], in place,
-// positions 0..T-1 of every sequence: kForward rotates, kBackward maps
+// RoPE by `spec` on the q and k columns of qkv [N, 3d], in place, each row
+// at its position (`positions`, [B T]): kForward rotates, kBackward maps
 // gradients back.
 void RotateQueriesKeys(const RopeSpec& spec, const RopeFrequencies& frequencies, std::span<float> qkv,
-                       std::int64_t batch, std::int64_t length, std::int64_t heads, RopeDirection direction);
+                       std::int64_t batch, std::int64_t length, std::int64_t heads, const TokenPositions& positions,
+                       RopeDirection direction);
 
 // ----------------------------------------------------- tiny_lm_attention.cc
 
 struct AttentionShape {
   std::int64_t batch = 0, length = 0, heads = 0, head_dim = 0;
+  // The tokens' positions [T], shared by the batch, strictly increasing
+  // (randomized positions); empty: 0..T-1.
+  std::span<const std::int64_t> positions;
   std::int64_t d() const { return heads * head_dim; }
+  std::int64_t Position(std::int64_t t) const { return positions.empty() ? t : positions[t]; }
+  // The terms indexed by a distance or a position cover 0..Extent()-1.
+  std::int64_t Extent() const { return positions.empty() ? length : positions.back() + 1; }
 };
 
 // A relative table, float32 (scheme_trainer.h's RelativeTableTerm).
@@ -68,7 +84,7 @@ struct AttentionTable {
   std::span<const float> values;  // [H, rows, hd] when per_head, else [rows, hd]; empty: none
   bool per_head = false;
   std::int64_t rows = 0;
-  std::span<const std::int64_t> row_of_distance;  // [T]
+  std::span<const std::int64_t> row_of_distance;  // [E], E = AttentionShape::Extent()
 
   bool empty() const { return values.empty(); }
   // Floats a (sequence, head) task reads of it: one head's rows.
@@ -78,11 +94,11 @@ struct AttentionTable {
 // One layer's positional terms, float32 (scheme_trainer.h's LayerTerms).
 struct AttentionTerms {
   float scale = 0;                       // 0: 1 / sqrt(hd)
-  std::span<const float> distance_bias;  // [H, T] or empty
-  std::span<const float> pair_bias;      // [H, T, T] (h, i, i - j) or empty
+  std::span<const float> distance_bias;  // [H, E] or empty, E = AttentionShape::Extent()
+  std::span<const float> pair_bias;      // [H, E, E] (h, query position, distance) or empty
   AttentionTable query_table, key_table, value_table;
   std::span<const float> key_bias;            // [H, hd] or empty
-  std::span<const float> probability_weight;  // [H, T] or empty
+  std::span<const float> probability_weight;  // [H, E] or empty
 };
 
 // A layer's terms (scheme_trainer.h's LayerTerms, float64) with their

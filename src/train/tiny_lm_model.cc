@@ -1,8 +1,9 @@
 // The tiny model's float32 loss and gradients: the forward pass keeps each
 // block's activations, the backward pass walks them in reverse.
 //
-// Forward (rows n = b*T + t, N = B*T):
-//   x [N, d]    = token_embd[input] * EmbeddingScale + positions[t]
+// Forward (rows n = b*T + t, N = B*T; token t at position p_t, t unless
+// the pass has randomized positions):
+//   x [N, d]    = token_embd[input] * EmbeddingScale + positions[p_t]
 //                 (or the scheme's own InputEmbedding)
 //   block l:    attn_in = RmsNorm(x) (+ the scheme's layer positions)
 //               qkv [N, 3d] = attn_in Wqkv^T (RoPE on q, k)
@@ -59,24 +60,41 @@ struct BlockActivations {
   std::vector<float> act;          // [N, F]
 };
 
-// The per-call state: shapes, the scheme, the activations.
+// The per-call state: shapes, the scheme, the activations. The scheme's
+// terms cover the positions 0..E-1 (E = shape.Extent()); the rows read
+// them at their tokens' positions.
 struct Pass {
   const TinyLmConfig& config;
   const TinyLmParams& params;
   std::int64_t batch, length, rows, d, ffn;
   AttentionShape shape;
+  std::int64_t extent;
+  std::vector<std::int64_t> position;  // [T]: p_t
   std::unique_ptr<tiny_lm::SchemeTrainer> scheme;
   std::optional<RopeSpec> rotation;                  // the model's own rotation of q and k
   RopeFrequencies rope;                              // its table, when the model's attention runs
   const tiny_lm::KernelAttention& kernel;            // empty: the model's own attention
-  std::vector<std::vector<double>> layer_positions;  // [L][T, d] added to each attention input, or empty
+  std::vector<std::vector<double>> layer_positions;  // [L][E, d] added to each attention input, or empty
 
-  Pass(const TinyLmConfig& c, const TinyLmParams& p, std::int64_t b, std::int64_t t, const tiny_lm::KernelAttention& k)
-      : config(c), params(p), batch(b), length(t), rows(b * t), d(c.d_model),
-        ffn(c.ffn_hidden), shape{.batch = b, .length = t, .heads = c.heads, .head_dim = c.HeadDim()},
-        scheme(tiny_lm::MakeSchemeTrainer(c)), rotation(scheme->Rotation()), kernel(k),
-        layer_positions(scheme->LayerInputPositions(p, t)) {
-    if (rotation && !kernel) rope = ComputeRopeFrequencies(*rotation, t);
+  Pass(const TinyLmConfig& c, const TinyLmParams& p, std::int64_t b, std::int64_t t,
+       std::span<const std::int64_t> positions, const tiny_lm::KernelAttention& k)
+      : config(c), params(p), batch(b), length(t), rows(b * t), d(c.d_model), ffn(c.ffn_hidden),
+        shape{.batch = b, .length = t, .heads = c.heads, .head_dim = c.HeadDim(), .positions = positions},
+        extent(shape.Extent()), position(static_cast<std::size_t>(t)), scheme(tiny_lm::MakeSchemeTrainer(c)),
+        rotation(scheme->Rotation()), kernel(k), layer_positions(scheme->LayerInputPositions(p, extent)) {
+    for (std::int64_t i = 0; i < t; ++i) position[i] = shape.Position(i);
+    if (rotation && !kernel) rope = ComputeRopeFrequencies(*rotation, extent);
+  }
+
+  // The position of row n's token.
+  std::int64_t PositionOfRow(std::int64_t n) const { return position[n % length]; }
+
+  // Every row's position, [B T] (the kernels' per-token positions).
+  TokenPositions RowPositions() const {
+    if (shape.positions.empty()) return TokenPositions::Offset(0);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(rows));
+    for (std::int64_t n = 0; n < rows; ++n) ids[n] = PositionOfRow(n);
+    return TokenPositions::Ids(std::move(ids));
   }
 
   std::vector<float> Floats(std::int64_t width) const {
@@ -94,15 +112,21 @@ struct Pass {
     in.k = ConstTensorView{qkv.data() + d, DType::kF32, view_shape, strides};
     in.v = ConstTensorView{qkv.data() + 2 * d, DType::kF32, view_shape, strides};
     in.out = TensorView::Contiguous(att.data(), DType::kF32, view_shape);
+    if (!shape.positions.empty()) {
+      in.q_positions = RowPositions();
+      in.k_positions = RowPositions();
+    }
     Attention(in, kernel(l));
   }
 
   // The model's own attention of layer l over qkv (q and k rotated in place
   // for RoPE); the scheme's terms are kept in a for the backward.
   void OwnAttention(std::int64_t l, BlockActivations& a) const {
-    if (rotation)
-      tiny_lm::RotateQueriesKeys(*rotation, rope, a.qkv, batch, length, shape.heads, RopeDirection::kForward);
-    a.terms = tiny_lm::FloatLayerTerms(scheme->Layer(params, l, length));
+    if (rotation) {
+      tiny_lm::RotateQueriesKeys(*rotation, rope, a.qkv, batch, length, shape.heads, RowPositions(),
+                                 RopeDirection::kForward);
+    }
+    a.terms = tiny_lm::FloatLayerTerms(scheme->Layer(params, l, extent));
     tiny_lm::AttentionForward(shape, a.terms.View(), a.qkv, a.att);
   }
 
@@ -119,7 +143,7 @@ struct Pass {
     if (!layer_positions.empty()) {
       const std::vector<double>& p = layer_positions[static_cast<std::size_t>(l)];
       for (std::int64_t n = 0; n < rows; ++n) {
-        for (std::int64_t c = 0; c < d; ++c) a.attn_in[n * d + c] += static_cast<float>(p[(n % length) * d + c]);
+        for (std::int64_t c = 0; c < d; ++c) a.attn_in[n * d + c] += static_cast<float>(p[PositionOfRow(n) * d + c]);
       }
     }
     tiny_lm::LinearForward(a.attn_in, rows, block.attn_qkv, a.qkv);
@@ -159,18 +183,19 @@ struct Pass {
     tiny_lm::LinearBackward(a.att, dx, rows, block.attn_output, datt, g.attn_output.values);
     tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, a.terms.View(), a.qkv, datt);
     if (rotation) {
-      tiny_lm::RotateQueriesKeys(*rotation, rope, ag.dqkv, batch, length, shape.heads, RopeDirection::kBackward);
+      tiny_lm::RotateQueriesKeys(*rotation, rope, ag.dqkv, batch, length, shape.heads, RowPositions(),
+                                 RopeDirection::kBackward);
     }
     tiny_lm::LinearBackward(a.attn_in, ag.dqkv, rows, block.attn_qkv, din, g.attn_qkv.values);
-    if (!layer_positions.empty()) {  // the batch's rows at t, in row order
+    if (!layer_positions.empty()) {  // the batch's rows at p_t, in row order
       std::vector<double>& dp = dlayer[static_cast<std::size_t>(l)];
-      dp.assign(static_cast<std::size_t>(length * d), 0.0);
+      dp.assign(static_cast<std::size_t>(extent * d), 0.0);
       for (std::int64_t n = 0; n < rows; ++n) {
-        for (std::int64_t c = 0; c < d; ++c) dp[(n % length) * d + c] += din[n * d + c];
+        for (std::int64_t c = 0; c < d; ++c) dp[PositionOfRow(n) * d + c] += din[n * d + c];
       }
     }
     tiny_lm::RmsNormBackward(a.x_in, block.attn_norm.values, a.attn_rms, din, dx, g.attn_norm.values);
-    scheme->LayerBackward(params, l, length,
+    scheme->LayerBackward(params, l, extent,
                           {.distance_bias = std::move(ag.dbias),
                            .pair_bias = std::move(ag.dpair),
                            .query_table = std::move(ag.dquery_table),
@@ -186,22 +211,24 @@ struct Pass {
 
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
                             std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
-                            TinyLmParams* grads, std::span<const std::uint8_t> scored) {
-  return tiny_lm::Loss(config, params, tokens, batch, length, grads, {}, scored);
+                            TinyLmParams* grads, std::span<const std::uint8_t> scored,
+                            std::span<const std::int64_t> positions) {
+  return tiny_lm::Loss(config, params, tokens, batch, length, grads, {}, scored, positions);
 }
 
 namespace tiny_lm {
 
 TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, TinyLmParams* grads,
-                      const KernelAttention& kernel_attention, std::span<const std::uint8_t> scored) {
-  ValidateLossCall(config, params, tokens, batch, length, grads != nullptr);
+                      const KernelAttention& kernel_attention, std::span<const std::uint8_t> scored,
+                      std::span<const std::int64_t> positions) {
+  ValidateLossCall(config, params, tokens, batch, length, positions, grads != nullptr);
   const std::int64_t scored_count = CountScored(scored, batch * length);
   Require(grads != &params, kOp, "grads", Verbatim{"&params"},
           "must be another TinyLmParams (the params are read while the gradients are written)");
   Require(grads == nullptr || !kernel_attention, kOp, "grads", Verbatim{"non-null"},
           "must be null with posenc::Attention's options: that attention has no backward here (evaluation only)");
-  const Pass pass(config, params, batch, length, kernel_attention);
+  const Pass pass(config, params, batch, length, positions, kernel_attention);
   const std::int64_t n_rows = pass.rows, d = pass.d, vocab = TinyLmConfig::kVocab;
   std::vector<std::uint8_t> inputs(static_cast<std::size_t>(n_rows)), targets(inputs.size());
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -213,8 +240,8 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
 
   // Embedding (+ positions), or the scheme's own input embedding, then the
   // blocks. Evaluation keeps one block's activations at a time.
-  const std::vector<double> own_input = pass.scheme->InputEmbedding(params, inputs, length);
-  const std::vector<double> positions = pass.scheme->InputPositions(params, length);
+  const std::vector<double> own_input = pass.scheme->InputEmbedding(params, inputs, pass.position);
+  const std::vector<double> input_positions = pass.scheme->InputPositions(params, pass.extent);
   const auto scale = static_cast<float>(pass.scheme->EmbeddingScale());
   std::vector<float> x = pass.Floats(d);
   if (!own_input.empty()) {
@@ -222,7 +249,7 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
   } else {
     for (std::int64_t n = 0; n < n_rows; ++n) {
       const float* e = params.token_embd.values.data() + inputs[n] * d;
-      const double* p = positions.empty() ? nullptr : positions.data() + (n % length) * d;
+      const double* p = input_positions.empty() ? nullptr : input_positions.data() + pass.PositionOfRow(n) * d;
       for (std::int64_t c = 0; c < d; ++c) x[n * d + c] = scale * e[c] + (p ? static_cast<float>(p[c]) : 0.0f);
     }
   }
@@ -263,22 +290,22 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
   tiny_lm::RmsNormBackward(x, params.output_norm.values, final_rms, dxf, dx, g.output_norm.values);
   std::vector<std::vector<double>> dlayer(pass.layer_positions.size());
   for (std::int64_t l = config.layers - 1; l >= 0; --l) pass.BlockBackward(l, acts[l], dx, g, dlayer);
-  if (!dlayer.empty()) pass.scheme->LayerInputPositionsBackward(params, length, dlayer, g);
+  if (!dlayer.empty()) pass.scheme->LayerInputPositionsBackward(params, pass.extent, dlayer, g);
   if (!own_input.empty()) {
-    pass.scheme->InputEmbeddingBackward(params, inputs, length, std::vector<double>(dx.begin(), dx.end()), g);
+    pass.scheme->InputEmbeddingBackward(params, inputs, pass.position, std::vector<double>(dx.begin(), dx.end()), g);
     return result;
   }
   for (std::int64_t n = 0; n < n_rows; ++n) {
     float* de = g.token_embd.values.data() + inputs[n] * d;
     for (std::int64_t c = 0; c < d; ++c) de[c] += scale * dx[n * d + c];
   }
-  if (!positions.empty()) {
-    // d loss / d positions[t] sums the batch's rows at t (in row order).
-    std::vector<double> dpositions(static_cast<std::size_t>(length * d), 0.0);
+  if (!input_positions.empty()) {
+    // d loss / d positions[p] sums the batch's rows at p (in row order).
+    std::vector<double> dpositions(static_cast<std::size_t>(pass.extent * d), 0.0);
     for (std::int64_t n = 0; n < n_rows; ++n) {
-      for (std::int64_t c = 0; c < d; ++c) dpositions[(n % length) * d + c] += dx[n * d + c];
+      for (std::int64_t c = 0; c < d; ++c) dpositions[pass.PositionOfRow(n) * d + c] += dx[n * d + c];
     }
-    pass.scheme->InputPositionsBackward(params, dpositions, length, g);
+    pass.scheme->InputPositionsBackward(params, dpositions, pass.extent, g);
   }
   return result;
 }

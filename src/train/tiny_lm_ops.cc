@@ -144,7 +144,8 @@ void CrossEntropy(std::span<const float> logits, std::span<const std::uint8_t> t
 }
 
 void RotateQueriesKeys(const RopeSpec& spec, const RopeFrequencies& frequencies, std::span<float> qkv,
-                       std::int64_t batch, std::int64_t length, std::int64_t heads, RopeDirection direction) {
+                       std::int64_t batch, std::int64_t length, std::int64_t heads, const TokenPositions& positions,
+                       RopeDirection direction) {
   // q and k as strided [B, T, H, hd] views of the qkv rows [N, 3d]: the
   // library's kernel rotates them in place, no copy.
   const std::int64_t hd = spec.head_dim, d = heads * hd;
@@ -154,7 +155,7 @@ void RotateQueriesKeys(const RopeSpec& spec, const RopeFrequencies& frequencies,
   const TensorView k{qkv.data() + d, DType::kF32, shape, strides};
   ApplyRope(spec, frequencies,
             RopeCall{.operands = {RopeOperand::InPlace(q), RopeOperand::InPlace(k)},
-                     .positions = RopePositions::Offset(0),
+                     .positions = positions,
                      .direction = direction});
 }
 

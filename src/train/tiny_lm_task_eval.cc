@@ -83,7 +83,8 @@ TinyLmTaskEvalResult EvaluateTinyLmTask(const TinyLmConfig& config, const TinyLm
       rows.insert(rows.end(), all[s].tokens.begin(), all[s].tokens.end());
       scored.insert(scored.end(), all[s].scored.begin(), all[s].scored.end());
     }
-    const TinyLmLossResult loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel, scored);
+    const TinyLmLossResult loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel, scored,
+                                                tiny_lm::EvaluationPositions(config, length, first));
     Require(std::isfinite(loss.loss), kOp, "loss", loss.loss,
             "must be finite: the model's loss on sequences " + std::to_string(first) + ".." +
                 std::to_string(first + batch - 1) + " is not; the weights or activations hold NaN or infinity");

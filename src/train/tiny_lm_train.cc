@@ -139,6 +139,11 @@ double TinyLmTrainStepFlops(const TinyLmConfig& config, std::int64_t batch, std:
   return 3 * forward;
 }
 
+std::uint64_t TinyLmStepPositionSeed(std::int64_t seed, std::int64_t step) {
+  constexpr std::uint64_t kPositionSalt = 0x706f736974696f6eULL;  // "position"
+  return SplitMix64(SplitMix64(static_cast<std::uint64_t>(seed) ^ kPositionSalt) + static_cast<std::uint64_t>(step));
+}
+
 TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptions& options,
                               std::span<const std::uint8_t> corpus,
                               const std::function<void(const TinyLmTrainProgress&)>& progress) {
@@ -186,8 +191,14 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
   };
   for (std::int64_t step = 1; step <= steps; ++step) {
     const TinyLmBatch batch = batches(step - 1);
+    // Randomized positions: one ordered subset of [0, M) a step, shared by
+    // its sequences (as the authors' implementation draws one a batch).
+    const std::vector<std::int64_t> positions =
+        config.position_range > 0
+            ? RandomizedPositions(config.position_range, length, TinyLmStepPositionSeed(options.seed, step - 1))
+            : std::vector<std::int64_t>();
     const double loss =
-        TinyLmLoss(config, result.params, batch.tokens, options.batch, length, &grads, batch.scored).loss;
+        TinyLmLoss(config, result.params, batch.tokens, options.batch, length, &grads, batch.scored, positions).loss;
     Require(std::isfinite(loss), kOp, "step", step,
             "the loss is " + FormatValue(loss) + " (diverged; try a lower lr or a grad_clip)");
     std::vector<TinyLmTensor*> grad_tensors = TinyLmTensorList(config, grads);

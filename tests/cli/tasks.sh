@@ -2,8 +2,8 @@
 # posenc tasks end to end on a model small enough for a test: the tables
 # (every task asked, a learned table without rows past L and with Su's
 # decomposition, RoPE under methods, intervals over two seeds), the JSON
-# (per-seed counts, the needle by depth), the pictures, and a rerun that
-# trains nothing.
+# (per-seed counts, the needle by depth), the pictures, a rerun that
+# trains nothing, and models at randomized positions.
 # Usage: tasks.sh POSENC DIR
 set -euo pipefail
 posenc=$1 dir=$2
@@ -53,4 +53,12 @@ assert len(t["models"]) == 12
 PY
 tasks
 expect "12 cells, 12 finished earlier, 0 to compute"
+# Randomized positions: the models train and run at positions from [0, 24),
+# and the report says so.
+rm -rf "$dir"
+tasks --position-range 24
+expect "\*\*Randomized positions\*\* \(Ruoss et al. 2023\)"
+expect "^\| learned \| [0-9.]+ \| $ci \| $ci \|$"
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['model']['position_range'] == 24" "$dir/tasks.json" ||
+  fail "position_range in tasks.json"
 echo "tasks: ok"

@@ -16,20 +16,23 @@ namespace {
 
 using testing::GradientClose;
 using testing::kTinyGrid;
+using testing::kTinyGridWithPositions;
 using testing::RandomBytes;
 using testing::RandomTinyParams;
+using testing::ShapePositions;
 using testing::TinyConfig;
 
 class TinyLmScheme : public ::testing::TestWithParam<PositionScheme> {};
 
 TEST_P(TinyLmScheme, LossMatchesFloat64Reference) {
   double worst = 0;
-  for (const testing::TinyShape& shape : kTinyGrid) {
+  for (const testing::TinyShape& shape : kTinyGridWithPositions) {
     const TinyLmConfig config = TinyConfig(GetParam(), shape);
     const TinyLmParams params = RandomTinyParams(config, 7);
     const std::vector<std::uint8_t> tokens = RandomBytes(shape.batch, shape.length, 11);
-    const TinyLmLossResult fast = TinyLmLoss(config, params, tokens, shape.batch, shape.length);
-    const TinyLmLossResult exact = reference::TinyLmLoss(config, params, tokens, shape.batch, shape.length);
+    const std::vector<std::int64_t> positions = ShapePositions(shape);
+    const TinyLmLossResult fast = TinyLmLoss(config, params, tokens, shape.batch, shape.length, nullptr, {}, positions);
+    const TinyLmLossResult exact = reference::TinyLmLoss(config, params, tokens, shape.batch, shape.length, positions);
     ASSERT_EQ(fast.position_loss.size(), static_cast<std::size_t>(shape.length));
     EXPECT_NEAR(fast.loss, exact.loss, 1e-5 * exact.loss);
     for (std::int64_t t = 0; t < shape.length; ++t) {
@@ -56,15 +59,16 @@ TEST_P(TinyLmScheme, LossMatchesFloat64Reference) {
 // differences. The step is the float32 one actually taken: the reference
 // reads float32 parameters.
 double NumericGradient(const TinyLmConfig& config, TinyLmParams& params, std::size_t t, std::size_t e,
-                       const std::vector<std::uint8_t>& tokens, std::int64_t batch, std::int64_t length) {
+                       const std::vector<std::uint8_t>& tokens, std::int64_t batch, std::int64_t length,
+                       std::span<const std::int64_t> positions = {}) {
   float& value = TinyLmTensorList(config, params)[t]->values[e];
   const float original = value;
   constexpr double kStep = 1e-4;
   const auto plus = static_cast<float>(original + kStep), minus = static_cast<float>(original - kStep);
   value = plus;
-  const double loss_plus = reference::TinyLmLoss(config, params, tokens, batch, length).loss;
+  const double loss_plus = reference::TinyLmLoss(config, params, tokens, batch, length, positions).loss;
   value = minus;
-  const double loss_minus = reference::TinyLmLoss(config, params, tokens, batch, length).loss;
+  const double loss_minus = reference::TinyLmLoss(config, params, tokens, batch, length, positions).loss;
   value = original;
   return (loss_plus - loss_minus) / (static_cast<double>(plus) - static_cast<double>(minus));
 }
@@ -86,12 +90,13 @@ std::vector<std::size_t> Samples(const std::vector<float>& grad, std::mt19937& r
 struct GradientProblem {
   GradientProblem(const PositionScheme& scheme, const testing::TinyShape& shape)
       : config(TinyConfig(scheme, shape)), params(RandomTinyParams(config, 5)),
-        tokens(RandomBytes(shape.batch, shape.length, 13)) {
-    TinyLmLoss(config, params, tokens, shape.batch, shape.length, &grads);
+        tokens(RandomBytes(shape.batch, shape.length, 13)), positions(ShapePositions(shape)) {
+    TinyLmLoss(config, params, tokens, shape.batch, shape.length, &grads, {}, positions);
   }
   TinyLmConfig config;
   TinyLmParams params;  // NumericGradient nudges one entry and restores it
   std::vector<std::uint8_t> tokens;
+  std::vector<std::int64_t> positions;
   TinyLmParams grads;
 };
 
@@ -103,16 +108,18 @@ struct Worst {
 TEST_P(TinyLmScheme, GradientsMatchFiniteDifferences) {
   Worst worst;
   std::mt19937 rng(3);
-  for (const testing::TinyShape& shape : kTinyGrid) {
+  for (const testing::TinyShape& shape : kTinyGridWithPositions) {
     GradientProblem p(GetParam(), shape);
     const std::vector<const TinyLmTensor*> list = TinyLmTensorList(p.config, std::as_const(p.grads));
     for (std::size_t t = 0; t < list.size(); ++t) {
       const TinyLmTensor& grad = *list[t];
       double largest = 0;
       for (const std::size_t e : Samples(grad.values, rng)) {
-        const double numeric = NumericGradient(p.config, p.params, t, e, p.tokens, shape.batch, shape.length);
+        const double numeric =
+            NumericGradient(p.config, p.params, t, e, p.tokens, shape.batch, shape.length, p.positions);
         const double analytic = grad.values[e];
-        EXPECT_PRED2(GradientClose, analytic, numeric) << grad.name << "[" << e << "], d_model " << shape.d_model;
+        EXPECT_PRED2(GradientClose, analytic, numeric)
+            << grad.name << "[" << e << "], d_model " << shape.d_model << ", position_range " << shape.position_range;
         largest = std::max(largest, std::abs(numeric));
         const double err = std::abs(analytic - numeric);
         if (err > worst.abs) worst.abs = err;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <variant>
@@ -112,11 +113,26 @@ TEST(TinyLmConfig, FieldListHasUniqueKeysAndFlags) {
   const TinyLmConfig defaults;
   TinyLmConfig::VisitModelFields(defaults, collect);
   for (const PositionScheme& scheme : AllPositionSchemes()) VisitSchemeFields(scheme, collect);
-  EXPECT_EQ(keys,
-            (std::vector<std::string>{"train_length", "d_model", "layers", "heads", "ffn_hidden", "norm_eps",
-                                      "shaw_clip", "t5_buckets", "t5_max_distance", "rope_theta", "fire_mlp_width",
-                                      "fire_c", "deberta_buckets", "deberta_max_relative_positions", "urpe_buckets",
-                                      "urpe_max_distance", "floater_hidden", "floater_substeps", "floater_dt"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"train_length",
+                                            "d_model",
+                                            "layers",
+                                            "heads",
+                                            "ffn_hidden",
+                                            "norm_eps",
+                                            "position_range",
+                                            "shaw_clip",
+                                            "t5_buckets",
+                                            "t5_max_distance",
+                                            "rope_theta",
+                                            "fire_mlp_width",
+                                            "fire_c",
+                                            "deberta_buckets",
+                                            "deberta_max_relative_positions",
+                                            "urpe_buckets",
+                                            "urpe_max_distance",
+                                            "floater_hidden",
+                                            "floater_substeps",
+                                            "floater_dt"}));
   std::vector<std::string> sorted = flags;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
@@ -330,7 +346,9 @@ TEST(TinyLmComplexOrder, AShiftIsARotationByTheWordsFrequencies) {
   const TinyLmConfig config = TinyConfig(ComplexOrderScheme{}, {12, 3, 1, 13, 9, 1});
   const TinyLmParams params = RandomTinyParams(config, 2);
   const std::vector<std::uint8_t> word(40, std::uint8_t{'q'});  // one word at positions 0..39
-  const std::vector<double> x = tiny_lm::MakeSchemeTrainer(config)->InputEmbedding(params, word, 40);
+  std::vector<std::int64_t> positions(40);
+  std::iota(positions.begin(), positions.end(), std::int64_t{0});
+  const std::vector<double> x = tiny_lm::MakeSchemeTrainer(config)->InputEmbedding(params, word, positions);
   ASSERT_EQ(x.size(), 40u * 12);
   const std::int64_t half = 6;
   const std::vector<float>& w = params.Tensor("complex_frequency.weight").values;
@@ -502,7 +520,7 @@ TEST(TinyLmPastTrainLength, HierarchicalReachesTrainLengthSquared) {
   config.learned_past_table = LearnedPastTable::kHierarchical;
   const TinyLmParams params = RandomTinyParams(config, 2);
   EXPECT_NO_THROW(TinyLmLoss(config, params, RandomBytes(1, 9, 1), 1, 9));
-  ExpectError([&] { TinyLmLoss(config, params, RandomBytes(1, 10, 1), 1, 10); }, {"length = 10", "train_length^2 = 9"});
+  ExpectError([&] { TinyLmLoss(config, params, RandomBytes(1, 10, 1), 1, 10); }, {"length = 10", "rows^2 = 9"});
 }
 
 // Bitwise the same loss and gradients for 1, 2 and 3 threads, on a shape

@@ -19,12 +19,28 @@ namespace posenc::testing {
 // for rope), 1-2 layers, ffn_hidden prime, length 5-9, batch 1-3.
 struct TinyShape {
   std::int64_t d_model, heads, layers, ffn_hidden, length, batch;
+  std::int64_t position_range = 0;  // > 0: the config's, and a pass at ShapePositions
 };
 inline constexpr TinyShape kTinyGrid[] = {
     {12, 2, 1, 19, 5, 1},
     {12, 3, 2, 13, 7, 2},
     {24, 3, 2, 37, 9, 3},
 };
+// kTinyGrid and a shape at randomized positions: 6 tokens at an ordered
+// subset of [0, 14), distances past Shaw's clip and T5's last bucket.
+inline constexpr TinyShape kTinyGridWithPositions[] = {
+    kTinyGrid[0],
+    kTinyGrid[1],
+    kTinyGrid[2],
+    {12, 2, 2, 11, 6, 2, 14},
+};
+
+// The positions of a pass at `shape`: empty (0..T-1), or a fixed ordered
+// random subset of [0, position_range).
+inline std::vector<std::int64_t> ShapePositions(const TinyShape& shape) {
+  if (shape.position_range == 0) return {};
+  return RandomizedPositions(shape.position_range, shape.length, 17);
+}
 
 // The scheme at test sizes: Shaw clips at 3 and T5 has 4 buckets with
 // max_distance 6, so that lengths 5-9 reach the clipped distances and every
@@ -50,6 +66,7 @@ inline TinyLmConfig TinyConfig(const PositionScheme& scheme, const TinyShape& s)
   config.layers = s.layers;
   config.ffn_hidden = s.ffn_hidden;
   config.train_length = s.length;
+  config.position_range = s.position_range;
   config.scheme = TestSized(scheme);
   return config;
 }

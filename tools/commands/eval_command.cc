@@ -83,15 +83,20 @@ void Run(EvalOptions o) {
   if (o.lengths.empty()) {
     for (const std::int64_t factor : {1, 2, 4, 8, 16}) o.lengths.push_back(factor * train_length);
   }
-  // Before any work: a learned table ends at the training length.
+  // Before any work: a learned table ends at its last row, randomized
+  // positions at their range.
+  const std::int64_t rows = config.PositionExtent();
   for (const std::int64_t length : o.lengths) {
-    if (!std::holds_alternative<LearnedScheme>(config.scheme) || length <= train_length) continue;
+    Require(config.position_range == 0 || length <= config.position_range, kOp, "--lengths", length,
+            "must be <= position_range = " + std::to_string(config.position_range) + " of " + o.model +
+                " (trained at randomized positions from [0, position_range))");
+    if (!std::holds_alternative<LearnedScheme>(config.scheme) || length <= rows) continue;
     Require(past_table == LearnedPastTable::kHierarchical, kOp, "--lengths", length,
-            "is past the learned position table of " + std::to_string(train_length) + " rows of " + o.model +
-                "; pass --learned-past-table hierarchical (Su's decomposition, up to " +
-                std::to_string(train_length * train_length) + ") or lengths <= " + std::to_string(train_length));
-    Require(length <= train_length * train_length, kOp, "--lengths", length,
-            "must be <= train_length^2 = " + std::to_string(train_length * train_length) +
+            "is past the learned position table of " + std::to_string(rows) + " rows of " + o.model +
+                "; pass --learned-past-table hierarchical (Su's decomposition, up to " + std::to_string(rows * rows) +
+                ") or lengths <= " + std::to_string(rows));
+    Require(length <= rows * rows, kOp, "--lengths", length,
+            "must be <= rows^2 = " + std::to_string(rows * rows) +
                 ", the most the hierarchical decomposition of the learned table reaches");
   }
   std::vector<std::string> resolved;  // the method at each length, every default filled in (errors now)

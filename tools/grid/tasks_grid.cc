@@ -210,11 +210,7 @@ void CheckTaskLengths(const TinyLmConfig& config, TinyLmTask task, const std::ve
     Require(i == 0 || lengths[i] > lengths[i - 1], kOp, "--lengths", lengths[i],
             "must come after a shorter length (ascending, each once)");
   }
-  if (std::holds_alternative<LearnedScheme>(config.scheme)) {
-    Require(lengths.back() <= config.train_length * config.train_length, kOp, "--lengths", lengths.back(),
-            "must be <= train_length^2 = " + std::to_string(config.train_length * config.train_length) +
-                " for a learned table (the most its hierarchical decomposition reaches)");
-  }
+  CheckTinyLmReach(config, lengths.back(), kOp);
 }
 
 void CheckTaskSequences(std::int64_t sequences) {

@@ -18,7 +18,7 @@ namespace posenc::cli {
 inline constexpr std::uint64_t kTaskEvalSeed = 0x6576616c75617465ULL;  // "evaluate"
 
 // --lengths: ascending, each once, each in the task's range
-// (CheckTinyLmTaskLength), and for a learned table at most train_length^2.
+// (CheckTinyLmTaskLength), and within the model's reach (CheckTinyLmReach).
 void CheckTaskLengths(const TinyLmConfig& config, TinyLmTask task, const std::vector<std::int64_t>& lengths);
 // --sequences in [1, 2^20].
 void CheckTaskSequences(std::int64_t sequences);

@@ -306,6 +306,8 @@ TinyLmRunSettings ReadTinyLmRunSettings(const GridField& at, const Json& setting
           .layers = model_at.Int(model, "layers"),
           .heads = model_at.Int(model, "heads"),
           .ffn_hidden = model_at.Int(model, "ffn_hidden"),
+          // Absent from grids written before randomized positions.
+          .position_range = model.contains("position_range") ? model_at.Int(model, "position_range") : 0,
           .lr = train_at.Number(train, "lr")};
 }
 
@@ -396,10 +398,21 @@ void CheckZooLengths(const TinyLmConfig& config, const std::vector<std::int64_t>
     Require(i == 0 || lengths[i] > lengths[i - 1], kOp, "--lengths", lengths[i],
             "must come after a shorter length (ascending, each once)");
   }
+  CheckTinyLmReach(config, lengths.back(), kOp);
+}
+
+void CheckTinyLmReach(const TinyLmConfig& config, std::int64_t longest, const char* op) {
+  if (config.position_range > 0) {
+    Require(longest <= config.position_range, op, "--position-range", config.position_range,
+            "must be >= the longest length, " + std::to_string(longest) +
+                " (a model trained at randomized positions runs every length at positions from [0, "
+                "position_range))");
+  }
   if (std::holds_alternative<LearnedScheme>(config.scheme)) {
-    Require(lengths.back() <= config.train_length * config.train_length, kOp, "--lengths", lengths.back(),
-            "must be <= train_length^2 = " + std::to_string(config.train_length * config.train_length) +
-                " for a learned table (the most its hierarchical decomposition reaches)");
+    const std::int64_t rows = config.PositionExtent();
+    Require(longest <= rows * rows, op, "--lengths", longest,
+            "must be <= " + std::to_string(rows * rows) + ", the square of the learned table's " +
+                std::to_string(rows) + " rows (the most its hierarchical decomposition reaches)");
   }
 }
 

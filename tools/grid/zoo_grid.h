@@ -50,9 +50,13 @@ nlohmann::json ZooTrainJson(const TinyLmTrainOptions& train);
 TinyLmTrainOptions ZooTrainFromJson(const GridField& at, const nlohmann::json& json);
 
 // --lengths (sorted, without repeats): at least one, each in [2, 2^32], and
-// for a learned table at most train_length^2 (what Su's hierarchical
-// decomposition reaches).
+// within the model's reach (CheckTinyLmReach).
 void CheckZooLengths(const TinyLmConfig& config, const std::vector<std::int64_t>& lengths);
+// Throws posenc::Error unless a model of `config` can run at `longest`:
+// within its randomized positions' range (--position-range) and, for a
+// learned table, within the square of its rows (--lengths). The zoo's and
+// the tasks' rule.
+void CheckTinyLmReach(const TinyLmConfig& config, std::int64_t longest, const char* op);
 // --eval-bytes in [1, 2^32] and at least every length.
 void CheckZooEvalBytes(std::int64_t eval_bytes, const std::vector<std::int64_t>& lengths);
 void CheckZooBucket(std::int64_t bucket);  // --bucket, once 0 is resolved to L / 8

@@ -171,6 +171,7 @@ std::string TasksMarkdown(const TasksReport& r) {
                 static_cast<long long>(r.sequences), static_cast<long long>(r.sequences), r.depths.size(), r.seconds,
                 r.seconds / 60);
   md += line;
+  md += RandomizedPositionsSentence(r.run);
   md +=
       "Exact-match accuracy (%) of the answers, pooled over the seeds, with a 95% interval from a two-level "
       "bootstrap (seeds, then answers within a seed). \"-\": the model cannot run at that length (a learned "
@@ -242,7 +243,8 @@ std::string TasksJson(const TasksReport& r) {
           {{"d_model", r.run.d_model},
            {"layers", r.run.layers},
            {"heads", r.run.heads},
-           {"ffn_hidden", r.run.ffn_hidden}}},
+           {"ffn_hidden", r.run.ffn_hidden},
+           {"position_range", r.run.position_range}}},
          {"train", {{"tokens", r.run.tokens}, {"batch", r.run.batch}, {"lr", r.run.lr}}},
          {"sequences", r.sequences},
          {"depths", r.depths},

@@ -298,6 +298,16 @@ ZooModel ZooModelFromJson(const Json& j) {
   }
 }
 
+std::string RandomizedPositionsSentence(const TinyLmRunSettings& run) {
+  if (run.position_range == 0) return "";
+  return "**Randomized positions** (Ruoss et al. 2023): every pass, in training and in evaluation, puts its tokens "
+         "at an ordered random subset of [0, " +
+         std::to_string(run.position_range) +
+         ") (one subset a batch), so that a model trained at L has seen the positions and distances of every length "
+         "up to " +
+         std::to_string(run.position_range) + ".\n\n";
+}
+
 std::string ZooMarkdown(const ZooReport& r) {
   const std::int64_t params = r.models.empty() ? 0 : r.models.front().params;
   double train_seconds = 0;
@@ -319,6 +329,7 @@ std::string ZooMarkdown(const ZooReport& r) {
         "length. Byte n-grams: Witten-Bell, counted on the whole corpus, scored on the same bytes (each with its " +
         "n − 1 bytes before it). Byte-unigram baseline: " + Number(r.unigram_corpus) +
         " nats/byte (the training corpus's byte frequencies; " + Number(r.unigram_text) + " with the text's own).\n\n";
+  md += RandomizedPositionsSentence(r.run);
   md += "Held-out loss in nats per byte (lower is better), the mean over the seeds ± half their range";
   if (HasTrainLength(r) && !r.ngrams.empty()) {
     md += "; a model no better than the " + ReferenceVariant() + " at L **has not learned context** beyond the " +
@@ -395,26 +406,29 @@ std::string ZooJson(const ZooReport& r) {
   for (const ZooModel& m : r.models) models.push_back(ZooModelJson(m));
   Json ngrams = Json::array();
   for (const ZooEvaluation& e : r.ngrams) ngrams.push_back(ZooEvaluationJson(e));
-  const Json json{
-      {"train_length", r.run.train_length},
-      {"lengths", r.lengths},
-      {"seeds", r.seeds},
-      {"tokens", r.run.tokens},
-      {"batch", r.run.batch},
-      {"lr", r.run.lr},
-      {"model",
-       {{"d_model", r.run.d_model}, {"layers", r.run.layers}, {"heads", r.run.heads}, {"ffn", r.run.ffn_hidden}}},
-      {"corpus", r.corpus},
-      {"text", r.text},
-      {"eval_bytes", r.eval_bytes},
-      {"stride_divisor", r.stride_divisor},
-      {"bucket", r.bucket},
-      {"unigram", {{"corpus_frequencies", r.unigram_corpus}, {"text_frequencies", r.unigram_text}}},
-      {"reference", ReferenceVariant()},
-      {"seconds", r.seconds},
-      {"variants", std::move(variants)},
-      {"ngrams", std::move(ngrams)},
-      {"models", std::move(models)}};
+  const Json json{{"train_length", r.run.train_length},
+                  {"lengths", r.lengths},
+                  {"seeds", r.seeds},
+                  {"tokens", r.run.tokens},
+                  {"batch", r.run.batch},
+                  {"lr", r.run.lr},
+                  {"model",
+                   {{"d_model", r.run.d_model},
+                    {"layers", r.run.layers},
+                    {"heads", r.run.heads},
+                    {"ffn", r.run.ffn_hidden},
+                    {"position_range", r.run.position_range}}},
+                  {"corpus", r.corpus},
+                  {"text", r.text},
+                  {"eval_bytes", r.eval_bytes},
+                  {"stride_divisor", r.stride_divisor},
+                  {"bucket", r.bucket},
+                  {"unigram", {{"corpus_frequencies", r.unigram_corpus}, {"text_frequencies", r.unigram_text}}},
+                  {"reference", ReferenceVariant()},
+                  {"seconds", r.seconds},
+                  {"variants", std::move(variants)},
+                  {"ngrams", std::move(ngrams)},
+                  {"models", std::move(models)}};
   return json.dump(2) + "\n";
 }
 

@@ -70,8 +70,13 @@ std::string ZooNgramVariant(int order);  // "5-gram"
 struct TinyLmRunSettings {
   std::int64_t train_length = 0, tokens = 0, batch = 0;
   std::int64_t d_model = 0, layers = 0, heads = 0, ffn_hidden = 0;
+  std::int64_t position_range = 0;  // > 0: randomized positions from [0, position_range)
   double lr = 0;
 };
+
+// "" for plain positions, else a sentence saying the models ran at
+// randomized positions (the reports' settings line).
+std::string RandomizedPositionsSentence(const TinyLmRunSettings& run);
 
 struct ZooReport {
   std::vector<std::string> variants;  // table rows, in order

@@ -30,7 +30,7 @@ class AlibiTrainer final : public SchemeTrainer {
   }
 
   double ScratchBytes(std::int64_t batch) const override {  // float64 [B H, T] partials of the bias
-    return sizeof(double) * static_cast<double>(batch * config().heads * config().train_length);
+    return sizeof(double) * static_cast<double>(batch * config().heads * config().PositionExtent());
   }
 
  private:

@@ -47,12 +47,12 @@ class ComplexOrderTrainer final : public SchemeTrainer {
   }
 
   std::vector<double> InputEmbedding(const TinyLmParams& params, std::span<const std::uint8_t> inputs,
-                                     std::int64_t length) const override {
+                                     std::span<const std::int64_t> positions) const override {
     const std::int64_t d = config().d_model, half = d / 2;
     std::vector<double> x(inputs.size() * static_cast<std::size_t>(d));
     for (std::size_t n = 0; n < inputs.size(); ++n) {
       const Word w = WordAt(params, inputs[n]);
-      const auto t = static_cast<double>(static_cast<std::int64_t>(n) % length);
+      const auto t = static_cast<double>(positions[n % positions.size()]);
       for (std::int64_t c = 0; c < half; ++c) {
         const double phase = w.frequency[c] * t + w.phase[c];
         x[n * d + c] = w.amplitude[c] * std::cos(phase);
@@ -63,13 +63,14 @@ class ComplexOrderTrainer final : public SchemeTrainer {
   }
 
   // dr = dre cos + dim sin; dphase = r (dim cos - dre sin); dw = t dphase; dtheta = dphase.
-  void InputEmbeddingBackward(const TinyLmParams& params, std::span<const std::uint8_t> inputs, std::int64_t length,
-                              std::span<const double> dx, TinyLmParams& grads) const override {
+  void InputEmbeddingBackward(const TinyLmParams& params, std::span<const std::uint8_t> inputs,
+                              std::span<const std::int64_t> positions, std::span<const double> dx,
+                              TinyLmParams& grads) const override {
     const std::int64_t d = config().d_model, half = d / 2;
     std::vector<double> da(grads.scheme[kAmplitude].values.size(), 0.0), df(da.size(), 0.0), dp(da.size(), 0.0);
     for (std::size_t n = 0; n < inputs.size(); ++n) {
       const Word w = WordAt(params, inputs[n]);
-      const auto t = static_cast<double>(static_cast<std::int64_t>(n) % length);
+      const auto t = static_cast<double>(positions[n % positions.size()]);
       const std::size_t row = inputs[n] * static_cast<std::size_t>(half);
       for (std::int64_t c = 0; c < half; ++c) {
         const double phase = w.frequency[c] * t + w.phase[c];

@@ -17,16 +17,17 @@ class LearnedTrainer final : public SchemeTrainer {
  public:
   using SchemeTrainer::SchemeTrainer;
 
-  // "position_embd.weight" [train_length, d], Normal(0, 0.01) as GPT-2's wpe.
+  // "position_embd.weight" [PositionExtent, d] (train_length rows, or
+  // position_range when randomized), Normal(0, 0.01) as GPT-2's wpe.
   std::vector<SchemeTensor> Tensors(std::int64_t layer) const override {
     if (layer != kModelWide) return {};
     return {{.name = "position_embd.weight",
-             .shape = {config().train_length, config().d_model},
+             .shape = {config().PositionExtent(), config().d_model},
              .init = [](TinyLmTensor& t, std::uint64_t seed) { FillNormal(t, seed, 0.01); }}};
   }
 
   std::vector<double> InputPositions(const TinyLmParams& params, std::int64_t length) const override {
-    const std::int64_t d = config().d_model, rows = config().train_length;
+    const std::int64_t d = config().d_model, rows = config().PositionExtent();
     const std::vector<float>& table = params.scheme[0].values;
     std::vector<double> out(static_cast<std::size_t>(length * d));
     std::copy_n(table.begin(), std::min(length, rows) * d, out.begin());
@@ -43,7 +44,7 @@ class LearnedTrainer final : public SchemeTrainer {
     return out;
   }
 
-  // length <= train_length here (a training call): row t is position t.
+  // length <= PositionExtent here (a training call): row p is position p.
   void InputPositionsBackward(const TinyLmParams& /*params*/, std::span<const double> dpositions, std::int64_t length,
                               TinyLmParams& grads) const override {
     std::vector<float>& table = grads.scheme[0].values;
@@ -56,16 +57,16 @@ class LearnedTrainer final : public SchemeTrainer {
   }
 
   void CheckLength(std::int64_t length, bool /*gradients*/) const override {
-    const std::int64_t rows = config().train_length;
+    const std::int64_t rows = config().PositionExtent();
     if (length <= rows) return;
     if (config().learned_past_table == LearnedPastTable::kError) {
       ThrowError(kOp, "position", std::to_string(rows),
                  "past the learned position table of " + std::to_string(rows) +
-                     " rows (train_length); evaluate at length <= " + std::to_string(rows) +
+                     " rows (max(train_length, position_range)); evaluate at length <= " + std::to_string(rows) +
                      " or set learned_past_table = hierarchical (Su's decomposition)");
     }
     Require(length <= rows * rows, kOp, "length", length,
-            "must be <= train_length^2 = " + std::to_string(rows * rows) +
+            "must be <= rows^2 = " + std::to_string(rows * rows) +
                 ", the most the hierarchical decomposition of the learned table reaches");
   }
 };

@@ -66,7 +66,7 @@ class UrpeTrainer final : public SchemeTrainer {
   }
 
   double ScratchBytes(std::int64_t batch) const override {  // float64 [B H, T] partials of B and of C
-    return 2.0 * sizeof(double) * static_cast<double>(batch * config().heads * config().train_length);
+    return 2.0 * sizeof(double) * static_cast<double>(batch * config().heads * config().PositionExtent());
   }
 
  private:

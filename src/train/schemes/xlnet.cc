@@ -94,7 +94,7 @@ class XlnetTrainer final : public SchemeTrainer {
   }
 
   double ScratchBytes(std::int64_t batch) const override {  // float64 partials of the table and the bias
-    const auto rows = static_cast<double>(batch * config().heads * config().train_length);
+    const auto rows = static_cast<double>(batch * config().heads * config().PositionExtent());
     return sizeof(double) * rows * static_cast<double>(config().HeadDim() + 1);
   }
 
