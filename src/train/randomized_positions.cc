@@ -35,9 +35,9 @@ std::vector<std::int64_t> EvaluationPositions(const TinyLmConfig& config, std::i
           "must be <= position_range = " + std::to_string(config.position_range) +
               " (a model trained at randomized positions runs at an ordered subset of [0, position_range))");
   constexpr std::uint64_t kEvaluationSalt = 0x6576616c75617465ULL;  // "evaluate"
-  return RandomizedPositions(config.position_range, length,
-                             SplitMix64(SplitMix64(kEvaluationSalt + static_cast<std::uint64_t>(length)) +
-                                        static_cast<std::uint64_t>(first)));
+  return RandomizedPositions(
+      config.position_range, length,
+      SplitMix64(SplitMix64(kEvaluationSalt + static_cast<std::uint64_t>(length)) + static_cast<std::uint64_t>(first)));
 }
 
 }  // namespace tiny_lm

@@ -103,8 +103,8 @@ TEST(TinyLmPositions, RelativeSchemesSeeOnlyDifferences) {
     const std::string_view name = PositionSchemeName(scheme);
     // FIRE divides by the query's own log position; complex order, FLOATER,
     // sinusoidal and learned rows are functions of the position.
-    const bool absolute = name == "sinusoidal" || name == "learned" || name == "fire" || name == "complex-order" ||
-                          name == "floater";
+    const bool absolute =
+        name == "sinusoidal" || name == "learned" || name == "fire" || name == "complex-order" || name == "floater";
     if (absolute) {
       EXPECT_GT(std::abs(at - moved), 1e-4) << name;
     } else {
@@ -148,8 +148,12 @@ TEST(TinyLmPositions, CallErrors) {
   ExpectError(loss({0, 1, 2, 3, 4, 5, 20}, &grads), {"positions[length - 1] = 20", "< 20", "gradients"});
   EXPECT_NO_THROW(loss({0, 1, 2, 3, 4, 5, 19}, &grads)());
   EXPECT_NO_THROW(loss({0, 1, 2, 3, 4, 5, 20})());  // evaluation may reach past the range
-  ExpectError([&] { TinyLmConfig c = config; c.position_range = 6, ValidateTinyLmConfig(c); },
-              {"position_range = 6", "train_length = 7"});
+  ExpectError(
+      [&] {
+        TinyLmConfig c = config;
+        c.position_range = 6, ValidateTinyLmConfig(c);
+      },
+      {"position_range = 6", "train_length = 7"});
 }
 
 // A learned table of a randomized model has a row per position of the

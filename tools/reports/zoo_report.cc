@@ -298,6 +298,14 @@ ZooModel ZooModelFromJson(const Json& j) {
   }
 }
 
+nlohmann::json TinyLmModelJson(const TinyLmRunSettings& run) {
+  return {{"d_model", run.d_model},
+          {"layers", run.layers},
+          {"heads", run.heads},
+          {"ffn_hidden", run.ffn_hidden},
+          {"position_range", run.position_range}};
+}
+
 std::string RandomizedPositionsSentence(const TinyLmRunSettings& run) {
   if (run.position_range == 0) return "";
   return "**Randomized positions** (Ruoss et al. 2023): every pass, in training and in evaluation, puts its tokens "
@@ -412,12 +420,7 @@ std::string ZooJson(const ZooReport& r) {
                   {"tokens", r.run.tokens},
                   {"batch", r.run.batch},
                   {"lr", r.run.lr},
-                  {"model",
-                   {{"d_model", r.run.d_model},
-                    {"layers", r.run.layers},
-                    {"heads", r.run.heads},
-                    {"ffn", r.run.ffn_hidden},
-                    {"position_range", r.run.position_range}}},
+                  {"model", TinyLmModelJson(r.run)},
                   {"corpus", r.corpus},
                   {"text", r.text},
                   {"eval_bytes", r.eval_bytes},

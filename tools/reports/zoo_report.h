@@ -74,6 +74,9 @@ struct TinyLmRunSettings {
   double lr = 0;
 };
 
+// The model's sizes and position range, as the reports' JSON gives them.
+nlohmann::json TinyLmModelJson(const TinyLmRunSettings& run);
+
 // "" for plain positions, else a sentence saying the models ran at
 // randomized positions (the reports' settings line).
 std::string RandomizedPositionsSentence(const TinyLmRunSettings& run);
