@@ -3,8 +3,9 @@
 #include <cstdio>
 #include <map>
 
-#include "reports/plot.h"
 #include "posenc/error.h"
+#include "posenc/rate_interval.h"
+#include "reports/plot.h"
 
 namespace posenc::cli {
 namespace {
@@ -26,6 +27,13 @@ Tally TallyOf(const PasskeyReport& report, const std::string& method, std::int64
   }
   if (t.trials > 0) t.nll /= static_cast<double>(t.trials);
   return t;
+}
+
+// The share of keys found with its 95% Wilson interval (every trial is an
+// independent key), as JSON.
+nlohmann::ordered_json RateJson(const Tally& t) {
+  const RateInterval rate = WilsonInterval(t.found, t.trials);
+  return {{"accuracy", rate.rate}, {"low", rate.low}, {"high", rate.high}};
 }
 
 std::string Resolved(const PasskeyReport& report, const std::string& method, std::int64_t length) {
@@ -86,8 +94,9 @@ std::string PasskeyMarkdown(const PasskeyReport& r) {
   std::string md = "Passkey retrieval, " + r.model + " (trained on " + std::to_string(r.train_length) +
                    " tokens): keys found by greedy generation / trials (" + std::to_string(r.depths.size()) +
                    " depths x " + std::to_string(r.trials) +
-                   " trials per length); in brackets, answers exact under "
-                   "teacher forcing. * = the model's own RoPE at this length (none's trials).\n\n| method |";
+                   " trials per length), the share found with its 95% Wilson interval; in parentheses, answers "
+                   "exact under teacher forcing. * = the model's own RoPE at this length (none's trials). The rate "
+                   "by depth is in passkey.json and passkey.png.\n\n| method |";
   for (const auto length : r.lengths) md += " " + std::to_string(length) + " |";
   md += "\n|---|";
   for (std::size_t i = 0; i < r.lengths.size(); ++i) md += "---|";
@@ -96,10 +105,16 @@ std::string PasskeyMarkdown(const PasskeyReport& r) {
     md += "| " + method + " |";
     for (const auto length : r.lengths) {
       const Tally t = TallyOf(r, method, length, nullptr);
-      char cell[96];
-      std::snprintf(cell, sizeof cell, " %lld/%lld (%lld)%s |", static_cast<long long>(t.found),
-                    static_cast<long long>(t.trials), static_cast<long long>(t.exact),
-                    Resolved(r, method, length).back() == '*' ? "*" : "");
+      char cell[128];
+      if (t.trials == 0) {
+        std::snprintf(cell, sizeof cell, " - |");
+      } else {
+        const RateInterval rate = WilsonInterval(t.found, t.trials);
+        std::snprintf(cell, sizeof cell, " %lld/%lld (%lld)%s %.0f%% [%.0f, %.0f] |", static_cast<long long>(t.found),
+                      static_cast<long long>(t.trials), static_cast<long long>(t.exact),
+                      Resolved(r, method, length).back() == '*' ? "*" : "", 100 * rate.rate, 100 * rate.low,
+                      100 * rate.high);
+      }
       md += cell;
     }
     md += "\n";
@@ -114,13 +129,24 @@ std::string PasskeyJson(const PasskeyReport& r) {
   for (const std::string& method : r.methods) {
     for (const auto length : r.lengths) {
       const Tally t = TallyOf(r, method, length, nullptr);
-      summary.push_back({{"method", method},
-                         {"length", length},
-                         {"trials", t.trials},
-                         {"found", t.found},
-                         {"exact", t.exact},
-                         {"accuracy", t.trials ? static_cast<double>(t.found) / static_cast<double>(t.trials) : 0.0},
-                         {"mean_answer_nll", t.nll}});
+      if (t.trials == 0) continue;  // a grid merged before every cell finished
+      nlohmann::ordered_json entry{{"method", method},
+                                   {"length", length},
+                                   {"trials", t.trials},
+                                   {"found", t.found},
+                                   {"exact", t.exact}};
+      entry.update(RateJson(t));
+      entry["mean_answer_nll"] = t.nll;
+      nlohmann::ordered_json by_depth = nlohmann::ordered_json::array();
+      for (const double depth : r.depths) {
+        const Tally d = TallyOf(r, method, length, &depth);
+        if (d.trials == 0) continue;
+        nlohmann::ordered_json at{{"depth", depth}, {"trials", d.trials}, {"found", d.found}};
+        at.update(RateJson(d));
+        by_depth.push_back(std::move(at));
+      }
+      entry["by_depth"] = std::move(by_depth);
+      summary.push_back(std::move(entry));
     }
   }
   const nlohmann::ordered_json out{{"model", r.model},     {"train_length", r.train_length},
