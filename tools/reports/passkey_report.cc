@@ -130,11 +130,8 @@ std::string PasskeyJson(const PasskeyReport& r) {
     for (const auto length : r.lengths) {
       const Tally t = TallyOf(r, method, length, nullptr);
       if (t.trials == 0) continue;  // a grid merged before every cell finished
-      nlohmann::ordered_json entry{{"method", method},
-                                   {"length", length},
-                                   {"trials", t.trials},
-                                   {"found", t.found},
-                                   {"exact", t.exact}};
+      nlohmann::ordered_json entry{
+          {"method", method}, {"length", length}, {"trials", t.trials}, {"found", t.found}, {"exact", t.exact}};
       entry.update(RateJson(t));
       entry["mean_answer_nll"] = t.nll;
       nlohmann::ordered_json by_depth = nlohmann::ordered_json::array();
