@@ -53,6 +53,13 @@ assert len(t["models"]) == 12
 PY
 tasks
 expect "12 cells, 12 finished earlier, 0 to compute"
+# A plain model's cells leave the optional position_range out: grids
+# written before it existed keep their keys (and stay finished).
+python3 - "$dir/grid.json" <<'PY' || fail "grid.json of plain models"
+import json, sys
+cells = json.load(open(sys.argv[1]))["cells"].values()
+assert all("position_range" not in c["params"]["model"] for c in cells)
+PY
 # Randomized positions: the models train and run at positions from [0, 24),
 # and the report says so.
 rm -rf "$dir"
@@ -61,4 +68,9 @@ expect "\*\*Randomized positions\*\* \(Ruoss et al. 2023\)"
 expect "^\| learned \| [0-9.]+ \| $ci \| $ci \|$"
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['model']['position_range'] == 24" "$dir/tasks.json" ||
   fail "position_range in tasks.json"
+python3 - "$dir/grid.json" <<'PY' || fail "grid.json of randomized models"
+import json, sys
+cells = json.load(open(sys.argv[1]))["cells"].values()
+assert all(c["params"]["model"]["position_range"] == 24 for c in cells)
+PY
 echo "tasks: ok"

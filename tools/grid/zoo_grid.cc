@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <span>
 #include <type_traits>
 #include <variant>
@@ -330,16 +331,37 @@ std::vector<std::string> TinyLmReportVariants(const GridField& at, const Json& s
   return variants;
 }
 
+namespace {
+
+// The fields `visit_fields` visits of c, as JSON members, leaving out an
+// optional field (ConfigField::optional) that holds its default: the cells
+// and settings of grids written before that field existed keep their keys,
+// and so stay finished.
+template <class VisitFields>
+void PutConfigFields(Json& j, const TinyLmConfig& c, VisitFields visit_fields) {
+  TinyLmConfig defaults;
+  defaults.scheme = c.scheme;  // the same fields are visited
+  std::map<std::string, double> default_of;
+  visit_fields(defaults, [&](const ConfigField& field, const auto& value) {
+    default_of[std::string(field.key)] = static_cast<double>(value);
+  });
+  visit_fields(c, [&](const ConfigField& field, const auto& value) {
+    if (field.optional && static_cast<double>(value) == default_of[std::string(field.key)]) return;
+    j[std::string(field.key)] = value;
+  });
+}
+
+}  // namespace
+
 Json ZooConfigJson(const TinyLmConfig& c) {
   Json j{{"scheme", PositionSchemeName(c.scheme)}};
-  TinyLmConfig::VisitFields(c, [&](const ConfigField& field, const auto& value) { j[std::string(field.key)] = value; });
+  PutConfigFields(j, c, [](const TinyLmConfig& x, const auto& visit) { TinyLmConfig::VisitFields(x, visit); });
   return j;
 }
 
 Json ZooModelJson(const TinyLmConfig& c) {
   Json j = Json::object();
-  TinyLmConfig::VisitModelFields(
-      c, [&](const ConfigField& field, const auto& value) { j[std::string(field.key)] = value; });
+  PutConfigFields(j, c, [](const TinyLmConfig& x, const auto& visit) { TinyLmConfig::VisitModelFields(x, visit); });
   return j;
 }
 
@@ -349,6 +371,7 @@ TinyLmConfig ZooConfigFromJson(const GridField& at, const Json& j) {
   at.Child("scheme").Check([&] { c.scheme = ParsePositionScheme(scheme, kOp, "--schemes"); });
   // The scheme decides which of its fields the list visits.
   TinyLmConfig::VisitFields(c, [&](const ConfigField& field, auto& value) {
+    if (field.optional && !j.contains(field.key)) return;  // its default
     if constexpr (std::is_same_v<std::remove_reference_t<decltype(value)>, double>) {
       value = at.Number(j, field.key);
     } else {
