@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "posenc/attention.h"
+#include "posenc/context_extension.h"
 #include "posenc/gguf.h"
 #include "posenc/matmul.h"
 #include "posenc/rope_spec.h"
@@ -87,6 +88,15 @@ struct LlamaHyperparams {
     return sliding_window > 0 && (layer + 1) % sliding_window_pattern != 0;
   }
 };
+
+// PlanContextExtension for a model of `hp` at `length` tokens: a method
+// changes the attention of the global layers (every layer of a Llama; the
+// local layers of Gemma 3 keep their window and base). Throws posenc::Error
+// for what PlanContextExtension refuses, and for a method other than the
+// model's own RoPE on a model without a global layer (every layer local: a
+// sliding_window_pattern above the block count), where it would change
+// nothing while a study reported it as a method.
+ExtensionPlan PlanModelExtension(const ContextExtension& method, const LlamaHyperparams& hp, std::int64_t length);
 
 // Reads the hyperparameters from `{arch}.*` metadata; throws posenc::Error
 // naming the key for a missing or inconsistent value, or an architecture

@@ -62,7 +62,7 @@ AttentionOptions PlanAttention(const LlamaModel& model, const std::string& metho
   const std::int64_t target = target_length.value_or(n);
   Require(target >= 1, kOp, "target_length", target, "must be >= 1 (tokens)");
   const LlamaHyperparams& hp = model.hparams();
-  return PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, target).attention;
+  return PlanModelExtension(ParseContextExtension(method), hp, target).attention;
 }
 
 py::dict Hyperparams(const LlamaModel& model) {
@@ -167,7 +167,7 @@ py::dict GenerateTokens(const LlamaModel& model, const TokenArray& tokens, std::
   const std::int64_t n = static_cast<std::int64_t>(ids.size());
   const std::int64_t length = LengthWith(kGenerate, "max_tokens", n, max_tokens);
   const LlamaHyperparams& hp = model.hparams();
-  const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, length);
+  const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(method), hp, length);
   GenerateOptions options;
   options.max_tokens = max_tokens;
   options.stop_tokens = stop_tokens;
@@ -200,7 +200,7 @@ py::dict ScorePasskeyTrial(const LlamaModel& model, const BpeTokenizer& tokenize
       target_length.value_or(LengthWith(kPasskey, "max_new_tokens", n, std::max(answer, max_new_tokens)));
   Require(target >= 1, kPasskey, "target_length", target, "must be >= 1 (tokens)");
   const LlamaHyperparams& hp = model.hparams();
-  const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, target);
+  const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(method), hp, target);
   PasskeyScore score;
   {
     py::gil_scoped_release release;

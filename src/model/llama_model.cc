@@ -47,6 +47,20 @@ LlamaModel::~LlamaModel() = default;
 LlamaModel LlamaModel::Load(const std::string& path, WeightStorage storage, DotActivations activations) {
   return FromGguf(GgufFile::Open(path), storage, activations);
 }
+ExtensionPlan PlanModelExtension(const ContextExtension& method, const LlamaHyperparams& hp, std::int64_t length) {
+  ExtensionPlan plan = PlanContextExtension(method, hp.rope, hp.context_length, length);
+  if (method.method == ExtensionMethod::kNone && !method.logn) return plan;  // the model's own attention
+  bool global = false;
+  for (std::int64_t l = 0; l < hp.block_count; ++l) global = global || !hp.IsLocalLayer(l);
+  Require(global, kOp, "method", FormatContextExtension(method),
+          "cannot apply to this model: all of its " + std::to_string(hp.block_count) +
+              " layers are local (sliding_window " + std::to_string(hp.sliding_window) + ", sliding_window_pattern " +
+              std::to_string(hp.sliding_window_pattern) +
+              " > the block count), and a method changes only the global layers' attention (the local ones keep "
+              "their window and base): it would leave the model as it is");
+  return plan;
+}
+
 LlamaModel LlamaModel::FromGguf(const GgufFile& file, WeightStorage storage, DotActivations activations) {
   return LlamaModel(LoadLlamaWeights(file, storage, activations));
 }

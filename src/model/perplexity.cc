@@ -65,7 +65,7 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   const std::int64_t windows = PerplexityWindowCount(n, options);
 
   const LlamaHyperparams& hp = model.hparams();
-  const ExtensionPlan plan = PlanContextExtension(options.extension, hp.rope, hp.context_length, ctx);
+  const ExtensionPlan plan = PlanModelExtension(options.extension, hp, ctx);
 
   const auto start = std::chrono::steady_clock::now();
   double nll_sum = 0;

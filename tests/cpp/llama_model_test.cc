@@ -141,7 +141,7 @@ TEST(LlamaModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
                              "rerope:window=5", "window", "window:window=9", "lambda", "lambda:sinks=2,window=9",
                              "ntk:logn", "yarn,logn", "self-extend", "self-extend:group=3,window=7"}) {
     SCOPED_TRACE(method);
-    const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70);
+    const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(method), hp, 70);
     const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, plan.attention);
     EXPECT_LT(RelativeError(tiny.model.Logits(tokens, plan.attention), ref), 2e-5);
   }
@@ -334,8 +334,7 @@ TEST(LlamaModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
   for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
                              "window:window=9", "lambda:sinks=2,window=9", "yarn,logn", "self-extend"}) {
     SCOPED_TRACE(method);
-    const AttentionOptions attention =
-        PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, n).attention;
+    const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, n).attention;
     EXPECT_LT(RelativeDifference(tiny.model.Logits(tokens, attention),
                                  PrefillThenDecode(tiny.model, tokens, prefill, attention)),
               1e-5);
@@ -448,14 +447,24 @@ TEST(LlamaModelGemma3, ReadsHyperparametersAndLayerKinds) {
 
   // A method reaches the global layer only; local layers keep RoPE of base
   // 10,000 and their window.
-  const AttentionOptions rerope =
-      PlanContextExtension(ParseContextExtension("rerope"), hp.rope, hp.context_length, 70).attention;
+  const AttentionOptions rerope = PlanModelExtension(ParseContextExtension("rerope"), hp, 70).attention;
   EXPECT_EQ(&tiny.model.LayerAttention(rerope, 5), &rerope);
   const AttentionOptions& local = tiny.model.LayerAttention(rerope, 0);
   ASSERT_TRUE(std::holds_alternative<RopeEncoding>(local.encoding));
   EXPECT_DOUBLE_EQ(std::get<RopeEncoding>(local.encoding).spec.theta, 10000);
   EXPECT_EQ(local.mask.window, 8);
   EXPECT_TRUE(local.mask.causal);
+
+  // With every layer local (a pattern above the block count) a method would
+  // change nothing: refused, naming the layers and why; the model's own
+  // attention still plans.
+  LlamaHyperparams all_local = hp;
+  all_local.sliding_window_pattern = 7;
+  ExpectError(
+      [&] { PlanModelExtension(ParseContextExtension("yarn"), all_local, 70); },
+      {"method = \"yarn\"", "all of its 6 layers are local", "sliding_window_pattern 7", "only the global layers"});
+  ExpectError([&] { PlanModelExtension(ParseContextExtension("none:logn"), all_local, 70); }, {"all of its 6"});
+  EXPECT_NO_THROW(PlanModelExtension(ParseContextExtension("none"), all_local, 70));
 }
 
 TEST(LlamaModelGemma3, MatchesFloat64ReferenceOnEveryTarget) {
@@ -464,8 +473,7 @@ TEST(LlamaModelGemma3, MatchesFloat64ReferenceOnEveryTarget) {
   const auto tokens = RandomTokens(70, 7);  // past the window and the training length 32
   for (const char* method : {"none", "rerope", "yarn", "self-extend"}) {
     SCOPED_TRACE(method);
-    const AttentionOptions attention =
-        PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70).attention;
+    const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, 70).attention;
     const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, attention);
     testing::ForEachTarget([&] { EXPECT_LT(RelativeError(tiny.model.Logits(tokens, attention), ref), 2e-5); });
   }
@@ -477,8 +485,7 @@ TEST(LlamaModelGemma3, DecodingWithTheCacheMatchesOneForward) {
   const auto tokens = RandomTokens(70, 5);
   for (const char* method : {"none", "rerope"}) {
     SCOPED_TRACE(method);
-    const AttentionOptions attention =
-        PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, 70).attention;
+    const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, 70).attention;
     testing::ForEachTarget([&] {
       EXPECT_LT(RelativeDifference(tiny.model.Logits(tokens, attention),
                                    PrefillThenDecode(tiny.model, tokens, 61, attention)),

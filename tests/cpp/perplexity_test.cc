@@ -23,7 +23,7 @@ struct Fixture {
   }
   std::vector<double> Nll(std::int64_t begin, std::int64_t length, const char* method = "none") const {
     const auto& hp = model.hparams();
-    const auto plan = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length, length);
+    const auto plan = PlanModelExtension(ParseContextExtension(method), hp, length);
     return model.NextTokenNll(std::span(tokens).subspan(begin, length), plan.attention);
   }
 };
@@ -73,7 +73,7 @@ TEST(Perplexity, BosStartsEveryWindowAndItsPredictionIsScored) {
   const auto nll_with_bos = [&](std::int64_t begin, std::int64_t length) {
     std::vector<std::int32_t> window{bos};
     window.insert(window.end(), f.tokens.begin() + begin, f.tokens.begin() + begin + length - 1);
-    const auto plan = PlanContextExtension(ParseContextExtension("none"), hp.rope, hp.context_length, length);
+    const auto plan = PlanModelExtension(ParseContextExtension("none"), hp, length);
     return f.model.NextTokenNll(window, plan.attention);
   };
   PerplexityOptions options;

@@ -105,7 +105,7 @@ std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const LlamaMode
     const std::int64_t last = filled - 1;
     model.Extend(cache, context, model.DefaultAttention(), std::span(&last, 1), take_argmax);
     for (const ContextExtension& method : o.methods) {
-      const ExtensionPlan plan = PlanContextExtension(method, hp.rope, hp.context_length, filled + o.decode_tokens + 1);
+      const ExtensionPlan plan = PlanModelExtension(method, hp, filled + o.decode_tokens + 1);
       const std::string name = FormatContextExtension(plan.resolved);  // every parameter
       const AttentionOptions& attention = plan.attention;
       log("decode: " + name + ", " + std::to_string(o.decode_tokens) + " steps after " + std::to_string(filled) +

@@ -73,7 +73,7 @@ void Run(const GenerateCommandOptions& o) {
               std::to_string(static_cast<std::uint64_t>(prompt_tokens) + static_cast<std::uint64_t>(o.max_tokens)) +
               " must be <= 2^63 - 1 (the length the method is planned for)");
   const std::int64_t length = prompt_tokens + o.max_tokens;
-  const ExtensionPlan plan = PlanContextExtension(extension, hp.rope, hp.context_length, length);
+  const ExtensionPlan plan = PlanModelExtension(extension, hp, length);
   GenerateOptions options{.max_tokens = o.max_tokens};
   if (loaded.tokenizer.eos_id()) options.stop_tokens.push_back(*loaded.tokenizer.eos_id());
   if (chat) options.stop_tokens.push_back(chat->end_of_turn);

@@ -70,7 +70,7 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
     MakePasskeyPrompt(loaded.tokenizer, length, 0.5, PasskeyKey(static_cast<std::uint64_t>(o.seed), 0),
                       o.max_new_tokens);
     for (std::size_t m = 0; m < methods.size(); ++m) {
-      const ExtensionPlan plan = PlanContextExtension(methods[m], hp.rope, hp.context_length, length);
+      const ExtensionPlan plan = PlanModelExtension(methods[m], hp, length);
       const bool same = SameAsModelRope(plan, hp.rope, length);
       const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
       for (const double depth : depths) {

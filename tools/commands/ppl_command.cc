@@ -46,7 +46,7 @@ void AnnounceWork(const LlamaModel& model, std::int64_t text_tokens, const Perpl
   const std::int64_t windows = PerplexityWindowCount(text_tokens, options);
   if (windows == 0) return;  // EvaluatePerplexity says why
   const LlamaHyperparams& hp = model.hparams();
-  const ExtensionPlan plan = PlanContextExtension(options.extension, hp.rope, hp.context_length, options.context);
+  const ExtensionPlan plan = PlanModelExtension(options.extension, hp, options.context);
   const std::string method = FormatContextExtension(plan.resolved);
   if (plan.resolved.method != ExtensionMethod::kNone && SameAsModelRope(plan, hp.rope, options.context)) {
     std::fprintf(stderr,

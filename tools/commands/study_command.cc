@@ -75,7 +75,7 @@ Grid PlanGrid(const StudyOptions& o, const std::vector<std::int64_t>& lengths,
   std::fprintf(stderr, " tokens\n");
   for (const auto length : lengths) {
     for (std::size_t m = 0; m < extensions.size(); ++m) {
-      const ExtensionPlan plan = PlanContextExtension(extensions[m], hp.rope, hp.context_length, length);
+      const ExtensionPlan plan = PlanModelExtension(extensions[m], hp, length);
       const bool same = SameAsModelRope(plan, hp.rope, length);
       const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
       GridCell cell{.params = {{"method", computed}, {"length", length}, {"windows", o.windows}},

@@ -115,7 +115,7 @@ nlohmann::json ComputeTrial(const Grid& grid, const GridCell& cell) {
   const std::int64_t length = t.length, trial = t.trial, max_new_tokens = ReadMaxNewTokens(at, cell.params);
   const LoadedModel loaded = LoadGridModel(grid);
   const LlamaHyperparams& hp = loaded.model.hparams();
-  const ExtensionPlan plan = PlanContextExtension(ParseContextExtension(t.method), hp.rope, hp.context_length, length);
+  const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(t.method), hp, length);
   const std::string key = PasskeyKey(ReadSeed(at, cell.params), trial);
   const PasskeyPrompt prompt = MakePasskeyPrompt(loaded.tokenizer, length, t.depth, key, max_new_tokens);
   const PasskeyScore score = ScorePasskey(loaded.model, loaded.tokenizer, prompt, plan.attention, max_new_tokens);
