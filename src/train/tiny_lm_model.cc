@@ -70,6 +70,7 @@ struct Pass {
   AttentionShape shape;
   std::int64_t extent;
   std::vector<std::int64_t> position;  // [T]: p_t
+  TokenPositions row_positions;        // every row's position, [B T] (the kernels' per-token positions)
   std::unique_ptr<tiny_lm::SchemeTrainer> scheme;
   std::optional<RopeSpec> rotation;                  // the model's own rotation of q and k
   RopeFrequencies rope;                              // its table, when the model's attention runs
@@ -83,13 +84,14 @@ struct Pass {
         extent(shape.Extent()), position(static_cast<std::size_t>(t)), scheme(tiny_lm::MakeSchemeTrainer(c)),
         rotation(scheme->Rotation()), kernel(k), layer_positions(scheme->LayerInputPositions(p, extent)) {
     for (std::int64_t i = 0; i < t; ++i) position[i] = shape.Position(i);
+    row_positions = RowPositions();
     if (rotation && !kernel) rope = ComputeRopeFrequencies(*rotation, extent);
   }
 
   // The position of row n's token.
   std::int64_t PositionOfRow(std::int64_t n) const { return position[n % length]; }
 
-  // Every row's position, [B T] (the kernels' per-token positions).
+  // Every row's position, once a pass: Offset(0) for 0..T-1, else ids.
   TokenPositions RowPositions() const {
     if (shape.positions.empty()) return TokenPositions::Offset(0);
     std::vector<std::int64_t> ids(static_cast<std::size_t>(rows));
@@ -113,8 +115,8 @@ struct Pass {
     in.v = ConstTensorView{qkv.data() + 2 * d, DType::kF32, view_shape, strides};
     in.out = TensorView::Contiguous(att.data(), DType::kF32, view_shape);
     if (!shape.positions.empty()) {
-      in.q_positions = RowPositions();
-      in.k_positions = RowPositions();
+      in.q_positions = row_positions;
+      in.k_positions = row_positions;
     }
     Attention(in, kernel(l));
   }
@@ -123,7 +125,7 @@ struct Pass {
   // for RoPE); the scheme's terms are kept in a for the backward.
   void OwnAttention(std::int64_t l, BlockActivations& a) const {
     if (rotation) {
-      tiny_lm::RotateQueriesKeys(*rotation, rope, a.qkv, batch, length, shape.heads, RowPositions(),
+      tiny_lm::RotateQueriesKeys(*rotation, rope, a.qkv, batch, length, shape.heads, row_positions,
                                  RopeDirection::kForward);
     }
     a.terms = tiny_lm::FloatLayerTerms(scheme->Layer(params, l, extent));
@@ -183,7 +185,7 @@ struct Pass {
     tiny_lm::LinearBackward(a.att, dx, rows, block.attn_output, datt, g.attn_output.values);
     tiny_lm::AttentionGrads ag = tiny_lm::AttentionBackward(shape, a.terms.View(), a.qkv, datt);
     if (rotation) {
-      tiny_lm::RotateQueriesKeys(*rotation, rope, ag.dqkv, batch, length, shape.heads, RowPositions(),
+      tiny_lm::RotateQueriesKeys(*rotation, rope, ag.dqkv, batch, length, shape.heads, row_positions,
                                  RopeDirection::kBackward);
     }
     tiny_lm::LinearBackward(a.attn_in, ag.dqkv, rows, block.attn_qkv, din, g.attn_qkv.values);
