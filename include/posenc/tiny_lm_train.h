@@ -96,6 +96,9 @@ struct TinyLmTrainLogEntry {
   std::int64_t step = 0;    // 1-based
   std::int64_t tokens = 0;  // predicted bytes so far
   double loss = 0.0;        // this step's batch loss (nats per byte), before the update
+  // The mean batch loss of the steps since the previous entry (this one
+  // included): the learning curve without one batch's noise.
+  double mean_loss = 0.0;
   double lr = 0.0;
   double grad_norm = 0.0;  // before clipping
 };

@@ -189,6 +189,8 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
   const auto seconds_since_start = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
+  double losses_since_log = 0.0;  // the batch losses of the steps since the last log entry
+  std::int64_t steps_since_log = 0;
   for (std::int64_t step = 1; step <= steps; ++step) {
     const TinyLmBatch batch = batches(step - 1);
     // Randomized positions: one ordered subset of [0, M) a step, shared by
@@ -224,8 +226,17 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
     adamw.Step(updates, lr);
     last_losses[static_cast<std::size_t>(step % kFinalLossSteps)] = loss;
     const std::int64_t tokens = step * step_tokens;
+    losses_since_log += loss;
+    ++steps_since_log;
     if (step % options.log_every == 0 || step == steps) {
-      result.log.push_back({.step = step, .tokens = tokens, .loss = loss, .lr = lr, .grad_norm = norm});
+      result.log.push_back({.step = step,
+                            .tokens = tokens,
+                            .loss = loss,
+                            .mean_loss = losses_since_log / static_cast<double>(steps_since_log),
+                            .lr = lr,
+                            .grad_norm = norm});
+      losses_since_log = 0.0;
+      steps_since_log = 0;
     }
     if (progress) {
       const double seconds = seconds_since_start();

@@ -29,7 +29,7 @@ for kind in study passkey zoo tasks; do
     passkey) plan="passkey --model $model --lengths 300 --depths 0,1 --methods none --out $out" ;;
     zoo) plan="zoo --schemes rope,alibi --seeds 0 --train-len 16 --tokens 256 --d-model 16 --layers 1 --heads 2
                --ffn 32 --batch 4 --corpus $zoo_text --text $zoo_text --lengths 16,32 --eval-bytes 64
-               --methods yarn --out $out" ;;
+               --methods yarn --no-half-budget --out $out" ;;
     tasks) plan="tasks --schemes rope,alibi --tasks copy --seeds 0 --train-len 16 --tokens 256 --d-model 16 --layers 1
                  --heads 2 --ffn 32 --batch 4 --lengths 16,32 --sequences 2 --methods yarn --out $out" ;;
   esac

@@ -184,6 +184,21 @@ TEST(TinyLmTrain, FinalLossIsTheMeanOfTheLastTenSteps) {
   double sum = 0.0;
   for (std::size_t s = 3; s < 13; ++s) sum += r.log[s].loss;
   EXPECT_EQ(r.final_loss, sum / 10);
+  for (const TinyLmTrainLogEntry& e : r.log) EXPECT_EQ(e.mean_loss, e.loss);  // one step an entry
+
+  // Entries every 5 steps (5, 10, and the last, 13) average their steps' losses.
+  options.log_every = 5;
+  const TinyLmTrainResult every5 = TrainTinyLm(config, options, Repeated("abcdefghij", 200));
+  ASSERT_EQ(every5.log.size(), 3u);
+  const auto mean = [&](std::size_t first, std::size_t end) {
+    double total = 0.0;
+    for (std::size_t s = first; s < end; ++s) total += r.log[s].loss;
+    return total / static_cast<double>(end - first);
+  };
+  EXPECT_DOUBLE_EQ(every5.log[0].mean_loss, mean(0, 5));
+  EXPECT_DOUBLE_EQ(every5.log[1].mean_loss, mean(5, 10));
+  EXPECT_EQ(every5.log[2].step, 13);
+  EXPECT_DOUBLE_EQ(every5.log[2].mean_loss, mean(10, 13));
 }
 
 // ------------------------------------------------------------------ batches

@@ -98,8 +98,12 @@ void Run(TrainCommandOptions o) {
   if (o.json) {
     nlohmann::ordered_json log = nlohmann::ordered_json::array();
     for (const TinyLmTrainLogEntry& e : r.log) {
-      log.push_back(
-          {{"step", e.step}, {"tokens", e.tokens}, {"loss", e.loss}, {"lr", e.lr}, {"grad_norm", e.grad_norm}});
+      log.push_back({{"step", e.step},
+                     {"tokens", e.tokens},
+                     {"loss", e.loss},
+                     {"mean_loss", e.mean_loss},
+                     {"lr", e.lr},
+                     {"grad_norm", e.grad_norm}});
     }
     nlohmann::ordered_json out{{"out", o.out},
                                {"scheme", o.scheme},

@@ -52,6 +52,9 @@ struct ZooOptions {
   // length: 3/4 of it, four times the cost of evaluation).
   std::int64_t stride_divisor = 2;
   std::int64_t bucket = 0;  // 0: L / 8
+  // The convergence check: every model also trained with half the budget
+  // and scored at L (half the training again, little evaluation).
+  bool half_budget = true;
   std::string out = "build/zoo";
   bool json = false;
   TinyLmFlags flags;
@@ -137,24 +140,42 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
     const double rows = static_cast<double>(o.train.batch * train_length);
     const double activations =
         rows * static_cast<double>(config.layers * (8 * config.d_model + 2 * config.ffn_hidden + 2)) * 4;
+    // The texts, and the n-grams' counting: two 8-byte keys a corpus byte, then the tables.
+    const double memory = 2 * activations + static_cast<double>(corpus_bytes + text_bytes) +
+                          32.0 * static_cast<double>(corpus_bytes) + (256 << 20);
+    const auto cell = [&](const TinyLmTrainOptions& train, const std::vector<std::int64_t>& cell_lengths,
+                          const std::vector<std::string>& cell_methods, std::string label, double cell_flops) {
+      return GridCell{.params = {{"scheme", PositionSchemeName(scheme)},
+                                 {"model", ZooConfigJson(config)},
+                                 {"train", ZooTrainJson(train)},
+                                 {"lengths", cell_lengths},
+                                 {"methods", cell_methods},
+                                 {"eval_bytes", o.eval_bytes},
+                                 {"windows", kZooWindows},
+                                 {"stride_divisor", o.stride_divisor},
+                                 {"bucket", bucket}},
+                      .label = std::move(label),
+                      .flops = cell_flops,
+                      .memory_bytes = memory};
+    };
     for (const std::int64_t seed : o.seeds) {
       TinyLmTrainOptions seeded = o.train;
       seeded.seed = seed;
-      GridCell cell{.params = {{"scheme", PositionSchemeName(scheme)},
-                               {"model", ZooConfigJson(config)},
-                               {"train", ZooTrainJson(seeded)},
-                               {"lengths", lengths},
-                               {"methods", rope ? names : std::vector<std::string>{}},
-                               {"eval_bytes", o.eval_bytes},
-                               {"windows", kZooWindows},
-                               {"stride_divisor", o.stride_divisor},
-                               {"bucket", bucket}},
-                    .label = std::string(PositionSchemeName(scheme)) + " seed " + std::to_string(seed),
-                    .flops = flops,
-                    // The texts, and the n-grams' counting: two 8-byte keys a corpus byte, then the tables.
-                    .memory_bytes = 2 * activations + static_cast<double>(corpus_bytes + text_bytes) +
-                                    32.0 * static_cast<double>(corpus_bytes) + (256 << 20)};
-      AddGridEntry(grid, {{"scheme", PositionSchemeName(scheme)}, {"seed", seed}}, cell);
+      const std::string label = std::string(PositionSchemeName(scheme)) + " seed " + std::to_string(seed);
+      AddGridEntry(grid, {{"scheme", PositionSchemeName(scheme)}, {"seed", seed}},
+                   cell(seeded, lengths, rope ? names : std::vector<std::string>{}, label, flops));
+      if (!o.half_budget) continue;
+      // The twin: half the bytes (the same seed, schedule shape and
+      // batches' start), scored at L alone, as trained.
+      TinyLmTrainOptions half = seeded;
+      half.tokens = o.train.tokens / 2;
+      const std::int64_t windows_at_train_length =
+          1 + (o.eval_bytes - train_length) / ZooStride(train_length, o.stride_divisor);
+      const double half_flops =
+          static_cast<double>(half.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length) +
+          static_cast<double>(windows_at_train_length) * TinyLmTrainStepFlops(config, 1, train_length) / 3;
+      AddGridEntry(grid, {{"scheme", PositionSchemeName(scheme)}, {"seed", seed}, {"budget", kZooHalfBudget}},
+                   cell(half, {train_length}, {}, label + " half budget", half_flops));
     }
   }
   return grid;
@@ -167,6 +188,12 @@ void Run(const ZooOptions& o) {
   Require(train_length >= 2, kOp, "--train-len", train_length,
           "must be >= 2 (a sequence of one byte has nothing to attend to)");
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
+  if (o.half_budget) {
+    // The twin's budget must be a step (TinyLmTrainOptions::Validate names --tokens).
+    Require(o.train.tokens / 2 >= o.train.batch * train_length, kOp, "--tokens", o.train.tokens,
+            "must be >= 2 steps of --batch x --train-len = " + std::to_string(2 * o.train.batch * train_length) +
+                " bytes with --half-budget (its twin trains on half of it); or --no-half-budget");
+  }
   CheckZooStrideDivisor(o.stride_divisor);
   Require(o.bucket >= 0, kOp, "--bucket", o.bucket, "must be >= 0 (0: L / 8)");
   ZooOptions sorted = o;
@@ -209,6 +236,8 @@ void AddZooCommand(CLI::App& app) {
                   "about K forward passes")
       ->capture_default_str();
   cmd->add_option("--bucket", o->bucket, "Positions per point of the loss curves (0: L / 8)")->capture_default_str();
+  cmd->add_flag("--half-budget,!--no-half-budget", o->half_budget,
+                "The convergence check: every model also trained with half the budget and scored at L (default on)");
   cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; zoo.md, zoo.json, zoo.png)")
       ->capture_default_str();
   o->flags.Add(*cmd);

@@ -180,7 +180,9 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
   const ZooCellParams p = ReadCellParams({.file = "grid.json", .path = "params"}, cell.params);
   const auto start = std::chrono::steady_clock::now();
   const TinyLmConfig& config = p.config;
-  const TinyLmTrainOptions& train = p.train;
+  TinyLmTrainOptions train = p.train;
+  // The learning curve: kZooCurvePoints entries, each the mean loss of its steps.
+  train.log_every = std::max<std::int64_t>(1, train.Steps(config) / kZooCurvePoints);
   const std::string corpus = ReadRegularFile(kOp, "--corpus", CheckedGridInput(grid, "corpus"), kMaxTextBytes,
                                              "the corpus is read into memory");
   const std::string text_path = CheckedGridInput(grid, "text");
@@ -203,6 +205,7 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
                  .final_loss = trained.final_loss,
                  .train_seconds = trained.seconds,
                  .tokens_per_s = trained.tokens_per_s};
+  for (const TinyLmTrainLogEntry& e : trained.log) model.curve.push_back({.tokens = e.tokens, .loss = e.mean_loss});
 
   const std::vector<std::int64_t>& lengths = p.lengths;
   // The bytes every length reads (Evaluate): byte 0 as context, 1..eval_bytes predicted.
@@ -276,6 +279,10 @@ void Check(const Grid& grid, const GridField& file) {
     const GridField at = file.Child("entries").Child(std::to_string(i));
     at.String(grid.entries[i].row, "scheme");
     at.Int(grid.entries[i].row, "seed");
+    if (grid.entries[i].row.contains("budget")) {
+      const std::string budget = at.String(grid.entries[i].row, "budget");
+      if (budget != kZooHalfBudget) at.Child("budget").Fail(FormatValue(budget), "must be \"half\" (or absent)");
+    }
   }
 }
 
@@ -284,6 +291,10 @@ GridReport Merge(const Grid& grid, const std::map<std::string, Json>& results, c
   ZooReport report = ReadSettings({.file = "grid.json", .path = "settings"}, grid.settings);
   for (const GridEntry& entry : grid.entries) {
     const Json& r = results.at(entry.key);
+    if (entry.row.contains("budget")) {  // a convergence twin: scored at L only
+      report.half_budget.push_back(ZooModelFromJson(r));
+      continue;
+    }
     report.models.push_back(ZooModelFromJson(r));
     report.unigram_corpus = r.at("unigram").at("corpus_frequencies").get<double>();
     report.unigram_text = r.at("unigram").at("text_frequencies").get<double>();

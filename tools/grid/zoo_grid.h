@@ -25,9 +25,17 @@
 
 namespace posenc::cli {
 
-// A zoo model keeps no loss log but the last step's entry (its final loss
-// is all the tables use), so the log costs nothing at any budget.
+// A tiny model of zoo or tasks is planned with no loss log but the last
+// step's entry, so the log costs nothing at any budget; a zoo cell then
+// logs kZooCurvePoints entries (each the mean loss of its steps): the
+// learning curve of the report.
 inline constexpr std::int64_t kZooLogEvery = std::numeric_limits<std::int64_t>::max();
+inline constexpr std::int64_t kZooCurvePoints = 64;
+
+// The "budget" of a grid entry that is a model's convergence twin (trained
+// with half the budget, evaluated at L only); the full budget's entries
+// have no "budget".
+inline constexpr const char* kZooHalfBudget = "half";
 
 // How a cell places its evaluation windows (zoo_grid.cc's Evaluate), part of
 // its parameters: a cell computed under another rule has another key, so a
@@ -113,7 +121,7 @@ std::vector<std::pair<std::string, std::vector<Length>>> EvaluateTinyLmVariants(
     for (const std::string& name : methods) {
       const ContextExtension method = ParseContextExtension(name);
       variant(
-          scheme + "+" + name,
+          std::string(scheme).append("+").append(name),
           [&](std::int64_t length) {
             const ExtensionPlan plan = PlanTinyLmExtension(config, method, length);
             return std::pair{SameAsModelRope(plan, TinyLmRopeSpec(config), length),

@@ -9,6 +9,7 @@
 
 #include "reports/plot.h"
 #include "posenc/error.h"
+#include "posenc/mean_interval.h"
 
 namespace posenc::cli {
 namespace {
@@ -18,18 +19,14 @@ constexpr const char* kOp = "zoo";
 
 // A variant at a length over the seeds.
 struct Spread {
-  std::vector<double> values;  // one per seed that ran (in seed order)
-  std::string error;           // every seed failed: the first error
-  std::string resolved;        // the method's form at this length (seeds agree)
-  double Mean() const {
-    double sum = 0;
-    for (const double v : values) sum += v;
-    return sum / static_cast<double>(values.size());
-  }
-  double HalfRange() const {
-    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-    return (*hi - *lo) / 2;
-  }
+  std::vector<double> values;       // one per seed that ran (in seed order)
+  std::vector<std::int64_t> seeds;  // values[i]'s seed (none for an n-gram)
+  std::string error;                // every seed failed: the first error
+  std::string resolved;             // the method's form at this length (seeds agree)
+  bool same_as_model = false;       // the method is the model as trained here (its numbers reused)
+  double Mean() const { return Interval().mean; }
+  // The 95% Student t interval of the mean over the seeds, and their sd.
+  MeanInterval Interval() const { return StudentMeanInterval(values); }
 };
 
 const ZooEvaluation* FindEvaluation(const ZooModel& model, const std::string& variant) {
@@ -65,19 +62,42 @@ const ZooEvaluation* FindNgram(const ZooReport& r, const std::string& variant) {
 Spread SpreadOf(const ZooReport& r, const std::string& variant, std::int64_t length, Scored scored = Scored::kAll) {
   Spread s;
   std::vector<const ZooEvaluation*> evaluations;
-  if (const ZooEvaluation* ngram = FindNgram(r, variant)) evaluations.push_back(ngram);
-  for (const ZooModel& m : r.models) evaluations.push_back(FindEvaluation(m, variant));
-  for (const ZooEvaluation* e : evaluations) {
-    const ZooLength* l = e ? FindLength(*e, length) : nullptr;
+  std::vector<std::int64_t> seeds;  // -1: the n-gram, which has none
+  if (const ZooEvaluation* ngram = FindNgram(r, variant)) {
+    evaluations.push_back(ngram);
+    seeds.push_back(-1);
+  }
+  for (const ZooModel& m : r.models) {
+    evaluations.push_back(FindEvaluation(m, variant));
+    seeds.push_back(m.seed);
+  }
+  for (std::size_t i = 0; i < evaluations.size(); ++i) {
+    const ZooLength* l = evaluations[i] ? FindLength(*evaluations[i], length) : nullptr;
     if (l == nullptr) continue;
     s.resolved = l->resolved;
+    s.same_as_model = l->same_as_model;
     if (const std::optional<double> loss = LossOf(*l, scored); loss && l->loss) {
       s.values.push_back(*loss);
+      s.seeds.push_back(seeds[i]);
     } else if (s.error.empty()) {
       s.error = l->error;
     }
   }
   return s;
+}
+
+// The paired difference a - b over the seeds both ran (the same seed's
+// init and batches, the same scored bytes); none without a common seed.
+std::optional<MeanInterval> PairedDifference(const Spread& a, const Spread& b) {
+  std::vector<double> x, y;
+  for (std::size_t i = 0; i < a.values.size(); ++i) {
+    const auto j = std::find(b.seeds.begin(), b.seeds.end(), a.seeds[i]);
+    if (j == b.seeds.end()) continue;
+    x.push_back(a.values[i]);
+    y.push_back(b.values[static_cast<std::size_t>(j - b.seeds.begin())]);
+  }
+  if (x.empty()) return std::nullopt;
+  return PairedDifferenceInterval(x, y);
 }
 
 // The mean position curve of a variant (or an n-gram) at a length over the
@@ -126,9 +146,18 @@ std::string LengthHeader(const ZooReport& r, std::int64_t length) {
 
 std::string Cell(const Spread& s) {
   if (s.values.empty()) return s.error.empty() ? " — |" : " no rows |";
-  std::string cell = " " + Number(s.Mean());
-  if (s.values.size() > 1) cell += " ±" + Number(s.HalfRange());
+  const MeanInterval m = s.Interval();
+  std::string cell = " " + Number(m.mean);
+  if (m.HasSpread()) cell += " ±" + Number(m.sd);
   return cell + " |";
+}
+
+// A difference with its 95% interval: "+0.155 [+0.101, +0.209]", and
+// "within noise" when the interval holds 0 (one seed: no interval).
+std::string Difference(const MeanInterval& d) {
+  if (!d.HasSpread()) return Number(d.mean, "%+.3f") + " (one seed: no interval)";
+  std::string text = Number(d.mean, "%+.3f") + " [" + Number(d.low, "%+.3f") + ", " + Number(d.high, "%+.3f") + "]";
+  return d.ContainsZero() ? text + " within noise" : text;
 }
 
 std::string ReferenceVariant() { return ZooNgramVariant(std::end(kZooNgramOrders)[-1]); }
@@ -137,14 +166,37 @@ bool HasTrainLength(const ZooReport& r) {
   return std::find(r.lengths.begin(), r.lengths.end(), r.run.train_length) != r.lengths.end();
 }
 
-// The mean loss at L minus the reference n-gram's; none without L among the
-// lengths, a model that cannot run there, or no n-gram.
-std::optional<double> MarginAtTrainLength(const ZooReport& r, const std::string& variant) {
+// The loss at L minus the reference n-gram's (on the same bytes), over the
+// seeds; none without L among the lengths, a model that cannot run there,
+// or no n-gram.
+std::optional<MeanInterval> MarginAtTrainLength(const ZooReport& r, const std::string& variant) {
   if (!HasTrainLength(r)) return std::nullopt;
   const Spread model = SpreadOf(r, variant, r.run.train_length),
                ngram = SpreadOf(r, ReferenceVariant(), r.run.train_length);
   if (model.values.empty() || ngram.values.empty()) return std::nullopt;
-  return model.Mean() - ngram.Mean();
+  std::vector<double> margins = model.values;
+  for (double& m : margins) m -= ngram.values.front();
+  return StudentMeanInterval(margins);
+}
+
+// Whether a model has learned more context than the reference n-gram reads:
+// its loss at L is below the n-gram's beyond noise (the interval of the
+// margin below 0; with one seed, the margin itself).
+enum class LearnedContext { kYes, kNo, kWithinNoise };
+LearnedContext HasLearnedContext(const MeanInterval& margin) {
+  if (margin.high < 0) return LearnedContext::kYes;
+  if (margin.low > 0 || !margin.HasSpread()) return LearnedContext::kNo;
+  return LearnedContext::kWithinNoise;
+}
+
+std::string MarginCell(const MeanInterval& margin) {
+  std::string cell = " " + Difference(margin);
+  switch (HasLearnedContext(margin)) {
+    case LearnedContext::kNo: return cell + " **has not learned context** |";
+    case LearnedContext::kWithinNoise: return cell + " (of the n-gram) |";
+    case LearnedContext::kYes: break;
+  }
+  return cell + " |";
 }
 
 // The rows of every table: the n-grams, then the variants.
@@ -184,9 +236,8 @@ std::string Table(const ZooReport& r, bool methods) {
     }
     if (methods) md += " " + (longest.empty() ? std::string("—") : "`" + longest + "`") + " |";
     if (margin) {
-      const std::optional<double> m = ngram ? std::nullopt : MarginAtTrainLength(r, variant);
-      md +=
-          !m ? std::string(" — |") : " " + Number(*m, "%+.3f") + (*m >= 0 ? " **has not learned context**" : "") + " |";
+      const std::optional<MeanInterval> m = ngram ? std::nullopt : MarginAtTrainLength(r, variant);
+      md += m ? MarginCell(*m) : std::string(" — |");
     }
     md += "\n";
   }
@@ -213,6 +264,53 @@ std::string PastTrainTable(const ZooReport& r) {
     md += " |";
     for (const std::int64_t length : past) md += Cell(SpreadOf(r, variant, length, Scored::kPastTrain));
     md += "\n";
+  }
+  return md;
+}
+
+// Every model row's loss past L minus the control's, paired over the seeds,
+// at every length past L: below 0 beyond noise, the row uses the farther
+// context; above, the length hurts it.
+std::string ControlTable(const ZooReport& r) {
+  std::string md = "| encoding or method |";
+  std::string rule = "|---|";
+  std::vector<std::int64_t> past;
+  for (const std::int64_t length : r.lengths) {
+    if (length <= r.run.train_length) continue;
+    past.push_back(length);
+    md.append(" ").append(LengthHeader(r, length)).append(" |");
+    rule += "---|";
+  }
+  md += "\n" + rule + "\n";
+  for (const std::string& variant : r.variants) {
+    if (variant == kControl) continue;
+    md += "| " + Row(variant) + " |";
+    for (const std::int64_t length : past) {
+      const std::optional<MeanInterval> d = PairedDifference(SpreadOf(r, variant, length, Scored::kPastTrain),
+                                                             SpreadOf(r, kControl, length, Scored::kPastTrain));
+      md += d ? " " + Difference(*d) + " |" : std::string(" — |");
+    }
+    md += "\n";
+  }
+  return md;
+}
+
+// At `length`, the model rows ranked by their mean loss, each beside the
+// next: which steps of the ranking the seeds can tell apart. A method that
+// is the model as trained at this length is its row, not another.
+std::string RankingComparisons(const ZooReport& r, std::int64_t length) {
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const std::string& variant : r.variants) {
+    const Spread s = SpreadOf(r, variant, length);
+    if (!s.values.empty() && !s.same_as_model) ranked.emplace_back(s.Mean(), variant);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::string md;
+  for (std::size_t i = 0; i + 1 < ranked.size(); ++i) {
+    const std::string &a = ranked[i].second, &b = ranked[i + 1].second;
+    const std::optional<MeanInterval> d = PairedDifference(SpreadOf(r, a, length), SpreadOf(r, b, length));
+    md += "- " + Row(a) + " (" + Number(ranked[i].first) + ") − " + Row(b) + " (" + Number(ranked[i + 1].first) +
+          "): " + (d ? Difference(*d) : std::string("no common seed")) + "\n";
   }
   return md;
 }
@@ -268,6 +366,8 @@ ZooEvaluation ZooEvaluationFromJson(const Json& json) {
 Json ZooModelJson(const ZooModel& m) {
   Json evaluations = Json::array();
   for (const ZooEvaluation& e : m.evaluations) evaluations.push_back(ZooEvaluationJson(e));
+  Json curve = Json::array();
+  for (const ZooCurvePoint& p : m.curve) curve.push_back({{"tokens", p.tokens}, {"loss", p.loss}});
   return {{"scheme", m.scheme},
           {"seed", m.seed},
           {"params", m.params},
@@ -277,7 +377,8 @@ Json ZooModelJson(const ZooModel& m) {
           {"train_seconds", m.train_seconds},
           {"tokens_per_s", m.tokens_per_s},
           {"seconds", m.seconds},
-          {"evaluations", std::move(evaluations)}};
+          {"evaluations", std::move(evaluations)},
+          {"curve", std::move(curve)}};
 }
 
 ZooModel ZooModelFromJson(const Json& j) {
@@ -292,6 +393,11 @@ ZooModel ZooModelFromJson(const Json& j) {
                .tokens_per_s = j.at("tokens_per_s").get<double>(),
                .seconds = j.at("seconds").get<double>()};
     for (const Json& e : j.at("evaluations")) m.evaluations.push_back(ZooEvaluationFromJson(e));
+    if (j.contains("curve")) {  // absent from cells written before learning curves
+      for (const Json& p : j.at("curve")) {
+        m.curve.push_back({.tokens = p.at("tokens").get<std::int64_t>(), .loss = p.at("loss").get<double>()});
+      }
+    }
     return m;
   } catch (const Json::exception& e) {
     ThrowError(kOp, "cell", j.dump().substr(0, 80), std::string("is not a zoo model: ") + e.what());
@@ -316,10 +422,82 @@ std::string RandomizedPositionsSentence(const TinyLmRunSettings& run) {
          std::to_string(run.position_range) + ".\n\n";
 }
 
+namespace {
+
+// A scheme's loss at L (as trained) by seed, over `models`.
+std::map<std::int64_t, double> LossAtTrainLengthBySeed(const std::vector<ZooModel>& models, const std::string& scheme,
+                                                       std::int64_t train_length) {
+  std::map<std::int64_t, double> by_seed;
+  for (const ZooModel& m : models) {
+    if (m.scheme != scheme) continue;
+    const ZooEvaluation* e = FindEvaluation(m, scheme);
+    const ZooLength* l = e ? FindLength(*e, train_length) : nullptr;
+    if (l != nullptr && l->loss) by_seed[m.seed] = *l->loss;
+  }
+  return by_seed;
+}
+
+std::vector<std::string> Schemes(const ZooReport& r) {
+  std::vector<std::string> schemes;
+  for (const ZooModel& m : r.models) {
+    if (std::find(schemes.begin(), schemes.end(), m.scheme) == schemes.end()) schemes.push_back(m.scheme);
+  }
+  return schemes;
+}
+
+std::int64_t HalfBudgetTokens(const ZooReport& r) { return r.half_budget.empty() ? 0 : r.half_budget.front().tokens; }
+std::int64_t FullBudgetTokens(const ZooReport& r) { return r.models.empty() ? 0 : r.models.front().tokens; }
+
+std::string ConvergenceTable(const ZooReport& r) {
+  std::string md = "| encoding | " + std::to_string(HalfBudgetTokens(r)) + " bytes | " +
+                   std::to_string(FullBudgetTokens(r)) +
+                   " bytes | full − half, 95% paired interval | seeds' sd (full) | verdict |\n"
+                   "|---|---|---|---|---|---|\n";
+  for (const std::string& scheme : Schemes(r)) {
+    const std::optional<ZooConvergence> c = ZooConverged(r, scheme);
+    md += "| " + Row(scheme) + " |";
+    if (!c) {
+      md += " — | — | — | — | needs two seeds of both budgets |\n";
+      continue;
+    }
+    md += " " + Number(c->half) + " | " + Number(c->full) + " | " + Number(c->difference, "%+.3f") + " [" +
+          Number(c->low, "%+.3f") + ", " + Number(c->high, "%+.3f") + "] | " + Number(c->sd) + " | " +
+          (c->converged ? "converged" : "**still learning**") + " |\n";
+  }
+  return md;
+}
+
+}  // namespace
+
+std::optional<ZooConvergence> ZooConverged(const ZooReport& r, const std::string& scheme) {
+  if (!HasTrainLength(r)) return std::nullopt;
+  const std::map<std::int64_t, double> full = LossAtTrainLengthBySeed(r.models, scheme, r.run.train_length),
+                                       half = LossAtTrainLengthBySeed(r.half_budget, scheme, r.run.train_length);
+  std::vector<double> paired_full, paired_half, all_full;
+  for (const auto& [seed, loss] : full) {
+    all_full.push_back(loss);
+    if (const auto h = half.find(seed); h != half.end()) {
+      paired_full.push_back(loss);
+      paired_half.push_back(h->second);
+    }
+  }
+  if (paired_full.size() < 2) return std::nullopt;
+  const MeanInterval d = PairedDifferenceInterval(paired_full, paired_half);
+  const MeanInterval spread = StudentMeanInterval(all_full);
+  return ZooConvergence{.half = StudentMeanInterval(paired_half).mean,
+                        .full = spread.mean,
+                        .difference = d.mean,
+                        .low = d.low,
+                        .high = d.high,
+                        .sd = spread.sd,
+                        .converged = std::abs(d.mean) < spread.sd};
+}
+
 std::string ZooMarkdown(const ZooReport& r) {
   const std::int64_t params = r.models.empty() ? 0 : r.models.front().params;
   double train_seconds = 0;
   for (const ZooModel& m : r.models) train_seconds += m.train_seconds;
+  for (const ZooModel& m : r.half_budget) train_seconds += m.train_seconds;
   std::string md = "## Train short, test long: every encoding trained at L = " + std::to_string(r.run.train_length) +
                    " bytes, tested to " + std::to_string(r.lengths.back()) + "\n\n";
   md += "Byte-level decoder (d " + std::to_string(r.run.d_model) + ", " + std::to_string(r.run.layers) + " layers, " +
@@ -338,9 +516,11 @@ std::string ZooMarkdown(const ZooReport& r) {
         "n − 1 bytes before it). Byte-unigram baseline: " + Number(r.unigram_corpus) +
         " nats/byte (the training corpus's byte frequencies; " + Number(r.unigram_text) + " with the text's own).\n\n";
   md += RandomizedPositionsSentence(r.run);
-  md += "Held-out loss in nats per byte (lower is better), the mean over the seeds ± half their range";
+  md += "Held-out loss in nats per byte (lower is better), the mean over the seeds ± their standard deviation";
   if (HasTrainLength(r) && !r.ngrams.empty()) {
-    md += "; a model no better than the " + ReferenceVariant() + " at L **has not learned context** beyond the " +
+    md += "; the last column is the loss at L minus the " + ReferenceVariant() +
+          "'s with its 95% interval over the seeds (Student t), and a model not below the n-gram beyond noise **has "
+          "not learned context** beyond the " +
           std::to_string(std::end(kZooNgramOrders)[-1] - 1) + " bytes the n-gram reads";
   }
   md += ":\n\n" + Table(r, false);
@@ -350,6 +530,22 @@ std::string ZooMarkdown(const ZooReport& r) {
           " (with more context than training showed; the n-grams on the same bytes). RoPE + window never looks past "
           "L: a model below it uses the farther context, one above it is hurt by it:\n\n";
     md += PastTrainTable(r);
+    if (std::find(r.variants.begin(), r.variants.end(), kControl) != r.variants.end()) {
+      md +=
+          "\nThe same minus RoPE + window's, paired over the seeds (the same seed's model, the same bytes), with the "
+          "95% interval of the mean difference (Student t): below 0 beyond noise, a row uses the context past L; "
+          "above, the length hurts it; **within noise** when the interval holds 0:\n\n";
+      md += ControlTable(r);
+    }
+  }
+  md += "\n### Which steps of the ranking are real\n\n";
+  md +=
+      "The model rows ranked by their loss, each minus the next, paired over the seeds, with the 95% interval of "
+      "the mean difference; **within noise** when it holds 0.\n";
+  for (const std::int64_t length : {r.run.train_length, r.lengths.back()}) {
+    if (std::find(r.lengths.begin(), r.lengths.end(), length) == r.lengths.end()) continue;
+    md += "\nAt " + LengthHeader(r, length) + ":\n\n" + RankingComparisons(r, length);
+    if (length == r.lengths.back()) break;  // L is the longest: once
   }
   if (std::any_of(r.variants.begin(), r.variants.end(), IsRopeMethod)) {  // a zoo with a RoPE model
     md += "\n### RoPE past its training length, training-free\n\n";
@@ -358,8 +554,16 @@ std::string ZooMarkdown(const ZooReport& r) {
         "last column is the method with its parameters at the longest length):\n\n";
     md += Table(r, true);
   }
-  md += "\nCompute: " + std::to_string(r.models.size()) + " models, " + Number(r.seconds / 60, "%.1f") +
-        " min in all (training " + Number(train_seconds / 60, "%.1f") + " min).\n";
+  if (!r.half_budget.empty()) {
+    md += "\n### Trained to convergence?\n\n";
+    md +=
+        "Each model trained again with half the budget (the same seed, corpus and schedule shape), scored at L. "
+        "The rule: doubling the budget moves the loss at L by less than the seeds' standard deviation, else the "
+        "model is **still learning** and its verdicts can move with more training:\n\n";
+    md += ConvergenceTable(r);
+  }
+  md += "\nCompute: " + std::to_string(r.models.size() + r.half_budget.size()) + " models, " +
+        Number(r.seconds / 60, "%.1f") + " min in all (training " + Number(train_seconds / 60, "%.1f") + " min).\n";
   return md;
 }
 
@@ -375,8 +579,11 @@ Json LengthRows(const ZooReport& r, const std::string& variant, Scored scored) {
       row["mean"] = nullptr;
       row["error"] = s.error;
     } else {
-      row["mean"] = s.Mean();
-      row["half_range"] = s.HalfRange();
+      const MeanInterval m = s.Interval();
+      row["mean"] = m.mean;
+      row["sd"] = m.sd;    // 0 for one seed
+      row["low"] = m.low;  // the 95% Student t interval of the mean over the seeds
+      row["high"] = m.high;
     }
     lengths.push_back(std::move(row));
   }
@@ -404,14 +611,36 @@ std::string ZooJson(const ZooReport& r) {
              {"position_loss_at_longest", curve},
              {"position_loss_minus_reference_at_longest", MinusReference(r, curve)}};
     if (FindNgram(r, variant) == nullptr) {
-      const std::optional<double> margin = MarginAtTrainLength(r, variant);
-      row["at_train_length_minus_reference"] = margin ? Json(*margin) : Json(nullptr);
-      row["has_learned_context"] = margin ? Json(*margin < 0) : Json(nullptr);
+      const std::optional<MeanInterval> margin = MarginAtTrainLength(r, variant);
+      row["at_train_length_minus_reference"] =
+          margin ? Json{{"mean", margin->mean}, {"low", margin->low}, {"high", margin->high}} : Json(nullptr);
+      Json learned = nullptr;
+      if (margin) {
+        const LearnedContext verdict = HasLearnedContext(*margin);
+        learned =
+            verdict == LearnedContext::kWithinNoise ? Json("within noise") : Json(verdict == LearnedContext::kYes);
+      }
+      row["has_learned_context"] = learned;
     }
     variants.push_back(std::move(row));
   }
   Json models = Json::array();
   for (const ZooModel& m : r.models) models.push_back(ZooModelJson(m));
+  Json half_budget = Json::array();
+  for (const ZooModel& m : r.half_budget) half_budget.push_back(ZooModelJson(m));
+  Json convergence = Json::array();
+  for (const std::string& scheme : Schemes(r)) {
+    const std::optional<ZooConvergence> c = ZooConverged(r, scheme);
+    if (!c) continue;
+    convergence.push_back({{"scheme", scheme},
+                           {"half_budget_loss", c->half},
+                           {"full_budget_loss", c->full},
+                           {"difference", c->difference},
+                           {"low", c->low},
+                           {"high", c->high},
+                           {"sd", c->sd},
+                           {"converged", c->converged}});
+  }
   Json ngrams = Json::array();
   for (const ZooEvaluation& e : r.ngrams) ngrams.push_back(ZooEvaluationJson(e));
   const Json json{{"train_length", r.run.train_length},
@@ -431,9 +660,70 @@ std::string ZooJson(const ZooReport& r) {
                   {"seconds", r.seconds},
                   {"variants", std::move(variants)},
                   {"ngrams", std::move(ngrams)},
-                  {"models", std::move(models)}};
+                  {"models", std::move(models)},
+                  {"half_budget_tokens", HalfBudgetTokens(r)},
+                  {"half_budget_models", std::move(half_budget)},
+                  {"convergence", std::move(convergence)}};
   return json.dump(2) + "\n";
 }
+
+namespace {
+
+// (e) Each scheme's learning curve: the training loss (each point the mean
+// of its steps' batch losses) against training bytes, the mean over the
+// seeds. No series when no model has a curve.
+LinePlot LearningCurves(const ZooReport& r) {
+  LinePlot plot{.title = "(e) learning curves: training loss against bytes seen (mean over seeds)",
+                .x_label = "training bytes",
+                .y_label = "nats per byte (training batches)",
+                .key_position = "outside right"};
+  for (const std::string& scheme : Schemes(r)) {
+    PlotSeries line{Row(scheme), {}, {}, false, "lines lw 2"};
+    int count = 0;
+    for (const ZooModel& m : r.models) {
+      if (m.scheme != scheme || m.curve.empty()) continue;
+      if (line.x.empty()) {
+        for (const ZooCurvePoint& p : m.curve) line.x.push_back(static_cast<double>(p.tokens));
+        line.y.assign(m.curve.size(), 0.0);
+      }
+      if (m.curve.size() != line.y.size()) continue;  // another budget's run
+      for (std::size_t i = 0; i < m.curve.size(); ++i) line.y[i] += m.curve[i].loss;
+      ++count;
+    }
+    if (count == 0) continue;
+    for (double& y : line.y) y /= count;
+    plot.series.push_back(std::move(line));
+  }
+  return plot;
+}
+
+// (f) The convergence check: each scheme's held-out loss at L after half
+// and the full budget (the mean over the seeds), the n-grams as reference
+// lines. No series without half-budget models.
+LinePlot ConvergencePanel(const ZooReport& r) {
+  LinePlot plot{.title = "(f) convergence: held-out loss at L after half and the full budget",
+                .x_label = "training bytes",
+                .y_label = "nats per byte at L = " + std::to_string(r.run.train_length),
+                .key_position = "outside right"};
+  for (const std::string& scheme : Schemes(r)) {
+    const std::optional<ZooConvergence> c = ZooConverged(r, scheme);
+    if (!c) continue;
+    plot.series.push_back({Row(scheme),
+                           {static_cast<double>(HalfBudgetTokens(r)), static_cast<double>(FullBudgetTokens(r))},
+                           {c->half, c->full},
+                           false,
+                           "linespoints lw 2 pt 7 ps 0.8"});
+  }
+  if (!plot.series.empty()) {
+    for (const ZooEvaluation& ngram : r.ngrams) {
+      const Spread s = SpreadOf(r, ngram.variant, r.run.train_length);
+      if (!s.values.empty()) plot.reference_lines.emplace_back(s.Mean(), Row(ngram.variant));
+    }
+  }
+  return plot;
+}
+
+}  // namespace
 
 void DrawZooPlot(const ZooReport& r, const std::string& png_path, OutputFiles& outputs) {
   LinePlot by_length[2], by_position[2];
@@ -498,12 +788,15 @@ void DrawZooPlot(const ZooReport& r, const std::string& png_path, OutputFiles& o
                             " seeds)";
   // Without a RoPE model (a zoo of other schemes) the methods' panels
   // would be empty, which gnuplot refuses: the two panels of every encoding.
-  if (by_length[1].series.empty()) {
-    DrawLinePlotGrid({by_length[0], by_position[0]}, title, 2, 820, 460, png_path, &outputs);
-    return;
+  std::vector<LinePlot> panels{by_length[0]};
+  if (!by_length[1].series.empty()) panels.push_back(by_length[1]);
+  panels.push_back(by_position[0]);
+  if (!by_length[1].series.empty()) panels.push_back(by_position[1]);
+  // The learning curves and the convergence check, when the cells have them.
+  for (LinePlot panel : {LearningCurves(r), ConvergencePanel(r)}) {
+    if (!panel.series.empty()) panels.push_back(std::move(panel));
   }
-  DrawLinePlotGrid({by_length[0], by_length[1], by_position[0], by_position[1]}, title, 2, 820, 460, png_path,
-                   &outputs);
+  DrawLinePlotGrid(panels, title, 2, 820, 460, png_path, &outputs);
 }
 
 }  // namespace posenc::cli

@@ -41,6 +41,13 @@ struct ZooEvaluation {
   std::vector<ZooLength> lengths;
 };
 
+// A point of a learning curve: the mean training loss (nats per byte) of
+// the steps since the previous point, after `tokens` training bytes.
+struct ZooCurvePoint {
+  std::int64_t tokens = 0;
+  double loss = 0;
+};
+
 // One cell: a scheme trained with a seed, and its evaluations.
 struct ZooModel {
   std::string scheme;
@@ -48,6 +55,7 @@ struct ZooModel {
   std::int64_t params = 0, steps = 0, tokens = 0;
   double final_loss = 0, train_seconds = 0, tokens_per_s = 0, seconds = 0;
   std::vector<ZooEvaluation> evaluations;
+  std::vector<ZooCurvePoint> curve;  // kZooCurvePoints points; empty in cells written before curves
 };
 
 nlohmann::json ZooModelJson(const ZooModel& model);
@@ -94,14 +102,32 @@ struct ZooReport {
   std::vector<ZooEvaluation> ngrams;  // kZooNgramOrders, in order (the same in every cell)
   double seconds = 0;                 // the cells' compute, added up
   std::vector<ZooModel> models;
+  // The convergence check (--half-budget): each model trained again with
+  // half the budget, evaluated at L only. Doubling the budget from these
+  // to `models` must move the loss at L by less than the seeds' standard
+  // deviation (ZooConverged).
+  std::vector<ZooModel> half_budget;
 };
+
+// The convergence rule of a scheme: the paired difference (over seeds) of
+// its loss at L between the full and the half budget, and the seeds' sd at
+// the full budget; converged when |mean difference| < sd. None without
+// half-budget models, L among the lengths, or two seeds of both.
+struct ZooConvergence {
+  double half = 0, full = 0;                 // mean loss at L
+  double difference = 0, low = 0, high = 0;  // full - half, 95% paired interval
+  double sd = 0;                             // of the full budget's losses over the seeds
+  bool converged = false;
+};
+std::optional<ZooConvergence> ZooConverged(const ZooReport& report, const std::string& scheme);
 
 std::string ZooMarkdown(const ZooReport& report);
 std::string ZooJson(const ZooReport& report);
 // Four panels: loss against length for (a) every scheme and (b) RoPE under
 // each method, the n-grams as reference lines, and loss against position at
 // the longest length minus the reference n-gram's for (c) and (d), the
-// training length dashed. The PNG joins `outputs`.
+// training length dashed; then, when the cells have them, (e) the learning
+// curves and (f) the convergence check. The PNG joins `outputs`.
 void DrawZooPlot(const ZooReport& report, const std::string& png_path, OutputFiles& outputs);
 
 }  // namespace posenc::cli
