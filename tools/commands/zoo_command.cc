@@ -1,6 +1,6 @@
 // posenc zoo [--schemes S,...] [--seeds N,...] [--train-len L] [--tokens N]
 //            [--lengths N,...] [--methods M;...] [--corpus FILE] [--text FILE]
-//            [--eval-bytes N] [--stride-divisor K] [--bucket N] [--out DIR] [--json]
+//            [--eval-bytes N] [--stride-divisor K] [--bucket N] [--[no-]half-budget] [--out DIR] [--json]
 //            [model and optimizer options of posenc train]
 //            [--executor local|slurm ...]
 //
@@ -14,6 +14,13 @@
 // cell of a grid in DIR (grid.h, zoo_grid.cc): a rerun, or one that adds
 // seeds or schemes, trains only what is missing; the tables, the JSON and
 // the picture are merged from all cells at the end.
+//
+// The report's statistics: standard deviations over the seeds, paired 95%
+// intervals (Student t over seeds) for every row against RoPE + window
+// past L and for each step of the ranking, "within noise" when they hold
+// 0; and the convergence check: every model trained again with half the
+// budget (--half-budget, its own cells), a scheme converged when doubling
+// the budget moves its loss at L by less than the seeds' sd.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
