@@ -1,7 +1,9 @@
-"""posenc: positional encodings for transformers, on NumPy arrays.
+"""posenc: positional encodings for transformers, on NumPy arrays and tensors.
 
 The C++ library does the work (SIMD, multithreaded, GIL released); this
-package gives it a NumPy interface.
+package gives it a NumPy interface. PyTorch tensors and any other
+DLPack-capable CPU array are accepted wherever an array is, viewed without
+a copy, and the results come back as the caller's kind (posenc/_tensors.py).
 
 * :class:`RopeSpec` describes a model's rotary embedding (base, rotary
   dimension, pair layout, scaling method), built directly or read from a

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _args, _posenc
+from . import _tensors
 from .rope import RopeSpec
 
 __all__ = ["binary_digits", "log_spaced_distances", "rope_dims", "rope_decay", "rope_invariance",
@@ -110,3 +111,6 @@ def sinusoidal_linear_map(dim: int, positions: int = 512, max_shift: int = 64, b
     return _posenc.sinusoidal_linear_map(_int("sinusoidal_linear_map", "dim", dim), float(base),
                                          _int("sinusoidal_linear_map", "positions", positions),
                                          _int("sinusoidal_linear_map", "max_shift", max_shift))
+
+# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+_tensors.wrap_functions(globals(), __all__)

@@ -56,6 +56,7 @@ from typing import Union
 
 from ._posenc import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention, ShawAttention,
                       T5BiasAttention, attention)
+from . import _tensors
 from .rope import RopeSpec
 
 __all__ = [
@@ -71,3 +72,6 @@ __all__ = [
 #: What ``attention(..., encoding=...)`` takes.
 Encoding = Union[None, RopeSpec, RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention, T5BiasAttention,
                  ShawAttention]
+
+# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+_tensors.wrap_functions(globals(), ["attention"])

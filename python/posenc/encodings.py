@@ -44,6 +44,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _args, _posenc
+from . import _tensors
 
 __all__ = [
     "AttentionResult",
@@ -411,3 +412,6 @@ def deberta_attention_reference(q, k, v, *, pos_key=None, pos_query=None, positi
         **_common(q, k, v, scale, causal, query_offset, key_padding), pos_key=f(pos_key), pos_query=f(pos_query),
         position_buckets=_args.integer("deberta", "position_buckets", position_buckets),
         max_relative_positions=_args.integer("deberta", "max_relative_positions", max_relative_positions)))
+
+# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+_tensors.wrap_functions(globals(), __all__)

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import numpy as np
 
-from . import _args, _posenc
+from . import _args, _posenc, _tensors
 
 __all__ = ["GgufFile", "write_gguf"]
 
@@ -287,3 +287,6 @@ def write_gguf(path: Union[str, os.PathLike], metadata: Mapping[str, Any], tenso
             raise _args.error(_OP, f"tensors[{name!r}].shape", array.shape, "must have 1 to 4 dims, each >= 1")
         writer.add_tensor(name, list(reversed(array.shape)), np.ascontiguousarray(array, dtype=np.float32))
     writer.write(file_name)
+
+# Tensors (PyTorch, any DLPack array) in (_tensors.py).
+_tensors.wrap_functions(globals(), ["write_gguf"])

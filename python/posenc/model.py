@@ -47,6 +47,7 @@ from typing import Any, Dict, Optional, Union
 import numpy as np
 
 from . import _args, _posenc
+from . import _tensors
 
 __all__ = ["LlamaModel", "perplexity"]
 
@@ -346,3 +347,7 @@ def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optio
     return _posenc.perplexity(model._model, ids, _index("context", context, "perplexity"), stride_value,
                               _method(method, "perplexity"), _index("max_windows", max_windows, "perplexity"),
                               bos_value)
+
+# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+_tensors.wrap_functions(globals(), ["perplexity"])
+_tensors.wrap_methods(LlamaModel, ["logits", "next_token_nll", "generate"])

@@ -14,6 +14,7 @@ Example::
 """
 
 from ._posenc import reference as _reference
+from . import _tensors
 
 __all__ = ["apply_rope", "attention"]
 
@@ -21,3 +22,6 @@ __all__ = ["apply_rope", "attention"]
 apply_rope = _reference.apply_rope
 #: :func:`posenc.attention` on the float64 reference (bound in C++, same signature).
 attention = _reference.attention
+
+# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+_tensors.wrap_functions(globals(), __all__)

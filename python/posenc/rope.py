@@ -25,6 +25,7 @@ from typing import Optional
 import numpy as np
 
 from . import _args, _posenc
+from . import _tensors
 
 # RopeSpec and apply_rope are bound in C++ (python/src/bind_rope_spec.cc,
 # bind_rope.cc) with their signatures and docstrings, their arguments
@@ -68,3 +69,6 @@ def permute_qk_weights(w, heads: int, head_dim: int, rotary_dim: Optional[int] =
         raise ValueError(f"[permute] rotary_dim = {rotary}: must be > 0 (None means head_dim)")
     _posenc.permute_qk_rows(out, heads, head_dim, rotary, str(to))
     return out
+
+# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+_tensors.wrap_functions(globals(), ["apply_rope", "permute_qk_weights"])

@@ -24,7 +24,7 @@ from typing import Any, List, Optional, Union
 
 import numpy as np
 
-from . import _args, _posenc
+from . import _args, _posenc, _tensors
 
 __all__ = ["BpeTokenizer"]
 
@@ -131,3 +131,6 @@ class BpeTokenizer:
         array = _args.int64_array("tokenizer", "ids", ids, dtype_rule="must be an integer type (token ids)",
                                   low=_args.INT32_MIN, high=_args.INT32_MAX, rule=self._rule())
         return np.ascontiguousarray(array, dtype=np.int32)
+
+# Token ids as tensors (PyTorch, any DLPack array) too (_tensors.py).
+_tensors.wrap_methods(BpeTokenizer, ["decode", "decode_bytes"])
