@@ -174,6 +174,7 @@ def accepts_tensors(fn: Callable, op: Optional[str] = None) -> Callable:
         kwargs = {k: conversion.arg(v, k) for k, v in kwargs.items()}
         return conversion.result(fn(*args, **kwargs))
 
+    call._accepts_tensors = True
     return call
 
 
@@ -182,7 +183,7 @@ def wrap_functions(namespace: Dict[str, Any], names) -> None:
     tensor-accepting form (classes and already wrapped functions stay)."""
     for name in names:
         value = namespace[name]
-        if inspect.isclass(value) or not callable(value) or hasattr(value, "__wrapped__"):
+        if inspect.isclass(value) or not callable(value) or getattr(value, "_accepts_tensors", False):
             continue
         namespace[name] = accepts_tensors(value, name)
 

@@ -9,7 +9,9 @@ is ever stored, SIMD, multithreaded, GIL released)::
     v    [batch, kv_len, kv_heads, v_dim]
     out  [batch, q_len,  q_heads,  v_dim]        (returned, q's dtype)
 
-float32, float16 or ``ml_dtypes.bfloat16``; any strides with a contiguous
+(``layout="bhsd"``: Hugging Face's ``[batch, heads, seq, dim]`` for all
+four, read as strided views.) float32, float16 or ``ml_dtypes.bfloat16``, or
+PyTorch and other DLPack tensors of those; any strides with a contiguous
 last axis (slices of a fused QKV projection need no copy). Arithmetic is
 float32 whatever the storage type.
 
@@ -56,7 +58,7 @@ from typing import Union
 
 from ._posenc import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention, ShawAttention,
                       T5BiasAttention, attention)
-from . import _tensors
+from . import _layout, _tensors
 from .rope import RopeSpec
 
 __all__ = [
@@ -73,5 +75,7 @@ __all__ = [
 Encoding = Union[None, RopeSpec, RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention, T5BiasAttention,
                  ShawAttention]
 
-# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+# The layout keyword (_layout.py); tensors (PyTorch, any DLPack array) in,
+# the caller's kind out (_tensors.py).
+attention = _layout.with_layout(attention, "attention", _layout.attention_arrays)
 _tensors.wrap_functions(globals(), ["attention"])

@@ -14,7 +14,7 @@ Example::
 """
 
 from ._posenc import reference as _reference
-from . import _tensors
+from . import _layout, _tensors
 
 __all__ = ["apply_rope", "attention"]
 
@@ -23,5 +23,8 @@ apply_rope = _reference.apply_rope
 #: :func:`posenc.attention` on the float64 reference (bound in C++, same signature).
 attention = _reference.attention
 
-# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+# The layout keyword (_layout.py); tensors (PyTorch, any DLPack array) in,
+# the caller's kind out (_tensors.py).
+apply_rope = _layout.with_layout(apply_rope, "apply_rope", _layout.rope_arrays)
+attention = _layout.with_layout(attention, "attention", _layout.attention_arrays)
 _tensors.wrap_functions(globals(), __all__)

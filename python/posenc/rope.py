@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 
 from . import _args, _posenc
-from . import _tensors
+from . import _layout, _tensors
 
 # RopeSpec and apply_rope are bound in C++ (python/src/bind_rope_spec.cc,
 # bind_rope.cc) with their signatures and docstrings, their arguments
@@ -70,5 +70,7 @@ def permute_qk_weights(w, heads: int, head_dim: int, rotary_dim: Optional[int] =
     _posenc.permute_qk_rows(out, heads, head_dim, rotary, str(to))
     return out
 
-# Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
+# The layout keyword (_layout.py); tensors (PyTorch, any DLPack array) in,
+# the caller's kind out (_tensors.py).
+apply_rope = _layout.with_layout(apply_rope, "apply_rope", _layout.rope_arrays)
 _tensors.wrap_functions(globals(), ["apply_rope", "permute_qk_weights"])

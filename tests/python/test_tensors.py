@@ -155,3 +155,31 @@ def test_python_functions_and_methods_take_tensors(tmp_path):
     w = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     posenc.write_gguf(tmp_path / "t.gguf", {"general.architecture": "test"}, {"w": w})
     assert np.array_equal(posenc.GgufFile(tmp_path / "t.gguf").dequantize("w"), w.numpy())
+
+
+def test_hugging_face_layout_as_it_is():
+    # [batch, heads, seq, dim] with layout="bhsd": the results of the bshd
+    # call on transposed copies, transposed back; GQA (4 query heads, 2 kv).
+    gen = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, heads, 9, 32, generator=gen) for heads in (4, 2, 2))
+    bshd = [x.transpose(1, 2).contiguous() for x in (q, k, v)]
+    for fn in (posenc.attention, posenc.reference.attention):
+        out = fn(q, k, v, layout="bhsd", encoding=posenc.RopeAttention(SPEC))
+        want = fn(*bshd, encoding=posenc.RopeAttention(SPEC))
+        assert out.shape == (2, 4, 9, 32) and torch.equal(out, want.transpose(1, 2))
+    for fn in (posenc.apply_rope, posenc.reference.apply_rope):
+        q_rot, k_rot = fn(SPEC, q, k, layout="bhsd", offset=3)
+        want_q, want_k = fn(SPEC, bshd[0], bshd[1], offset=3)
+        assert torch.equal(q_rot, want_q.transpose(1, 2)) and torch.equal(k_rot, want_k.transpose(1, 2))
+    # In place through the strided view: the caller's tensor is rotated.
+    qq = q.clone()
+    posenc.apply_rope(SPEC, qq, layout="bhsd", offset=3, inplace=True)
+    assert torch.equal(qq, posenc.apply_rope(SPEC, q, layout="bhsd", offset=3))
+    # NumPy too, and bad layouts name the rule.
+    out = posenc.attention(q.numpy(), k.numpy(), v.numpy(), layout="bhsd")
+    assert isinstance(out, np.ndarray) and out.shape == (2, 4, 9, 32)
+    with pytest.raises(ValueError, match=r"^\[attention\] layout = 'bsdh': must be \"bshd\" .* or \"bhsd\""):
+        posenc.attention(q, k, v, layout="bsdh")
+    with pytest.raises(ValueError, match=r"^\[apply_rope\] tensors\[0\]: shape \(9, 32\) with layout=\"bhsd\" must "
+                                         r"have 4 axes"):
+        posenc.apply_rope(SPEC, q[0, 0], layout="bhsd")
