@@ -38,6 +38,7 @@
 // (llama.cpp's LLAMA_ROPE_TYPE_NEOX for gemma3).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -83,6 +84,18 @@ struct LlamaHyperparams {
   std::int64_t sliding_window = 0;
   std::int64_t sliding_window_pattern = 0;
   double local_rope_theta = 10000;
+  // Gemma 3 scales queries by 1 / sqrt(query_pre_attn_scalar) (Hugging
+  // Face's config field, which GGUF files do not carry) where the attention
+  // default is 1 / sqrt(head_dim): the two agree for Gemma 3 270M to 12B;
+  // the 27B model (62 blocks) has d / heads = 168 against head_dim 128, the
+  // rule llama.cpp applies by block count. 0: head_dim.
+  double query_pre_attn_scalar = 0;
+
+  // What multiplies q (after the QK norm) so that the attention's
+  // 1 / sqrt(head_dim) scales by 1 / sqrt(query_pre_attn_scalar): 1 unless set.
+  double QueryFactor() const {
+    return query_pre_attn_scalar > 0 ? std::sqrt(static_cast<double>(head_dim) / query_pre_attn_scalar) : 1.0;
+  }
 
   bool IsLocalLayer(std::int64_t layer) const {
     return sliding_window > 0 && (layer + 1) % sliding_window_pattern != 0;

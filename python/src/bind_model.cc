@@ -83,6 +83,9 @@ py::dict Hyperparams(const LlamaModel& model) {
   d["sliding_window"] = hp.sliding_window;  // Gemma 3's local layers; 0: none
   d["sliding_window_pattern"] = hp.sliding_window_pattern;
   d["local_rope_theta"] = hp.local_rope_theta;
+  // Gemma 3: queries scaled by 1/sqrt(this) (head_dim, or d / heads for the 27B model).
+  d["query_pre_attn_scalar"] =
+      hp.query_pre_attn_scalar > 0 ? hp.query_pre_attn_scalar : static_cast<double>(hp.head_dim);
   return d;
 }
 

@@ -24,10 +24,15 @@ std::int64_t Count(const GgufMetadata& meta, const std::string& key, std::option
 // counts the query's own key, as AttentionMask::window does: Hugging Face
 // masks key j for query p when p - j >= sliding_window, and llama.cpp's
 // LLAMA_SWA_TYPE_STANDARD when p - j >= n_swa. Queries are scaled by
-// 1/sqrt(head_dim) (the attention default): Hugging Face's
-// query_pre_attn_scalar, which GGUF files do not carry, equals head_dim for
-// the 270M ... 12B models, as llama.cpp assumes for all but the 27B one.
+// 1/sqrt(query_pre_attn_scalar), which GGUF files do not carry: head_dim
+// for the 270M ... 12B models, d / heads for the 27B one (62 blocks; its
+// config's 168 = 5376 / 32), as llama.cpp decides by block count.
+constexpr std::int64_t kGemma3_27bBlocks = 62;
+
 void ReadGemma3Attention(const GgufMetadata& meta, const std::string& p, LlamaHyperparams& hp) {
+  if (hp.block_count == kGemma3_27bBlocks) {
+    hp.query_pre_attn_scalar = static_cast<double>(hp.embedding_length) / static_cast<double>(hp.head_count);
+  }
   hp.sliding_window = GgufCount(meta, p + "attention.sliding_window", kOp).value_or(0);
   // Five local layers to one global (Gemma 3 technical report).
   hp.sliding_window_pattern = Count(meta, p + "attention.sliding_window_pattern", 6);

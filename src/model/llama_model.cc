@@ -244,6 +244,13 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     if (gemma) {  // QK norm, before the cache keeps k and before RoPE
       model::RmsNormHeads(qkv, qkv_dim, 0, hp.head_count, layer.attn_q_norm, hp.rms_norm_eps);
       model::RmsNormHeads(qkv, qkv_dim, q_dim, hp.head_count_kv, layer.attn_k_norm, hp.rms_norm_eps);
+      // The model's query scale (27B): q times a factor, the kernel's 1/sqrt(head_dim) then gives it.
+      if (const auto factor = static_cast<float>(hp.QueryFactor()); factor != 1.0F) {
+        for (std::int64_t t = 0; t < n; ++t) {
+          float* q_row = qkv.data() + t * qkv_dim;
+          for (std::int64_t i = 0; i < q_dim; ++i) q_row[i] *= factor;
+        }
+      }
     }
     for (std::int64_t t = 0; t < n; ++t) {
       const float* row = qkv.data() + t * qkv_dim;

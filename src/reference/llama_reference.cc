@@ -77,6 +77,8 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
     if (gemma) {  // QK norm: each head's head_dim values as one row
       q = RmsNorm(q, tensor("attn_q_norm.weight", {hd}), hp.rms_norm_eps);
       k = RmsNorm(k, tensor("attn_k_norm.weight", {hd}), hp.rms_norm_eps);
+      // Scaled by 1/sqrt(query_pre_attn_scalar) in all: q times sqrt(head_dim / it).
+      for (double& value : q) value *= hp.QueryFactor();
     }
     const Matrix v = Linear(a, tensor("attn_v.weight", {d, kv_dim}), kv_dim, d);
     std::vector<float> q32(q.begin(), q.end()), k32(k.begin(), k.end()), v32(v.begin(), v.end());

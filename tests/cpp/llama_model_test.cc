@@ -494,6 +494,32 @@ TEST(LlamaModelGemma3, DecodingWithTheCacheMatchesOneForward) {
   }
 }
 
+// Gemma 3 27B's query scale: 1/sqrt(d / heads), not 1/sqrt(head_dim), told
+// by its 62 blocks (llama.cpp's rule; Hugging Face's query_pre_attn_scalar
+// 168 = 5376 / 32). A tiny 62-block model with d / heads = 8 against
+// head_dim 16: the engine matches the float64 reference with the scale,
+// and a 6-block model of the same shape keeps head_dim.
+TEST(LlamaModelGemma3, TwentySevenBQueryScale) {
+  RandomLlamaOptions options = TinyGemma3();
+  options.head_dim = 16;
+  options.blocks = 62;
+  const RandomModel deep(options);
+  const LlamaHyperparams& hp = deep.model.hparams();
+  EXPECT_DOUBLE_EQ(hp.query_pre_attn_scalar, 8.0);
+  EXPECT_DOUBLE_EQ(hp.QueryFactor(), std::sqrt(2.0));
+  options.blocks = 6;
+  EXPECT_EQ(RandomModel(options).model.hparams().query_pre_attn_scalar, 0.0);
+  EXPECT_EQ(RandomModel(options).model.hparams().QueryFactor(), 1.0);
+
+  const auto tokens = RandomTokens(20, 3);
+  const AttentionOptions attention = deep.model.DefaultAttention();
+  const std::vector<double> ref = reference::LlamaLogits(deep.file, tokens, attention);
+  testing::ForEachTarget([&] { EXPECT_LT(RelativeError(deep.model.Logits(tokens, attention), ref), 2e-5); });
+  EXPECT_LT(
+      RelativeDifference(deep.model.Logits(tokens, attention), PrefillThenDecode(deep.model, tokens, 15, attention)),
+      1e-5);
+}
+
 TEST(LlamaModelGemma3, RejectsAMissingGemmaTensor) {
   std::vector<unsigned char> renamed = RandomLlamaGguf(TinyGemma3());
   const std::string from = "blk.3.post_ffw_norm.weight";

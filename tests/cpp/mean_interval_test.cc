@@ -66,8 +66,11 @@ TEST(MeanInterval, BadInputNamesTheParameter) {
   ExpectError([] { StudentMeanInterval(std::vector<double>{}); }, {"values", "at least one value"});
   ExpectError([] { StudentMeanInterval(std::vector<double>{1.0, std::nan("")}); }, {"values[1]", "finite"});
   ExpectError([] { StudentMeanInterval(std::vector<double>{1.0, 2.0}, 1.0); }, {"level", "(0, 1)"});
-  ExpectError([] { PairedDifferenceInterval(std::vector<double>{1.0, 2.0}, std::vector<double>{1.0}); },
-              {"b", "paired"});
+  ExpectError(
+      [] {
+        PairedDifferenceInterval(std::vector<double>{1.0, 2.0}, std::vector<double>{1.0});
+      },
+      {"b", "paired"});
 }
 
 }  // namespace

@@ -119,8 +119,9 @@ def attention(q, k, v, scaling: float, sliding_window: int | None) -> np.ndarray
     return np.einsum("hij,hjd->hid", probs, v)
 
 
-def gemma3_hidden(w: GgufWeights, embed: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Gemma3TextModel.forward up to the final norm: [n, d] in float64."""
+def gemma3_hidden(w: GgufWeights, embed: np.ndarray, ids: np.ndarray, query_pre_attn_scalar=None) -> np.ndarray:
+    """Gemma3TextModel.forward up to the final norm: [n, d] in float64.
+    query_pre_attn_scalar: Gemma3TextConfig's (None: head_dim, as for 270M)."""
     d = int(w.meta("gemma3.embedding_length"))
     heads = int(w.meta("gemma3.attention.head_count"))
     kv_heads = int(w.meta("gemma3.attention.head_count_kv"))
@@ -129,7 +130,8 @@ def gemma3_hidden(w: GgufWeights, embed: np.ndarray, ids: np.ndarray) -> np.ndar
     window = int(w.meta("gemma3.attention.sliding_window"))
     global_theta = float(w.meta("gemma3.rope.freq_base"))
     local_theta = 10000.0  # Gemma3TextConfig.rope_local_base_freq
-    scaling = hd**-0.5  # query_pre_attn_scalar ** -0.5, query_pre_attn_scalar = 256 = head_dim for 270M
+    # Gemma3Attention.scaling = query_pre_attn_scalar ** -0.5; 256 = head_dim for 270M.
+    scaling = (query_pre_attn_scalar or hd) ** -0.5
     n = len(ids)
 
     # Gemma3TextScaledWordEmbedding: embed_scale is a float32 tensor of
@@ -189,3 +191,50 @@ def test_gemma3_270m_logits_match_the_float64_transcription_of_hugging_face():
         f"(position {int(relative.argmax())}), posenc forward {ours_seconds:.1f} s"
     )
     assert np.all(relative < 1e-4), f"positions over 1e-4: {np.nonzero(relative >= 1e-4)[0][:10]}"
+
+
+def test_gemma3_27b_query_scale_matches_the_transcription(tmp_path):
+    """Gemma 3 27B scales queries by query_pre_attn_scalar ** -0.5 with
+    query_pre_attn_scalar = 168 = hidden_size / num_attention_heads (5376 /
+    32; its config.json), not head_dim 128; GGUF files do not carry it and
+    the 27B model is the one with 62 blocks. A tiny random 62-block Gemma 3
+    with hidden / heads = 8 and head_dim 16 against the transcription."""
+    rng = np.random.default_rng(27)
+    d, heads, kv_heads, hd, ffn, blocks, vocab = 32, 4, 1, 16, 48, 62, 256
+    meta = {"general.architecture": "gemma3", "gemma3.context_length": 32, "gemma3.embedding_length": d,
+            "gemma3.block_count": blocks, "gemma3.feed_forward_length": ffn, "gemma3.attention.head_count": heads,
+            "gemma3.attention.head_count_kv": kv_heads, "gemma3.attention.key_length": hd,
+            "gemma3.attention.value_length": hd, "gemma3.rope.dimension_count": hd, "gemma3.rope.freq_base": 1e6,
+            "gemma3.attention.layer_norm_rms_epsilon": 1e-6, "gemma3.attention.sliding_window": 8}
+
+    def matrix(rows, cols, scale):
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    def norm(size):  # stored as 1 + Hugging Face's weight
+        return (1 + 0.1 * rng.standard_normal(size)).astype(np.float32)
+
+    tensors = {"token_embd.weight": matrix(vocab, d, 1.0), "output_norm.weight": norm(d)}
+    for layer in range(blocks):
+        blk = f"blk.{layer}."
+        tensors.update({blk + "attn_norm.weight": norm(d), blk + "attn_q.weight": matrix(heads * hd, d, 0.35),
+                        blk + "attn_k.weight": matrix(kv_heads * hd, d, 0.35),
+                        blk + "attn_v.weight": matrix(kv_heads * hd, d, 0.18),
+                        blk + "attn_output.weight": matrix(d, heads * hd, 0.1), blk + "attn_q_norm.weight": norm(hd),
+                        blk + "attn_k_norm.weight": norm(hd), blk + "post_attention_norm.weight": norm(d),
+                        blk + "ffn_norm.weight": norm(d), blk + "ffn_gate.weight": matrix(ffn, d, 0.18),
+                        blk + "ffn_up.weight": matrix(ffn, d, 0.18), blk + "ffn_down.weight": matrix(d, ffn, 0.14),
+                        blk + "post_ffw_norm.weight": norm(d)})
+    path = tmp_path / "gemma3-62-blocks.gguf"
+    posenc.write_gguf(path, meta, tensors)
+    model = posenc.LlamaModel(str(path))
+    assert model.hparams["query_pre_attn_scalar"] == d / heads
+
+    ids = rng.integers(0, vocab, size=24).astype(np.int32)  # past the window of 8
+    w = GgufWeights(path)
+    embed = w["token_embd.weight"]
+    ref = gemma3_hidden(w, embed, ids, query_pre_attn_scalar=d / heads) @ embed.astype(np.float64).T
+    relative = np.abs(model.logits(ids) - ref).max() / np.abs(ref).max()
+    assert relative < 1e-4, relative
+    # The head_dim scale would be another model: the test can tell them apart.
+    other = gemma3_hidden(w, embed, ids, query_pre_attn_scalar=hd) @ embed.astype(np.float64).T
+    assert np.abs(other - ref).max() / np.abs(ref).max() > 100 * relative
