@@ -8,7 +8,6 @@
 #include <map>
 
 #include "reports/plot.h"
-#include "posenc/error.h"
 #include "posenc/mean_interval.h"
 
 namespace posenc::cli {
@@ -23,7 +22,11 @@ struct Spread {
   std::string error;                // every seed failed: the first error
   std::string resolved;             // the method's form at this length (seeds agree)
   bool same_as_model = false;       // the method is the model as trained here (its numbers reused)
-  double Mean() const { return Interval().mean; }
+  double Mean() const {
+    double sum = 0;
+    for (const double v : values) sum += v;
+    return sum / static_cast<double>(values.size());
+  }
   // The 95% Student t interval of the mean over the seeds, and their sd.
   MeanInterval Interval() const { return StudentMeanInterval(values); }
 };
