@@ -17,7 +17,8 @@ back as the caller's kind.
 * A tensor on another device (CUDA, MPS, ...) is a ValueError that names the
   argument and the device: posenc computes on the CPU.
 * A PyTorch tensor that requires grad is read through ``detach()``, with a
-  warning: these functions record no gradients.
+  warning: these functions record no gradients; ``posenc.torch`` has the
+  ones that do (``apply_rope``, ``attention``).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def to_numpy(x: Any, op: str, name: str) -> np.ndarray:
         return np.from_dlpack(x)
     import torch
     if x.requires_grad:
-        warnings.warn(f"[{op}] {name} requires grad: posenc.{op} records no gradients; its result is computed "
+        warnings.warn(f"[{op}] {name} requires grad: posenc.{op} records no gradients (posenc.torch.{op} does, "
+                      f"where it exists); its result is computed "
                       f"from {name}.detach()", stacklevel=4)
         x = x.detach()
     if x.dtype == torch.bfloat16:

@@ -1,0 +1,468 @@
+"""Gradients: posenc's RoPE and attention as ``torch.autograd.Function``s.
+
+Import it explicitly (``import posenc.torch``); it needs PyTorch, which
+``import posenc`` never imports. Same arguments as :func:`posenc.apply_rope`
+and :func:`posenc.attention`, tensors in and out, with gradients:
+
+* :func:`apply_rope`: the forward pass is posenc's RoPE kernel; the backward
+  pass is the same kernel with ``direction="backward"`` (``a R(p)^T dy``: the
+  inverse rotation times the attention factor), for every scaling method
+  and both pair layouts.
+* :func:`attention`: the forward pass is posenc's tiled kernel (no score
+  matrix stored); the backward pass recomputes the attention **materialized**
+  in PyTorch (``[batch, heads, q_len, kv_len]`` scores, each encoding by its
+  definition, as posenc's float64 reference writes it) and differentiates
+  that: memory grows as ``q_len x kv_len``, which suits training sizes (a few
+  thousand tokens), not long-context inference. Gradients reach q, k, v,
+  ``sink_logits`` and the trainable encoding tensors: T5's bucket biases
+  (:class:`T5BiasAttention` here takes a tensor) and Shaw's relative tables
+  (:class:`ShawAttention`). RoPE, ReRoPE, Leaky ReRoPE, Self-Extend and ALiBi
+  have no trainable tensors; their gradients reach q and k through the
+  rotations.
+
+Inputs are float32, float16 or bfloat16 tensors on the CPU (the kernels'
+dtypes; the backward pass computes in float32 and returns gradients in the
+input's dtype), or float64: posenc's kernels take no float64, so a float64
+call runs the materialized form in both directions. It exists for
+``torch.autograd.gradcheck``; the arguments are still checked by posenc's
+kernel on a float32 copy, so float64 accepts exactly what float32 does.
+
+Example::
+
+    >>> import torch, posenc, posenc.torch
+    >>> spec = posenc.RopeSpec(head_dim=16)
+    >>> q = torch.randn(1, 6, 4, 16, requires_grad=True)
+    >>> k = torch.randn(1, 6, 2, 16, requires_grad=True)
+    >>> v = torch.randn(1, 6, 2, 16, requires_grad=True)
+    >>> enc = posenc.ReRopeAttention(spec, window=3)
+    >>> posenc.torch.attention(q, k, v, encoding=enc).square().sum().backward()
+    >>> q.grad.shape
+    torch.Size([1, 6, 4, 16])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from . import encodings as _encodings
+from . import rope as _rope
+from .attention import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention)
+from .attention import ShawAttention as _FixedShaw
+from .attention import T5BiasAttention as _FixedT5
+from .attention import attention as _kernel_attention
+from ._layout import LAYOUTS
+
+__all__ = ["apply_rope", "attention", "T5BiasAttention", "ShawAttention"]
+
+_KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _check_layout(op: str, layout: Any) -> None:
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(f"[{op}] layout = {layout!r}: must be \"bshd\" ([batch, seq, heads, dim]) or \"bhsd\" "
+                         f"([batch, heads, seq, dim], Hugging Face's)")
+
+
+def _check_tensors(op: str, names: Sequence[str], tensors: Sequence[Any]) -> torch.dtype:
+    """Every tensor a 4-D CPU torch tensor of one supported dtype; that dtype."""
+    for name, t in zip(names, tensors):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"[{op}] {name} = a {type(t).__name__}: must be a torch.Tensor (posenc.torch "
+                             f"records gradients; posenc.{op} takes NumPy arrays)")
+        if t.device.type != "cpu":
+            raise ValueError(f"[{op}] {name} = a tensor on {t.device}: must be on the CPU (posenc computes on "
+                             f"the CPU; move it with .cpu())")
+        if t.dim() != 4:
+            raise ValueError(f"[{op}] {name}.shape = {tuple(t.shape)}: must have 4 axes")
+        if t.dtype not in _KERNEL_DTYPES + (torch.float64,):
+            raise ValueError(f"[{op}] {name}.dtype = {t.dtype}: must be float32, float16, bfloat16 or float64")
+        if t.dtype != tensors[0].dtype:
+            raise ValueError(f"[{op}] {name}.dtype = {t.dtype}: must equal {names[0]}.dtype = {tensors[0].dtype}")
+    return tensors[0].dtype
+
+
+def _bhsd(t: torch.Tensor, layout: str) -> torch.Tensor:
+    return t if layout == "bhsd" else t.transpose(1, 2)
+
+
+def _from_bhsd(t: torch.Tensor, layout: str) -> torch.Tensor:
+    return t if layout == "bhsd" else t.transpose(1, 2)
+
+
+def _positions(batch: int, seq: int, offset: Any, positions: Any) -> Optional[np.ndarray]:
+    """The [batch, seq] int64 positions that an offset (int or one per row)
+    or explicit positions mean; None when neither is given."""
+    if positions is not None:
+        ids = np.asarray(positions.detach().numpy() if isinstance(positions, torch.Tensor) else positions, np.int64)
+        return np.broadcast_to(ids.reshape(-1, seq), (batch, seq)).copy()
+    if offset is None:
+        return None
+    start = np.asarray(offset.detach().numpy() if isinstance(offset, torch.Tensor) else offset, np.int64)
+    return np.broadcast_to(start.reshape(-1, 1), (batch, 1)) + np.arange(seq, dtype=np.int64)[None, :]
+
+
+def _rotate(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, layout: str) -> torch.Tensor:
+    """x [batch, heads, seq, head_dim] rotated at float64 positions
+    [batch, seq] (or broadcastable): pair k is (k, k + r/2) in half-split and
+    (2k, 2k+1) in interleaved, the angle position * inv_freq[k] formed in
+    float64; the dimensions past r = 2 len(inv_freq) pass through."""
+    pairs = inv_freq.shape[0]
+    r = 2 * pairs
+    angle = positions.to(torch.float64)[..., None] * inv_freq  # [batch, seq, pairs]
+    cos, sin = angle.cos().to(x.dtype)[:, None], angle.sin().to(x.dtype)[:, None]
+    if layout == "half-split":
+        a, b = x[..., :pairs], x[..., pairs:r]
+        rotated = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    else:
+        a, b = x[..., 0:r:2], x[..., 1:r:2]
+        rotated = torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+    return torch.cat([rotated, x[..., r:]], dim=-1)
+
+
+# ---- apply_rope ---------------------------------------------------------------
+
+
+class _Rope(torch.autograd.Function):
+    """y = a R(p) x per tensor; dx = a R(p)^T dy."""
+
+    @staticmethod
+    def forward(ctx, spec, positions: np.ndarray, frequencies, *tensors):
+        ctx.spec, ctx.positions, ctx.frequencies = spec, positions, frequencies
+        if tensors[0].dtype == torch.float64:
+            return tuple(_rope_float64(spec, t, positions, frequencies, sign=1.0) for t in tensors)
+        out = _rope.apply_rope(spec, *[t.detach() for t in tensors], position_ids=positions, frequencies=frequencies)
+        return out if isinstance(out, tuple) else (out,)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = [torch.zeros_like(g) if g is None else g for g in grads]
+        if grads[0].dtype == torch.float64:
+            dx = tuple(_rope_float64(ctx.spec, g, ctx.positions, ctx.frequencies, sign=-1.0) for g in grads)
+        else:
+            dx = _rope.apply_rope(ctx.spec, *[g.contiguous() for g in grads], position_ids=ctx.positions,
+                                  frequencies=ctx.frequencies, direction="backward")
+            dx = dx if isinstance(dx, tuple) else (dx,)
+        return (None, None, None) + tuple(dx)
+
+
+def _rope_float64(spec, x: torch.Tensor, positions: np.ndarray, frequencies, sign: float) -> torch.Tensor:
+    """x [batch, seq, heads, head_dim] float64: a R(sign p) x."""
+    inv_freq, factor = frequencies
+    rotated = _rotate(x.transpose(1, 2), sign * torch.from_numpy(positions).to(torch.float64),
+                      torch.as_tensor(inv_freq, dtype=torch.float64), spec.layout)
+    r = 2 * len(inv_freq)
+    scaled = torch.cat([rotated[..., :r] * factor, rotated[..., r:]], dim=-1)
+    return scaled.transpose(1, 2)
+
+
+def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = None, position_ids: Any = None,
+               frequencies: Any = None, layout: str = "bshd"):
+    """:func:`posenc.apply_rope` with gradients (returns new tensors; no
+    ``inplace``, which autograd cannot record on leaves).
+
+    Args:
+        spec: the :class:`posenc.RopeSpec` (any scaling method).
+        *tensors: ``[batch, seq, heads, head_dim]`` tensors (``layout="bhsd"``:
+            ``[batch, heads, seq, head_dim]``) of one dtype.
+        offset, offsets, position_ids: as in :func:`posenc.apply_rope`.
+        frequencies: ``(inv_freq, attention_factor)``; by default those of
+            this call's length (largest position + 1).
+        layout: ``"bshd"`` or ``"bhsd"``.
+
+    Returns:
+        The rotated tensor, or a tuple of them.
+    """
+    _check_layout("rope", layout)
+    if not tensors:
+        raise ValueError("[rope] tensors: none given; pass at least one [batch, seq, heads, head_dim] tensor")
+    _check_tensors("rope", [f"tensors[{i}]" for i in range(len(tensors))], tensors)
+    views = [t if layout == "bshd" else t.transpose(1, 2) for t in tensors]
+    batch, seq = views[0].shape[0], views[0].shape[1]
+    given = sum(x is not None for x in (offsets, position_ids)) + (offset != 0)
+    if given > 1:
+        raise ValueError("[rope] offset, offsets, position_ids: more than one given; give at most one")
+    positions = _positions(batch, seq, offsets if offsets is not None else offset, position_ids)
+    if frequencies is None:
+        frequencies = spec.frequencies(int(positions.max()) + 1 if positions.size else 1)
+    if views[0].dtype == torch.float64:  # posenc's checks, on a float32 copy
+        _rope.apply_rope(spec, *[v.detach().float() for v in views], position_ids=positions, frequencies=frequencies)
+    out = _Rope.apply(spec, positions, frequencies, *views)
+    out = tuple(o if layout == "bshd" else o.transpose(1, 2) for o in out)
+    return out[0] if len(out) == 1 else out
+
+
+# ---- trainable encodings ------------------------------------------------------------
+
+
+@dataclass
+class T5BiasAttention:
+    """:class:`posenc.T5BiasAttention` whose ``weights [num_buckets, q_heads]``
+    are a tensor that receives gradients (``relative_attention_bias.weight``)."""
+
+    weights: torch.Tensor
+    max_distance: int = 128
+    bidirectional: bool = True
+
+    def tensors(self) -> Tuple[torch.Tensor, ...]:
+        return (self.weights,)
+
+    def kernel_encoding(self):
+        return _FixedT5(self.weights.detach().double().numpy(), self.max_distance,
+                                          self.bidirectional)
+
+
+@dataclass
+class ShawAttention:
+    """:class:`posenc.ShawAttention` whose tables ``rel_k [2K+1, head_dim]`` and
+    ``rel_v [2K+1, v_dim]`` are tensors that receive gradients."""
+
+    rel_k: Optional[torch.Tensor]
+    rel_v: Optional[torch.Tensor] = None
+    max_distance: int = 0
+    query_minus_key: bool = False
+    key_term: bool = True
+    query_term: bool = False
+
+    def tensors(self) -> Tuple[torch.Tensor, ...]:
+        return tuple(t for t in (self.rel_k, self.rel_v) if t is not None)
+
+    def kernel_encoding(self):
+        table = lambda t: None if t is None else t.detach().double().numpy()  # noqa: E731
+        return _FixedShaw(table(self.rel_k), table(self.rel_v), max_distance=self.max_distance,
+                                        query_minus_key=self.query_minus_key, key_term=self.key_term,
+                                        query_term=self.query_term)
+
+
+def _kernel_encoding(encoding):
+    return encoding.kernel_encoding() if isinstance(encoding, (T5BiasAttention, ShawAttention)) else encoding
+
+
+# ---- the materialized attention ------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    """One attention call: what the materialized form needs besides tensors."""
+
+    encoding: Any
+    kernel_kwargs: dict  # posenc.attention's keyword arguments, as the caller gave them
+    q_positions: np.ndarray  # [batch, q_len] int64
+    k_positions: np.ndarray  # [batch, kv_len]
+    kv_lengths: Optional[np.ndarray]  # [batch] or None
+
+
+def _rope_spec(encoding):
+    if isinstance(encoding, _rope.RopeSpec):
+        return encoding
+    if isinstance(encoding, (RopeAttention, ReRopeAttention, SelfExtendAttention)):
+        return encoding.spec
+    return None
+
+
+def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torch.Tensor]):
+    """The q.k term of each pair before scaling [batch, heads, q_len, kv_len],
+    and the logit factor of the RoPE family (its attention factor squared)."""
+    enc = call.encoding
+    spec = _rope_spec(enc)
+    if spec is None:
+        scores = q @ k.transpose(-1, -2)
+        if isinstance(enc, ShawAttention) and enc.rel_k is not None:
+            a = tables[0][_shaw_rows(call, enc)]  # [batch, q_len, kv_len, head_dim]
+            if enc.key_term:
+                scores = scores + torch.einsum("bhid,bijd->bhij", q, a)
+            if enc.query_term:
+                scores = scores + torch.einsum("bhjd,bijd->bhij", k, a)
+        return scores, 1.0
+    seq_len = getattr(enc, "seq_len", None)
+    longest = int(max(call.q_positions.max(initial=0), call.k_positions.max(initial=0))) + 1
+    inv_freq, factor = spec.frequencies(longest if seq_len is None else seq_len)
+    inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64)
+    p = torch.from_numpy(call.q_positions).to(torch.float64)
+    j = torch.from_numpy(call.k_positions).to(torch.float64)
+
+    def dot(q_at, k_at):
+        return _rotate(q, q_at, inv_freq, spec.layout) @ _rotate(k, k_at, inv_freq, spec.layout).transpose(-1, -2)
+
+    exact = dot(p, j)
+    if isinstance(enc, (_rope.RopeSpec, RopeAttention)):
+        return exact, factor * factor
+    distance = (p[:, :, None] - j[:, None, :])[:, None]  # [batch, 1, q_len, kv_len]
+    if isinstance(enc, ReRopeAttention):
+        w = float(enc.window)
+        if enc.leak is None:  # the distance reads as w
+            far = _rotate(q, torch.full_like(p, w), inv_freq, spec.layout) @ k.transpose(-1, -2)
+        else:  # q at p/leak + w(1 - 1/leak), k at j/leak
+            far = dot(p / enc.leak + w * (1 - 1 / enc.leak), j / enc.leak)
+        return torch.where(distance < w, exact, far), factor * factor
+    group, window = enc.group, enc.window  # Self-Extend, LongLM's grouped positions
+    far = dot(torch.div(p, group, rounding_mode="floor") + window - window // group,
+              torch.div(j, group, rounding_mode="floor"))
+    return torch.where(distance < window, exact, far), factor * factor
+
+
+def _shaw_rows(call: _Call, enc: ShawAttention) -> torch.Tensor:
+    """[batch, q_len, kv_len] table rows: the distance clipped to [-K, K], + K."""
+    p, j = call.q_positions[:, :, None], call.k_positions[:, None, :]
+    d = p - j if enc.query_minus_key else j - p
+    return torch.from_numpy(np.clip(d, -enc.max_distance, enc.max_distance) + enc.max_distance)
+
+
+def _bias(call: _Call, heads: int, tables: Sequence[torch.Tensor], dtype: torch.dtype):
+    """The additive bias [batch or 1, heads, q_len, kv_len], or None."""
+    enc = call.encoding
+    p = torch.from_numpy(call.q_positions)[:, None, :, None].to(dtype)
+    j = torch.from_numpy(call.k_positions)[:, None, None, :].to(dtype)
+    if isinstance(enc, AlibiAttention):
+        slopes = torch.as_tensor(np.asarray(enc.slopes), dtype=dtype)[None, :, None, None]
+        return -slopes * (p - j).abs() if enc.form == "distance" else slopes * j
+    if isinstance(enc, T5BiasAttention):
+        relative = call.k_positions[:, None, :] - call.q_positions[:, :, None]
+        buckets = _encodings.t5_relative_bucket(relative, num_buckets=enc.weights.shape[0],
+                                                max_distance=enc.max_distance, bidirectional=enc.bidirectional)
+        return tables[0][torch.from_numpy(buckets)].permute(0, 3, 1, 2)  # [batch, heads, q_len, kv_len]
+    return None
+
+
+def _visible(call: _Call, causal: bool, window: int, sinks: int) -> torch.Tensor:
+    """[batch, 1, q_len, kv_len]: which keys each query sees (the mask, the
+    Λ mask's sinks, the valid lengths)."""
+    p, j = call.q_positions[:, :, None], call.k_positions[:, None, :]
+    visible = np.ones(np.broadcast_shapes(p.shape, j.shape), bool)
+    if causal:
+        visible &= j <= p
+    if window > 0:
+        distance = p - j if causal else np.abs(p - j)
+        visible &= (j < sinks) | (distance < window)
+    if call.kv_lengths is not None:
+        visible &= np.arange(j.shape[-1])[None, None, :] < call.kv_lengths[:, None, None]
+    return torch.from_numpy(visible)[:, None]
+
+
+def _materialized(call: _Call, q, k, v, sink_logits, tables):
+    """softmax(logits) v in bhsd: q [b, Hq, Sq, d], k [b, Hk, Sk, d],
+    v [b, Hk, Sk, dv] -> [b, Hq, Sq, dv], as posenc's float64 reference
+    defines it (reference/attention_reference.cc)."""
+    kw = call.kernel_kwargs
+    tables = [t.to(q.dtype) for t in tables]
+    heads, head_dim = q.shape[1], q.shape[3]
+    group = heads // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores, factor_squared = _scores(call, q, k, tables)
+    scale = kw["softmax_scale"] if kw["softmax_scale"] is not None else 1.0 / math.sqrt(head_dim)
+    q_scale = torch.full(call.q_positions.shape, scale * factor_squared, dtype=torch.float64)
+    if kw["logn_train_length"] > 0:
+        logn = np.log(call.q_positions + 1.0) / math.log(kw["logn_train_length"])
+        q_scale = q_scale * torch.from_numpy(np.maximum(1.0, logn))
+    logits = q_scale.to(q.dtype)[:, None, :, None] * scores
+    bias = _bias(call, heads, tables, q.dtype)
+    if bias is not None:
+        logits = logits + bias
+    if kw["softcap"] > 0:
+        logits = kw["softcap"] * torch.tanh(logits / kw["softcap"])
+    visible = _visible(call, kw["causal"], kw["window"], kw["sinks"]).expand_as(logits)
+    logits = logits.masked_fill(~visible, -math.inf)
+    if sink_logits is not None:  # a virtual key with a zero value in every softmax of its head
+        sink = sink_logits.to(q.dtype)[None, :, None, None].expand(*logits.shape[:3], 1)
+        probs = torch.softmax(torch.cat([logits, sink], dim=-1), dim=-1)[..., :-1]
+    else:  # a row that sees no key is 0 (softmax of zeros, then dropped)
+        empty = ~visible.any(dim=-1, keepdim=True)
+        probs = torch.softmax(logits.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+    out = probs @ v
+    enc = call.encoding
+    if isinstance(enc, ShawAttention) and enc.rel_v is not None:
+        out = out + torch.einsum("bhij,bijd->bhid", probs, tables[-1][_shaw_rows(call, enc)])
+    return out
+
+
+class _Attention(torch.autograd.Function):
+    """Forward: posenc's kernel. Backward: the materialized form, differentiated."""
+
+    @staticmethod
+    def forward(ctx, call: _Call, layout: str, q, k, v, sink_logits, *tables):
+        ctx.call, ctx.layout = call, layout
+        ctx.save_for_backward(q, k, v, sink_logits, *tables)
+        if q.dtype == torch.float64:
+            out = _materialized(call, _bhsd(q, layout), _bhsd(k, layout), _bhsd(v, layout), sink_logits, tables)
+            return _from_bhsd(out, layout)
+        kw = dict(call.kernel_kwargs)
+        if sink_logits is not None:
+            kw["sink_logits"] = sink_logits.detach().double().numpy()
+        return _kernel_attention(q.detach(), k.detach(), v.detach(), encoding=_kernel_encoding(call.encoding),
+                                    layout=layout, **kw)
+
+    @staticmethod
+    def backward(ctx, grad):
+        saved = ctx.saved_tensors
+        compute = torch.float64 if saved[0].dtype == torch.float64 else torch.float32
+        leaves = [None if t is None else t.detach().to(compute).requires_grad_(ctx.needs_input_grad[2 + i])
+                  for i, t in enumerate(saved)]
+        q, k, v, sink, *tables = leaves
+        with torch.enable_grad():
+            out = _materialized(ctx.call, _bhsd(q, ctx.layout), _bhsd(k, ctx.layout), _bhsd(v, ctx.layout), sink,
+                                tables)
+            wanted = [t for t in leaves if t is not None and t.requires_grad]
+            grads = iter(torch.autograd.grad(_from_bhsd(out, ctx.layout), wanted, grad.to(compute)) if wanted
+                         else ())
+        result = [next(grads).to(t.dtype) if leaf is not None and leaf.requires_grad else None
+                  for t, leaf in zip(saved, leaves)]
+        return (None, None) + tuple(result)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: Any = None, causal: bool = True,
+              window: int = 0, sinks: int = 0, softmax_scale: Optional[float] = None, logn_train_length: int = 0,
+              sink_logits: Optional[torch.Tensor] = None, softcap: float = 0.0, q_offset: Any = None,
+              q_positions: Any = None, k_offset: Any = None, k_positions: Any = None, kv_lengths: Any = None,
+              layout: str = "bshd") -> torch.Tensor:
+    """:func:`posenc.attention` with gradients (same arguments and rules).
+
+    ``encoding`` is any of posenc's encodings (None, a :class:`RopeSpec`,
+    :class:`posenc.RopeAttention`, :class:`posenc.ReRopeAttention`,
+    :class:`posenc.SelfExtendAttention`, :class:`posenc.AlibiAttention`) or
+    one with trainable tensors from this module (:class:`T5BiasAttention`,
+    :class:`ShawAttention`; posenc's own classes of those are accepted too,
+    their tables then fixed). ``sink_logits`` ``[q_heads]`` may require
+    grad (gpt-oss's learned sinks).
+
+    Returns:
+        ``[batch, q_len, q_heads, v_dim]`` (``layout="bhsd"``:
+        ``[batch, q_heads, q_len, v_dim]``) in q's dtype.
+    """
+    _check_layout("attention", layout)
+    _check_tensors("attention", ["q", "k", "v"], [q, k, v])
+    tables = encoding.tensors() if isinstance(encoding, (T5BiasAttention, ShawAttention)) else ()
+    for name, t in zip(("sink_logits",) + tuple(f"encoding tensor {i}" for i in range(len(tables))),
+                       (sink_logits,) + tables):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise ValueError(f"[attention] {name} = a {type(t).__name__}: must be a torch.Tensor")
+    kernel_kwargs = dict(causal=causal, window=window, sinks=sinks, softmax_scale=softmax_scale,
+                         logn_train_length=logn_train_length, softcap=softcap, q_offset=q_offset,
+                         q_positions=q_positions, k_offset=k_offset, k_positions=k_positions, kv_lengths=kv_lengths)
+    if q.dtype == torch.float64:  # posenc's checks, on float32 copies
+        _kernel_attention(q.detach().float(), k.detach().float(), v.detach().float(),
+                             encoding=_kernel_encoding(encoding), layout=layout,
+                             sink_logits=None if sink_logits is None else sink_logits.detach().double().numpy(),
+                             **kernel_kwargs)
+    qv, kv = _bhsd(q, layout), _bhsd(k, layout)
+    batch, q_len, kv_len = qv.shape[0], qv.shape[2], kv.shape[2]
+    lengths = None if kv_lengths is None else np.asarray(kv_lengths, np.int64).reshape(batch)
+    k_grid = _positions(batch, kv_len, 0 if k_offset is None else k_offset, k_positions)
+    q_grid = _positions(batch, q_len, q_offset, q_positions)
+    if q_grid is None:  # posenc's default: the queries are the last q_len of the (valid) keys
+        keys = np.full(batch, kv_len, np.int64) if lengths is None else lengths
+        q_grid = (keys - q_len)[:, None] + np.arange(q_len, dtype=np.int64)[None, :]
+    call = _Call(encoding if encoding is not None else None, kernel_kwargs, q_grid, k_grid, lengths)
+    if isinstance(encoding, _FixedT5):  # fixed tables: the trainable form, without gradients
+        call.encoding = T5BiasAttention(torch.from_numpy(np.asarray(encoding.weights)), encoding.max_distance,
+                                        encoding.bidirectional)
+        tables = call.encoding.tensors()
+    if isinstance(encoding, _FixedShaw):
+        table = lambda t: None if t is None else torch.from_numpy(np.asarray(t))  # noqa: E731
+        call.encoding = ShawAttention(table(encoding.rel_k), table(encoding.rel_v), encoding.max_distance,
+                                      encoding.query_minus_key, encoding.key_term, encoding.query_term)
+        tables = call.encoding.tensors()
+    return _Attention.apply(call, layout, q, k, v, sink_logits, *tables)
