@@ -20,6 +20,7 @@ void AddPasskeyCommand(CLI::App& app);           // posenc passkey
 void AddGridCommands(CLI::App& app);             // posenc grid cell | status | merge
 void AddBenchModelCommand(CLI::App& bench);      // posenc bench model (under `bench`)
 void AddBenchTrainCommand(CLI::App& bench);      // posenc bench train (under `bench`)
+void AddBenchLimitsCommand(CLI::App& bench);     // posenc bench limits (under `bench`)
 void AddTrainCommand(CLI::App& app);             // posenc train
 void AddEvalCommand(CLI::App& app);              // posenc eval
 void AddZooCommand(CLI::App& app);               // posenc zoo

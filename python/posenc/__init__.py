@@ -59,7 +59,7 @@ from .gguf import GgufFile, write_gguf
 from . import tokenizer
 from . import analysis
 from .tokenizer import BpeTokenizer
-from .model import LlamaModel, perplexity
+from .model import LlamaModel, extension_attention, perplexity
 from . import passkey
 from .passkey import PasskeyPrompt, passkey_key, passkey_prompt
 
@@ -85,6 +85,7 @@ __all__ = [
     "analysis",
     "LlamaModel",
     "perplexity",
+    "extension_attention",
     "passkey_key",
     "passkey_prompt",
     "PasskeyPrompt",

@@ -49,7 +49,7 @@ import numpy as np
 from . import _args, _posenc
 from . import _tensors
 
-__all__ = ["LlamaModel", "perplexity"]
+__all__ = ["LlamaModel", "perplexity", "extension_attention"]
 
 
 def _method_list() -> str:
@@ -347,6 +347,31 @@ def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optio
     return _posenc.perplexity(model._model, ids, _index("context", context, "perplexity"), stride_value,
                               _method(method, "perplexity"), _index("max_windows", max_windows, "perplexity"),
                               bos_value)
+
+def extension_attention(method: str, spec: Any, *, train_length: int, target_length: int) -> Dict[str, Any]:
+    """What a context-extension method is as :func:`posenc.attention`'s
+    keyword arguments, for a model with RoPE ``spec`` trained on
+    ``train_length`` tokens and run up to ``target_length``: the same plan
+    :class:`LlamaModel` runs (``posenc::PlanContextExtension``).
+
+    Returns:
+        dict with ``encoding`` (a :class:`posenc.RopeAttention`,
+        :class:`posenc.ReRopeAttention` or :class:`posenc.SelfExtendAttention`
+        whose frequencies are those of ``target_length``), ``window``,
+        ``sinks`` and ``logn_train_length``.
+
+    Example::
+
+        >>> kw = posenc.extension_attention("leaky-rerope", posenc.RopeSpec(head_dim=64),
+        ...                                 train_length=2048, target_length=8192)
+        >>> kw["encoding"].window, kw["encoding"].leak
+        (1024, 7.0)
+    """
+    if not isinstance(spec, _posenc.RopeSpec):
+        raise ValueError(f"[model] spec = {type(spec).__name__}: must be a posenc.RopeSpec")
+    return _posenc.extension_attention(_method(method, "model"), spec, _index("train_length", train_length, "model"),
+                                       _index("target_length", target_length, "model"))
+
 
 # Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
 _tensors.wrap_functions(globals(), ["perplexity"])

@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "args.h"
@@ -220,6 +221,36 @@ py::dict ScorePasskeyTrial(const LlamaModel& model, const BpeTokenizer& tokenize
   return d;
 }
 
+// What `method` is as posenc.attention's keyword arguments: the encoding as
+// its Python class (frequencies for target_length, as the plan's), the mask
+// and the log-n length. Every method is RoPE-based, so only the three RoPE
+// encodings can come out of a plan.
+py::dict ExtensionAttention(const std::string& method, const RopeModelConfig& rope, std::int64_t train_length,
+                            std::int64_t target_length) {
+  Require(target_length >= 1, kOp, "target_length", target_length, "must be >= 1 (tokens)");
+  const ExtensionPlan plan =
+      PlanContextExtension(ParseContextExtension(method), rope.spec, train_length, target_length);
+  const py::module_ classes = py::module_::import("posenc.attention");
+  const auto spec_of = [](const RopeSpec& spec) { return py::cast(RopeModelConfig{spec, 0}); };
+  py::object encoding;
+  if (const auto* e = std::get_if<RopeEncoding>(&plan.attention.encoding)) {
+    encoding = classes.attr("RopeAttention")(spec_of(e->spec), target_length);
+  } else if (const auto* e = std::get_if<ReRopeEncoding>(&plan.attention.encoding)) {
+    encoding = classes.attr("ReRopeAttention")(spec_of(e->spec), e->window, e->leak ? py::cast(*e->leak) : py::none(),
+                                               target_length);
+  } else if (const auto* e = std::get_if<SelfExtendEncoding>(&plan.attention.encoding)) {
+    encoding = classes.attr("SelfExtendAttention")(spec_of(e->spec), e->group, e->window, target_length);
+  } else {
+    ThrowError(kOp, "method", method, "planned an encoding that is not RoPE-based (no context-extension method does)");
+  }
+  py::dict kwargs;
+  kwargs["encoding"] = encoding;
+  kwargs["window"] = plan.attention.mask.window;
+  kwargs["sinks"] = plan.attention.mask.sinks;
+  kwargs["logn_train_length"] = plan.attention.logn_train_length;
+  return kwargs;
+}
+
 }  // namespace
 
 void BindModel(py::module_& m) {
@@ -270,6 +301,10 @@ void BindModel(py::module_& m) {
       },
       py::arg("method"), py::arg("rope"), py::arg("train_length"), py::arg("target_length"),
       "The text form of `method` with every default filled in for this model and length.");
+
+  m.def("extension_attention", &ExtensionAttention, py::arg("method"), py::arg("rope"), py::arg("train_length"),
+        py::arg("target_length"),
+        "posenc.attention's keyword arguments (encoding, window, sinks, logn_train_length) that run `method`.");
 
   m.def("extension_methods_synopsis", &ExtensionMethodsSynopsis,
         "The context-extension methods' text form in one line (posenc::ExtensionMethodsSynopsis).");

@@ -2,11 +2,7 @@
 4.49 (LlamaForCausalLM, torch 1.13, float32 and float64) on the same GGUF files.
 
 The oracle loads a GGUF exactly as ``from_pretrained(dir, gguf_file=name)``
-does (AutoConfig from the GGUF metadata, then
-transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint, which
-dequantizes with gguf-py and un-permutes llama.cpp's Q/K rows) but without
-from_pretrained's requirement of the `accelerate` package, which is no
-dependency of posenc. Attention is HF's "eager" implementation.
+does (hf_models.hf_llama); attention is HF's "eager" implementation.
 
 Tolerances come from the oracle's own float32 error: each case also runs HF
 in float64 (the same model, ``.double()``), and posenc must be as close to
@@ -30,9 +26,7 @@ different summation orders), and under an absolute bound.
 from __future__ import annotations
 
 import copy
-import math
 import pathlib
-import subprocess
 import time
 
 import numpy as np
@@ -40,29 +34,12 @@ import pytest
 import torch
 
 import posenc
+from hf_models import hf_llama, hf_window_perplexity
 from random_llama_gguf import CONTEXT, VOCAB, write_random_llama
 
-transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
-from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 GPL3 = pathlib.Path("/usr/share/common-licenses/GPL-3")
-
-
-def hf_llama(path: pathlib.Path, rope_scaling=None):
-    """LlamaForCausalLM from a GGUF, as from_pretrained(gguf_file=...) builds it."""
-    config = transformers.AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
-    config._attn_implementation = "eager"
-    if rope_scaling is not None:
-        config.rope_scaling = dict(rope_scaling)
-    model = transformers.LlamaForCausalLM(config)
-    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model)["tensors"]
-    missing, unexpected = model.load_state_dict(tensors, strict=False)
-    assert not unexpected
-    assert set(missing) <= ({"lm_head.weight"} if config.tie_word_embeddings else set()), missing
-    model.tie_weights()
-    return model.eval()
 
 
 def hf_logits(model, tokens) -> np.ndarray:
@@ -180,37 +157,6 @@ def test_random_nll_matches_hf(random_dir):
 # ---- (b) SmolLM2-135M-Instruct Q4_1 ---------------------------------------------
 
 @pytest.fixture(scope="module")
-def smollm_path() -> pathlib.Path:
-    path = ROOT / "build" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if not path.is_file():
-        try:
-            result = subprocess.run([str(ROOT / "scripts" / "fetch-model")], capture_output=True, text=True,
-                                    timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            pytest.skip(f"{path} is missing and scripts/fetch-model could not run: {e}")
-        if result.returncode != 0 or not path.is_file():
-            pytest.skip(f"{path} is missing and scripts/fetch-model could not download it (no network?): "
-                        + result.stderr.strip()[-300:])
-    return path
-
-
-@pytest.fixture(scope="module")
-def smollm_hf(smollm_path):
-    start = time.perf_counter()
-    model = hf_llama(smollm_path)
-    print(f"\nHF load of SmolLM2 (gguf-py dequantization): {time.perf_counter() - start:.1f} s")
-    return model
-
-
-@pytest.fixture(scope="module")
-def smollm_ours(smollm_path):
-    start = time.perf_counter()
-    model = posenc.LlamaModel(smollm_path)
-    print(f"\nposenc load of SmolLM2: {time.perf_counter() - start:.1f} s")
-    return model
-
-
-@pytest.fixture(scope="module")
 def gpl3_ids(smollm_path) -> np.ndarray:
     # posenc's tokenizer gives HF's ids on this text (test_tokenizer_hf.py).
     if not GPL3.is_file():
@@ -252,17 +198,6 @@ def test_smollm_logits_match_hf(smollm_ours, smollm_hf, gpl3_ids):
     assert e["argmax_agree"] >= 127 / 128  # a near-tie may flip in float32
 
 
-def hf_window_perplexity(model, ids: np.ndarray, context: int, windows: int):
-    """Non-overlapping windows from position 0; each scores all its tokens
-    but the first. Returns (ppl, per-token NLL in float64)."""
-    nll = []
-    with torch.no_grad():
-        for w in range(windows):
-            x = torch.as_tensor(ids[w * context:(w + 1) * context])[None]
-            logp = torch.log_softmax(model(x).logits[0].double(), -1)
-            nll.append(-logp[torch.arange(context - 1), x[0, 1:]])
-    nll = torch.cat(nll).numpy()
-    return math.exp(nll.mean()), nll
 
 
 def test_smollm_perplexity_matches_hf(smollm_ours, smollm_hf, gpl3_ids):

@@ -204,6 +204,7 @@ void AddBenchCommands(CLI::App& app) {
   AddBenchAttentionCommand(*bench);
   AddBenchModelCommand(*bench);
   AddBenchTrainCommand(*bench);
+  AddBenchLimitsCommand(*bench);
 
   auto options = std::make_shared<BenchRopeOptions>();
   CLI::App* rope = bench->add_subcommand(
