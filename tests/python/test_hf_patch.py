@@ -156,6 +156,20 @@ def test_patched_hf_perplexity_is_posencs(random_gguf, method):
     assert abs(hf_ppl - ours["ppl"]) <= 1e-4 * ours["ppl"], (hf_ppl, ours["ppl"], ours["method"])
 
 
+def test_patched_smollm_logits_are_hfs(smollm_hf, smollm_path):
+    """SmolLM2 (30 layers) loaded by transformers from the GGUF: method none
+    gives HF's own logits over 128 tokens of the GPL-3, within 1e-5 of the
+    logit scale."""
+    text = open("/usr/share/common-licenses/GPL-3", encoding="utf-8").read()
+    ids = torch.as_tensor(posenc.BpeTokenizer.from_gguf(str(smollm_path)).encode(text)[:128])[None]
+    expected = logits(smollm_hf, ids)
+    try:
+        got = logits(posenc.hf.apply(smollm_hf), ids)
+    finally:
+        posenc.hf.remove(smollm_hf)
+    assert close(got, expected), float((got - expected).abs().max())
+
+
 @pytest.mark.parametrize("method", ["none", "rerope:window=128", "self-extend:group=4,window=128"])
 def test_patched_smollm_perplexity_is_posencs(smollm_hf, smollm_ours, smollm_path, method):
     """SmolLM2 loaded by transformers from the GGUF, 512 tokens of the GPL-3."""
