@@ -10,6 +10,8 @@ slopes = posenc.alibi_slopes(8)                                # one per q head
 w = rng.standard_normal((32, 8))                               # T5: [num_buckets, q_heads]
 
 spec = posenc.RopeSpec.from_hf_config("examples/configs/llama-3.1-8b.json")
+# q: 8 heads, k: 2 (GQA) fixes the axis order; shapes that fit both [batch, seq, heads, dim] and
+# [batch, heads, seq, dim] need layout="bshd" or "bhsd" (Hugging Face's).
 out = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec))         # causal by default
 out = posenc.attention(q, k, v, encoding=spec, window=4096)                 # Mistral's sliding_window = 4096
 out = posenc.attention(q, k, v, window=1024, sinks=4)                       # Λ mask (StreamingLLM)

@@ -7,6 +7,6 @@ inv_freq, attention_factor = spec.frequencies(seq_len=8192)
 
 q = np.random.randn(1, 16, 32, 128).astype(np.float32)
 k = np.random.randn(1, 16, 8, 128).astype(np.float32)
-q_rot, k_rot = posenc.apply_rope(spec, q, k, offset=100)      # or offsets=[...], position_ids=...
-q_back, = posenc.apply_rope(spec, q_rot, offset=100, direction="inverse")
+q_rot, k_rot = posenc.apply_rope(spec, q, k, offset=100, layout="bshd")      # or offsets=[...], position_ids=...
+q_back, = posenc.apply_rope(spec, q_rot, offset=100, direction="inverse", layout="bshd")
 assert np.allclose(q_back, q, atol=1e-4)

@@ -10,7 +10,8 @@ is ever stored, SIMD, multithreaded, GIL released)::
     out  [batch, q_len,  q_heads,  v_dim]        (returned, q's dtype)
 
 (``layout="bhsd"``: Hugging Face's ``[batch, heads, seq, dim]`` for all
-four, read as strided views.) float32, float16 or ``ml_dtypes.bfloat16``, or
+four, read as strided views; ``layout=`` is required when the shapes fit
+both orders, e.g. equal head counts and lengths.) float32, float16 or ``ml_dtypes.bfloat16``, or
 PyTorch and other DLPack tensors of those; any strides with a contiguous
 last axis (slices of a fused QKV projection need no copy). Arithmetic is
 float32 whatever the storage type.
@@ -77,5 +78,5 @@ Encoding = Union[None, RopeSpec, RopeAttention, ReRopeAttention, SelfExtendAtten
 
 # The layout keyword (_layout.py); tensors (PyTorch, any DLPack array) in,
 # the caller's kind out (_tensors.py).
-attention = _layout.with_layout(attention, "attention", _layout.attention_arrays)
+attention = _layout.with_layout(attention, "attention", 0, _layout.attention_fits, count=3)
 _tensors.wrap_functions(globals(), ["attention"])

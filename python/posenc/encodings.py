@@ -20,10 +20,14 @@ Relative (biases and terms inside attention):
   :func:`deberta_relative_positions`: the position arithmetic of XLNet and
   DeBERTa.
 * ``*_attention_reference``: naive float64 attention with materialized scores
-  for each form (Shaw/BERT relative keys, T5, ALiBi, XLNet, DeBERTa). Inputs
-  are ``q [batch, heads, q_len, head_dim]``, ``k [batch, heads, k_len,
-  head_dim]``, ``v [batch, heads, k_len, value_dim]``; each returns an
-  :class:`AttentionResult` ``(scores, probs, output)``.
+  for each form (Shaw/BERT relative keys, T5, ALiBi, XLNet, DeBERTa). q, k
+  and v take ``layout=`` as :func:`posenc.attention` does (``"bshd"``
+  ``[batch, seq, heads, dim]`` or ``"bhsd"`` ``[batch, heads, seq, dim]``,
+  required when the shapes fit both); each returns an
+  :class:`AttentionResult` ``(scores, probs, output)``, the output in the
+  call's layout, scores and probs ``[batch, heads, q_len, k_len]``. The
+  position tables keep their own shapes (XLNet's ``rel_k`` is
+  ``[batch, heads, q_len + k_len, head_dim]``).
 
 Example::
 
@@ -44,7 +48,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _args, _posenc
-from . import _tensors
+from . import _layout, _tensors
 
 __all__ = [
     "AttentionResult",
@@ -413,5 +417,11 @@ def deberta_attention_reference(q, k, v, *, pos_key=None, pos_query=None, positi
         position_buckets=_args.integer("deberta", "position_buckets", position_buckets),
         max_relative_positions=_args.integer("deberta", "max_relative_positions", max_relative_positions)))
 
+# q, k, v in either layout (_layout.py; these compute in [batch, heads, seq, dim]).
+for _name in ("plain", "biased", "alibi", "t5", "shaw", "xlnet", "deberta"):
+    _name += "_attention_reference"
+    globals()[_name] = _layout.with_layout(globals()[_name], "attention", 0, _layout.attention_fits, count=3,
+                                           native="bhsd")
+del _name
 # Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
 _tensors.wrap_functions(globals(), __all__)

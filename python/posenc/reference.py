@@ -7,8 +7,8 @@ Example::
     >>> import numpy as np, posenc
     >>> spec = posenc.RopeSpec(head_dim=32)
     >>> x = np.random.default_rng(0).standard_normal((1, 7, 4, 32), dtype=np.float32)
-    >>> fast = posenc.apply_rope(spec, x, offset=100)
-    >>> slow = posenc.reference.apply_rope(spec, x, offset=100)
+    >>> fast = posenc.apply_rope(spec, x, offset=100, layout="bshd")
+    >>> slow = posenc.reference.apply_rope(spec, x, offset=100, layout="bshd")
     >>> float(np.abs(fast - slow).max()) < 1e-6
     True
 """
@@ -25,6 +25,6 @@ attention = _reference.attention
 
 # The layout keyword (_layout.py); tensors (PyTorch, any DLPack array) in,
 # the caller's kind out (_tensors.py).
-apply_rope = _layout.with_layout(apply_rope, "apply_rope", _layout.rope_arrays)
-attention = _layout.with_layout(attention, "attention", _layout.attention_arrays)
+apply_rope = _layout.with_layout(apply_rope, "apply_rope", 1, _layout.rope_fits)
+attention = _layout.with_layout(attention, "attention", 0, _layout.attention_fits, count=3)
 _tensors.wrap_functions(globals(), __all__)

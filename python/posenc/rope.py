@@ -72,5 +72,5 @@ def permute_qk_weights(w, heads: int, head_dim: int, rotary_dim: Optional[int] =
 
 # The layout keyword (_layout.py); tensors (PyTorch, any DLPack array) in,
 # the caller's kind out (_tensors.py).
-apply_rope = _layout.with_layout(apply_rope, "apply_rope", _layout.rope_arrays)
+apply_rope = _layout.with_layout(apply_rope, "apply_rope", 1, _layout.rope_fits)
 _tensors.wrap_functions(globals(), ["apply_rope", "permute_qk_weights"])

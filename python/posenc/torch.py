@@ -55,17 +55,11 @@ from .attention import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExte
 from .attention import ShawAttention as _FixedShaw
 from .attention import T5BiasAttention as _FixedT5
 from .attention import attention as _kernel_attention
-from ._layout import LAYOUTS
+from . import _layout
 
 __all__ = ["apply_rope", "attention", "T5BiasAttention", "ShawAttention"]
 
 _KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _check_layout(op: str, layout: Any) -> None:
-    if not isinstance(layout, str) or layout not in LAYOUTS:
-        raise ValueError(f"[{op}] layout = {layout!r}: must be \"bshd\" ([batch, seq, heads, dim]) or \"bhsd\" "
-                         f"([batch, heads, seq, dim], Hugging Face's)")
 
 
 def _check_tensors(op: str, names: Sequence[str], tensors: Sequence[Any]) -> torch.dtype:
@@ -87,10 +81,7 @@ def _check_tensors(op: str, names: Sequence[str], tensors: Sequence[Any]) -> tor
 
 
 def _bhsd(t: torch.Tensor, layout: str) -> torch.Tensor:
-    return t if layout == "bhsd" else t.transpose(1, 2)
-
-
-def _from_bhsd(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """t in `layout` as [batch, heads, seq, dim], or back (the swap is its own inverse)."""
     return t if layout == "bhsd" else t.transpose(1, 2)
 
 
@@ -135,7 +126,7 @@ class _Rope(torch.autograd.Function):
         ctx.spec, ctx.positions, ctx.frequencies = spec, positions, frequencies
         if tensors[0].dtype == torch.float64:
             return tuple(_rope_float64(spec, t, positions, frequencies, sign=1.0) for t in tensors)
-        out = _rope.apply_rope(spec, *[t.detach() for t in tensors], position_ids=positions, frequencies=frequencies)
+        out = _rope.apply_rope(spec, *[t.detach() for t in tensors], position_ids=positions, frequencies=frequencies, layout="bshd")
         return out if isinstance(out, tuple) else (out,)
 
     @staticmethod
@@ -145,7 +136,7 @@ class _Rope(torch.autograd.Function):
             dx = tuple(_rope_float64(ctx.spec, g, ctx.positions, ctx.frequencies, sign=-1.0) for g in grads)
         else:
             dx = _rope.apply_rope(ctx.spec, *[g.contiguous() for g in grads], position_ids=ctx.positions,
-                                  frequencies=ctx.frequencies, direction="backward")
+                                  frequencies=ctx.frequencies, direction="backward", layout="bshd")
             dx = dx if isinstance(dx, tuple) else (dx,)
         return (None, None, None) + tuple(dx)
 
@@ -161,7 +152,7 @@ def _rope_float64(spec, x: torch.Tensor, positions: np.ndarray, frequencies, sig
 
 
 def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = None, position_ids: Any = None,
-               frequencies: Any = None, layout: str = "bshd"):
+               frequencies: Any = None, layout: Optional[str] = None):
     """:func:`posenc.apply_rope` with gradients (returns new tensors; no
     ``inplace``, which autograd cannot record on leaves).
 
@@ -172,15 +163,15 @@ def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = Non
         offset, offsets, position_ids: as in :func:`posenc.apply_rope`.
         frequencies: ``(inv_freq, attention_factor)``; by default those of
             this call's length (largest position + 1).
-        layout: ``"bshd"`` or ``"bhsd"``.
+        layout: ``"bshd"`` or ``"bhsd"``; required when the shapes fit both.
 
     Returns:
         The rotated tensor, or a tuple of them.
     """
-    _check_layout("rope", layout)
     if not tensors:
         raise ValueError("[rope] tensors: none given; pass at least one [batch, seq, heads, head_dim] tensor")
     _check_tensors("rope", [f"tensors[{i}]" for i in range(len(tensors))], tensors)
+    layout = _layout.resolve("apply_rope", layout, _layout.rope_fits, tensors, {"position_ids": position_ids})
     views = [t if layout == "bshd" else t.transpose(1, 2) for t in tensors]
     batch, seq = views[0].shape[0], views[0].shape[1]
     given = sum(x is not None for x in (offsets, position_ids)) + (offset != 0)
@@ -190,7 +181,7 @@ def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = Non
     if frequencies is None:
         frequencies = spec.frequencies(int(positions.max()) + 1 if positions.size else 1)
     if views[0].dtype == torch.float64:  # posenc's checks, on a float32 copy
-        _rope.apply_rope(spec, *[v.detach().float() for v in views], position_ids=positions, frequencies=frequencies)
+        _rope.apply_rope(spec, *[v.detach().float() for v in views], position_ids=positions, frequencies=frequencies, layout="bshd")
     out = _Rope.apply(spec, positions, frequencies, *views)
     out = tuple(o if layout == "bshd" else o.transpose(1, 2) for o in out)
     return out[0] if len(out) == 1 else out
@@ -388,7 +379,7 @@ class _Attention(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, sink_logits, *tables)
         if q.dtype == torch.float64:
             out = _materialized(call, _bhsd(q, layout), _bhsd(k, layout), _bhsd(v, layout), sink_logits, tables)
-            return _from_bhsd(out, layout)
+            return _bhsd(out, layout)
         kw = dict(call.kernel_kwargs)
         if sink_logits is not None:
             kw["sink_logits"] = sink_logits.detach().double().numpy()
@@ -406,7 +397,7 @@ class _Attention(torch.autograd.Function):
             out = _materialized(ctx.call, _bhsd(q, ctx.layout), _bhsd(k, ctx.layout), _bhsd(v, ctx.layout), sink,
                                 tables)
             wanted = [t for t in leaves if t is not None and t.requires_grad]
-            grads = iter(torch.autograd.grad(_from_bhsd(out, ctx.layout), wanted, grad.to(compute)) if wanted
+            grads = iter(torch.autograd.grad(_bhsd(out, ctx.layout), wanted, grad.to(compute)) if wanted
                          else ())
         result = [next(grads).to(t.dtype) if leaf is not None and leaf.requires_grad else None
                   for t, leaf in zip(saved, leaves)]
@@ -417,7 +408,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
               window: int = 0, sinks: int = 0, softmax_scale: Optional[float] = None, logn_train_length: int = 0,
               sink_logits: Optional[torch.Tensor] = None, softcap: float = 0.0, q_offset: Any = None,
               q_positions: Any = None, k_offset: Any = None, k_positions: Any = None, kv_lengths: Any = None,
-              layout: str = "bshd") -> torch.Tensor:
+              layout: Optional[str] = None) -> torch.Tensor:
     """:func:`posenc.attention` with gradients (same arguments and rules).
 
     ``encoding`` is any of posenc's encodings (None, a :class:`RopeSpec`,
@@ -432,7 +423,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
         ``[batch, q_len, q_heads, v_dim]`` (``layout="bhsd"``:
         ``[batch, q_heads, q_len, v_dim]``) in q's dtype.
     """
-    _check_layout("attention", layout)
     _check_tensors("attention", ["q", "k", "v"], [q, k, v])
     tables = encoding.tensors() if isinstance(encoding, (T5BiasAttention, ShawAttention)) else ()
     for name, t in zip(("sink_logits",) + tuple(f"encoding tensor {i}" for i in range(len(tables))),
@@ -442,6 +432,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
     kernel_kwargs = dict(causal=causal, window=window, sinks=sinks, softmax_scale=softmax_scale,
                          logn_train_length=logn_train_length, softcap=softcap, q_offset=q_offset,
                          q_positions=q_positions, k_offset=k_offset, k_positions=k_positions, kv_lengths=kv_lengths)
+    layout = _layout.resolve("attention", layout, _layout.attention_fits, (q, k, v), kernel_kwargs)
     if q.dtype == torch.float64:  # posenc's checks, on float32 copies
         _kernel_attention(q.detach().float(), k.detach().float(), v.detach().float(),
                              encoding=_kernel_encoding(encoding), layout=layout,

@@ -484,7 +484,7 @@ Example:
     >>> import numpy as np, posenc
     >>> spec = posenc.RopeSpec(head_dim=8)
     >>> q = k = v = np.ones((1, 6, 2, 8), np.float32)
-    >>> posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=2, window=4)).shape
+    >>> posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=2, window=4), layout="bshd").shape
     (1, 6, 2, 8)
 )doc")
       .def(py::init<const SpecArg&, const Int&, const Int&, const std::optional<Int>&>(), py::arg("spec"),
@@ -561,7 +561,7 @@ Example:
     >>> import numpy as np, posenc
     >>> q = k = v = np.ones((1, 4, 2, 8), np.float32)
     >>> enc = posenc.ShawAttention(np.zeros((5, 8)), None, max_distance=2)
-    >>> posenc.attention(q, k, v, encoding=enc, causal=False).shape
+    >>> posenc.attention(q, k, v, encoding=enc, causal=False, layout="bshd").shape
     (1, 4, 2, 8)
 )doc")
       .def(py::init<const std::optional<ArrayLike>&, const std::optional<ArrayLike>&, const Int&, bool, bool, bool>(),

@@ -205,7 +205,7 @@ Example::
     >>> spec = posenc.RopeSpec(head_dim=64)
     >>> q = np.ones((2, 4, 8, 64), np.float32); k = np.ones((2, 4, 2, 64), np.float32)
     >>> q_rot, k_rot = posenc.apply_rope(spec, q, k, offsets=[0, 17])
-    >>> back = posenc.apply_rope(spec, q_rot, offsets=[0, 17], direction="inverse")
+    >>> back = posenc.apply_rope(spec, q_rot, offsets=[0, 17], direction="inverse", layout="bshd")
     >>> bool(np.allclose(back, q, atol=1e-5))
     True
 )doc";

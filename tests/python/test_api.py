@@ -85,18 +85,18 @@ def test_from_hf_config_accepts_every_form(tmp_path):
 def test_return_types(rng):
     spec = posenc.RopeSpec(head_dim=32)
     q = rng.standard_normal((1, 2, 3, 32)).astype(np.float32)
-    single = posenc.apply_rope(spec, q)
+    single = posenc.apply_rope(spec, q, layout="bshd")
     assert isinstance(single, np.ndarray) and single.shape == q.shape
-    pair = posenc.apply_rope(spec, q, q[:, :, :1])
+    pair = posenc.apply_rope(spec, q, q[:, :, :1], layout="bshd")
     assert isinstance(pair, tuple) and len(pair) == 2
     for dtype in (np.float16, ml_dtypes.bfloat16):
         x = q.astype(dtype)
-        assert posenc.apply_rope(spec, x).dtype == np.dtype(dtype)
+        assert posenc.apply_rope(spec, x, layout="bshd").dtype == np.dtype(dtype)
     # Nested lists become float64 arrays, which are refused rather than
     # silently converted: the caller picks the dtype.
     with pytest.raises(ValueError, match='dtype = "float64"'):
-        posenc.apply_rope(spec, q.tolist())
-    assert posenc.apply_rope(spec, np.asarray(q.tolist(), np.float32)).tobytes() == single.tobytes()
+        posenc.apply_rope(spec, q.tolist(), layout="bshd")
+    assert posenc.apply_rope(spec, np.asarray(q.tolist(), np.float32), layout="bshd").tobytes() == single.tobytes()
 
 
 def test_reused_frequencies_match_computed_ones():
@@ -104,11 +104,11 @@ def test_reused_frequencies_match_computed_ones():
                                                  "original_max_position_embeddings": 16})
     x = np.random.default_rng(1).standard_normal((2, 40, 2, 64)).astype(np.float32)
     # Computed for this call's length (40 > 16: dynamic scaling active) ...
-    auto = posenc.apply_rope(spec, x)
-    given = posenc.apply_rope(spec, x, frequencies=spec.frequencies(40))
+    auto = posenc.apply_rope(spec, x, layout="bshd")
+    given = posenc.apply_rope(spec, x, frequencies=spec.frequencies(40), layout="bshd")
     assert auto.tobytes() == given.tobytes()
     # ... which differs from the table of a short sequence.
-    short = posenc.apply_rope(spec, x, frequencies=spec.frequencies(16))
+    short = posenc.apply_rope(spec, x, frequencies=spec.frequencies(16), layout="bshd")
     assert not np.array_equal(auto, short)
 
 
@@ -118,12 +118,12 @@ def test_concurrent_python_threads_get_correct_results():
     spec = posenc.RopeSpec(head_dim=128)
     rng = np.random.default_rng(2)
     inputs = [rng.standard_normal((2, 64, 8, 128)).astype(np.float32) for _ in range(4)]
-    expected = [posenc.apply_rope(spec, x, offset=i) for i, x in enumerate(inputs)]
+    expected = [posenc.apply_rope(spec, x, offset=i, layout="bshd") for i, x in enumerate(inputs)]
     results = [None] * 4
 
     def work(i):
         for _ in range(5):
-            results[i] = posenc.apply_rope(spec, inputs[i], offset=i)
+            results[i] = posenc.apply_rope(spec, inputs[i], offset=i, layout="bshd")
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:

@@ -28,14 +28,14 @@ def test_position_spellings_agree(rng):
     q, k, v = qkv(rng, q_len=3, kv_len=20)
     ids = np.arange(17, 20)
     runs = [
-        posenc.attention(q, k, v, encoding=SPEC),                       # default: the end of the keys
-        posenc.attention(q, k, v, encoding=SPEC, q_offset=17),
-        posenc.attention(q, k, v, encoding=SPEC, q_offset=[17, 17]),
-        posenc.attention(q, k, v, encoding=SPEC, q_positions=ids),
-        posenc.attention(q, k, v, encoding=SPEC, q_positions=ids[None]),
-        posenc.attention(q, k, v, encoding=SPEC, q_positions=np.stack([ids, ids]).astype(np.int32)),
-        posenc.attention(q, k, v, encoding=SPEC, q_offset=17, k_positions=np.arange(20)),
-        posenc.attention(q, k, v, encoding=posenc.RopeAttention(SPEC), q_offset=17, k_offset=[0, 0]),
+        posenc.attention(q, k, v, encoding=SPEC, layout="bshd"),                       # default: the end of the keys
+        posenc.attention(q, k, v, encoding=SPEC, q_offset=17, layout="bshd"),
+        posenc.attention(q, k, v, encoding=SPEC, q_offset=[17, 17], layout="bshd"),
+        posenc.attention(q, k, v, encoding=SPEC, q_positions=ids, layout="bshd"),
+        posenc.attention(q, k, v, encoding=SPEC, q_positions=ids[None], layout="bshd"),
+        posenc.attention(q, k, v, encoding=SPEC, q_positions=np.stack([ids, ids]).astype(np.int32), layout="bshd"),
+        posenc.attention(q, k, v, encoding=SPEC, q_offset=17, k_positions=np.arange(20), layout="bshd"),
+        posenc.attention(q, k, v, encoding=posenc.RopeAttention(SPEC), q_offset=17, k_offset=[0, 0], layout="bshd"),
     ]
     for other in runs[1:]:
         assert other.tobytes() == runs[0].tobytes()
@@ -46,8 +46,8 @@ def test_relative_encodings_ignore_a_common_shift(rng):
     for encoding in (SPEC, posenc.ReRopeAttention(SPEC, 4, leak=2.0), posenc.SelfExtendAttention(SPEC, 2, 3),
                      posenc.AlibiAttention([0.5, 0.25, 0.1, 0.05]),
                      posenc.T5BiasAttention(rng.standard_normal((32, 4)), max_distance=40, bidirectional=False)):
-        a = posenc.reference.attention(q, k, v, encoding=encoding)
-        b = posenc.reference.attention(q, k, v, encoding=encoding, q_offset=1000, k_offset=1000)
+        a = posenc.reference.attention(q, k, v, encoding=encoding, layout="bshd")
+        b = posenc.reference.attention(q, k, v, encoding=encoding, q_offset=1000, k_offset=1000, layout="bshd")
         np.testing.assert_allclose(a, b, atol=2e-6)
 
 
@@ -55,13 +55,13 @@ def test_strided_views_of_a_fused_projection(rng):
     """q, k, v as slices of one [batch, seq, heads, 3 * d] array: no copy needed."""
     fused = rng.standard_normal((2, 11, 4, 96)).astype(np.float32)
     q, k, v = fused[..., :32], fused[..., 32:64], fused[..., 64:]
-    out = posenc.attention(q, k, v, encoding=SPEC, window=5)
-    want = posenc.attention(*(np.ascontiguousarray(x) for x in (q, k, v)), encoding=SPEC, window=5)
+    out = posenc.attention(q, k, v, encoding=SPEC, window=5, layout="bshd")
+    want = posenc.attention(*(np.ascontiguousarray(x) for x in (q, k, v)), encoding=SPEC, window=5, layout="bshd")
     assert out.tobytes() == want.tobytes()
     # A head axis view with a negative stride.
-    flipped = posenc.attention(q[:, :, ::-1], k[:, :, ::-1], v[:, :, ::-1], encoding=None)
+    flipped = posenc.attention(q[:, :, ::-1], k[:, :, ::-1], v[:, :, ::-1], encoding=None, layout="bshd")
     want = posenc.attention(np.ascontiguousarray(q[:, :, ::-1]), np.ascontiguousarray(k[:, :, ::-1]),
-                            np.ascontiguousarray(v[:, :, ::-1]))
+                            np.ascontiguousarray(v[:, :, ::-1]), layout="bshd")
     assert flipped.tobytes() == want.tobytes()
 
 
@@ -69,13 +69,13 @@ def test_strided_views_of_a_fused_projection(rng):
 def test_dtype_and_shape_of_out(rng, dtype):
     q, k, v = qkv(rng, dtype=dtype)
     v = np.concatenate([v, v[..., :8]], axis=-1)          # v_dim 40 != head_dim 32
-    out = posenc.attention(q, k, v, encoding=SPEC)
+    out = posenc.attention(q, k, v, encoding=SPEC, layout="bshd")
     assert out.dtype == np.dtype(dtype) and out.shape == (2, 9, 4, 40) and out.flags.c_contiguous
 
 
 def test_rows_without_keys_are_zero(rng):
     q, k, v = qkv(rng, q_len=2, kv_len=6)
-    out = posenc.attention(q, k, v, q_offset=0, kv_lengths=[6, 0])
+    out = posenc.attention(q, k, v, q_offset=0, kv_lengths=[6, 0], layout="bshd")
     assert np.abs(out[0]).max() > 0
     assert (out[1] == 0).all()
 
@@ -88,10 +88,10 @@ def test_empty_inputs(implementation):
     q = np.ones((2, 3, 2, 8), np.float32)
     no_keys = np.ones((2, 0, 2, 8), np.float32)
     for encoding in (None, posenc.RopeSpec(head_dim=8), posenc.T5BiasAttention(np.ones((32, 2)))):
-        out = run(q, no_keys, no_keys, encoding=encoding, q_offset=0)
+        out = run(q, no_keys, no_keys, encoding=encoding, q_offset=0, layout="bshd")
         assert out.shape == (2, 3, 2, 8) and not out.any()
-    assert run(q[:, :0], q, q).shape == (2, 0, 2, 8)
-    assert run(q[:0], q[:0], q[:0]).shape == (0, 3, 2, 8)
+    assert run(q[:, :0], q, q, layout="bshd").shape == (2, 0, 2, 8)
+    assert run(q[:0], q[:0], q[:0], layout="bshd").shape == (0, 3, 2, 8)
 
 
 def test_dynamic_ntk_frequencies_follow_the_call(rng):
@@ -100,9 +100,9 @@ def test_dynamic_ntk_frequencies_follow_the_call(rng):
     spec = posenc.RopeSpec(head_dim=32, scaling={"rope_type": "dynamic", "factor": 2.0,
                                                  "original_max_position_embeddings": 8})
     q, k, v = qkv(rng, kv_len=30, q_len=30)
-    auto = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec))
-    explicit = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec, seq_len=30))
-    short = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec, seq_len=8))
+    auto = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec), layout="bshd")
+    explicit = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec, seq_len=30), layout="bshd")
+    short = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec, seq_len=8), layout="bshd")
     assert auto.tobytes() == explicit.tobytes()
     assert np.abs(auto - short).max() > 1e-3
 
@@ -110,12 +110,12 @@ def test_dynamic_ntk_frequencies_follow_the_call(rng):
 def test_threads_give_identical_results(rng):
     """The GIL is released during the call; concurrent calls do not interfere."""
     inputs = [qkv(rng, q_len=40, kv_len=40) for _ in range(4)]
-    expected = [posenc.attention(*x, encoding=SPEC, window=9) for x in inputs]
+    expected = [posenc.attention(*x, encoding=SPEC, window=9, layout="bshd") for x in inputs]
     results = [None] * 4
 
     def work(i):
         for _ in range(3):
-            results[i] = posenc.attention(*inputs[i], encoding=SPEC, window=9)
+            results[i] = posenc.attention(*inputs[i], encoding=SPEC, window=9, layout="bshd")
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:
@@ -149,15 +149,15 @@ def test_encodings_are_typed_values():
     for encoding in encodings:
         copy = pickle.loads(pickle.dumps(encoding))
         assert type(copy) is type(encoding) and repr(copy) == repr(encoding)
-        assert np.array_equal(posenc.attention(q, k, v, encoding=copy), posenc.attention(q, k, v, encoding=encoding))
+        assert np.array_equal(posenc.attention(q, k, v, encoding=copy, layout="bshd"), posenc.attention(q, k, v, encoding=encoding, layout="bshd"))
     with pytest.raises(AttributeError):
         encodings[0].seq_len = 8
     with pytest.raises(TypeError):
         posenc.ShawAttention(np.ones((5, 32)), None, 2)          # max_distance is keyword-only
     with pytest.raises(TypeError):
-        posenc.attention(q, k, v, None)                           # so is everything after v
+        posenc.attention(q, k, v, None, layout="bshd")                           # so is everything after v
     with pytest.raises(TypeError):
-        posenc.reference.attention(q, k, v, None)
+        posenc.reference.attention(q, k, v, None, layout="bshd")
     assert posenc.attention.__module__ == "posenc.attention" and posenc.ShawAttention.__module__ == "posenc.attention"
 
 

@@ -158,7 +158,7 @@ def test_llama3_gqa_rope(dtype, offset):
     assert spec.scaling_type == "llama3"
     out = posenc.attention(to_posenc(capture, "q", 8, dtype), to_posenc(capture, "k", 2, dtype),
                            to_posenc(capture, "v", 2, dtype), encoding=posenc.RopeAttention(spec),
-                           q_offset=offset, k_offset=offset)
+                           q_offset=offset, k_offset=offset, layout="bshd")
     check("Llama 3 GQA + llama3 RoPE", dtype, capture, out, max_position=offset + seq - 1)
 
 
@@ -178,7 +178,7 @@ def test_llama3_decode_through_dynamic_cache(dtype):
     v = np.concatenate([capture.heads("v", 2, 0), capture.heads("v", 2, 1)], axis=1)
     spec = posenc.RopeSpec.from_hf_config(config)
     out = posenc.attention(to_posenc(capture, "q", 8, dtype, call=1), as_dtype(k, dtype), as_dtype(v, dtype),
-                           encoding=posenc.RopeAttention(spec))
+                           encoding=posenc.RopeAttention(spec), layout="bshd")
     check("Llama 3 decode (DynamicCache)", dtype, capture, out, call=1, max_position=31)
 
 
@@ -197,7 +197,7 @@ def test_llama3_right_padding_is_kv_lengths(dtype):
     spec = posenc.RopeSpec.from_hf_config(config)
     out = posenc.attention(to_posenc(capture, "q", 8, dtype), to_posenc(capture, "k", 2, dtype),
                            to_posenc(capture, "v", 2, dtype), encoding=posenc.RopeAttention(spec),
-                           q_offset=0, kv_lengths=valid)
+                           q_offset=0, kv_lengths=valid, layout="bshd")
     check("Llama 3 right padding (kv_lengths)", dtype, capture, out, max_position=seq - 1)
 
 
@@ -221,12 +221,12 @@ def test_mistral_sliding_window(dtype):
         model(inputs_embeds=hidden(2, 30, 64, seed=3), use_cache=False)
     spec = posenc.RopeSpec.from_hf_config(config)
     q, k, v = (to_posenc(capture, n, h, dtype) for n, h in (("q", 4), ("k", 2), ("v", 2)))
-    out = posenc.attention(q, k, v, encoding=spec, window=W)
+    out = posenc.attention(q, k, v, encoding=spec, window=W, layout="bshd")
     check("Mistral sliding_window", dtype, capture, out, max_position=29)
     # The convention matters: one key more or less is far off.
     expected = capture.attn[-1].numpy().reshape(out.shape)
     for other in (W - 1, W + 1):
-        wrong = posenc.attention(q, k, v, encoding=spec, window=other)
+        wrong = posenc.attention(q, k, v, encoding=spec, window=other, layout="bshd")
         assert max_abs_error(wrong, expected) > 20 * max_abs_error(out, expected) + 1e-3
 
 
@@ -253,7 +253,7 @@ def test_bloom_alibi(dtype, form):
     fused = capture.outputs["qkv"][-1].numpy()
     fused = fused.reshape(fused.shape[0], fused.shape[1], heads, 3, -1)   # BLOOM's layout
     q, k, v = (as_dtype(fused[..., i, :], dtype) for i in range(3))
-    out = posenc.attention(q, k, v, encoding=posenc.AlibiAttention(slopes, form=form))
+    out = posenc.attention(q, k, v, encoding=posenc.AlibiAttention(slopes, form=form), layout="bshd")
     check(f"BLOOM ALiBi ({form})", dtype, capture, out)
 
 
@@ -284,7 +284,7 @@ def test_t5_relative_bias(dtype, decoder):
     q, k, v = (to_posenc(capture, n, heads, dtype) for n in ("q", "k", "v"))
     encoding = posenc.T5BiasAttention(attn.relative_attention_bias.weight.detach().numpy(),
                                       max_distance=max_distance, bidirectional=not decoder)
-    out = posenc.attention(q, k, v, encoding=encoding, causal=decoder, softmax_scale=1.0)
+    out = posenc.attention(q, k, v, encoding=encoding, causal=decoder, softmax_scale=1.0, layout="bshd")
     check(f"T5 relative bias ({'decoder' if decoder else 'encoder'})", dtype, capture, out)
 
 
@@ -313,7 +313,7 @@ def test_gemma2_softcap(dtype):
     spec = posenc.RopeSpec.from_hf_config(config)
     for layer, (capture, window) in enumerate(zip(captures, (W, 0))):
         q, k, v = (to_posenc(capture, n, h, dtype) for n, h in (("q", 4), ("k", 2), ("v", 2)))
-        out = posenc.attention(q, k, v, encoding=spec, window=window, softcap=cap, softmax_scale=scalar ** -0.5)
+        out = posenc.attention(q, k, v, encoding=spec, window=window, softcap=cap, softmax_scale=scalar ** -0.5, layout="bshd")
         check(f"Gemma 2 softcap, {'sliding' if window else 'global'} layer", dtype, capture, out, max_position=26)
         # The window and the cap both matter here (the test would not notice them missing otherwise).
         expected = capture.attn[-1].numpy().reshape(out.shape)

@@ -107,14 +107,14 @@ def test_rerope_decode_with_logn(dtype, leak, rng):
     expected = rerope_float64(q, k, v, qp, kp, 24, leak, train_length=64)
     expected[1] = rerope_float64(q[1:], k[1:, :71], v[1:, :71], qp[1:], kp[1:, :71], 24, leak, train_length=64)[0]
     out = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, 24, leak=leak), logn_train_length=64,
-                           kv_lengths=kv_lengths)
+                           kv_lengths=kv_lengths, layout="bshd")
     record(OBSERVED, "ReRoPE decode + log-n + kv_lengths", dtype, out, expected)
 
 
 def test_rerope_wide_window_is_rope(rng):
     q, k, v = qkv(rng, 1, 30, 30)
-    a = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, window=30))
-    b = posenc.attention(q, k, v, encoding=posenc.RopeAttention(SPEC))
+    a = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, window=30), layout="bshd")
+    b = posenc.attention(q, k, v, encoding=posenc.RopeAttention(SPEC), layout="bshd")
     record(OBSERVED, "ReRoPE(window >= length) vs RoPE", "f32", a, b)
 
 
@@ -141,10 +141,10 @@ def test_rerope_is_self_extend_with_infinite_groups(dtype, neighbours, rng):
     infinite = 10**9   # larger than every position: floor(p / G) = 0
     expected = self_extend_float64(q, k, v, qp, kp, infinite, neighbours)
     np.testing.assert_allclose(expected, rerope_float64(q, k, v, qp, kp, neighbours), rtol=1e-12, atol=1e-12)
-    out = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, neighbours))
+    out = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, neighbours), layout="bshd")
     record(OBSERVED, "ReRoPE vs Self-Extend(G = inf)", dtype, out, expected)
     # G = 1 is plain RoPE; a finite G > 1 is neither.
-    rope = posenc.attention(q, k, v, encoding=SPEC)
+    rope = posenc.attention(q, k, v, encoding=SPEC, layout="bshd")
     record(OBSERVED, "RoPE vs Self-Extend(G = 1)", dtype, rope, self_extend_float64(q, k, v, qp, kp, 1, neighbours))
     grouped = self_extend_float64(q, k, v, qp, kp, 4, neighbours)
     assert np.abs(f64(out) - grouped).max() > 1e-2
@@ -172,7 +172,7 @@ def test_lambda_mask(dtype, window, sinks, encoding, rng):
     kr = repeat_kv(f64(k), 4)
     scores = (dot_scores(rotate(q, qp, w), rotate(kr, kp, w)) if encoding == "rope" else dot_scores(q, kr))
     expected = softmax_attention(scores / np.sqrt(HEAD_DIM), lambda_mask(qp, kp, window, sinks), repeat_kv(f64(v), 4))
-    out = posenc.attention(q, k, v, encoding=SPEC if encoding == "rope" else None, window=window, sinks=sinks)
+    out = posenc.attention(q, k, v, encoding=SPEC if encoding == "rope" else None, window=window, sinks=sinks, layout="bshd")
     record(OBSERVED, f"Λ mask ({encoding})", dtype, out, expected)
 
 
@@ -187,7 +187,7 @@ def test_lambda_mask_decode_and_position_ids(dtype, rng):
     for is_causal in (True, False):
         expected = softmax_attention(dot_scores(q, kr) / np.sqrt(HEAD_DIM),
                                      lambda_mask(qp, kp, 10, 3, is_causal), vr)
-        out = posenc.attention(q, k, v, window=10, sinks=3, causal=is_causal, q_positions=qp, k_positions=kp)
+        out = posenc.attention(q, k, v, window=10, sinks=3, causal=is_causal, q_positions=qp, k_positions=kp, layout="bshd")
         record(OBSERVED, "Λ mask, position ids" + ("" if is_causal else ", not causal"), dtype, out, expected)
 
 
@@ -210,7 +210,7 @@ def test_sink_logits_logn_softcap(dtype, rng):
     values = np.concatenate([repeat_kv(f64(v), 4), np.zeros((2, 1, 4, HEAD_DIM))], axis=1)
     expected = softmax_attention(scores, visible, values)
     out = posenc.attention(q, k, v, sink_logits=sinks, logn_train_length=train, softcap=cap, q_offset=40,
-                           k_offset=40)
+                           k_offset=40, layout="bshd")
     record(OBSERVED, "sink logits + log-n + softcap", dtype, out, expected)
 
 
@@ -221,7 +221,7 @@ def test_alibi_encoder_distance_form(dtype, rng):
     p = np.arange(25)
     bias = -slopes[None, :, None, None] * np.abs(p[:, None] - p[None, :])[None, None]
     expected = softmax_attention(dot_scores(q, k) / np.sqrt(HEAD_DIM) + bias, np.ones((1, 1, 25, 25), bool), v)
-    out = posenc.attention(q, k, v, encoding=posenc.AlibiAttention(slopes), causal=False)
+    out = posenc.attention(q, k, v, encoding=posenc.AlibiAttention(slopes), causal=False, layout="bshd")
     record(OBSERVED, "ALiBi encoder (distance form)", dtype, out, expected)
 
 

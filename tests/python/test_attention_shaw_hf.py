@@ -25,7 +25,7 @@ def test_bert_relative_self_attention(kind):
     encoding = posenc.ShawAttention(table, None, max_distance=max_pos - 1, query_minus_key=True,
                                     key_term=True, query_term=kind == "relative_key_query")
     got = posenc.attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
-                           encoding=encoding, causal=False)
+                           encoding=encoding, causal=False, layout="bshd")
     np.testing.assert_allclose(got.reshape(2, seq, -1), expected, atol=2e-5, rtol=2e-5)
 
 

@@ -150,7 +150,7 @@ def test_t5_attention(dtype, is_decoder):
     h = hidden.double().numpy()
     q, k, v = (heads_of(torch.from_numpy(linear(m, h)), 4) for m in (attn.q, attn.k, attn.v))
     r = posenc.t5_attention_reference(q, k, v, attn.relative_attention_bias.weight.detach().double().numpy(),
-                                      bidirectional=not is_decoder, causal=is_decoder)
+                                      bidirectional=not is_decoder, causal=is_decoder, layout="bhsd")
     check(f"t5 attention probs {dtype}", r.probs, probs, SOFTMAX_F32_TOL[dtype])
     check(f"t5 attention output {dtype}", linear(attn.o, merge_heads(r.output)), out, SOFTMAX_F32_TOL[dtype])
 
@@ -190,7 +190,7 @@ def test_bloom_attention(dtype, left_padding):
     fused = linear(attn.query_key_value, hidden.double().numpy()).reshape(batch, length, heads, 3, -1)
     q, k, v = (fused[..., i, :].transpose(0, 2, 1, 3).copy() for i in range(3))
     bias = posenc.alibi_key_bias_from_mask(heads, pad.numpy())[:, :, None, :] * np.ones((1, 1, length, 1))
-    r = posenc.biased_attention_reference(q, k, v, bias, causal=True, key_padding=pad.numpy())
+    r = posenc.biased_attention_reference(q, k, v, bias, causal=True, key_padding=pad.numpy(), layout="bhsd")
     rows = pad.numpy().astype(bool)  # fully padded query rows differ by convention (HF: uniform)
     probs_np = probs.double().numpy()
     check(f"bloom attention probs {dtype}", r.probs.transpose(0, 2, 1, 3)[rows], probs_np.transpose(0, 2, 1, 3)[rows],
@@ -199,9 +199,9 @@ def test_bloom_attention(dtype, left_padding):
     check(f"bloom attention output {dtype}", got_out[rows], out.double().numpy()[rows], SOFTMAX_F32_TOL[dtype])
     if not left_padding:
         # Without padding the key-position form is ALiBi itself on causal rows.
-        r2 = posenc.alibi_attention_reference(q, k, v, form="key-position", causal=True)
+        r2 = posenc.alibi_attention_reference(q, k, v, form="key-position", causal=True, layout="bhsd")
         check(f"bloom alibi_attention_reference {dtype}", r2.probs, probs_np, SOFTMAX_F32_TOL[dtype])
-        r3 = posenc.alibi_attention_reference(q, k, v, form="distance", causal=True)
+        r3 = posenc.alibi_attention_reference(q, k, v, form="distance", causal=True, layout="bhsd")
         check(f"bloom alibi distance form {dtype}", r3.probs, probs_np, SOFTMAX_F32_TOL[dtype])
 
 
@@ -223,7 +223,7 @@ def test_bert_relative_attention(dtype, kind):
     q, k, v = (heads_of(torch.from_numpy(linear(m, h)), heads) for m in (attn.query, attn.key, attn.value))
     r = posenc.shaw_attention_reference(q, k, v, max_distance=max_pos - 1,
                                         rel_k=attn.distance_embedding.weight.detach().double().numpy(),
-                                        distance="query-minus-key", query_term=kind == "relative_key_query")
+                                        distance="query-minus-key", query_term=kind == "relative_key_query", layout="bhsd")
     check(f"bert {kind} probs {dtype}", r.probs, probs, ATTN_TOL[dtype])
     check(f"bert {kind} context {dtype}", merge_heads(r.output), context, ATTN_TOL[dtype])
 
@@ -283,7 +283,7 @@ def test_xlnet_rel_attn_core(dtype, qlen, mlen, segments, masked):
         r_w_bias=attn.r_w_bias.detach().double().numpy(), r_r_bias=attn.r_r_bias.detach().double().numpy(),
         r_s_bias=attn.r_s_bias.detach().double().numpy() if segments else None,
         seg_embed=attn.seg_embed.detach().double().numpy() if segments else None,
-        segment_differs=segment_differs, causal=masked)
+        segment_differs=segment_differs, causal=masked, layout="bhsd")
     check(f"xlnet probs {dtype}", r.probs, prob.permute(2, 3, 0, 1), ATTN_TOL[dtype])
     check(f"xlnet attn_vec {dtype}", r.output, vec.permute(1, 2, 0, 3), ATTN_TOL[dtype])
 
@@ -342,7 +342,7 @@ def test_deberta_disentangled_attention(dtype, case):
     pos_query = heads_of(torch.from_numpy(linear(query_proj, e)), heads)[0] if "p2c" in params["pos_att_type"] else None
     r = posenc.deberta_attention_reference(q, k, v, pos_key=pos_key, pos_query=pos_query,
                                            position_buckets=params["position_buckets"],
-                                           max_relative_positions=params["max_relative_positions"])
+                                           max_relative_positions=params["max_relative_positions"], layout="bhsd")
     check(f"deberta {case} probs {dtype}", r.probs, probs, DEBERTA_TOL[dtype])
     check(f"deberta {case} context {dtype}", merge_heads(r.output), context, DEBERTA_TOL[dtype])
 

@@ -142,30 +142,30 @@ def test_bad_hf_config_sources(tmp_path):
 def test_negative_positions():
     spec = posenc.RopeSpec(head_dim=64)
     with raises(r"^\[rope\] offset = -1: must not be negative$"):
-        posenc.apply_rope(spec, X, offset=-1)
+        posenc.apply_rope(spec, X, offset=-1, layout="bshd")
     with raises(r"^\[rope\] offsets\[1\] = -3: must not be negative$"):
-        posenc.apply_rope(spec, X, offsets=[0, -3])
+        posenc.apply_rope(spec, X, offsets=[0, -3], layout="bshd")
     ids = np.arange(6).reshape(2, 3)
     ids[1, 2] = -7
     with raises(r"^\[rope\] position_ids\[5\] = -7: must not be negative$"):
-        posenc.apply_rope(spec, X, position_ids=ids)
+        posenc.apply_rope(spec, X, position_ids=ids, layout="bshd")
     with raises(r"^\[rope\] offset = -1: must not be negative$"):
-        posenc.reference.apply_rope(spec, X, offset=-1)
+        posenc.reference.apply_rope(spec, X, offset=-1, layout="bshd")
 
 
 def test_position_shapes_and_types():
     spec = posenc.RopeSpec(head_dim=64)
     with raises(r"^\[rope\] offsets\.size\(\) = 3: must equal batch = 2 \(one per sequence\)$"):
-        posenc.apply_rope(spec, X, offsets=[0, 1, 2])
+        posenc.apply_rope(spec, X, offsets=[0, 1, 2], layout="bshd")
     with raises(r"^\[rope\] position_ids\.shape = \(2, 4\): must be \(batch, seq\) = \(2, 3\)"):
-        posenc.apply_rope(spec, X, position_ids=np.zeros((2, 4), np.int64))
+        posenc.apply_rope(spec, X, position_ids=np.zeros((2, 4), np.int64), layout="bshd")
     with raises(r"^\[rope\] position_ids\.dtype = float64: must be an integer type"):
-        posenc.apply_rope(spec, X, position_ids=np.zeros((2, 3)))
+        posenc.apply_rope(spec, X, position_ids=np.zeros((2, 3)), layout="bshd")
     with raises(r"^\[rope\] position_ids = given: give only one of offset, offsets and "
                 r"position_ids \(also got offsets\)$"):
-        posenc.apply_rope(spec, X, offsets=[0, 0], position_ids=np.zeros((2, 3), np.int64))
+        posenc.apply_rope(spec, X, offsets=[0, 0], position_ids=np.zeros((2, 3), np.int64), layout="bshd")
     with raises(r"^\[rope\] offset = 2\.5: must be an integer$"):
-        posenc.apply_rope(spec, X, offset=2.5)
+        posenc.apply_rope(spec, X, offset=2.5, layout="bshd")
 
 
 # ---- tensors ---------------------------------------------------------------------
@@ -175,56 +175,56 @@ def test_shape_mismatch():
     spec = posenc.RopeSpec(head_dim=64)
     k = np.zeros((3, 3, 2, 64), np.float32)
     with raises(r"^\[rope\] operands\[1\]\.batch = 3: must equal operands\[0\]\.batch = 2$"):
-        posenc.apply_rope(spec, X, k)
+        posenc.apply_rope(spec, X, k, layout="bshd")
     with raises(r"^\[rope\] operands\[1\]\.seq = 5: must equal operands\[0\]\.seq = 3$"):
-        posenc.apply_rope(spec, X, np.zeros((2, 5, 2, 64), np.float32))
+        posenc.apply_rope(spec, X, np.zeros((2, 5, 2, 64), np.float32), layout="bshd")
     with raises(r"^\[rope\] operands\[0\]\.head_dim = 64: must equal the spec's head_dim = 128$"):
-        posenc.apply_rope(posenc.RopeSpec(head_dim=128), X)
+        posenc.apply_rope(posenc.RopeSpec(head_dim=128), X, layout="bshd")
     with raises(r"^\[rope\] operands\[0\]\.head_dim = 64: must equal the spec's head_dim = 128$"):
-        posenc.reference.apply_rope(posenc.RopeSpec(head_dim=128), X)
+        posenc.reference.apply_rope(posenc.RopeSpec(head_dim=128), X, layout="bshd")
 
 
 def test_wrong_dtype():
     spec = posenc.RopeSpec(head_dim=64)
     with raises(r'^\[rope\] operands\[0\]\.dtype = "float64": must be float32, float16 or '
                 r"bfloat16 \(ml_dtypes\.bfloat16\)$"):
-        posenc.apply_rope(spec, X.astype(np.float64))
+        posenc.apply_rope(spec, X.astype(np.float64), layout="bshd")
     with raises(r'^\[rope\] operands\[1\]\.dtype = "int32"'):
-        posenc.apply_rope(spec, X, X.astype(np.int32))
+        posenc.apply_rope(spec, X, X.astype(np.int32), layout="bshd")
     with raises(r'^\[rope\] operands\.dtype = "f16": all operands of one call must share a dtype$'):
-        posenc.apply_rope(spec, X, X.astype(np.float16))
+        posenc.apply_rope(spec, X, X.astype(np.float16), layout="bshd")
 
 
 def test_wrong_ndim_and_strides():
     spec = posenc.RopeSpec(head_dim=64)
     with raises(r"^\[rope\] operands\[0\]\.ndim = 3: must be 4 \(\[batch, seq, heads, head_dim\]\)$"):
-        posenc.apply_rope(spec, X[0])
+        posenc.apply_rope(spec, X[0], layout="bshd")
     wide = np.zeros((2, 3, 4, 128), np.float32)
     with raises(r"^\[rope\] operands\[0\]\.strides\[3\] = 2: the last axis must be contiguous"):
-        posenc.apply_rope(spec, wide[..., ::2])
+        posenc.apply_rope(spec, wide[..., ::2], layout="bshd")
     with raises(r"^\[rope\] operands\[0\]\.strides\[3\] = -1: the last axis"):
-        posenc.apply_rope(spec, X[..., ::-1])
+        posenc.apply_rope(spec, X[..., ::-1], layout="bshd")
     frozen = X.copy()
     frozen.setflags(write=False)
     with raises(r"^\[rope\] operands\[0\] = read-only: must be a writeable array"):
-        posenc.apply_rope(spec, frozen, inplace=True)
-    assert posenc.apply_rope(spec, frozen).flags.writeable  # not in place: fine
+        posenc.apply_rope(spec, frozen, inplace=True, layout="bshd")
+    assert posenc.apply_rope(spec, frozen, layout="bshd").flags.writeable  # not in place: fine
     with raises(r"^\[rope\] operands\[0\] = list: inplace=True needs NumPy arrays$"):
-        posenc.apply_rope(spec, X.tolist(), inplace=True)
+        posenc.apply_rope(spec, X.tolist(), inplace=True, layout="bshd")
 
 
 def test_other_call_arguments():
     spec = posenc.RopeSpec(head_dim=64)
     with raises(r"^\[rope\] operands = \(\): give at least one"):
-        posenc.apply_rope(spec)
+        posenc.apply_rope(spec, layout="bshd")
     with raises(r"^\[rope\] direction = 'sideways': must be \"forward\", \"backward\" or \"inverse\"$"):
-        posenc.apply_rope(spec, X, direction="sideways")
+        posenc.apply_rope(spec, X, direction="sideways", layout="bshd")
     with raises(r"^\[rope\] spec = dict: must be a posenc\.RopeSpec$"):
-        posenc.apply_rope({"head_dim": 64}, X)
+        posenc.apply_rope({"head_dim": 64}, X, layout="bshd")
     with raises(r"^\[rope\] inv_freq\.size\(\) = 3: must equal rotary_dim / 2 = 32$"):
-        posenc.apply_rope(spec, X, frequencies=(np.ones(3), 1.0))
+        posenc.apply_rope(spec, X, frequencies=(np.ones(3), 1.0), layout="bshd")
     with raises(r"^\[rope\] attention_factor = 0: must be a finite number > 0$"):
-        posenc.apply_rope(spec, X, frequencies=(np.ones(32), 0.0))
+        posenc.apply_rope(spec, X, frequencies=(np.ones(32), 0.0), layout="bshd")
 
 
 def test_permute_and_threads():

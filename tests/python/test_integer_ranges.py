@@ -41,27 +41,27 @@ CALLS = [
     ("rope", "rotary_dim", lambda v: posenc.RopeSpec(head_dim=8, rotary_dim=v)),
     ("rope", "seq_len", lambda v: SPEC.frequencies(v)),
     ("rope", "max_position_embeddings", lambda v: SPEC.to_hf_config(v)),
-    ("rope", "offset", lambda v: posenc.apply_rope(SPEC, X, offset=v)),
-    ("rope", "offsets[1]", lambda v: posenc.apply_rope(SPEC, X, offsets=[0, v])),
-    ("rope", "position_ids[0, 2]", lambda v: posenc.apply_rope(SPEC, X, position_ids=[[0, 1, v]])),
-    ("rope", "position_ids[2]", lambda v: posenc.apply_rope(SPEC, X, position_ids=(0, 1, v))),
-    ("rope", "offset", lambda v: posenc.reference.apply_rope(SPEC, X, offset=v)),
-    ("rope", "position_ids[1, 0]", lambda v: posenc.reference.apply_rope(SPEC, X, position_ids=[[0, 1, 2], [v, 1, 2]])),
+    ("rope", "offset", lambda v: posenc.apply_rope(SPEC, X, offset=v, layout="bshd")),
+    ("rope", "offsets[1]", lambda v: posenc.apply_rope(SPEC, X, offsets=[0, v], layout="bshd")),
+    ("rope", "position_ids[0, 2]", lambda v: posenc.apply_rope(SPEC, X, position_ids=[[0, 1, v]], layout="bshd")),
+    ("rope", "position_ids[2]", lambda v: posenc.apply_rope(SPEC, X, position_ids=(0, 1, v), layout="bshd")),
+    ("rope", "offset", lambda v: posenc.reference.apply_rope(SPEC, X, offset=v, layout="bshd")),
+    ("rope", "position_ids[1, 0]", lambda v: posenc.reference.apply_rope(SPEC, X, position_ids=[[0, 1, 2], [v, 1, 2]], layout="bshd")),
     ("permute", "heads", lambda v: posenc.permute_qk_weights(np.zeros((8, 2)), heads=v, head_dim=8)),
     ("permute", "head_dim", lambda v: posenc.permute_qk_weights(np.zeros((8, 2)), heads=1, head_dim=v)),
     ("permute", "rotary_dim", lambda v: posenc.permute_qk_weights(np.zeros((8, 2)), heads=1, head_dim=8, rotary_dim=v)),
     # attention, fast and reference
-    ("attention", "q_offset", lambda v: posenc.attention(Q, Q, Q, q_offset=v)),
-    ("attention", "k_offset", lambda v: posenc.attention(Q, Q, Q, k_offset=v)),
-    ("attention", "q_offset[0]", lambda v: posenc.attention(Q, Q, Q, q_offset=[v])),
-    ("attention", "q_positions[0, 1]", lambda v: posenc.attention(Q, Q, Q, q_positions=[[0, v, 2]])),
-    ("attention", "k_positions[2]", lambda v: posenc.attention(Q, Q, Q, k_positions=[0, 1, v])),
-    ("attention", "kv_lengths[0]", lambda v: posenc.attention(Q, Q, Q, kv_lengths=[v])),
-    ("attention", "window", lambda v: posenc.attention(Q, Q, Q, window=v)),
-    ("attention", "sinks", lambda v: posenc.attention(Q, Q, Q, sinks=v)),
-    ("attention", "logn_train_length", lambda v: posenc.attention(Q, Q, Q, logn_train_length=v)),
-    ("attention", "q_offset", lambda v: posenc.reference.attention(Q, Q, Q, q_offset=v)),
-    ("attention", "k_positions[0, 0]", lambda v: posenc.reference.attention(Q, Q, Q, k_positions=[[v, 1, 2]])),
+    ("attention", "q_offset", lambda v: posenc.attention(Q, Q, Q, q_offset=v, layout="bshd")),
+    ("attention", "k_offset", lambda v: posenc.attention(Q, Q, Q, k_offset=v, layout="bshd")),
+    ("attention", "q_offset[0]", lambda v: posenc.attention(Q, Q, Q, q_offset=[v], layout="bshd")),
+    ("attention", "q_positions[0, 1]", lambda v: posenc.attention(Q, Q, Q, q_positions=[[0, v, 2]], layout="bshd")),
+    ("attention", "k_positions[2]", lambda v: posenc.attention(Q, Q, Q, k_positions=[0, 1, v], layout="bshd")),
+    ("attention", "kv_lengths[0]", lambda v: posenc.attention(Q, Q, Q, kv_lengths=[v], layout="bshd")),
+    ("attention", "window", lambda v: posenc.attention(Q, Q, Q, window=v, layout="bshd")),
+    ("attention", "sinks", lambda v: posenc.attention(Q, Q, Q, sinks=v, layout="bshd")),
+    ("attention", "logn_train_length", lambda v: posenc.attention(Q, Q, Q, logn_train_length=v, layout="bshd")),
+    ("attention", "q_offset", lambda v: posenc.reference.attention(Q, Q, Q, q_offset=v, layout="bshd")),
+    ("attention", "k_positions[0, 0]", lambda v: posenc.reference.attention(Q, Q, Q, k_positions=[[v, 1, 2]], layout="bshd")),
     ("attention", "seq_len", lambda v: posenc.RopeAttention(SPEC, seq_len=v)),
     ("attention", "window", lambda v: posenc.ReRopeAttention(SPEC, window=v)),
     ("attention", "seq_len", lambda v: posenc.ReRopeAttention(SPEC, window=4, seq_len=v)),
@@ -115,13 +115,13 @@ CALLS = [
     ("deberta", "position_buckets", lambda v: posenc.deberta_relative_positions(2, 2, position_buckets=v)),
     ("deberta", "max_relative_positions",
      lambda v: posenc.deberta_relative_positions(2, 2, max_relative_positions=v)),
-    ("attention", "query_offset", lambda v: posenc.plain_attention_reference(REL, REL, REL, query_offset=v)),
-    ("attention", "query_offset", lambda v: posenc.alibi_attention_reference(REL, REL, REL, query_offset=v)),
+    ("attention", "query_offset", lambda v: posenc.plain_attention_reference(REL, REL, REL, query_offset=v, layout="bhsd")),
+    ("attention", "query_offset", lambda v: posenc.alibi_attention_reference(REL, REL, REL, query_offset=v, layout="bhsd")),
     ("t5_bias", "max_distance", lambda v: posenc.t5_attention_reference(REL, REL, REL, np.zeros((8, 2)),
-                                                                         max_distance=v)),
+                                                                         max_distance=v, layout="bhsd")),
     ("shaw", "max_distance", lambda v: posenc.shaw_attention_reference(REL, REL, REL, max_distance=v,
-                                                                        rel_k=np.zeros((3, 4)))),
-    ("deberta", "position_buckets", lambda v: posenc.deberta_attention_reference(REL, REL, REL, position_buckets=v)),
+                                                                        rel_k=np.zeros((3, 4)), layout="bhsd")),
+    ("deberta", "position_buckets", lambda v: posenc.deberta_attention_reference(REL, REL, REL, position_buckets=v, layout="bhsd")),
     # analysis
     ("rope_dims", "original_length", lambda v: posenc.analysis.rope_dims(SPEC, v)),
     ("rope_decay", "max_distance", lambda v: posenc.analysis.rope_decay(SPEC, max_distance=v)),
@@ -163,14 +163,14 @@ def test_numpy_unsigned_values_above_int64_are_not_wrapped():
     # positions if cast; a NumPy uint64 scalar is an int beyond int64.
     big = np.array([0, 2**63 + 5], np.uint64)
     with pytest.raises(ValueError, match=message("rope", "offsets[1]", 2**63 + 5)):
-        posenc.apply_rope(SPEC, X, offsets=big)
+        posenc.apply_rope(SPEC, X, offsets=big, layout="bshd")
     with pytest.raises(ValueError, match=message("attention", "kv_lengths[1]", 2**63 + 5)):
         posenc.attention(np.zeros((2, 3, 2, 8), np.float32), np.zeros((2, 3, 2, 8), np.float32),
-                         np.zeros((2, 3, 2, 8), np.float32), kv_lengths=big)
+                         np.zeros((2, 3, 2, 8), np.float32), kv_lengths=big, layout="bshd")
     with pytest.raises(ValueError, match=message("learned_table", "positions[1]", 2**63 + 5)):
         TABLE.lookup(big)
     with pytest.raises(ValueError, match=message("attention", "q_offset", 2**64 - 1)):
-        posenc.attention(Q, Q, Q, q_offset=np.uint64(2**64 - 1))
+        posenc.attention(Q, Q, Q, q_offset=np.uint64(2**64 - 1), layout="bshd")
 
 
 def test_largest_int64_values_still_reach_the_library():
@@ -195,9 +195,9 @@ def test_seed_outside_uint64(seed):
 
 def test_non_integers_still_named():
     with pytest.raises(ValueError, match=r"^\[rope\] offset = 1\.5: must be an integer$"):
-        posenc.apply_rope(SPEC, X, offset=1.5)
+        posenc.apply_rope(SPEC, X, offset=1.5, layout="bshd")
     with pytest.raises(ValueError, match=r"^\[rope\] position_ids\.dtype = float64: must be an integer type"):
-        posenc.apply_rope(SPEC, X, position_ids=[[0, 1, 2.5]])
+        posenc.apply_rope(SPEC, X, position_ids=[[0, 1, 2.5]], layout="bshd")
     with pytest.raises(ValueError, match=r"^\[binary_digits\] bits = 4\.0: must be an integer$"):
         posenc.analysis.binary_digits(4, 4.0)
 
@@ -279,9 +279,9 @@ def test_tokenizer_still_decodes(tokenizer):
 def test_offset_at_int64_max_overflows_positions():
     # Position offset + s for s in [0, seq) would overflow int64.
     with pytest.raises(ValueError, match=r"^\[rope\] .*9223372036854775807"):
-        posenc.apply_rope(SPEC, X, offset=2**63 - 1)
+        posenc.apply_rope(SPEC, X, offset=2**63 - 1, layout="bshd")
     with pytest.raises(ValueError, match=r"^\[attention\] .*9223372036854775807"):
-        posenc.attention(Q, Q, Q, q_offset=2**63 - 1)
+        posenc.attention(Q, Q, Q, q_offset=2**63 - 1, layout="bshd")
     with pytest.raises(ValueError, match=r"^\[sinusoidal\] .*9223372036854775807"):
         posenc.add_sinusoidal(EMB, offset=2**63 - 1)
 

@@ -152,7 +152,7 @@ def test_gpt_neox_partial_rotary(head_dim, rotary_pct, seq, dtype, rng):
     offsets = [3, 0, 1500]
     positions = positions_grid(BATCH, seq, offsets=offsets)
     spec = posenc.RopeSpec(head_dim=head_dim, partial_rotary_factor=rotary_pct)
-    oq, ok = posenc.apply_rope(spec, q, k, offsets=offsets)
+    oq, ok = posenc.apply_rope(spec, q, k, offsets=offsets, layout="bshd")
     hq, hk = hf_gpt_neox(q, k, positions, head_dim, rotary_pct)
     inv_freq, _ = spec.frequencies()
     r = spec.rotary_dim
@@ -203,8 +203,8 @@ def test_yarn_attention_factor_applied_once_to_q_and_k(rng):
     q = random_qk(rng, (2, 9, 28, 128), np.float32)
     k = random_qk(rng, (2, 9, 4, 128), np.float32)
     offsets = [0, 40000]  # past the original 32K
-    oq, ok = posenc.apply_rope(spec, q, k, offsets=offsets)
-    pq, pk = posenc.apply_rope(plain, q, k, offsets=offsets)
+    oq, ok = posenc.apply_rope(spec, q, k, offsets=offsets, layout="bshd")
+    pq, pk = posenc.apply_rope(plain, q, k, offsets=offsets, layout="bshd")
     # Rotation keeps norms: each output row is a times its input row.
     for ours, x in ((oq, q), (ok, k)):
         ratio = np.linalg.norm(f64(ours), axis=-1) / np.linalg.norm(f64(x), axis=-1)
@@ -223,9 +223,9 @@ def test_yarn_attention_factor_applied_once_to_q_and_k(rng):
     assert max_violation(ok, hk, 1e-5 + slack * np.abs(k).max()) <= 1
     # inverse undoes forward including the factor; backward is the transpose,
     # which scales by a again rather than dividing.
-    back = posenc.apply_rope(spec, oq, offsets=offsets, direction="inverse")
+    back = posenc.apply_rope(spec, oq, offsets=offsets, direction="inverse", layout="bshd")
     np.testing.assert_allclose(back, q, atol=1e-5)
-    grad = posenc.apply_rope(spec, oq, offsets=offsets, direction="backward")
+    grad = posenc.apply_rope(spec, oq, offsets=offsets, direction="backward", layout="bshd")
     np.testing.assert_allclose(grad, a * a * q, rtol=1e-5, atol=1e-5)
 
 
@@ -236,17 +236,17 @@ def test_offsets_and_position_ids_agree(layout, dtype, rng):
     x = random_qk(rng, (4, 11, 3, 64), DTYPES[dtype][0])
     offsets = np.array([0, 1, 777, 123456])
     ids = offsets[:, None] + np.arange(11)[None, :]
-    a = posenc.apply_rope(spec, x, offsets=offsets)
-    b = posenc.apply_rope(spec, x, position_ids=ids)
+    a = posenc.apply_rope(spec, x, offsets=offsets, layout="bshd")
+    b = posenc.apply_rope(spec, x, position_ids=ids, layout="bshd")
     assert a.tobytes() == b.tobytes()
     # A single offset equals the same offset per row and (1, seq) / (seq,) ids.
-    c = posenc.apply_rope(spec, x, offset=42)
+    c = posenc.apply_rope(spec, x, offset=42, layout="bshd")
     for kwargs in ({"offsets": [42] * 4}, {"position_ids": np.arange(42, 53)[None]},
                    {"position_ids": np.arange(42, 53)}):
-        assert posenc.apply_rope(spec, x, **kwargs).tobytes() == c.tobytes()
+        assert posenc.apply_rope(spec, x, **kwargs, layout="bshd").tobytes() == c.tobytes()
     # Row b at offset o equals a batch of one at offset o (mlx#3494).
     for row, start in enumerate(offsets):
-        single = posenc.apply_rope(spec, x[row:row + 1], offset=int(start))
+        single = posenc.apply_rope(spec, x[row:row + 1], offset=int(start), layout="bshd")
         assert single.tobytes() == a[row:row + 1].tobytes()
 
 
@@ -278,10 +278,10 @@ def test_thread_count_does_not_change_results(rng):
     before = posenc.num_threads()
     try:
         posenc.set_num_threads(1)
-        one = posenc.apply_rope(spec, x, offset=99)
+        one = posenc.apply_rope(spec, x, offset=99, layout="bshd")
         posenc.set_num_threads(2)
         assert posenc.num_threads() == 2
-        two = posenc.apply_rope(spec, x, offset=99)
+        two = posenc.apply_rope(spec, x, offset=99, layout="bshd")
     finally:
         posenc.set_num_threads(before)
     assert one.tobytes() == two.tobytes()
@@ -296,23 +296,23 @@ def test_inplace_and_strided_views(dtype, rng):
     original = qkv.copy()
     q, k = qkv[:, :, :8], qkv[:, :, 8:10]
     assert not q.flags.c_contiguous
-    expected_q, expected_k = posenc.apply_rope(spec, q.copy(), k.copy(), offset=3)
-    out_q, out_k = posenc.apply_rope(spec, q, k, offset=3, inplace=True)
+    expected_q, expected_k = posenc.apply_rope(spec, q.copy(), k.copy(), offset=3, layout="bshd")
+    out_q, out_k = posenc.apply_rope(spec, q, k, offset=3, inplace=True, layout="bshd")
     assert out_q is q and out_k is k
     assert q.tobytes() == expected_q.tobytes() and k.tobytes() == expected_k.tobytes()
     assert qkv[:, :, 10:].tobytes() == original[:, :, 10:].tobytes()
     # Not in place: the inputs are left alone and fresh arrays come back.
     x = original[:, :, :8]
-    y = posenc.apply_rope(spec, x, offset=3)
+    y = posenc.apply_rope(spec, x, offset=3, layout="bshd")
     assert y is not x and x.tobytes() == original[:, :, :8].tobytes()
     # A view with a step over the batch axis, and a transposed [b, h, s, d] view.
     z = original[::2, :, :8]
-    np.testing.assert_array_equal(posenc.apply_rope(spec, z, offset=3),
-                                  posenc.apply_rope(spec, np.ascontiguousarray(z), offset=3))
+    np.testing.assert_array_equal(posenc.apply_rope(spec, z, offset=3, layout="bshd"),
+                                  posenc.apply_rope(spec, np.ascontiguousarray(z), offset=3, layout="bshd"))
     bhsd = np.ascontiguousarray(original[:, :, :8].transpose(0, 2, 1, 3))
     view = bhsd.transpose(0, 2, 1, 3)  # [b, s, h, d] with permuted strides
-    np.testing.assert_array_equal(posenc.apply_rope(spec, view, offset=3),
-                                  posenc.apply_rope(spec, np.ascontiguousarray(view), offset=3))
+    np.testing.assert_array_equal(posenc.apply_rope(spec, view, offset=3, layout="bshd"),
+                                  posenc.apply_rope(spec, np.ascontiguousarray(view), offset=3, layout="bshd"))
 
 
 def test_permuted_weights_make_half_split_equal_interleaved(rng):
@@ -328,10 +328,10 @@ def test_permuted_weights_make_half_split_equal_interleaved(rng):
     def project(w):
         return (x @ w.T).reshape(1, seq, heads, head_dim)
 
-    q_i, k_i = posenc.apply_rope(interleaved, project(wq), project(wk), offset=10)
+    q_i, k_i = posenc.apply_rope(interleaved, project(wq), project(wk), offset=10, layout="bshd")
     wq_h = posenc.permute_qk_weights(wq, heads, head_dim)
     wk_h = posenc.permute_qk_weights(wk, heads, head_dim)
-    q_h, k_h = posenc.apply_rope(half_split, project(wq_h), project(wk_h), offset=10)
+    q_h, k_h = posenc.apply_rope(half_split, project(wq_h), project(wk_h), offset=10, layout="bshd")
     scores_i = np.einsum("bshd,bthd->bhst", f64(q_i), f64(k_i))
     scores_h = np.einsum("bshd,bthd->bhst", f64(q_h), f64(k_h))
     np.testing.assert_allclose(scores_h, scores_i, rtol=1e-4, atol=1e-2)
@@ -355,7 +355,7 @@ def test_deepseek_v2_interleaved_scores(rng):
     spec = posenc.RopeSpec.from_hf_config(DEEPSEEK_V2_LITE)
     q = random_qk(rng, (1, 5, 16, 64), np.float32)
     k = random_qk(rng, (1, 5, 1, 64), np.float32)
-    oq, ok = posenc.apply_rope(spec, q, k, offset=100)
+    oq, ok = posenc.apply_rope(spec, q, k, offset=100, layout="bshd")
     inv_freq, a = spec.frequencies()
     positions = positions_grid(1, 5, offset=100)
 

@@ -71,7 +71,7 @@ def test_each_position_separately_at_1e6(rng):
     inv_freq = numpy_inv_freq(10000.0, 128)
     for p in [10**3, 10**4, 10**5, 2**19 + 1, 10**6 - 1, 10**6]:
         positions = np.array([[p]])
-        out = posenc.apply_rope(spec, x, position_ids=positions)
+        out = posenc.apply_rope(spec, x, position_ids=positions, layout="bshd")
         error = relative_row_error(out, rope_float64(x, positions, inv_freq, "half-split"), x)
         assert error < RELATIVE_TOLERANCE, p
 
@@ -83,7 +83,7 @@ def test_hugging_face_fp32_error_at_1e6_is_larger(rng, record_property):
     positions = np.array([POSITIONS], dtype=np.int64)
     truth = rope_float64(x, positions, numpy_inv_freq(theta, head_dim), "half-split")
     ours = posenc.apply_rope(posenc.RopeSpec(theta=theta, head_dim=head_dim), x,
-                             position_ids=positions)
+                             position_ids=positions, layout="bshd")
     hf = hf_fp32(x, positions, theta, head_dim)
     rows = []
     for i, p in enumerate(POSITIONS):
@@ -113,7 +113,7 @@ def test_low_precision_storage_at_1e6(rng):
     inv_freq = numpy_inv_freq(10000.0, 128)
     for dtype, bound in ((np.float16, 2.0**-11), (ml_dtypes.bfloat16, 2.0**-8)):
         x = random_qk(rng, (1, len(POSITIONS), 4, 128), np.dtype(dtype))
-        out = posenc.apply_rope(spec, x, position_ids=positions)
+        out = posenc.apply_rope(spec, x, position_ids=positions, layout="bshd")
         truth = rope_float64(x, positions, inv_freq, "half-split")
         # Each element is within half an ulp (relative 2^-11 / 2^-8) of the truth.
         rel = np.abs(f64(out) - truth) / np.maximum(np.abs(truth), 1e-3)

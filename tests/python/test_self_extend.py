@@ -197,8 +197,8 @@ def test_matches_longlm(rng, batch, q_len, kv_len, q_heads, kv_heads, head_dim, 
     q, k, v = qkv(rng, batch, q_len, kv_len, q_heads, kv_heads, head_dim)
     expected = self_extend_longlm(q, k, v, group, window)
     encoding = posenc.SelfExtendAttention(posenc.RopeSpec(theta=THETA, head_dim=head_dim), group, window)
-    out = posenc.attention(q, k, v, encoding=encoding)
-    ref = posenc.reference.attention(q, k, v, encoding=encoding)
+    out = posenc.attention(q, k, v, encoding=encoding, layout="bshd")
+    ref = posenc.reference.attention(q, k, v, encoding=encoding, layout="bshd")
     assert out.shape == ref.shape == (batch, q_len, q_heads, head_dim)
     kernel_error = float(np.abs(out - expected).max())
     ref_error = assert_rounded_from(ref, expected)
@@ -214,8 +214,8 @@ def test_interleaved_layout_matches_longlm_on_permuted_dimensions(rng):
     spec = posenc.RopeSpec(theta=THETA, head_dim=32, layout="interleaved")
     expected = self_extend_longlm(interleaved_to_half_split(q), interleaved_to_half_split(k), v, 4, 12)
     encoding = posenc.SelfExtendAttention(spec, group=4, window=12)
-    np.testing.assert_allclose(posenc.attention(q, k, v, encoding=encoding), expected, rtol=1e-5, atol=1e-5)
-    assert_rounded_from(posenc.reference.attention(q, k, v, encoding=encoding), expected)
+    np.testing.assert_allclose(posenc.attention(q, k, v, encoding=encoding, layout="bshd"), expected, rtol=1e-5, atol=1e-5)
+    assert_rounded_from(posenc.reference.attention(q, k, v, encoding=encoding, layout="bshd"), expected)
 
 
 def test_explicit_positions_and_offsets(rng):
@@ -234,9 +234,9 @@ def test_group_one_is_rope(rng, implementation):
     run = posenc.attention if implementation == "kernel" else posenc.reference.attention
     spec = posenc.RopeSpec(head_dim=32)
     q, k, v = qkv(rng, 2, 47, 47, 4, 2, 32)
-    rope = run(q, k, v, encoding=posenc.RopeAttention(spec))
+    rope = run(q, k, v, encoding=posenc.RopeAttention(spec), layout="bshd")
     for window in (1, 5, 46):
-        grouped = run(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=1, window=window))
+        grouped = run(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=1, window=window), layout="bshd")
         np.testing.assert_allclose(grouped, rope, rtol=0, atol=2e-6)
     np.testing.assert_allclose(rope, self_extend_longlm(q, k, v, 1, 5), rtol=1e-5, atol=1e-5)
 
@@ -247,7 +247,7 @@ def test_branches_are_not_swapped(rng):
     and the window changes the result."""
     q, k, v = qkv(rng, 1, 60, 60, 2, 2, 32)
     spec = posenc.RopeSpec(head_dim=32)
-    out = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=8))
+    out = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=8), layout="bshd")
     expected = self_extend_longlm(q, k, v, 4, 8)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
@@ -267,9 +267,9 @@ def test_branches_are_not_swapped(rng):
 
     # The window matters: all neighbour (RoPE) with a window past the length,
     # all grouped but the diagonal with window 1.
-    rope = posenc.attention(q, k, v, encoding=spec)
-    wide = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=60))
-    narrow = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=1))
+    rope = posenc.attention(q, k, v, encoding=spec, layout="bshd")
+    wide = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=60), layout="bshd")
+    narrow = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=1), layout="bshd")
     np.testing.assert_allclose(wide, rope, rtol=0, atol=2e-6)
     assert np.abs(out - rope).max() > 0.05
     assert np.abs(out - narrow).max() > 0.05
@@ -306,13 +306,13 @@ def test_errors(run):
     spec = posenc.RopeSpec(head_dim=16)
     q = np.zeros((1, 5, 2, 16), np.float32)
     with raises("[attention] self_extend.group = 0: must be >= 1 (1: plain RoPE)"):
-        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 0, 4))
+        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 0, 4), layout="bshd")
     with raises("[attention] self_extend.window = 0: must be >= 1"):
-        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 2, 0))
+        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 2, 0), layout="bshd")
     with raises("[attention] mask.causal = false: Self-Extend is defined for causal attention"):
-        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 2, 4), causal=False)
+        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 2, 4), causal=False, layout="bshd")
     with raises("[attention] self_extend.head_dim = 32: must equal the q/k head_dim = 16"):
-        run(q, q, q, encoding=posenc.SelfExtendAttention(posenc.RopeSpec(head_dim=32), 2, 4))
+        run(q, q, q, encoding=posenc.SelfExtendAttention(posenc.RopeSpec(head_dim=32), 2, 4), layout="bshd")
     with raises("[attention] group = 2.5: must be an integer"):
         posenc.SelfExtendAttention(spec, 2.5, 4)
     with raises("[attention] window = 9223372036854775808: must fit in a signed 64-bit integer"):

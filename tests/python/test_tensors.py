@@ -32,8 +32,8 @@ def bits(a: np.ndarray) -> np.ndarray:
 def test_apply_rope_and_attention_give_torch_back_equal_to_numpy(torch_dtype, numpy_dtype):
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 9, heads, 32, generator=gen).to(torch_dtype) for heads in (4, 2, 2))
-    q_rot, k_rot = posenc.apply_rope(SPEC, q, k, offset=5)
-    want_q, want_k = posenc.apply_rope(SPEC, as_numpy(q), as_numpy(k), offset=5)
+    q_rot, k_rot = posenc.apply_rope(SPEC, q, k, offset=5, layout="bshd")
+    want_q, want_k = posenc.apply_rope(SPEC, as_numpy(q), as_numpy(k), offset=5, layout="bshd")
     for got, want in ((q_rot, want_q), (k_rot, want_k)):
         assert isinstance(got, torch.Tensor) and got.dtype == torch_dtype
         np.testing.assert_array_equal(bits(as_numpy(got)), bits(want))
@@ -58,8 +58,8 @@ def test_no_copies_in_or_out(torch_dtype, numpy_dtype):
     assert back.data_ptr() == view.ctypes.data and back.dtype == torch_dtype
     # inplace=True writes the caller's tensor and returns it.
     before = t.data_ptr()
-    want = posenc.apply_rope(SPEC, as_numpy(t), offset=7)
-    got = posenc.apply_rope(SPEC, t, offset=7, inplace=True)
+    want = posenc.apply_rope(SPEC, as_numpy(t), offset=7, layout="bshd")
+    got = posenc.apply_rope(SPEC, t, offset=7, inplace=True, layout="bshd")
     assert got is t and t.data_ptr() == before
     np.testing.assert_array_equal(bits(as_numpy(t)), bits(want))
 
@@ -68,22 +68,22 @@ def test_strided_tensors_equal_contiguous_ones():
     # Hugging Face's [batch, heads, seq, dim] viewed as [batch, seq, heads, dim]: strided, no copy by the caller.
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(1, heads, 11, 32, generator=gen) for heads in (4, 2, 2))
-    strided = posenc.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
-    contiguous = posenc.attention(*(x.transpose(1, 2).contiguous() for x in (q, k, v)))
+    strided = posenc.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), layout="bshd")
+    contiguous = posenc.attention(*(x.transpose(1, 2).contiguous() for x in (q, k, v)), layout="bshd")
     assert torch.equal(strided, contiguous)
     # A slice of a fused projection (the last axis contiguous).
     fused = torch.randn(1, 11, 3 * 4 * 32, generator=gen)
     qs = fused[..., :128].view(1, 11, 4, 32)
     assert not qs.is_contiguous()
-    assert torch.equal(posenc.apply_rope(SPEC, qs, offset=2), posenc.apply_rope(SPEC, qs.contiguous(), offset=2))
+    assert torch.equal(posenc.apply_rope(SPEC, qs, offset=2, layout="bshd"), posenc.apply_rope(SPEC, qs.contiguous(), offset=2, layout="bshd"))
 
 
 def test_requires_grad_is_read_detached_with_a_warning():
     q = torch.randn(1, 4, 2, 32, requires_grad=True)
     with pytest.warns(UserWarning, match=r"\[apply_rope\] tensors\[0\] requires grad: .*records no gradients"):
-        out = posenc.apply_rope(SPEC, q, offset=1)
+        out = posenc.apply_rope(SPEC, q, offset=1, layout="bshd")
     assert not out.requires_grad
-    assert torch.equal(out, posenc.apply_rope(SPEC, q.detach(), offset=1))
+    assert torch.equal(out, posenc.apply_rope(SPEC, q.detach(), offset=1, layout="bshd"))
 
 
 class _OnDevice:
@@ -102,11 +102,11 @@ class _OnDevice:
 def test_device_tensors_are_errors_naming_the_argument_and_device():
     k = torch.zeros(1, 4, 2, 32)
     with pytest.raises(ValueError, match=r"^\[attention\] q = a tensor on cuda:1: must be on the CPU"):
-        posenc.attention(_OnDevice(2), k, k)
+        posenc.attention(_OnDevice(2), k, k, layout="bshd")
     with pytest.raises(ValueError, match=r"^\[attention\] v = a tensor on rocm:1: must be on the CPU"):
-        posenc.attention(k, k, _OnDevice(10))
+        posenc.attention(k, k, _OnDevice(10), layout="bshd")
     with pytest.raises(ValueError, match=r"^\[apply_rope\] tensors\[1\] = a tensor on cuda:1"):
-        posenc.apply_rope(SPEC, k, _OnDevice(2))
+        posenc.apply_rope(SPEC, k, _OnDevice(2), layout="bshd")
 
 
 class _Dlpack:
@@ -136,11 +136,11 @@ class _ArrayApi(_Dlpack):
 
 def test_any_dlpack_array_is_accepted():
     x = np.random.default_rng(0).standard_normal((1, 6, 2, 32), dtype=np.float32)
-    want = posenc.apply_rope(SPEC, x, offset=4)
+    want = posenc.apply_rope(SPEC, x, offset=4, layout="bshd")
     # Without an array namespace the result is NumPy; with one, that library's array.
-    got = posenc.apply_rope(SPEC, _Dlpack(x), offset=4)
+    got = posenc.apply_rope(SPEC, _Dlpack(x), offset=4, layout="bshd")
     assert isinstance(got, np.ndarray) and np.array_equal(got, want)
-    got = posenc.apply_rope(SPEC, _ArrayApi(x), offset=4)
+    got = posenc.apply_rope(SPEC, _ArrayApi(x), offset=4, layout="bshd")
     assert isinstance(got, _ArrayApi) and np.array_equal(got.array, want)
 
 
@@ -180,6 +180,31 @@ def test_hugging_face_layout_as_it_is():
     assert isinstance(out, np.ndarray) and out.shape == (2, 4, 9, 32)
     with pytest.raises(ValueError, match=r"^\[attention\] layout = 'bsdh': must be \"bshd\" .* or \"bhsd\""):
         posenc.attention(q, k, v, layout="bsdh")
-    with pytest.raises(ValueError, match=r"^\[apply_rope\] tensors\[0\]: shape \(9, 32\) with layout=\"bhsd\" must "
-                                         r"have 4 axes"):
+    with pytest.raises(ValueError, match=r"^\[apply_rope\] tensors\[0\]: shape \(9, 32\) must have 4 axes"):
         posenc.apply_rope(SPEC, q[0, 0], layout="bhsd")
+
+
+def test_no_layout_is_assumed():
+    """Without layout= the shapes decide when they fit one layout only, and
+    a call whose shapes fit both is an error: Hugging Face's tensors are
+    never read silently as posenc's."""
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, heads, 9, 32, generator=gen) for heads in (4, 2, 2))   # HF's GQA [b, h, s, d]
+    enc = posenc.RopeAttention(SPEC)
+    for fn in (posenc.attention, posenc.reference.attention):
+        assert torch.equal(fn(q, k, v, encoding=enc), fn(q, k, v, encoding=enc, layout="bhsd"))
+        assert torch.equal(fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), encoding=enc),
+                           fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), encoding=enc, layout="bshd"))
+        same = q[:, :2]                       # [2, 2, 9, 32]: 2 heads of 9 or 9 heads of 2 tokens?
+        with pytest.raises(ValueError, match=r"^\[attention\] layout = None: the shapes \(2, 2, 9, 32\), "
+                                             r"\(2, 2, 9, 32\), \(2, 2, 9, 32\) fit both \"bshd\" .* pass layout="):
+            fn(same, same, same, encoding=enc)
+    with pytest.raises(ValueError, match=r"^\[apply_rope\] layout = None: the shapes \(2, 4, 9, 32\) fit both"):
+        posenc.apply_rope(SPEC, q)
+    # The positions' length names the sequence axis; q and k of different head counts too.
+    assert torch.equal(posenc.apply_rope(SPEC, q, position_ids=list(range(9))),
+                       posenc.apply_rope(SPEC, q, position_ids=list(range(9)), layout="bhsd"))
+    assert torch.equal(posenc.apply_rope(SPEC, q, k)[0], posenc.apply_rope(SPEC, q, k, layout="bhsd")[0])
+    ref = q.double().numpy()[:, :2]
+    with pytest.raises(ValueError, match=r"^\[attention\] layout = None: the shapes"):
+        posenc.plain_attention_reference(ref, ref, ref)

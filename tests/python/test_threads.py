@@ -25,8 +25,8 @@ def restore_threads():
 
 
 def check_pool_works():
-    expected = posenc.reference.apply_rope(SPEC, X, offset=5)
-    np.testing.assert_allclose(posenc.apply_rope(SPEC, X, offset=5), expected, atol=1e-5)
+    expected = posenc.reference.apply_rope(SPEC, X, offset=5, layout="bshd")
+    np.testing.assert_allclose(posenc.apply_rope(SPEC, X, offset=5, layout="bshd"), expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("n", [0, -1, 1025, 10**6, 2**31, 2**40, 2**62])
@@ -56,7 +56,7 @@ def test_worker_the_system_refuses_is_an_error_not_a_hang():
 
         x = np.ones((2, 64, 4, 64), np.float32)
         spec = posenc.RopeSpec(head_dim=64)
-        expected = posenc.reference.apply_rope(spec, x, offset=3)
+        expected = posenc.reference.apply_rope(spec, x, offset=3, layout="bshd")
         with open("/proc/self/status") as f:
             vm = next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -68,10 +68,10 @@ def test_worker_the_system_refuses_is_an_error_not_a_hang():
         else:
             print("NO ERROR")
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-        assert np.allclose(posenc.apply_rope(spec, x, offset=3), expected, atol=1e-5)
+        assert np.allclose(posenc.apply_rope(spec, x, offset=3, layout="bshd"), expected, atol=1e-5)
         posenc.set_num_threads(2)
         assert posenc.num_threads() == 2
-        assert np.allclose(posenc.apply_rope(spec, x, offset=3), expected, atol=1e-5)
+        assert np.allclose(posenc.apply_rope(spec, x, offset=3, layout="bshd"), expected, atol=1e-5)
         print("OK")
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -74,8 +74,8 @@ CASES = {
 
 
 def _inputs(name: str, dtype=torch.float64, layout: str = "bshd", seed: int = 0):
-    """q, k, v, the encoding and the keyword arguments of a case: batch 2,
-    7 keys, odd head dim is not allowed by RoPE, so 8 with GQA 4:2."""
+    """q, k, v, the encoding and the keyword arguments of a case (layout
+    included): batch 2, 7 keys, head dim 8 (RoPE's dims are even), GQA 4:2."""
     g = torch.Generator().manual_seed(seed)
     factory, kw = CASES[name]
     kw = dict(kw)
@@ -88,6 +88,7 @@ def _inputs(name: str, dtype=torch.float64, layout: str = "bshd", seed: int = 0)
     q, k, v = tensor(q_len, HEADS), tensor(7, KV_HEADS), tensor(7, KV_HEADS)
     if kw.pop("sink_logits", False):
         kw["sink_logits"] = torch.randn(HEADS, generator=g, dtype=torch.float64)
+    kw["layout"] = layout
     return q, k, v, factory(g), kw
 
 
@@ -99,8 +100,8 @@ def _encoding_tensors(encoding):
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_materialized_form_is_the_kernels_function(name, layout):
     q, k, v, encoding, kw = _inputs(name, layout=layout)
-    kernel = pt.attention(q.float(), k.float(), v.float(), encoding=encoding, layout=layout, **kw)
-    materialized = pt.attention(q, k, v, encoding=encoding, layout=layout, **kw)
+    kernel = pt.attention(q.float(), k.float(), v.float(), encoding=encoding, **kw)
+    materialized = pt.attention(q, k, v, encoding=encoding, **kw)
     assert kernel.dtype == torch.float32 and materialized.dtype == torch.float64
     assert torch.allclose(kernel.double(), materialized, atol=2e-6, rtol=2e-6), \
         float((kernel.double() - materialized).abs().max())
@@ -298,7 +299,7 @@ def test_t5_bias_gradient_matches_hugging_face(is_decoder):
     table = module.relative_attention_bias.weight.detach().float().requires_grad_(True)
     heads = x.view(2, seq, HEADS, DIM)
     encoding = pt.T5BiasAttention(table, max_distance=12, bidirectional=not is_decoder)
-    result = pt.attention(heads, heads, heads, encoding=encoding, causal=is_decoder, softmax_scale=1.0)
+    result = pt.attention(heads, heads, heads, encoding=encoding, causal=is_decoder, softmax_scale=1.0, layout="bshd")
     (result.reshape(2, seq, -1).double() * weight).sum().backward()
     assert torch.allclose(x.grad.double(), expected[0], atol=1e-4, rtol=1e-4)
     assert torch.allclose(table.grad.double(), expected[1], atol=1e-4, rtol=1e-4), \
@@ -319,9 +320,9 @@ def test_docstring_example():
 def test_half_precision_gradients_come_back_in_the_input_dtype(dtype):
     q, k, v, encoding, kw = _inputs("rerope")
     ours = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
-    pt.attention(*ours, encoding=encoding).float().square().sum().backward()
+    pt.attention(*ours, encoding=encoding, layout="bshd").float().square().sum().backward()
     reference = [t.to(dtype).double().requires_grad_(True) for t in (q, k, v)]
-    pt.attention(*reference, encoding=encoding).square().sum().backward()
+    pt.attention(*reference, encoding=encoding, layout="bshd").square().sum().backward()
     for mine, exact in zip(ours, reference):
         assert mine.grad.dtype == dtype
         tol = 2e-2 if dtype == torch.bfloat16 else 2e-3
@@ -331,16 +332,16 @@ def test_half_precision_gradients_come_back_in_the_input_dtype(dtype):
 def test_bad_input_names_the_parameter():
     q = torch.randn(1, 4, 2, 8)
     with pytest.raises(ValueError, match=r"\[attention\] k.dtype = torch.float16: must equal q.dtype"):
-        pt.attention(q, q.half(), q)
+        pt.attention(q, q.half(), q, layout="bshd")
     with pytest.raises(ValueError, match=r"\[attention\] v = a ndarray: must be a torch.Tensor"):
-        pt.attention(q, q, q.numpy())
+        pt.attention(q, q, q.numpy(), layout="bshd")
     with pytest.raises(ValueError, match=r"\[attention\] layout = 'hsbd'"):
         pt.attention(q, q, q, layout="hsbd")
     with pytest.raises(ValueError, match=r"\[attention\] mask.window = -1"):
-        pt.attention(q.double(), q.double(), q.double(), window=-1)  # posenc's own check, float64 too
+        pt.attention(q.double(), q.double(), q.double(), window=-1, layout="bshd")  # posenc's own check, float64 too
     with pytest.raises(ValueError, match=r"\[attention\] q = a tensor on meta: must be on the CPU"):
-        pt.attention(torch.empty(1, 4, 2, 8, device="meta"), q, q)
+        pt.attention(torch.empty(1, 4, 2, 8, device="meta"), q, q, layout="bshd")
     with pytest.raises(ValueError, match=r"\[rope\] tensors\[1\].dtype = torch.float64"):
-        pt.apply_rope(SPEC, q, q.double())
+        pt.apply_rope(SPEC, q, q.double(), layout="bshd")
     with pytest.raises(ValueError, match=r"\[rope\] offset, offsets, position_ids: more than one"):
-        pt.apply_rope(SPEC, q, offset=2, position_ids=[0, 1, 2, 3])
+        pt.apply_rope(SPEC, q, offset=2, position_ids=[0, 1, 2, 3], layout="bshd")
