@@ -19,6 +19,10 @@ and :func:`posenc.attention`, tensors in and out, with gradients:
   (:class:`ShawAttention`). RoPE, ReRoPE, Leaky ReRoPE, Self-Extend and ALiBi
   have no trainable tensors; their gradients reach q and k through the
   rotations.
+* :class:`SchemeAttention`: the trainable schemes of posenc's tiny trainer
+  (KERPLE, FIRE, T5, Shaw, XLNet, DeBERTa, URPE, ALiBi, NoPE) as modules
+  whose parameters are the scheme's tensors; their terms and the terms'
+  backward are the trainer's own code.
 
 Inputs are float32, float16 or bfloat16 tensors on the CPU (the kernels'
 dtypes; the backward pass computes in float32 and returns gradients in the
@@ -57,7 +61,9 @@ from .attention import T5BiasAttention as _FixedT5
 from .attention import attention as _kernel_attention
 from . import _layout
 
-__all__ = ["apply_rope", "attention", "T5BiasAttention", "ShawAttention"]
+from ._torch_schemes import ATTENTION_SCHEMES, SchemeAttention
+
+__all__ = ["apply_rope", "attention", "T5BiasAttention", "ShawAttention", "SchemeAttention", "ATTENTION_SCHEMES"]
 
 _KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 

@@ -38,4 +38,5 @@ PYBIND11_MODULE(_posenc, m) {
   posenc::python::BindTokenizer(m);
   posenc::python::BindAnalysis(m);
   posenc::python::BindModel(m);
+  posenc::python::BindSchemes(m);
 }
