@@ -19,10 +19,11 @@ and :func:`posenc.attention`, tensors in and out, with gradients:
   (:class:`ShawAttention`). RoPE, ReRoPE, Leaky ReRoPE, Self-Extend and ALiBi
   have no trainable tensors; their gradients reach q and k through the
   rotations.
-* :class:`SchemeAttention`: the trainable schemes of posenc's tiny trainer
-  (KERPLE, FIRE, T5, Shaw, XLNet, DeBERTa, URPE, ALiBi, NoPE) as modules
-  whose parameters are the scheme's tensors; their terms and the terms'
-  backward are the trainer's own code.
+* :class:`PositionScheme`: every scheme of posenc's tiny trainer (KERPLE,
+  FIRE, T5, Shaw, XLNet, DeBERTa, URPE, ALiBi, RoPE, NoPE, sinusoidal,
+  learned, complex order, FLOATER) as a module whose parameters are the
+  scheme's tensors; what it computes from them, and the backward of that,
+  is the trainer's own code.
 
 Inputs are float32, float16 or bfloat16 tensors on the CPU (the kernels'
 dtypes; the backward pass computes in float32 and returns gradients in the
@@ -61,9 +62,7 @@ from .attention import T5BiasAttention as _FixedT5
 from .attention import attention as _kernel_attention
 from . import _layout
 
-from ._torch_schemes import ATTENTION_SCHEMES, SchemeAttention
-
-__all__ = ["apply_rope", "attention", "T5BiasAttention", "ShawAttention", "SchemeAttention", "ATTENTION_SCHEMES"]
+__all__ = ["apply_rope", "attention", "T5BiasAttention", "ShawAttention", "PositionScheme"]
 
 _KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -463,3 +462,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
                                       encoding.query_minus_key, encoding.key_term, encoding.query_term)
         tables = call.encoding.tensors()
     return _Attention.apply(call, layout, q, k, v, sink_logits, *tables)
+
+
+from ._torch_schemes import PositionScheme  # noqa: E402  (it imports apply_rope from here when it runs)

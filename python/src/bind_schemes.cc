@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "args.h"
 #include "bindings.h"
 #include "posenc/error.h"
+#include "posenc/rope_config.h"
 #include "posenc/tiny_lm.h"
 #include "train/scheme_trainer.h"
 
@@ -27,6 +30,12 @@ namespace posenc::python {
 namespace {
 
 constexpr const char* kOp = "scheme";
+using Bytes = py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>;
+
+template <class Array>
+auto Span(const Array& a) {
+  return std::span(a.data(), static_cast<std::size_t>(a.size()));
+}
 using tiny_lm::LayerTermGrads;
 using tiny_lm::LayerTerms;
 using tiny_lm::RelativeTableTerm;
@@ -153,6 +162,55 @@ class SchemeCore {
     return SchemeGrads(grads);
   }
 
+  // The input side: what multiplies token_embd's rows, the rows added at
+  // each position ([length, d] or None), the scheme's own input rows for
+  // `inputs` [n] at `positions` [T] ([n, d] or None: complex order), each
+  // layer's rows added to its attention input ([layers][length, d] or []:
+  // FLOATER), and the rotation of q and k (a RopeSpec or None: RoPE).
+  double EmbeddingScale() const { return trainer_->EmbeddingScale(); }
+
+  py::object InputPositions(const py::dict& tensors, std::int64_t length) const {
+    const std::vector<double> rows = trainer_->InputPositions(Params(tensors, false), length);
+    return rows.empty() ? py::none() : py::object(Doubles(rows));
+  }
+  py::dict InputPositionsBackward(const py::dict& tensors, std::int64_t length, const DoubleArray& drows) const {
+    TinyLmParams grads = ZeroTinyLmParams(config_);
+    trainer_->InputPositionsBackward(Params(tensors, false), Span(drows), length, grads);
+    return SchemeGrads(grads);
+  }
+
+  py::object InputEmbedding(const py::dict& tensors, const Bytes& inputs, const Int64Array& positions) const {
+    const std::vector<double> rows = trainer_->InputEmbedding(Params(tensors, false), Span(inputs), Span(positions));
+    return rows.empty() ? py::none() : py::object(Doubles(rows));
+  }
+  py::dict InputEmbeddingBackward(const py::dict& tensors, const Bytes& inputs, const Int64Array& positions,
+                                  const DoubleArray& dx) const {
+    TinyLmParams grads = ZeroTinyLmParams(config_);
+    trainer_->InputEmbeddingBackward(Params(tensors, false), Span(inputs), Span(positions), Span(dx), grads);
+    return SchemeGrads(grads);
+  }
+
+  py::list LayerInputPositions(const py::dict& tensors, std::int64_t length) const {
+    py::list out;
+    for (const auto& rows : trainer_->LayerInputPositions(Params(tensors, false), length)) out.append(Doubles(rows));
+    return out;
+  }
+  py::dict LayerInputPositionsBackward(const py::dict& tensors, std::int64_t length, const py::list& drows) const {
+    std::vector<std::vector<double>> d;
+    for (const auto& item : drows) {
+      const auto a = py::cast<DoubleArray>(ToArray(item));
+      d.emplace_back(a.data(), a.data() + a.size());
+    }
+    TinyLmParams grads = ZeroTinyLmParams(config_);
+    trainer_->LayerInputPositionsBackward(Params(tensors, false), length, d, grads);
+    return SchemeGrads(grads);
+  }
+
+  py::object Rotation() const {
+    const std::optional<RopeSpec> spec = trainer_->Rotation();
+    return spec ? py::cast(RopeModelConfig{*spec, 0}) : py::none();
+  }
+
   // TinyLmLoss of a whole model (every tensor given) on `tokens` [batch,
   // length + 1]: (mean loss, name -> gradient).
   py::tuple Loss(const py::dict& tensors, const py::array_t<std::uint8_t, py::array::c_style>& tokens,
@@ -221,6 +279,17 @@ void BindSchemes(py::module_& m) {
       .def("terms", &SchemeCore::Terms, py::arg("tensors"), py::arg("layer"), py::arg("length"))
       .def("backward", &SchemeCore::Backward, py::arg("tensors"), py::arg("layer"), py::arg("length"),
            py::arg("dterms"))
+      .def("embedding_scale", &SchemeCore::EmbeddingScale)
+      .def("input_positions", &SchemeCore::InputPositions, py::arg("tensors"), py::arg("length"))
+      .def("input_positions_backward", &SchemeCore::InputPositionsBackward, py::arg("tensors"), py::arg("length"),
+           py::arg("drows"))
+      .def("input_embedding", &SchemeCore::InputEmbedding, py::arg("tensors"), py::arg("inputs"), py::arg("positions"))
+      .def("input_embedding_backward", &SchemeCore::InputEmbeddingBackward, py::arg("tensors"), py::arg("inputs"),
+           py::arg("positions"), py::arg("dx"))
+      .def("layer_input_positions", &SchemeCore::LayerInputPositions, py::arg("tensors"), py::arg("length"))
+      .def("layer_input_positions_backward", &SchemeCore::LayerInputPositionsBackward, py::arg("tensors"),
+           py::arg("length"), py::arg("drows"))
+      .def("rotation", &SchemeCore::Rotation)
       .def("loss", &SchemeCore::Loss, py::arg("tensors"), py::arg("tokens"), py::arg("batch"), py::arg("length"));
 }
 
