@@ -1,10 +1,10 @@
 // posenc._posenc.SchemeCore: the tiny trainer's positional schemes
-// (src/train/scheme_trainer.h) to Python, for posenc.torch's trainable
-// scheme attention: each scheme's tensors and their initialization, its
-// attention terms of a layer (LayerTerms, float64) from given tensors, and
-// the gradient of its tensors from the terms' gradients (LayerBackward: the
-// trainer's own backward, not a second one). TinyLmLoss with gradients too,
-// so that a model written in PyTorch can be held to the trainer's.
+// (src/train/scheme_trainer.h) to Python, for posenc.torch.PositionScheme:
+// each scheme's tensors and their initialization, what it computes from them
+// (input rows, each layer's input rows, a layer's attention terms, float64)
+// and the gradient of its tensors from the gradients of those (the trainer's
+// own backward, not a second one); TinyLmLoss with gradients too, so that a
+// model written in PyTorch can be held to the trainer's.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -270,7 +270,7 @@ class SchemeCore {
 }  // namespace
 
 void BindSchemes(py::module_& m) {
-  py::class_<SchemeCore>(m, "SchemeCore", "The tiny trainer's positional scheme (posenc.torch.SchemeAttention's core).")
+  py::class_<SchemeCore>(m, "SchemeCore", "The tiny trainer's positional scheme (posenc.torch.PositionScheme's core).")
       .def(py::init<const std::string&, const py::dict&, std::int64_t, std::int64_t, std::int64_t, std::int64_t>(),
            py::arg("scheme"), py::arg("fields"), py::arg("heads"), py::arg("head_dim"), py::arg("layers"),
            py::arg("train_length"))

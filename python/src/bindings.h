@@ -58,7 +58,7 @@ void BindModel(pybind11::module_& m);
 
 // posenc._posenc.SchemeCore: the tiny trainer's positional schemes (their
 // tensors, attention terms and the terms' backward) and its loss with
-// gradients, for posenc.torch.SchemeAttention (bind_schemes.cc).
+// gradients, for posenc.torch.PositionScheme (bind_schemes.cc).
 void BindSchemes(pybind11::module_& m);
 
 }  // namespace posenc::python
