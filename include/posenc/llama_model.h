@@ -138,8 +138,10 @@ using RowLogitsSink = std::function<void(std::span<const std::int64_t> rows, std
 // computes one key and reads the rest. That doubles the cache's bytes
 // (RoPE) or multiplies them by 2.5 (ReRoPE, Self-Extend: two lowered keys);
 // the keys before RoPE stay so that any method can use the cache.
-// Gemma 3's local layers keep every token too, though they read only the
-// last sliding_window (a ring buffer of the window would bound them).
+// Gemma 3's local layers keep only what their sliding window of W keys can
+// still see and some before it: at most 3 W + 16 tokens after an Extend
+// (during one, also its new tokens), the oldest forgotten every W tokens (a
+// rewind by Truncate of up to W tokens stays possible).
 class LlamaCache {
  public:
   LlamaCache();
@@ -150,15 +152,27 @@ class LlamaCache {
   std::int64_t tokens() const { return tokens_; }
   // Forgets tokens [tokens, this->tokens()): a rewind, e.g. after scoring
   // an answer by teacher forcing and before generating from the prompt.
+  // Throws posenc::Error (and changes nothing) for a rewind past what a
+  // local layer kept: the query at `tokens` would need forgotten keys.
   void Truncate(std::int64_t tokens);
+  // Bytes held, every layer's keys and values in every form.
+  double Bytes() const;
 
  private:
   friend class LlamaModel;
+  // The local layers' tokens that their windows have passed, forgotten (the
+  // rule above) at the end of an Extend: one that throws leaves the cache as
+  // it was.
+  void ForgetPastWindow();
   std::int64_t kv_dim_ = 0;  // kv_heads * head_dim floats per token and layer
   std::int64_t tokens_ = 0;
-  // [layer][token * kv_dim]; a single shared layer for Forward's scratch
-  // cache (each layer attends only to the call's own tokens).
+  // [layer][token * kv_dim] from the layer's first kept token; a single
+  // shared layer for Forward's scratch cache (each layer attends only to the
+  // call's own tokens).
   std::vector<std::vector<float>> keys_, values_;
+  // [layer]: the position of the first kept token, and the sliding window
+  // (0: a global layer, which keeps every token).
+  std::vector<std::int64_t> first_, window_;
   struct LoweredKeys;                     // per layer, the keys as the method lowers them (src/model/llama_model.cc)
   std::unique_ptr<LoweredKeys> lowered_;  // null: none kept (Forward's scratch cache)
 };
@@ -229,8 +243,9 @@ class LlamaModel {
 
   // Floating-point operations (a multiply-add counts 2) of one Forward of n
   // tokens: the linear layers and the logits, plus q.k and p.v over the
-  // causal triangle (n(n+1)/2 pairs per head and layer). Masks that skip keys
-  // are not subtracted.
+  // causal triangle (n(n+1)/2 pairs per head and layer; a local layer of
+  // Gemma 3 counts only the keys inside its sliding window, as its kernel
+  // computes). A method's mask (window, Λ) is not subtracted.
   double ForwardFlops(std::int64_t n) const;
 
   // Bytes, for sizing work before doing it: the weights as held (what one
@@ -238,8 +253,9 @@ class LlamaModel {
   // (the residual stream, q/k/v, attention output, gate/up, a block of
   // logits); the most a decoding cache of n tokens holds (LlamaCache: the
   // keys and values before RoPE, and up to two lowered keys and the values
-  // again); the keys and values of n tokens of every layer, once (what one
-  // decode step reads of the cache).
+  // again, for every layer while they come in one Extend; a local layer
+  // keeps at most 3 W + 16 after it); the keys and values a decode step
+  // after n tokens reads, once (every layer's n, a local layer's last W).
   double WeightBytes() const;
   double ActivationBytes(std::int64_t n) const;
   double CacheBytes(std::int64_t n) const;

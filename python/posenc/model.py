@@ -297,7 +297,8 @@ class LlamaModel:
     def forward_flops(self, n: int) -> float:
         """Floating-point operations of one forward pass over ``n`` tokens
         (a multiply-add counts 2): the linear layers and the logits, plus
-        q.k and p.v over the causal triangle."""
+        q.k and p.v over the causal triangle (a Gemma 3 local layer: the
+        keys of its sliding window only)."""
         return float(self._model.forward_flops(_index("n", n, "model")))
 
     def __repr__(self) -> str:

@@ -3,6 +3,8 @@
 // (encodings/), the scale folded into q.
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "attention/attention_plan.h"
 #include "attention/attention_rules.h"
@@ -46,8 +48,6 @@ struct RecycledBuffers {
   void Lend(detail::AttentionPlan& plan) {
     plan.q1 = std::move(q1), plan.q2 = std::move(q2), plan.k1 = std::move(k1), plan.k2 = std::move(k2);
     plan.v = std::move(v);
-    plan.q2.clear();
-    plan.k2.clear();
   }
   void Return(detail::AttentionPlan& plan) {
     q1 = std::move(plan.q1), q2 = std::move(plan.q2), k1 = std::move(plan.k1), k2 = std::move(plan.k2);
@@ -69,6 +69,18 @@ namespace detail {
 
 bool PrepareAttentionPlan(const AttentionInputs& inputs, const AttentionOptions& options, AttentionPlan& plan) {
   ValidateAttention(inputs, options);
+  // A plan reused for another call (a model's layers, decode steps) starts
+  // from the defaults: what one encoding sets (ReRoPE's window and far
+  // copies, a bias, Shaw's rows) must not reach a call with another. Only
+  // the dense copies' buffers are carried over, for their capacity.
+  AttentionPlan fresh{};
+  for (auto [to, from] :
+       {std::pair{&fresh.q1, &plan.q1}, std::pair{&fresh.q2, &plan.q2}, std::pair{&fresh.k1, &plan.k1},
+        std::pair{&fresh.k2, &plan.k2}, std::pair{&fresh.v, &plan.v}}) {
+    *to = std::move(*from);
+    to->clear();
+  }
+  plan = std::move(fresh);
   AttentionInputs in = inputs;
   in.q_positions = QueryPositions(inputs);  // the encodings' lowering reads *in.q_positions
   const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];

@@ -73,8 +73,13 @@ void ValidateAttention(const AttentionInputs& in, const AttentionOptions& option
   Require(kv_heads > 0 && q_heads % kv_heads == 0, kOp, "k.heads", kv_heads,
           "must divide q.heads = " + std::to_string(q_heads) + " (GQA groups)");
   Require(in.v.batch() == batch && in.v.seq() == kv_len && in.v.heads() == kv_heads, kOp, "v.shape",
-          Verbatim{"[" + std::to_string(in.v.batch()) + ", " + std::to_string(in.v.seq()) + ", " +
-                   std::to_string(in.v.heads()) + ", ...]"},
+          Verbatim{std::string("[")
+                       .append(std::to_string(in.v.batch()))
+                       .append(", ")
+                       .append(std::to_string(in.v.seq()))
+                       .append(", ")
+                       .append(std::to_string(in.v.heads()))
+                       .append(", ...]")},
           "must match k's [batch, kv_len, kv_heads]");
   Require(in.out.batch() == batch && in.out.seq() == q_len && in.out.heads() == q_heads &&
               in.out.head_dim() == in.v.head_dim(),

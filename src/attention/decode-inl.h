@@ -131,7 +131,8 @@ HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::D
   const auto n = static_cast<std::int64_t>(hn::Lanes(df));
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int64_t dim = keys.head_dim(), cols = keys.value_cols(), width = end - begin;
-  const std::int64_t p = query.q_positions[0], w = query.rerope_window;
+  // Key index i (from the first kept key) sits at position base + i.
+  const std::int64_t p = query.q_positions[0], w = query.rerope_window, base = keys.first();
   const AttentionMask& mask = query.mask;
   const float* q1[kHeadsAtOnce];
   const float* q2[kHeadsAtOnce];
@@ -148,8 +149,8 @@ HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::D
   // q2 . k2 (ReRoPE, Self-Extend); both where a chunk straddles w.
   for (std::int64_t c = begin; c < end; c += kChunk) {
     const std::int64_t chunk = c / kChunk, at = c - begin;
-    const bool all_near = w <= 0 || p - c < w;
-    const bool all_far = w > 0 && p - (c + kChunk - 1) >= w;
+    const bool all_near = w <= 0 || p - (base + c) < w;
+    const bool all_far = w > 0 && p - (base + c + kChunk - 1) >= w;
     if (!all_far) ScoreChunk<H>(q1, keys.Keys1(h) + chunk * dim * kChunk, dim, s, at);
     if (!all_near) {
       HWY_ALIGN float far_scores[kHeadsAtOnce * kChunk];
@@ -158,7 +159,7 @@ HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::D
       ScoreChunk<H>(q2, keys.Keys2(h) + chunk * dim * kChunk, dim, far, 0);
       for (int g = 0; g < H; ++g) {
         for (std::int64_t j = 0; j < kChunk; ++j) {
-          if (all_far || p - (c + j) >= w) s[g][at + j] = far[g][j];
+          if (all_far || p - (base + c + j) >= w) s[g][at + j] = far[g][j];
         }
       }
     }
@@ -166,8 +167,9 @@ HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::D
   // Keys the mask hides (or past the last key) score -inf: tested one by one
   // only in a segment the mask cuts.
   const std::int64_t last = end - 1;
-  const bool all_visible = last < keys.tokens() && detail::KeyVisible(mask, p, begin) &&
-                           detail::KeyVisible(mask, p, last) && (mask.window <= 0 || p - begin < mask.window);
+  const bool all_visible = last < keys.kept() && detail::KeyVisible(mask, p, base + begin) &&
+                           detail::KeyVisible(mask, p, base + last) &&
+                           (mask.window <= 0 || p - (base + begin) < mask.window);
   for (int g = 0; g < H; ++g) {
     float* row = s[g];
     float* part = o[g];
@@ -180,7 +182,7 @@ HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::D
     }
     if (!all_visible) {
       for (std::int64_t j = 0; j < width; ++j) {
-        if (begin + j >= keys.tokens() || !detail::KeyVisible(mask, p, begin + j)) row[j] = kNegInf;
+        if (begin + j >= keys.kept() || !detail::KeyVisible(mask, p, base + begin + j)) row[j] = kNegInf;
       }
     }
     auto max_vec = hn::Set(df, kNegInf);

@@ -22,12 +22,31 @@ constexpr std::int64_t kSegment = kDecodeSegment;
 
 HWY_EXPORT(DecodeSegmentImpl);
 
+// Indices of the segments of kept keys [0, padded), the first at position
+// base, that hold a key visible to a query at position p (at least one
+// segment, so that a row seeing nothing still gets its empty partial).
+std::vector<std::int64_t> VisibleSegments(const AttentionMask& mask, std::int64_t p, std::int64_t base,
+                                          std::int64_t padded) {
+  const std::int64_t count = std::max<std::int64_t>(1, (padded + kSegment - 1) / kSegment);
+  std::vector<std::int64_t> visible;
+  const std::int64_t window_begin = mask.window > 0 ? p - mask.window + 1 - base : 0;  // an index
+  for (std::int64_t s = 0; s < count; ++s) {
+    if ((s + 1) * kSegment > window_begin || base + s * kSegment < mask.sinks) visible.push_back(s);
+  }
+  if (visible.empty()) visible.push_back(count - 1);
+  return visible;
+}
+
 }  // namespace
 
 void DecodeAttention(const AttentionPlan& query, const DecodeKeys& keys) {
   const std::int64_t cols = keys.value_cols(), group = query.group;
-  const std::int64_t padded = (keys.tokens() + DecodeKeys::kChunk - 1) / DecodeKeys::kChunk * DecodeKeys::kChunk;
-  const std::int64_t segments = std::max<std::int64_t>(1, (padded + kSegment - 1) / kSegment);
+  const std::int64_t padded = (keys.kept() + DecodeKeys::kChunk - 1) / DecodeKeys::kChunk * DecodeKeys::kChunk;
+  // The segments that hold a key the mask lets the query see: under a
+  // sliding window (Gemma's local layers, the window and Λ methods) the
+  // last ones and the sinks' (a hidden segment's partial would be empty).
+  const std::vector<std::int64_t> visible = VisibleSegments(query.mask, query.q_positions[0], keys.first(), padded);
+  const auto segments = static_cast<std::int64_t>(visible.size());
   const std::int64_t items = keys.kv_heads() * segments;
   // [item][group][m, l, o[cols]]
   std::vector<float> partials(static_cast<std::size_t>(items * group * (2 + cols)));
@@ -37,7 +56,7 @@ void DecodeAttention(const AttentionPlan& query, const DecodeKeys& keys) {
   ParallelFor(items, min_chunk, [&](std::int64_t begin, std::int64_t end) {
     alignas(64) float scores[4 * kSegment];  // up to 4 heads; aligned for every target's vectors
     for (std::int64_t item = begin; item < end; ++item) {
-      const std::int64_t h = item / segments, first = item % segments * kSegment;
+      const std::int64_t h = item / segments, first = visible[item % segments] * kSegment;
       HWY_DYNAMIC_DISPATCH(DecodeSegmentImpl)
       (query, keys, h, first, std::min(padded, first + kSegment), scores, partials.data() + item * group * (2 + cols));
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "posenc/error.h"
 
@@ -65,7 +66,8 @@ bool DecodeKeys::LoweredAs(const AttentionOptions& options, std::int64_t kv_head
 }
 
 void DecodeKeys::Reset(const AttentionOptions& options, std::int64_t kv_heads, std::int64_t head_dim,
-                       std::int64_t v_dim) {
+                       std::int64_t v_dim, std::int64_t first) {
+  Require(first >= 0 && first % kChunk == 0, kOp, "decode keys first", first, "must be a multiple of 16 >= 0");
   encoding_ = options.encoding;
   kv_heads_ = kv_heads;
   head_dim_ = head_dim;
@@ -73,39 +75,46 @@ void DecodeKeys::Reset(const AttentionOptions& options, std::int64_t kv_heads, s
   value_cols_ = (v_dim + kChunk - 1) / kChunk * kChunk;
   two_keys_ = std::holds_alternative<ReRopeEncoding>(options.encoding) ||
               std::holds_alternative<SelfExtendEncoding>(options.encoding);
-  tokens_ = 0;
+  first_ = first;
+  tokens_ = first;
   capacity_ = 0;
   keys1_.reset();
   keys2_.reset();
   values_.reset();
 }
 
-void DecodeKeys::Reserve(std::int64_t tokens) {
-  if (tokens <= capacity_) return;
+// Whole chunks: the keys [0, keys) rounded up to a multiple of kChunk.
+std::int64_t DecodeKeys::Chunked(std::int64_t keys) { return (keys + kChunk - 1) / kChunk * kChunk; }
+
+void DecodeKeys::Reserve(std::int64_t keys) {
+  if (keys <= capacity_) return;
   // Doubling: appends cost O(1) copies a token on average; a quarter more
   // than asked, so that the decode steps after a prefill do not copy the
   // cache at once.
-  const std::int64_t wanted = tokens + tokens / 4 + 16 * kChunk;
-  const std::int64_t capacity = std::max((wanted + kChunk - 1) / kChunk * kChunk, 2 * capacity_);
-  const auto grow = [&](hwy::AlignedFreeUniquePtr<float[]>& data, std::int64_t per_token) {
-    auto bigger = Zeros(kv_heads_ * capacity * per_token);
+  Reallocate(std::max(Chunked(keys + keys / 4 + 16 * kChunk), 2 * capacity_), 0);
+}
+
+void DecodeKeys::Reallocate(std::int64_t capacity, std::int64_t skip) {
+  const std::int64_t moved = Chunked(kept()) - skip;
+  const auto copy = [&](hwy::AlignedFreeUniquePtr<float[]>& data, std::int64_t per_key) {
+    auto fresh = Zeros(kv_heads_ * capacity * per_key);
     for (std::int64_t h = 0; h < kv_heads_ && data; ++h) {
-      std::memcpy(bigger.get() + h * capacity * per_token, data.get() + h * capacity_ * per_token,
-                  static_cast<std::size_t>(capacity_ * per_token) * sizeof(float));
+      std::memcpy(fresh.get() + h * capacity * per_key, data.get() + (h * capacity_ + skip) * per_key,
+                  static_cast<std::size_t>(moved * per_key) * sizeof(float));
     }
-    data = std::move(bigger);
+    data = std::move(fresh);
   };
-  grow(keys1_, head_dim_);
-  if (two_keys_) grow(keys2_, head_dim_);
-  grow(values_, value_cols_);
+  copy(keys1_, head_dim_);
+  if (two_keys_) copy(keys2_, head_dim_);
+  copy(values_, value_cols_);
   capacity_ = capacity;
 }
 
 void DecodeKeys::Append(const AttentionPlan& plan) {
   const std::int64_t n = plan.kv_len;
-  Reserve(tokens_ + n);
+  Reserve(kept() + n);
   for (std::int64_t t = 0; t < n; ++t) {
-    const std::int64_t key = tokens_ + t, chunk = key / kChunk, lane = key % kChunk;
+    const std::int64_t key = kept() + t, chunk = key / kChunk, lane = key % kChunk;
     for (std::int64_t h = 0; h < kv_heads_; ++h) {
       const std::int64_t source = t * kv_heads_ + h;
       for (int which = 0; which < (two_keys_ ? 2 : 1); ++which) {
@@ -143,7 +152,35 @@ void DecodeKeys::AppendRaw(const float* k, const float* v, std::int64_t n, const
   }
 }
 
-void DecodeKeys::Truncate(std::int64_t tokens) { tokens_ = std::min(tokens_, tokens); }
+void DecodeKeys::Truncate(std::int64_t tokens) {
+  Require(tokens >= first_, kOp, "decode keys truncate", tokens,
+          "must be >= the first kept position " + std::to_string(first_));
+  tokens_ = std::min(tokens_, tokens);
+}
+
+void DecodeKeys::DropFront(std::int64_t position) {
+  Require(position >= first_ && position <= tokens_ && position % kChunk == 0, kOp, "decode keys drop front", position,
+          "must be a multiple of 16 in [" + std::to_string(first_) + ", " + std::to_string(tokens_) + "]");
+  // Chunks of 16 keys stay whole: the remaining chunks (the last one partly
+  // filled) and their values move to the front as they are, into smaller
+  // buffers when these hold over 4 times what is left (after a prefill).
+  const std::int64_t dropped = position - first_, left = tokens_ - position;
+  const std::int64_t smaller = Chunked(left + left / 4 + 16 * kChunk);
+  if (capacity_ > 4 * smaller) {
+    Reallocate(smaller, dropped);
+  } else {
+    const auto move = [&](hwy::AlignedFreeUniquePtr<float[]>& data, std::int64_t per_key) {
+      for (std::int64_t h = 0; h < kv_heads_ && data; ++h) {
+        float* head = data.get() + h * capacity_ * per_key;
+        std::memmove(head, head + dropped * per_key, static_cast<std::size_t>(Chunked(left) * per_key) * sizeof(float));
+      }
+    };
+    move(keys1_, head_dim_);
+    if (two_keys_) move(keys2_, head_dim_);
+    move(values_, value_cols_);
+  }
+  first_ = position;
+}
 
 double DecodeKeys::Bytes() const {
   return sizeof(float) * static_cast<double>(kv_heads_ * capacity_) *

@@ -358,8 +358,13 @@ bool SameAsModelRope(const ExtensionPlan& plan, const RopeSpec& model_rope, std:
   struct SameTable {
     std::int64_t length;
     RopeFrequencies plain;
+    // Within rounding: YaRN at factor 1 blends x / 1 and x as Hugging Face
+    // does, x (1 - w) + x w, which can miss x by an ulp (head_dim 256).
+    static bool Near(double a, double b) { return std::abs(a - b) <= 1e-15 * std::abs(b); }
     bool Same(const RopeFrequencies& f) const {
-      return f.inv_freq == plain.inv_freq && f.attention_factor == plain.attention_factor;
+      return f.inv_freq.size() == plain.inv_freq.size() &&
+             std::equal(f.inv_freq.begin(), f.inv_freq.end(), plain.inv_freq.begin(), Near) &&
+             Near(f.attention_factor, plain.attention_factor);
     }
     bool operator()(const NoPositionEncoding&) const { return false; }
     bool operator()(const AlibiEncoding&) const { return false; }

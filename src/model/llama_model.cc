@@ -29,6 +29,16 @@ std::int64_t LogitRows(std::int64_t vocab) {
   return std::clamp<std::int64_t>(rows / 64 * 64, 64, 512);
 }
 
+// A local layer of W keys keeps its tokens from LocalKeepFrom(total) on,
+// and moves its front only when that passes the first kept token by W:
+// then it holds 2 W to 3 W + 16 tokens, so that a rewind of up to W tokens
+// (a passkey answer scored, then generated) keeps what the window sees, at
+// one move per W tokens. Multiples of the decode keys' chunk of 16.
+std::int64_t LocalKeepFrom(std::int64_t total, std::int64_t window) {
+  constexpr std::int64_t kChunk = detail::DecodeKeys::kChunk;
+  return std::max<std::int64_t>(0, total - 2 * window) / kChunk * kChunk;
+}
+
 void CheckTokens(std::span<const std::int32_t> tokens, std::int64_t vocab) {
   Require(!tokens.empty(), kOp, "tokens.size()", 0, "must be >= 1");
   for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -104,11 +114,20 @@ double LlamaModel::WeightBytes() const {
 
 double LlamaModel::KeyValueBytes(std::int64_t n) const {
   const LlamaHyperparams& hp = hparams();
-  return 2.0 * sizeof(float) * static_cast<double>(n) * static_cast<double>(hp.block_count) *
-         static_cast<double>(hp.head_count_kv * hp.head_dim);
+  double tokens = 0;  // a local layer's query reads the last W
+  for (std::int64_t l = 0; l < hp.block_count; ++l) {
+    tokens += static_cast<double>(hp.IsLocalLayer(l) ? std::min(n, hp.sliding_window) : n);
+  }
+  return 2.0 * sizeof(float) * tokens * static_cast<double>(hp.head_count_kv * hp.head_dim);
 }
 
-double LlamaModel::CacheBytes(std::int64_t n) const { return 2.5 * KeyValueBytes(n); }
+double LlamaModel::CacheBytes(std::int64_t n) const {
+  const LlamaHyperparams& hp = hparams();
+  // During the Extend that brings it to n tokens every layer holds all n
+  // (a local layer forgets what its window passed at the end).
+  return 2.5 * 2.0 * sizeof(float) * static_cast<double>(n * hp.block_count) *
+         static_cast<double>(hp.head_count_kv * hp.head_dim);
+}
 
 void LlamaModel::RequireActivationsFit(std::int64_t n) const {
   RequireFitsInMemory(kOp, "tokens", n, "the activations of one forward pass", ActivationBytes(n) / sizeof(float),
@@ -127,12 +146,32 @@ LlamaCache::~LlamaCache() = default;
 void LlamaCache::Truncate(std::int64_t tokens) {
   Require(tokens >= 0 && tokens <= tokens_, kOp, "cache.truncate", tokens,
           "must be in [0, cached tokens = " + std::to_string(tokens_) + "]");
+  for (std::size_t l = 0; l < first_.size(); ++l) {
+    Require(first_[l] == 0 || tokens - window_[l] + 1 >= first_[l], kOp, "cache.truncate", tokens,
+            "must be >= " + std::to_string(first_[l] + window_[l] - 1) + ": local layer " + std::to_string(l) +
+                " keeps the tokens from " + std::to_string(first_[l]) + " on, and a query at position " +
+                std::to_string(tokens) + " sees the last " + std::to_string(window_[l]) + " (its sliding window)");
+  }
   tokens_ = tokens;
-  for (auto& layer : keys_) layer.resize(static_cast<std::size_t>(tokens * kv_dim_));
-  for (auto& layer : values_) layer.resize(static_cast<std::size_t>(tokens * kv_dim_));
+  for (std::size_t l = 0; l < keys_.size(); ++l) {
+    const std::int64_t first = first_.empty() ? 0 : first_[l];
+    keys_[l].resize(static_cast<std::size_t>((tokens - first) * kv_dim_));
+    values_[l].resize(static_cast<std::size_t>((tokens - first) * kv_dim_));
+  }
   if (lowered_) {
     for (detail::DecodeKeys& layer : lowered_->layers) layer.Truncate(tokens);
   }
+}
+
+double LlamaCache::Bytes() const {
+  double bytes = 0;
+  for (std::size_t l = 0; l < keys_.size(); ++l) {
+    bytes += sizeof(float) * static_cast<double>(keys_[l].capacity() + values_[l].capacity());
+  }
+  if (lowered_) {
+    for (const detail::DecodeKeys& layer : lowered_->layers) bytes += layer.Bytes();
+  }
+  return bytes;
 }
 
 LlamaCache LlamaModel::NewCache() const {
@@ -141,6 +180,8 @@ LlamaCache LlamaModel::NewCache() const {
   cache.kv_dim_ = hp.head_count_kv * hp.head_dim;
   cache.keys_.resize(static_cast<std::size_t>(hp.block_count));
   cache.values_.resize(static_cast<std::size_t>(hp.block_count));
+  cache.first_.assign(static_cast<std::size_t>(hp.block_count), 0);
+  for (std::int64_t l = 0; l < hp.block_count; ++l) cache.window_.push_back(hp.IsLocalLayer(l) ? hp.sliding_window : 0);
   cache.lowered_ = std::make_unique<LlamaCache::LoweredKeys>();
   cache.lowered_->layers.resize(static_cast<std::size_t>(hp.block_count));
   return cache;
@@ -148,18 +189,36 @@ LlamaCache LlamaModel::NewCache() const {
 
 namespace {
 
-// Brings a layer's lowered keys up to the cache's first `start` tokens
-// (keys and values [start, kv_dim] before RoPE), lowered as `attention`
-// lowers them: kept as they are when they already are, else lowered again.
+// Brings a layer's lowered keys up to the cache's tokens [first, start)
+// (keys and values [start - first, kv_dim] before RoPE), lowered as
+// `attention` lowers them: kept as they are when they already are, else
+// lowered again.
 void SyncLoweredKeys(detail::DecodeKeys& kept, const std::vector<float>& keys, const std::vector<float>& values,
-                     std::int64_t start, std::int64_t kv_heads, std::int64_t head_dim,
+                     std::int64_t first, std::int64_t start, std::int64_t kv_heads, std::int64_t head_dim,
                      const AttentionOptions& attention) {
-  if (kept.LoweredAs(attention, kv_heads, head_dim, head_dim) && kept.tokens() == start) return;
-  kept.Reset(attention, kv_heads, head_dim, head_dim);
-  kept.AppendRaw(keys.data(), values.data(), start, attention);
+  if (kept.LoweredAs(attention, kv_heads, head_dim, head_dim) && kept.first() == first && kept.tokens() == start) {
+    return;
+  }
+  kept.Reset(attention, kv_heads, head_dim, head_dim, first);
+  kept.AppendRaw(keys.data(), values.data(), start - first, attention);
 }
 
 }  // namespace
+
+void LlamaCache::ForgetPastWindow() {
+  for (std::size_t l = 0; l < window_.size(); ++l) {
+    const std::int64_t keep_from = LocalKeepFrom(tokens_, window_[l]);
+    if (window_[l] == 0 || keep_from - first_[l] < window_[l]) continue;
+    const auto dropped = static_cast<std::ptrdiff_t>((keep_from - first_[l]) * kv_dim_);
+    for (std::vector<float>* rows : {&keys_[l], &values_[l]}) {
+      rows->erase(rows->begin(), rows->begin() + dropped);
+      if (rows->capacity() > 4 * rows->size()) rows->shrink_to_fit();  // after a prefill
+    }
+    detail::DecodeKeys& lowered = lowered_->layers[l];
+    if (lowered.first() == first_[l] && lowered.tokens() == tokens_) lowered.DropFront(keep_from);
+    first_[l] = keep_from;
+  }
+}
 
 void LlamaModel::Extend(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                         std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
@@ -180,18 +239,21 @@ void LlamaModel::Extend(LlamaCache& cache, std::span<const std::int32_t> tokens,
               (cache.keys_.size() == 1 || static_cast<std::int64_t>(cache.keys_.size()) == hp.block_count),
           kOp, "cache", Verbatim{"of another model"}, "must come from this model's NewCache");
   // Keys and values before RoPE, and (kept lowered) up to two lowered keys
-  // and the values again.
+  // and the values again; a local layer holds what it kept and the new
+  // tokens until its attention has run.
+  double held = 0;
+  for (std::size_t l = 0; l < cache.keys_.size(); ++l) held += static_cast<double>(total - cache.first_[l]);
   const double copies = cache.lowered_ && detail::DecodeKeys::Supports(attention) ? 5.0 : 2.0;
-  RequireFitsInMemory(kOp, "tokens", total, "the key/value cache",
-                      copies * static_cast<double>(total) * static_cast<double>(kv_dim * cache.keys_.size()),
+  RequireFitsInMemory(kOp, "tokens", total, "the key/value cache", copies * held * static_cast<double>(kv_dim),
                       sizeof(float));
   // Room for a quarter more, as the lowered keys (decode_keys.cc): decode
   // steps after a prefill append without copying the cache.
-  for (auto* layers : {&cache.keys_, &cache.values_}) {
-    for (auto& layer : *layers) {
-      if (layer.capacity() < static_cast<std::size_t>(total * kv_dim))
-        layer.reserve(static_cast<std::size_t>((total + total / 4 + 256) * kv_dim));
-      layer.resize(static_cast<std::size_t>(total * kv_dim));
+  for (std::size_t l = 0; l < cache.keys_.size(); ++l) {
+    const std::int64_t rows = total - cache.first_[l];
+    for (std::vector<float>* layer : {&cache.keys_[l], &cache.values_[l]}) {
+      if (layer->capacity() < static_cast<std::size_t>(rows * kv_dim))
+        layer->reserve(static_cast<std::size_t>((rows + rows / 4 + 256) * kv_dim));
+      layer->resize(static_cast<std::size_t>(rows * kv_dim));
     }
   }
   cache.tokens_ = total;
@@ -237,8 +299,10 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     // Keys kept lowered (LlamaCache) when the method allows it; a single new
     // token then attends over them with the decode kernel.
     const bool keep_lowered = cache.lowered_ != nullptr && detail::DecodeKeys::Supports(layer_attention);
-    std::vector<float>& keys = cache.keys_[cache.keys_.size() == 1 ? 0 : l];
-    std::vector<float>& values = cache.values_[cache.values_.size() == 1 ? 0 : l];
+    const std::size_t at = cache.keys_.size() == 1 ? 0 : l;
+    std::vector<float>& keys = cache.keys_[at];
+    std::vector<float>& values = cache.values_[at];
+    const std::int64_t first = cache.first_[at], kept = start - first;  // tokens [first, start) held before
     model::RmsNorm(x, layer.attn_norm, hp.rms_norm_eps, normed);
     MatMul(normed, n, layer.qkv, qkv, w.activations);
     if (gemma) {  // QK norm, before the cache keeps k and before RoPE
@@ -254,21 +318,22 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     }
     for (std::int64_t t = 0; t < n; ++t) {
       const float* row = qkv.data() + t * qkv_dim;
-      std::copy(row + q_dim, row + q_dim + kv_dim, keys.begin() + (start + t) * kv_dim);
-      std::copy(row + q_dim + kv_dim, row + qkv_dim, values.begin() + (start + t) * kv_dim);
+      std::copy(row + q_dim, row + q_dim + kv_dim, keys.begin() + (kept + t) * kv_dim);
+      std::copy(row + q_dim + kv_dim, row + qkv_dim, values.begin() + (kept + t) * kv_dim);
     }
-    in.k = ConstTensorView::Contiguous(keys.data(), DType::kF32, {1, total, hp.head_count_kv, hd});
-    in.v = ConstTensorView::Contiguous(values.data(), DType::kF32, {1, total, hp.head_count_kv, hd});
+    in.k = ConstTensorView::Contiguous(keys.data(), DType::kF32, {1, kept + n, hp.head_count_kv, hd});
+    in.v = ConstTensorView::Contiguous(values.data(), DType::kF32, {1, kept + n, hp.head_count_kv, hd});
+    in.k_positions = TokenPositions::Offset(first);
     if (keep_lowered) {
-      detail::DecodeKeys& kept = cache.lowered_->layers[l];
-      SyncLoweredKeys(kept, keys, values, start, hp.head_count_kv, hd, layer_attention);
+      detail::DecodeKeys& lowered = cache.lowered_->layers[l];
+      SyncLoweredKeys(lowered, keys, values, first, start, hp.head_count_kv, hd, layer_attention);
       // The new tokens alone: their queries and keys lowered (and checked).
       AttentionInputs fresh = in;
-      fresh.k = ConstTensorView::Contiguous(keys.data() + start * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
-      fresh.v = ConstTensorView::Contiguous(values.data() + start * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
+      fresh.k = ConstTensorView::Contiguous(keys.data() + kept * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
+      fresh.v = ConstTensorView::Contiguous(values.data() + kept * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});
       fresh.k_positions = TokenPositions::Offset(start);
       detail::PrepareAttentionPlan(fresh, layer_attention, fresh_plan);
-      kept.Append(fresh_plan);
+      lowered.Append(fresh_plan);
     }
     if (keep_lowered && n == 1) {
       detail::DecodeAttention(fresh_plan, cache.lowered_->layers[l]);
@@ -302,6 +367,8 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     MatMul(std::span<const float>(block_in).first(rows * d), rows, w.Output(), block, w.activations);
     sink(logit_rows.subspan(first, rows), block);
   }
+  // Done: nothing can throw that would need the cache as it was before.
+  if (cache.lowered_) cache.ForgetPastWindow();  // not Forward's scratch cache
 }
 
 void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
@@ -356,9 +423,18 @@ double LlamaModel::ForwardFlops(std::int64_t n) const {
   const double q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd;
   const double tokens = static_cast<double>(n);
   const double linear_per_token = d * (q_dim + 2 * kv_dim) + q_dim * d + 3 * d * ffn;
-  const double pairs = tokens * (tokens + 1) / 2;                         // causal (query, key) pairs
-  const double attention_per_layer = 2 * 2 * pairs * hp.head_count * hd;  // q.k and p.v
-  return hp.block_count * (2 * tokens * linear_per_token + attention_per_layer) +
+  // Causal (query, key) pairs: query i sees i + 1 keys, or the window's W
+  // in a local layer (the kernel skips the key blocks before the window).
+  const auto causal_pairs = [tokens](double window) {
+    if (window <= 0 || window >= tokens) return tokens * (tokens + 1) / 2;
+    return window * (window + 1) / 2 + (tokens - window) * window;
+  };
+  double pairs = 0;
+  for (std::int64_t l = 0; l < hp.block_count; ++l) {
+    pairs += causal_pairs(hp.IsLocalLayer(l) ? static_cast<double>(hp.sliding_window) : 0.0);
+  }
+  const double attention_per_pair = 4.0 * static_cast<double>(hp.head_count) * hd;  // q.k and p.v: 2 x 2 flops
+  return hp.block_count * 2 * tokens * linear_per_token + attention_per_pair * pairs +
          2 * tokens * d * static_cast<double>(hp.vocab_size);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "posenc/rope_frequencies.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -147,6 +148,15 @@ TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
   EXPECT_FALSE(same("self-extend:group=4", 4098));
   EXPECT_FALSE(same("linear:factor=2", 100));
   EXPECT_FALSE(same("window:window=50", 100));
+
+  // Gemma 3's global layers (head_dim 256, base 1e6, 32,768 tokens): YaRN at
+  // factor 1 blends x / 1 and x into x (1 - w) + x w, an ulp off x for some
+  // pairs, and is still the model itself.
+  const RopeSpec gemma{.theta = 1e6, .head_dim = 256, .rotary_dim = 256, .layout = RopeLayout::kHalfSplit};
+  const ExtensionPlan yarn = PlanContextExtension(ParseContextExtension("yarn"), gemma, 32768, 16384);
+  EXPECT_NE(std::get<RopeEncoding>(yarn.attention.encoding).frequencies.inv_freq,
+            ComputeRopeFrequencies(gemma).inv_freq);
+  EXPECT_TRUE(SameAsModelRope(yarn, gemma, 16384));
 }
 
 TEST(ContextExtension, RejectsPlansThatCannotWork) {

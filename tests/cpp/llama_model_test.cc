@@ -57,12 +57,13 @@ double RelativeError(const std::vector<float>& fast, const std::vector<double>& 
   return max_diff / max_ref;
 }
 
-// A tiny Gemma 3: six layers (layer 5 global, the others local with a
-// window of 8 keys), one KV head as the 270M model.
+// A tiny Gemma 3: seven layers (layer 5 global, the others local with a
+// window of 8 keys: local layers before and after a global one, as in the
+// 270M model's 18), one KV head as the 270M model.
 RandomLlamaOptions TinyGemma3() {
   RandomLlamaOptions options;
   options.architecture = "gemma3";
-  options.blocks = 6;
+  options.blocks = 7;
   options.kv_heads = 1;
   options.sliding_window = 8;
   return options;
@@ -323,6 +324,32 @@ TEST(LlamaModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
   }
 }
 
+TEST(LlamaModel, ForwardFlopsCountsOnlyTheWindowInGemmaLocalLayers) {
+  // Gemma 3's local layers attend to the keys of their window: the count of
+  // causal pairs per layer comes from the layer's own mask, enumerated.
+  RandomLlamaOptions options;
+  options.blocks = 7;                // local, 5 more, global (the 6th), local
+  const RandomModel llama(options);  // every layer global
+  options.architecture = "gemma3";
+  const RandomModel gemma(options);
+  const AttentionOptions attention = gemma.model.DefaultAttention();
+  const double per_pair = 2.0 * 2 * options.heads * options.head_dim;
+  for (const std::int64_t n : {1, 5, 8, 9, 50}) {
+    double skipped = 0;  // pairs a local layer's mask hides
+    for (std::int64_t l = 0; l < options.blocks; ++l) {
+      const AttentionMask& mask = gemma.model.LayerAttention(attention, l).mask;
+      for (std::int64_t p = 0; p < n; ++p) {
+        for (std::int64_t j = 0; j <= p; ++j) skipped += mask.window > 0 && p - j >= mask.window ? 1 : 0;
+      }
+    }
+    if (n > options.sliding_window) {
+      EXPECT_GT(skipped, 0) << n;
+    }
+    // Gemma's matrices differ from the Llama's by its norms only (vectors).
+    EXPECT_DOUBLE_EQ(gemma.model.ForwardFlops(n), llama.model.ForwardFlops(n) - per_pair * skipped) << "n " << n;
+  }
+}
+
 // Prefill then one token at a time through the cache gives the logits of
 // one full forward pass, for the model's RoPE and every method (planned for
 // the final length, as a decoder must).
@@ -443,7 +470,7 @@ TEST(LlamaModelGemma3, ReadsHyperparametersAndLayerKinds) {
   EXPECT_EQ(hp.rope.layout, RopeLayout::kHalfSplit);  // no Q/K permutation for Gemma
   EXPECT_EQ(hp.sliding_window, 8);
   EXPECT_EQ(hp.sliding_window_pattern, 6);
-  for (std::int64_t l = 0; l < 6; ++l) EXPECT_EQ(hp.IsLocalLayer(l), l != 5) << l;
+  for (std::int64_t l = 0; l < 7; ++l) EXPECT_EQ(hp.IsLocalLayer(l), l != 5) << l;
 
   // A method reaches the global layer only; local layers keep RoPE of base
   // 10,000 and their window.
@@ -459,11 +486,11 @@ TEST(LlamaModelGemma3, ReadsHyperparametersAndLayerKinds) {
   // change nothing: refused, naming the layers and why; the model's own
   // attention still plans.
   LlamaHyperparams all_local = hp;
-  all_local.sliding_window_pattern = 7;
+  all_local.sliding_window_pattern = 8;
   ExpectError(
       [&] { PlanModelExtension(ParseContextExtension("yarn"), all_local, 70); },
-      {"method = \"yarn\"", "all of its 6 layers are local", "sliding_window_pattern 7", "only the global layers"});
-  ExpectError([&] { PlanModelExtension(ParseContextExtension("none:logn"), all_local, 70); }, {"all of its 6"});
+      {"method = \"yarn\"", "all of its 7 layers are local", "sliding_window_pattern 8", "only the global layers"});
+  ExpectError([&] { PlanModelExtension(ParseContextExtension("none:logn"), all_local, 70); }, {"all of its 7"});
   EXPECT_NO_THROW(PlanModelExtension(ParseContextExtension("none"), all_local, 70));
 }
 
@@ -483,7 +510,9 @@ TEST(LlamaModelGemma3, DecodingWithTheCacheMatchesOneForward) {
   const RandomModel tiny(TinyGemma3());
   const LlamaHyperparams& hp = tiny.model.hparams();
   const auto tokens = RandomTokens(70, 5);
-  for (const char* method : {"none", "rerope"}) {
+  // The local layers forget what their window has passed as the cache grows
+  // (61 tokens, then one at a time): the decode steps read the rest.
+  for (const char* method : {"none", "rerope", "leaky-rerope", "yarn", "self-extend"}) {
     SCOPED_TRACE(method);
     const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, 70).attention;
     testing::ForEachTarget([&] {
@@ -492,6 +521,45 @@ TEST(LlamaModelGemma3, DecodingWithTheCacheMatchesOneForward) {
                 1e-5);
     });
   }
+}
+
+// The cache of a model whose layers are all local (window 8) stops growing:
+// after 2,000 tokens it holds a fraction of a Llama's of the same shapes; a
+// rewind within the window's reach replays exactly, one past it is refused
+// and changes nothing.
+TEST(LlamaModelGemma3, LocalLayersKeepOnlyWhatTheirWindowSees) {
+  RandomLlamaOptions options = TinyGemma3();
+  options.blocks = 5;  // every layer local
+  const RandomModel gemma(options);
+  options.architecture = "llama";
+  const RandomModel llama(options);
+  const std::int64_t n = 2000, prefill = 1900;
+  const auto tokens = RandomTokens(n, 9);
+  const auto run = [&](const LlamaModel& model, LlamaCache& cache) {
+    const AttentionOptions attention = model.DefaultAttention();
+    model.Extend(cache, std::span(tokens).first(prefill), attention, {}, {});
+    for (std::int64_t t = prefill; t < n; ++t) model.Extend(cache, std::span(tokens).subspan(t, 1), attention, {}, {});
+  };
+  LlamaCache bounded = gemma.model.NewCache(), full = llama.model.NewCache();
+  run(gemma.model, bounded);
+  run(llama.model, full);
+  EXPECT_EQ(bounded.tokens(), n);
+  EXPECT_LT(bounded.Bytes(), full.Bytes() / 4);
+
+  // Kept from 2000 - 16 rounded down to 16 = 1984 on: a query at 1991 sees
+  // 1984..1991; one at 1990 would need 1983.
+  const std::vector<float> logits = gemma.model.Logits(tokens, gemma.model.DefaultAttention());
+  ExpectError([&] { bounded.Truncate(1990); },
+              {"cache.truncate = 1990", "must be >= 1991", "local layer 0 keeps the tokens from 1984 on"});
+  EXPECT_EQ(bounded.tokens(), n);
+  bounded.Truncate(1991);
+  const std::int64_t vocab = gemma.model.hparams().vocab_size, last = 8;
+  std::vector<float> replayed;
+  gemma.model.Extend(
+      bounded, std::span(tokens).subspan(1991), gemma.model.DefaultAttention(), std::span(&last, 1),
+      [&](std::span<const std::int64_t>, std::span<const float> row) { replayed.assign(row.begin(), row.end()); });
+  const std::vector<float> expected(logits.end() - vocab, logits.end());
+  EXPECT_LT(RelativeDifference(expected, replayed), 1e-5);
 }
 
 // Gemma 3 27B's query scale: 1/sqrt(d / heads), not 1/sqrt(head_dim), told

@@ -81,8 +81,12 @@ TEST(RopeFrequencies, YarnExtrapolatesFastAndInterpolatesSlowDimensions) {
     const double rotations = 32768.0 * plain.inv_freq[k] / kTwoPi;
     // Pairs turning more than beta_fast = 32 times in L0 keep their frequency,
     // pairs turning less than beta_slow = 1 time are divided by the factor.
-    if (rotations > 32 * 1.5) EXPECT_EQ(weights[k], 1.0) << k;
-    if (rotations < 1 / 1.5) EXPECT_EQ(weights[k], 0.0) << k;
+    if (rotations > 32 * 1.5) {
+      EXPECT_EQ(weights[k], 1.0) << k;
+    }
+    if (rotations < 1 / 1.5) {
+      EXPECT_EQ(weights[k], 0.0) << k;
+    }
     const double expected = plain.inv_freq[k] * (weights[k] + (1 - weights[k]) / 4);
     EXPECT_NEAR(yarn.inv_freq[k], expected, 1e-15 * plain.inv_freq[k]);
   }

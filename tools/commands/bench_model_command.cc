@@ -245,7 +245,7 @@ void AddBenchModelCommand(CLI::App& bench) {
   auto o = std::make_shared<BenchModelOptions>();
   CLI::App* model = bench.add_subcommand(
       "model", std::string("Prefill tokens/s of a GGUF model and its ratio to the FMA peak") + kFloorsHelp);
-  model->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  AddModelOption(*model, o->model);
   AddWeightOptions(*model, o->weights);
   model->add_option("--ctx", o->ctx, "Tokens in the prefill window")
       ->check(CLI::Range(1, 1 << 20))

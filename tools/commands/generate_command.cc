@@ -1,7 +1,7 @@
 // posenc generate --prompt TEXT | --prompt-file F [--chat [--system TEXT]]
 //                 [--max-tokens N] [--method M] [--model FILE] [--threads T] [--json]
 //
-// Greedy generation from a GGUF llama-family model (include/posenc/generation.h):
+// Greedy generation from a GGUF model (Llama family or Gemma 3) (include/posenc/generation.h):
 // the prompt prefilled in one pass, then one token at a time through the
 // key/value cache, printed as it comes; prefill and decode tokens/s at the
 // end. The context-extension method is planned for the prompt plus
@@ -118,7 +118,7 @@ void Run(const GenerateCommandOptions& o) {
 void AddGenerateCommand(CLI::App& app) {
   auto o = std::make_shared<GenerateCommandOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from a GGUF model through its key/value cache");
-  cmd->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  AddModelOption(*cmd, o->model);
   AddWeightOptions(*cmd, o->weights);
   cmd->add_option("--prompt", o->prompt, "The prompt text");
   cmd->add_option("--prompt-file", o->prompt_file, "A UTF-8 file holding the prompt");

@@ -124,7 +124,7 @@ void AddPasskeyCommand(CLI::App& app) {
   auto o = std::make_shared<PasskeyOptions>();
   CLI::App* cmd = app.add_subcommand(
       "passkey", "Passkey retrieval past the training length: a key hidden in filler, asked for at the end");
-  cmd->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  AddModelOption(*cmd, o->model);
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens, comma-separated")
       ->delimiter(',')
       ->capture_default_str();

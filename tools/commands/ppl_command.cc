@@ -2,7 +2,7 @@
 //            [--method NAME[:k=v,...]] [--max-windows W] [--decode]
 //            [--weights stored|f32] [--activations f32|int8] [--threads T] [--json]
 //
-// Perplexity of a GGUF llama-family model over a text in windows of N tokens
+// Perplexity of a GGUF model (Llama family or Gemma 3) over a text in windows of N tokens
 // (include/posenc/perplexity.h), under one context-extension method
 // (include/posenc/context_extension.h) whose defaults follow the model's
 // training length and N.
@@ -124,7 +124,7 @@ void Run(const PplOptions& o) {
 void AddPplCommand(CLI::App& app) {
   auto o = std::make_shared<PplOptions>();
   CLI::App* ppl = app.add_subcommand("ppl", "Perplexity of a GGUF model over a text under a context-extension method");
-  ppl->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  AddModelOption(*ppl, o->model);
   AddWeightOptions(*ppl, o->weights);
   ppl->add_option("--text", o->text, "UTF-8 text file")->required();
   ppl->add_option("--ctx", o->ctx, "Tokens per window")->required();

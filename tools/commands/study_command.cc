@@ -116,7 +116,7 @@ void AddStudyCommand(CLI::App& app) {
       app.add_subcommand("study",
                          "Context extension on a real model: loss by token position per method and length, within and "
                          "beyond the training length");
-  study->add_option("--model", o->model, "GGUF model file (llama family)")->capture_default_str();
+  AddModelOption(*study, o->model);
   study->add_option("--text", o->text, "UTF-8 text file (scripts/fetch-texts)")->capture_default_str();
   study->add_option("--lengths", o->lengths, "Context lengths, comma-separated (default 12288: 1.5x SmolLM2's 8192)")
       ->delimiter(',');

@@ -47,6 +47,11 @@ std::vector<std::int32_t> TokenizeFile(const BpeTokenizer& tokenizer, const std:
       ReadRegularFile("text", "path", path, kMaxTextBytes, "the text is read and tokenized in memory"));
 }
 
+void AddModelOption(CLI::App& command, std::string& path) {
+  command.add_option("--model", path, "GGUF model file: Llama family (llama) or Gemma 3 (gemma3)")
+      ->capture_default_str();
+}
+
 void AddMethodsOption(CLI::App& command, const std::shared_ptr<std::vector<ContextExtension>>& methods,
                       const std::string& default_help) {
   command.add_option_function<std::vector<std::string>>(

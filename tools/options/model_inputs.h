@@ -41,6 +41,10 @@ void AddWeightOptions(CLI::App& command, WeightOptions& weights);
 // GGUF sets add_bos_token false). Throws posenc::Error naming the path.
 std::vector<std::int32_t> TokenizeFile(const BpeTokenizer& tokenizer, const std::string& path);
 
+// --model FILE.gguf: a Llama-family or Gemma 3 GGUF (default: the default
+// model, kept in `path` as given).
+void AddModelOption(CLI::App& command, std::string& path);
+
 // --methods for study and passkey: method texts as separate arguments or
 // joined by ';', parsed into `methods` (ParseContextExtensionList's rules).
 void AddMethodsOption(CLI::App& command, const std::shared_ptr<std::vector<ContextExtension>>& methods,
