@@ -31,7 +31,7 @@ eval "$("$root/scripts/slurm-cluster" env "$cluster")"
 sinfo
 
 passkey=(passkey --model "$model" --lengths 600,1200 --depths 0.2,0.8
-         --methods "none;yarn:factor=4;self-extend:group=4,window=256;lambda:window=256")
+         --methods "yarn:factor=4;self-extend:group=4,window=256")
 study=(study --model "$model" --text "$text" --lengths 256,512 --methods "none;ntk:factor=8;window:window=128")
 # The reports' JSON (every number at full precision) less the timings.
 strip() { grep -v -e '"seconds"' -e '"tokens_per_s"' "$1"; }
