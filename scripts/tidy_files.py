@@ -1,21 +1,23 @@
-"""The files scripts/check-tidy checks, written one per line to LISTING.
+"""The files scripts/check-tidy checks, and the stamp it writes when they pass.
 
-    tidy_files.py ROOT SCOPE DATABASE UNIQUE LISTING [FILE...]
+    tidy_files.py ROOT SCOPE DATABASE UNIQUE LISTING NEW_STAMP [FILE...]
 
 SCOPE is one of
-  changed  the default scope's translation units that changed since the
-           commit in .ci/tidy-clean, or that include (at any depth) a project
-           file that changed since; every one of them when there is no stamp,
-           when it is not an ancestor of HEAD, or when what decides the
-           findings changed (the .clang-tidy files, CMakePresets.json,
-           check-tidy, this file)
-  full     every translation unit of the default scope (src/, measure/,
-           bench/, the fuzz target)
-  all      also tools/ and tests/cpp/
-  files    the FILEs given
-UNIQUE gets DATABASE with one entry per file (the fuzz target compiles some
-library files a second time).
+  unchecked  the default scope's translation units (src/, measure/, bench/,
+             the fuzz target) that .ci/tidy-clean does not list as passed
+             with their current contents: the file, every project file it
+             includes at any depth, and what decides the findings (the
+             .clang-tidy files, CMakePresets.json's tidy preset, check-tidy,
+             this file, clang-tidy's version)
+  full       every translation unit of the default scope
+  all        also tools/ and tests/cpp/
+  files      the FILEs given
+LISTING gets the files to check, one a line; NEW_STAMP the stamp to write if
+they all pass (the default scope's files that passed before, unchanged, and
+those checked now). UNIQUE gets DATABASE with one entry per file (the fuzz
+target compiles some library files a second time).
 """
+import hashlib
 import json
 import os
 import re
@@ -25,14 +27,21 @@ import sys
 DEFAULT_DIRS = ("src/", "measure/", "bench/", "tests/fuzz/")
 ALL_DIRS = DEFAULT_DIRS + ("tools/", "tests/cpp/")
 STAMP = ".ci/tidy-clean"
-# A change to one of these can change any file's findings: the checks, the
-# tidy preset's flags (CMakePresets.json), how clang-tidy is run.
-CONFIGURATION = re.compile(r"(^|/)\.clang-tidy$|^CMakePresets\.json$|^scripts/check-tidy$|^scripts/tidy_files\.py$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
-def git(root, *args):
-    return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
+def configuration_digest(root):
+    """What can change any file's findings: the checks, the tidy preset's
+    flags, how clang-tidy is run, and clang-tidy itself."""
+    h = hashlib.sha256()
+    listed = subprocess.run(["git", "-C", root, "ls-files", "--", ".clang-tidy", "*/.clang-tidy"],
+                            capture_output=True, text=True, check=True)
+    names = sorted(listed.stdout.split())
+    for name in names + ["CMakePresets.json", "scripts/check-tidy", "scripts/tidy_files.py"]:
+        h.update(name.encode() + b"\0" + open(os.path.join(root, name), "rb").read() + b"\0")
+    tidy = os.environ.get("tidy", "clang-tidy")
+    h.update(subprocess.run([tidy, "--version"], capture_output=True).stdout)
+    return h
 
 
 def include_dirs(entry):
@@ -54,11 +63,8 @@ def project_includes(path, dirs, root, memo):
     while stack:
         current = stack.pop()
         if current not in memo:
-            try:
-                text = open(current, encoding="utf-8", errors="replace").read()
-            except OSError:
-                text = ""
-            memo[current] = INCLUDE.findall(text)
+            with open(current, encoding="utf-8", errors="replace") as f:
+                memo[current] = INCLUDE.findall(f.read())
         for name in memo[current]:
             for base in [os.path.dirname(current)] + dirs:
                 candidate = os.path.realpath(os.path.join(base, name))
@@ -70,28 +76,17 @@ def project_includes(path, dirs, root, memo):
     return found
 
 
-def changed_since_stamp(root):
-    """(stamp, the absolute paths changed since it) or (reason, None) when
-    every file must be checked."""
-    stamp_path = os.path.join(root, STAMP)
-    if not os.path.isfile(stamp_path):
-        return f"no {STAMP}", None
-    stamp = open(stamp_path).read().strip()
-    if git(root, "merge-base", "--is-ancestor", stamp, "HEAD").returncode != 0:
-        return f"{STAMP} ({stamp[:12]}) is not an ancestor of HEAD", None
-    diff = git(root, "diff", "--name-only", stamp)
-    untracked = git(root, "ls-files", "--others", "--exclude-standard")
-    if diff.returncode != 0 or untracked.returncode != 0:
-        return f"git diff {stamp[:12]} failed: {diff.stderr.strip()}", None
-    names = diff.stdout.split() + untracked.stdout.split()
-    touched = [n for n in names if CONFIGURATION.search(n)]
-    if touched:
-        return f"{', '.join(touched)} changed since {stamp[:12]}", None
-    return stamp, {os.path.realpath(os.path.join(root, n)) for n in names}
+def stamp_line(entry, root, memo, configuration):
+    """'KEY PATH': KEY digests the file, its project includes and the configuration."""
+    path = os.path.realpath(entry["file"])
+    h = configuration.copy()
+    for f in sorted({path} | project_includes(path, include_dirs(entry), root, memo)):
+        h.update(os.path.relpath(f, root).encode() + b"\0" + open(f, "rb").read() + b"\0")
+    return f"{h.hexdigest()} {os.path.relpath(path, root)}"
 
 
 def main():
-    root, scope, source, unique, listing, *wanted = sys.argv[1:]
+    root, scope, source, unique, listing, new_stamp, *wanted = sys.argv[1:]
     root = os.path.realpath(root)
     entries, seen = [], set()
     for entry in json.load(open(source)):
@@ -103,6 +98,12 @@ def main():
     def under(dirs):
         return [e for e in entries if os.path.relpath(e["file"], root).startswith(dirs)]
 
+    default = under(DEFAULT_DIRS)
+    configuration, memo = configuration_digest(root), {}
+    lines = {e["file"]: stamp_line(e, root, memo, configuration) for e in default}
+    stamp_path = os.path.join(root, STAMP)
+    passed = set(open(stamp_path).read().splitlines()) if os.path.isfile(stamp_path) else set()
+
     if scope == "files":
         files = [os.path.abspath(f) for f in wanted]
         missing = [f for f in files if f not in seen]
@@ -111,21 +112,16 @@ def main():
     elif scope == "all":
         files = [e["file"] for e in under(ALL_DIRS)]
     elif scope == "full":
-        files = [e["file"] for e in under(DEFAULT_DIRS)]
+        files = [e["file"] for e in default]
     else:
-        default = under(DEFAULT_DIRS)
-        stamp, changed = changed_since_stamp(root)
-        if changed is None:
-            print(f"check-tidy: every file of the default scope ({stamp})")
-            files = [e["file"] for e in default]
-        else:
-            memo = {}
-            files = [e["file"] for e in default
-                     if os.path.realpath(e["file"]) in changed
-                     or project_includes(os.path.realpath(e["file"]), include_dirs(e), root, memo) & changed]
-            print(f"check-tidy: {len(files)} of the default scope's {len(default)} files changed since "
-                  f"{stamp[:12]} ({STAMP}), or include a file that did")
+        files = [e["file"] for e in default if lines[e["file"]] not in passed]
+        print(f"check-tidy: {len(default) - len(files)} of the default scope's {len(default)} files passed "
+              f"with their contents and includes as they are ({STAMP}); checking the other {len(files)}")
     open(listing, "w").write("".join(f + "\n" for f in files))
+    checked = set(files)
+    kept = [line for file, line in lines.items() if line in passed or file in checked]
+    kept.sort(key=lambda line: line.split()[1])  # by path: a change shows as the lines of its files
+    open(new_stamp, "w").write("".join(line + "\n" for line in kept))
 
 
 main()
