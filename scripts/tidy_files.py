@@ -6,9 +6,9 @@ SCOPE is one of
   unchecked  the default scope's translation units (src/, measure/, bench/,
              the fuzz target) that .ci/tidy-clean does not list as passed
              with their current contents: the file, every project file it
-             includes at any depth, and what decides the findings (the
-             .clang-tidy files, CMakePresets.json's tidy preset, check-tidy,
-             this file, clang-tidy's version)
+             includes at any depth, its compile command (the flags, the
+             warnings), and what decides every file's findings (the
+             .clang-tidy files, check-tidy, this file, clang-tidy's version)
   full       every translation unit of the default scope
   all        also tools/ and tests/cpp/
   files      the FILEs given
@@ -31,22 +31,26 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
 def configuration_digest(root):
-    """What can change any file's findings: the checks, the tidy preset's
-    flags, how clang-tidy is run, and clang-tidy itself."""
+    """What can change any file's findings: the checks, how clang-tidy is
+    run, and clang-tidy itself (each file's flags are in its own digest)."""
     h = hashlib.sha256()
     listed = subprocess.run(["git", "-C", root, "ls-files", "--", ".clang-tidy", "*/.clang-tidy"],
                             capture_output=True, text=True, check=True)
     names = sorted(listed.stdout.split())
-    for name in names + ["CMakePresets.json", "scripts/check-tidy", "scripts/tidy_files.py"]:
+    for name in names + ["scripts/check-tidy", "scripts/tidy_files.py"]:
         h.update(name.encode() + b"\0" + open(os.path.join(root, name), "rb").read() + b"\0")
     tidy = os.environ.get("tidy", "clang-tidy")
     h.update(subprocess.run([tidy, "--version"], capture_output=True).stdout)
     return h
 
 
+def command_tokens(entry):
+    return entry["command"].split() if "command" in entry else entry["arguments"]
+
+
 def include_dirs(entry):
     """The -I directories of a compile command, absolute."""
-    tokens = entry["command"].split() if "command" in entry else entry["arguments"]
+    tokens = command_tokens(entry)
     dirs = []
     for i, token in enumerate(tokens):
         if token == "-I" and i + 1 < len(tokens):
@@ -77,9 +81,12 @@ def project_includes(path, dirs, root, memo):
 
 
 def stamp_line(entry, root, memo, configuration):
-    """'KEY PATH': KEY digests the file, its project includes and the configuration."""
+    """'KEY PATH': KEY digests the configuration, the compile command (with
+    the checkout's path taken out: a fresh clone elsewhere has the same key),
+    the file and its project includes."""
     path = os.path.realpath(entry["file"])
     h = configuration.copy()
+    h.update(" ".join(command_tokens(entry)).replace(root, "").encode() + b"\0")
     for f in sorted({path} | project_includes(path, include_dirs(entry), root, memo)):
         h.update(os.path.relpath(f, root).encode() + b"\0" + open(f, "rb").read() + b"\0")
     return f"{h.hexdigest()} {os.path.relpath(path, root)}"
