@@ -1,6 +1,7 @@
 #include "reports/passkey_report.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "posenc/error.h"
@@ -185,7 +186,9 @@ void DrawPasskeyHeatmaps(const PasskeyReport& r, const std::string& png_path, Ou
     maps.push_back(std::move(map));
   }
   const int columns = static_cast<int>(std::min<std::size_t>(4, r.methods.size()));
-  DrawHeatmapGrid(maps, "Passkey retrieval by depth and length: " + r.model, columns, png_path, 420, 340, &outputs);
+  // The model's file name, not its path: the title must fit one 420-pixel panel.
+  const std::string model = std::filesystem::path(r.model).filename().string();
+  DrawHeatmapGrid(maps, "Passkey retrieval: " + model, columns, png_path, 420, 340, &outputs);
 }
 
 }  // namespace posenc::cli
