@@ -54,6 +54,13 @@ struct WeightRows {
   std::string_view name;            // the tensor's, for errors ("" : "parts[i]")
 };
 
+// The activations of a product of few rows (decode: m <= 4) with quantized
+// stored rows (Q4_0 ... Q8_0, the K-quants).
+enum class DotActivations {
+  kFloat32,  // x as it is: the float32 model's result to the rounding of the sums
+  kInt8,     // x in blocks of 32 as d q, q = x (1 / d) rounded, d = max|x| / 127 (F32, F16, BF16 rows read x)
+};
+
 class PackedWeights {
  public:
   // w: n rows of k floats. Throws posenc::Error naming the parameter for
@@ -64,7 +71,12 @@ class PackedWeights {
   // copied. Throws posenc::Error naming the part for k < 1, no rows, a k
   // that is not whole blocks of the part's type, a data size that does not
   // match, a block scale that is not finite, or a type without a kernel.
-  static PackedWeights FromRows(std::span<const WeightRows> parts, std::int64_t k, WeightStorage storage);
+  // `decode`: the activations the decode products will mostly use; with
+  // kInt8, Q4_0, Q4_1 and Q8_0 parts of whole groups of 8 rows are kept 8
+  // rows interleaved for the integer kernel (the same bytes in another
+  // order; the other products and Row read them too, a row at a time).
+  static PackedWeights FromRows(std::span<const WeightRows> parts, std::int64_t k, WeightStorage storage,
+                                DotActivations decode = DotActivations::kFloat32);
   // Whether FromRows keeps `type` as stored (it has a SIMD kernel).
   static bool HasKernel(GgmlType type);
 
@@ -85,13 +97,6 @@ class PackedWeights {
  private:
   explicit PackedWeights(std::unique_ptr<Layout> layout);
   std::unique_ptr<Layout> layout_;
-};
-
-// The activations of a product of few rows (decode: m <= 4) with quantized
-// stored rows (Q4_0 ... Q8_0, the K-quants).
-enum class DotActivations {
-  kFloat32,  // x as it is: the float32 model's result to the rounding of the sums
-  kInt8,     // x in blocks of 32 as d q, q = x (1 / d) rounded, d = max|x| / 127 (F32, F16, BF16 rows read x)
 };
 
 // y[i, j] = sum_k x[i, k] * W[j, k] for i < m, j < n. x holds m * k values,

@@ -267,7 +267,7 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
         min_acc[i][s] = 0.0f;
       }
     }
-    const std::byte* row = w.RowBytes(segment, j);
+    const std::byte* row = w.BytesFrom(segment, j);
     const auto block_at = [&](std::int64_t block, auto slot0) HWY_ATTR {
       const std::int64_t first = block * Format::kElements;
       Format::Block(row + block * Format::kBytes, [&](std::int64_t offset, I codes, auto scale, float min) HWY_ATTR {
@@ -305,10 +305,107 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
   }
 }
 
+// Rows in groups of 8 (row_groups.h), rows [begin, end) whole groups: row
+// r of a group in int32 lane r. Per block, code vector v holds each row's
+// code bytes 4v..4v+3, so `pmaddubsw` against those 4 bytes of x broadcast
+// to every lane gives each row's products in its own lane:
+// - 4-bit codes (Q4_0, Q4_1): the low nibbles are weights 4v..4v+3 and the
+//   high ones 16+4v..16+4v+3; all 8 products of a block fit in int16
+//   (8 x 2 x 15 x 127 < 2^15), then one `pmaddwd` makes them int32. Q4_0's
+//   codes are c - 8 with c in [0, 15]: its min is -8 d.
+// - Q8_0: signed codes as in DotSigned, each vector's pairs into int32.
+// Then per block, for the 8 rows at once: y += float(dot) (d_w d_x) (two
+// accumulators, blocks alternating) and the min terms m_w (d_x sum q), in a
+// fixed order: a row's sum does not depend on how the rows are split.
+template <GgmlType kType>
+constexpr detail::GroupedBlock kGroupedBlock = kType == GgmlType::kQ4_0   ? detail::kGroupedQ4_0
+                                               : kType == GgmlType::kQ4_1 ? detail::kGroupedQ4_1
+                                                                          : detail::kGroupedQ8_0;
+
+template <GgmlType kType, std::int64_t M>
+HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
+                          const detail::Int8Rows& x, float* HWY_RESTRICT y, std::int64_t begin, std::int64_t end) {
+  constexpr const detail::GroupedBlock& kBlock = kGroupedBlock<kType>;
+  constexpr bool kNibbles = kType != GgmlType::kQ8_0, kMin = kType != GgmlType::kQ8_0;
+  const std::int64_t k = w.k, blocks = k / 32;
+  const I nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  // The 4 bytes of x row i's block b from byte `at`, in every int32 lane.
+  const auto x_word = [&](std::int64_t i, std::int64_t b, std::int64_t at) HWY_ATTR {
+    std::int32_t word;
+    std::memcpy(&word, x.q + i * k + 32 * b + at, 4);
+    return _mm256_set1_epi32(word);
+  };
+  for (std::int64_t j = begin; j < end; j += detail::kGroupRows) {
+    const std::byte* group = w.BytesFrom(segment, j);
+    F acc[M][2], min_acc[M];
+    for (std::int64_t i = 0; i < M; ++i) acc[i][0] = acc[i][1] = min_acc[i] = _mm256_setzero_ps();
+    // Block b into accumulator `slot` (a constant, so that the accumulators
+    // stay in registers).
+    const auto block_at = [&](std::int64_t b, auto slot) HWY_ATTR {
+      const std::byte* block = group + b * detail::kGroupRows * kBlock.Bytes();
+      I dots[M];  // int16 sums of the products (4-bit codes), int32 (Q8_0)
+      for (I& dot : dots) dot = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (std::int64_t v = 0; v < kBlock.words; ++v) {
+        const I codes = Load32(block + kBlock.WordAt(v, 0));
+        if constexpr (kNibbles) {
+          const I low = _mm256_and_si256(codes, nibble), high = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
+          for (std::int64_t i = 0; i < M; ++i) {
+            dots[i] = _mm256_add_epi16(dots[i], _mm256_maddubs_epi16(low, x_word(i, b, 4 * v)));
+            dots[i] = _mm256_add_epi16(dots[i], _mm256_maddubs_epi16(high, x_word(i, b, 16 + 4 * v)));
+          }
+        } else {
+          for (std::int64_t i = 0; i < M; ++i)
+            dots[i] = _mm256_add_epi32(dots[i], DotSigned(codes, x_word(i, b, 4 * v)));
+        }
+      }
+      const F d = _mm256_cvtph_ps(Load16(block));
+      F m = _mm256_setzero_ps();
+      if constexpr (kType == GgmlType::kQ4_1) m = _mm256_cvtph_ps(Load16(block + kBlock.FieldAt(1, 0)));
+      if constexpr (kType == GgmlType::kQ4_0) m = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));  // exact
+      for (std::int64_t i = 0; i < M; ++i) {
+        const I dot = kNibbles ? _mm256_madd_epi16(dots[i], ones) : dots[i];
+        F& sum = acc[i][decltype(slot)::value];
+        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(x.scale[i * blocks + b])), sum);
+        if constexpr (kMin) {
+          min_acc[i] = _mm256_fmadd_ps(m, _mm256_set1_ps(x.scaled_sum[i * blocks + b]), min_acc[i]);
+        }
+      }
+    };
+    std::int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+      block_at(b, std::integral_constant<int, 0>());
+      block_at(b + 1, std::integral_constant<int, 1>());
+    }
+    if (b < blocks) block_at(b, std::integral_constant<int, 0>());
+    for (std::int64_t i = 0; i < M; ++i) {
+      _mm256_storeu_ps(y + i * w.n + j, _mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]), min_acc[i]));
+    }
+  }
+}
+
+template <GgmlType kType>
+HWY_INLINE void DotGroupsOf(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
+                            const detail::Int8Rows& x, float* y, std::int64_t begin, std::int64_t end) {
+  switch (x.m) {
+    case 1: return DotGroups<kType, 1>(w, segment, x, y, begin, end);
+    case 2: return DotGroups<kType, 2>(w, segment, x, y, begin, end);
+    case 3: return DotGroups<kType, 3>(w, segment, x, y, begin, end);
+    default: return DotGroups<kType, 4>(w, segment, x, y, begin, end);
+  }
+}
+
 // W rows [begin, end) of `segment` against x; false (nothing done) for a
 // type without an integer kernel.
 HWY_INLINE bool DotSegment(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
                            const detail::Int8Rows& x, float* y, std::int64_t begin, std::int64_t end) {
+  if (segment.order == PackedWeights::Layout::RowOrder::kGroupsOf8) {
+    switch (segment.type) {
+      case GgmlType::kQ4_0: DotGroupsOf<GgmlType::kQ4_0>(w, segment, x, y, begin, end); return true;
+      case GgmlType::kQ4_1: DotGroupsOf<GgmlType::kQ4_1>(w, segment, x, y, begin, end); return true;
+      default: DotGroupsOf<GgmlType::kQ8_0>(w, segment, x, y, begin, end); return true;
+    }
+  }
   return WithFormat(segment.type, [&](auto format) HWY_ATTR {
     using Format = decltype(format);
     switch (x.m) {

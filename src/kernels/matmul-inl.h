@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "hwy/highway.h"
 #include "kernels/int8_dot-inl.h"
@@ -158,7 +159,8 @@ inline void MatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin,
 // Stored rows: W row j dequantized into `out` (k floats; PaddedK(k) writable).
 inline void DequantizeStoredRow(const PackedWeights::Layout& w, std::int64_t j, float* HWY_RESTRICT out) {
   const PackedWeights::Layout::Segment& segment = w.SegmentOf(j);
-  const std::byte* row = w.RowBytes(segment, j);
+  static thread_local std::vector<std::byte> scratch;  // a row of a group, in the GGUF's layout
+  const std::byte* row = w.RowBytes(segment, j, scratch);
 #if HWY_HAVE_SCALABLE
   DequantizeRow(segment.type, row, out, w.k, "row");
 #else
@@ -238,6 +240,7 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
   using weight_blocks::V;
   const DF df;
   const std::int64_t ldx = detail::PaddedK(w.k);
+  std::vector<std::byte> scratch;  // a row of a group, in the GGUF's layout
   for (std::int64_t j = begin; j < end; ++j) {
     V acc[M][4];
     for (std::int64_t i = 0; i < M; ++i) {
@@ -245,7 +248,7 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
     }
     constexpr auto kLanes = static_cast<std::int64_t>(hn::MaxLanes(DF()));
     weight_blocks::VisitRow<Format>(
-        w.RowBytes(segment, j), w.k, [&](std::int64_t base, std::int64_t offset, V v) HWY_ATTR {
+        w.RowBytes(segment, j, scratch), w.k, [&](std::int64_t base, std::int64_t offset, V v) HWY_ATTR {
           const std::int64_t slot = (offset / kLanes) & 3;
           for (std::int64_t i = 0; i < M; ++i) {
             acc[i][slot] = hn::MulAdd(hn::LoadU(df, x + i * ldx + base + offset), v, acc[i][slot]);

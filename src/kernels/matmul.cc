@@ -124,7 +124,8 @@ PackedWeights PackedWeights::Pack(std::span<const float> w, std::int64_t n, std:
 
 bool PackedWeights::HasKernel(GgmlType type) { return detail::HasStoredFormat(type); }
 
-PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::int64_t k, WeightStorage storage) {
+PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::int64_t k, WeightStorage storage,
+                                      DotActivations decode) {
   Require(k >= 1, kOp, "k", k, "must be at least 1");
   Require(!parts.empty(), kOp, "parts", Verbatim{"empty"}, "a matrix needs at least one part");
   auto layout = std::make_unique<Layout>();
@@ -165,7 +166,13 @@ PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::in
   layout->bytes = hwy::AllocateAligned<std::byte>(static_cast<std::size_t>(bytes));
   Require(layout->bytes != nullptr, kOp, "bytes", bytes, "allocation of the stored weights failed");
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    std::memcpy(layout->bytes.get() + layout->segments[i].offset, parts[i].data.data(), parts[i].data.size());
+    Layout::Segment& segment = layout->segments[i];
+    std::byte* at = layout->bytes.get() + segment.offset;
+    std::memcpy(at, parts[i].data.data(), parts[i].data.size());
+    if (decode == DotActivations::kInt8 && detail::GroupsRows(segment.type, segment.first_row, segment.rows)) {
+      detail::GroupRows(segment.type, at, segment.rows, segment.row_bytes);
+      segment.order = Layout::RowOrder::kGroupsOf8;
+    }
   }
   return PackedWeights(std::move(layout));
 }
@@ -184,7 +191,8 @@ void PackedWeights::Row(std::int64_t j, std::span<float> out) const {
           "must be k = " + std::to_string(w.k));
   if (w.Stored()) {
     const Layout::Segment& segment = w.SegmentOf(j);
-    DequantizeRow(segment.type, w.RowBytes(segment, j), out.data(), w.k, "row");
+    std::vector<std::byte> scratch;
+    DequantizeRow(segment.type, w.RowBytes(segment, j, scratch), out.data(), w.k, "row");
     return;
   }
   const float* panel = w.Panel(j / Layout::kPanelWidth);
@@ -203,22 +211,27 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
   if (m == 0) return;
   if (layout.Stored() && m <= detail::kDotRows) {
     // Decode: x rows padded with zeros to whole vectors; rows of W in chunks
-    // of about 64 KiB of weights.
+    // of about 64 KiB of weights, split at multiples of 8 rows (never inside
+    // a group of rows).
     const std::int64_t ldx = detail::PaddedK(k);
     std::vector<float> x_padded(static_cast<std::size_t>(m * ldx), 0.0f);
     for (std::int64_t i = 0; i < m; ++i) std::copy_n(x.data() + i * k, k, x_padded.data() + i * ldx);
-    const double row_bytes = w.Bytes() / static_cast<double>(n);
-    const auto rows_per_chunk = static_cast<std::int64_t>(std::max(1.0, 65536.0 / row_bytes));
+    const double group_bytes = w.Bytes() / static_cast<double>(n) * detail::kGroupRows;
+    const auto groups_per_chunk = static_cast<std::int64_t>(std::max(1.0, 65536.0 / group_bytes));
+    const std::int64_t groups = (n + detail::kGroupRows - 1) / detail::kGroupRows;
+    const auto over_rows = [&](const auto& body) {
+      ParallelFor(groups, groups_per_chunk, [&](std::int64_t begin, std::int64_t end) {
+        body(begin * detail::kGroupRows, std::min(n, end * detail::kGroupRows));
+      });
+    };
     const bool quantized = std::any_of(layout.segments.begin(), layout.segments.end(),
                                        [](const Layout::Segment& s) { return TraitsOf(s.type).block_elements > 1; });
     if (activations == DotActivations::kInt8 && quantized) {
       const Int8Quantized q(x, m, k);
       const detail::Int8Rows rows = q.Rows(x_padded.data());
-      ParallelFor(n, rows_per_chunk, [&](std::int64_t begin, std::int64_t end) {
-        detail::Int8DotRows(layout, rows, y.data(), begin, end);
-      });
+      over_rows([&](std::int64_t begin, std::int64_t end) { detail::Int8DotRows(layout, rows, y.data(), begin, end); });
     } else {
-      ParallelFor(n, rows_per_chunk, [&](std::int64_t begin, std::int64_t end) {
+      over_rows([&](std::int64_t begin, std::int64_t end) {
         detail::StoredDotRows(layout, x_padded.data(), m, y.data(), begin, end);
       });
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
+#include "kernels/row_groups.h"
 #include "posenc/matmul.h"
 
 namespace posenc {
@@ -26,11 +27,17 @@ struct PackedWeights::Layout {
   std::int64_t panels = 0;  // ceil(n / kPanelWidth)
   hwy::AlignedFreeUniquePtr<float[]> data;
 
+  // How a segment's rows lie in memory.
+  enum class RowOrder {
+    kRows,       // the GGUF's: row after row
+    kGroupsOf8,  // 8 rows interleaved (row_groups.h): Q4_0, Q4_1, Q8_0 for the integer decode kernel
+  };
   // Rows [first_row, first_row + rows) of type `type`, row_bytes each, at
-  // bytes + offset.
+  // bytes + offset, in `order`.
   struct Segment {
     GgmlType type;
     std::int64_t first_row, rows, row_bytes, offset;
+    RowOrder order = RowOrder::kRows;
   };
   std::vector<Segment> segments;
   hwy::AlignedFreeUniquePtr<std::byte[]> bytes;
@@ -43,7 +50,18 @@ struct PackedWeights::Layout {
     while (j >= segments[s].first_row + segments[s].rows) ++s;
     return segments[s];
   }
-  const std::byte* RowBytes(const Segment& s, std::int64_t j) const {
+  // The bytes of row j in the GGUF's layout: in place, or (a row of a
+  // group) copied into `scratch`.
+  const std::byte* RowBytes(const Segment& s, std::int64_t j, std::vector<std::byte>& scratch) const {
+    if (s.order == RowOrder::kRows) return BytesFrom(s, j);
+    scratch.resize(static_cast<std::size_t>(s.row_bytes));
+    const std::int64_t r = (j - s.first_row) % detail::kGroupRows;
+    detail::UngroupRow(s.type, BytesFrom(s, j - r), r, s.row_bytes, scratch.data());
+    return scratch.data();
+  }
+  // The stored bytes from row j on: row j itself in a segment of rows; in a
+  // segment of groups of 8, the group whose first row is j.
+  const std::byte* BytesFrom(const Segment& s, std::int64_t j) const {
     return bytes.get() + s.offset + (j - s.first_row) * s.row_bytes;
   }
 };

@@ -76,7 +76,7 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
     std::vector<WeightRows> parts;
     parts.reserve(tensors.size());
     for (const auto& [name, rows] : tensors) parts.push_back(LlamaTensorRows(file, name, {k, rows}, storage));
-    return PackedWeights::FromRows(parts, k, storage);
+    return PackedWeights::FromRows(parts, k, storage, activations);
   };
 
   PackedWeights token_embd = matrix({{"token_embd.weight", hp.vocab_size}}, d);

@@ -315,6 +315,66 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
   }
 }
 
+// Weights packed for int8 decode keep Q4_0, Q4_1 and Q8_0 parts of whole
+// groups of 8 rows interleaved (row_groups.h): here grouped parts of each,
+// a part of another type, a Q4_1 part that starts off a multiple of 8 and
+// one of 3 rows (both kept row by row). The integer products equal the
+// reference on the rounded x; every other path reads the same weights
+// bitwise as the row-major layout; the result is bitwise the same for 1, 2
+// and 3 threads.
+TEST(matmul, Int8GroupsOfRows) {
+  const std::vector<std::pair<GgmlType, std::int64_t>> shapes{{GgmlType::kQ4_1, 24}, {GgmlType::kQ8_0, 16},
+                                                              {GgmlType::kQ4_0, 8},  {GgmlType::kQ5_0, 5},
+                                                              {GgmlType::kQ4_1, 16}, {GgmlType::kQ4_1, 3}};
+  const std::int64_t n = 72;
+  for (const std::int64_t k : {32, 96, 576}) {
+    SCOPED_TRACE("k=" + std::to_string(k));
+    std::vector<std::vector<std::byte>> bytes;
+    std::vector<WeightRows> parts;
+    std::vector<float> w;
+    for (const auto& [type, rows] : shapes) {
+      bytes.push_back(testing::RandomBlocks(type, rows, k, static_cast<std::uint32_t>(rows + k)));
+      const std::vector<float> part = DequantizedRows(type, bytes.back(), rows, k);
+      w.insert(w.end(), part.begin(), part.end());
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i) parts.push_back({shapes[i].first, shapes[i].second, bytes[i]});
+    const PackedWeights rows = PackedWeights::FromRows(parts, k, WeightStorage::kAsStored);
+    const PackedWeights groups = PackedWeights::FromRows(parts, k, WeightStorage::kAsStored, DotActivations::kInt8);
+    EXPECT_EQ(groups.Bytes(), rows.Bytes());
+    for (std::int64_t j = 0; j < n; ++j) {
+      std::vector<float> row(static_cast<std::size_t>(k));
+      groups.Row(j, row);
+      ASSERT_EQ(row, std::vector<float>(w.begin() + j * k, w.begin() + (j + 1) * k)) << j;
+    }
+    ForEachTarget([&] {
+      for (const std::int64_t m : {1, 2, 3, 4, 9}) {
+        SCOPED_TRACE("m=" + std::to_string(m));
+        std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(m + 2 * k));
+        for (std::int64_t i = 0; i < m * k; i += 5) x[i] *= 30.0f;  // blocks of different scales
+        std::vector<float> y_rows(static_cast<std::size_t>(m * n)), y_groups(y_rows.size());
+        MatMul(x, m, rows, y_rows);
+        MatMul(x, m, groups, y_groups);
+        EXPECT_EQ(y_groups, y_rows);  // float32 activations, and prefill: the same bytes, the same kernel
+        if (m > 4) continue;
+        MatMul(x, m, groups, y_groups, DotActivations::kInt8);
+        ExpectNearReference(reference::Int8Activations(x), w, m, n, k, y_groups);
+      }
+    });
+    const int saved = NumThreads();
+    const std::vector<float> x = Random(3 * k, 11);
+    std::vector<std::vector<float>> results;
+    for (const int threads : {1, 2, 3}) {
+      SetNumThreads(threads);
+      std::vector<float> y(static_cast<std::size_t>(3 * n));
+      MatMul(x, 3, groups, y, DotActivations::kInt8);
+      results.push_back(y);
+    }
+    SetNumThreads(saved);
+    EXPECT_EQ(results[0], results[1]);
+    EXPECT_EQ(results[0], results[2]);
+  }
+}
+
 TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
   const std::int64_t n = 300, k = 256;
   const std::vector<std::byte> bytes = testing::RandomBlocks(GgmlType::kQ4_K, n, k, 5);

@@ -1,0 +1,48 @@
+// Rows of a Q4_0, Q4_1 or Q8_0 matrix kept 8 at a time, interleaved, for the
+// integer decode kernel (int8_dot-inl.h, DotGroups): the same bytes as the
+// GGUF's rows in another order, so that the kernel computes 8 rows in the
+// 8 int32 lanes of one vector and converts each block's scales for 8 rows
+// at once, instead of a scalar scale, a broadcast and a reduction for each
+// row's block (the per-block work that kept the row-major kernel from
+// reading its weights as fast as memory delivers them).
+//
+// A block of these types is F 2-byte fields (d; Q4_1: d, m) and W 4-byte
+// words of codes (16 nibble bytes, or Q8_0's 32 bytes). Group g (rows 8g ..
+// 8g+7 of the segment), block b is 8 blocks' bytes at
+// group_bytes + 8 block_bytes b, group_bytes = 8 row_bytes apart:
+//   [16 f + 2 r, +2)           field f of row r
+//   [16 F + 32 v + 4 r, +4)    code word v of row r
+// so code vector v holds, in int32 lane r, row r's code bytes 4v .. 4v+3
+// (weights 4v .. 4v+3; with nibbles, the high ones are 16+4v .. 16+4v+3).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "posenc/gguf.h"
+
+namespace posenc::detail {
+
+constexpr std::int64_t kGroupRows = 8;
+
+// A type's block as fields and words (GroupsRows types only).
+struct GroupedBlock {
+  std::int64_t fields, words;
+  constexpr std::int64_t Bytes() const { return 2 * fields + 4 * words; }
+  constexpr std::int64_t FieldAt(std::int64_t f, std::int64_t r) const { return 16 * f + 2 * r; }
+  constexpr std::int64_t WordAt(std::int64_t v, std::int64_t r) const { return 16 * fields + 32 * v + 4 * r; }
+};
+constexpr GroupedBlock kGroupedQ4_0{1, 4}, kGroupedQ4_1{2, 4}, kGroupedQ8_0{1, 8};
+
+// Whether rows [first_row, first_row + rows) of `type` are kept in groups:
+// Q4_0, Q4_1 or Q8_0, whole groups that start at a multiple of 8 (so that
+// work split at multiples of 8 rows never splits a group).
+bool GroupsRows(GgmlType type, std::int64_t first_row, std::int64_t rows);
+// `rows` GGUF rows of `type` (a GroupsRows type), row_bytes each, at
+// `bytes`, regrouped in place.
+void GroupRows(GgmlType type, std::byte* bytes, std::int64_t rows, std::int64_t row_bytes);
+// Row r (< 8) of the group at `group` back in the GGUF's layout: row_bytes
+// bytes into `out`.
+void UngroupRow(GgmlType type, const std::byte* group, std::int64_t r, std::int64_t row_bytes, std::byte* out);
+
+}  // namespace posenc::detail
