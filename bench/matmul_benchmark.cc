@@ -18,12 +18,24 @@
 // at start-up and after each case so far),
 // max_error (largest |y - reference| / sum |x||w| over the checked rows).
 //
+// Decode products (m = 1, int8 activations) of a quantized matrix beyond
+// the caches (Q4_1 60 MiB, Q8_0 102 MiB: the weights come from memory at
+// every call, as in a decode step), (n, k) = (65536, 1536), the
+// rows as the GGUF stores them ("rows") and 8 interleaved as a model loaded
+// for int8 decode keeps them ("groups", src/kernels/row_groups.h). Counters:
+// GB/s of weights read, copy_ratio (that over copy_GB/s, the best copy
+// bandwidth, read + written, measured with the same thread count and
+// interleaved with the case's repetitions), max_error (against
+// posenc::reference::MatMul on the dequantized weights and x rounded as
+// int8, over 64 rows, relative to sum |x||w|).
+//
 //   matmul_benchmark [Google Benchmark flags]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -182,6 +194,90 @@ void BM_MatMul(benchmark::State& state, Impl impl, Shape shape) {
   state.counters["max_error"] = error;
 }
 
+// A decode product: one row of x against n rows of random `type` blocks
+// (finite f16 scales), kept as rows or in groups.
+struct DecodeWorkload {
+  static constexpr std::int64_t kN = 65536, kK = 1536;
+  GgmlType type;
+  std::vector<std::byte> bytes;
+  std::vector<float> x, y;
+  PackedWeights packed;
+
+  DecodeWorkload(GgmlType type, DotActivations layout)
+      : type(type), bytes(RandomBlocks(type)), x(Workload::Random(kK, 3)), y(static_cast<std::size_t>(kN)),
+        packed(Pack(type, bytes, layout)) {}
+
+  static std::vector<std::byte> RandomBlocks(GgmlType type) {
+    const GgmlTypeTraits& traits = TraitsOf(type);
+    const std::int64_t blocks = kN * kK / traits.block_elements;
+    std::vector<std::byte> out(static_cast<std::size_t>(blocks * traits.block_bytes));
+    std::mt19937 rng(4);
+    for (std::byte& b : out) b = static_cast<std::byte>(rng() & 0xFF);
+    // Each f16 field (d; Q4_1's m) a finite value of magnitude 2^-8 .. 2^-7.
+    const std::int64_t fields = type == GgmlType::kQ4_1 ? 2 : 1;
+    for (std::int64_t i = 0; i < blocks; ++i) {
+      for (std::int64_t f = 0; f < fields; ++f) {
+        const auto half = static_cast<std::uint16_t>(0x1C00 | (rng() & 0x83FF));
+        std::memcpy(out.data() + i * traits.block_bytes + 2 * f, &half, 2);
+      }
+    }
+    return out;
+  }
+  static PackedWeights Pack(GgmlType type, const std::vector<std::byte>& bytes, DotActivations layout) {
+    const WeightRows part{type, kN, bytes};
+    return PackedWeights::FromRows({&part, 1}, kK, WeightStorage::kAsStored, layout);
+  }
+
+  void Run() { MatMul(x, 1, packed, y, DotActivations::kInt8); }
+
+  double CheckError() const {
+    constexpr std::int64_t kRows = 64;
+    const std::int64_t row_bytes = static_cast<std::int64_t>(bytes.size()) / kN;
+    std::vector<float> w(static_cast<std::size_t>(kRows * kK)), expected(static_cast<std::size_t>(kRows));
+    for (std::int64_t j = 0; j < kRows; ++j) {
+      DequantizeRow(type, bytes.data() + j * row_bytes, w.data() + j * kK, kK, "w");
+    }
+    const std::vector<float> rounded = reference::Int8Activations(x);
+    reference::MatMul(rounded, 1, w, kRows, kK, expected);
+    double worst = 0;
+    for (std::int64_t j = 0; j < kRows; ++j) {
+      double magnitude = 0;
+      for (std::int64_t kk = 0; kk < kK; ++kk) magnitude += std::abs(static_cast<double>(rounded[kk]) * w[j * kK + kk]);
+      worst = std::max(worst, std::abs(static_cast<double>(y[j]) - expected[j]) / magnitude);
+    }
+    return worst;
+  }
+};
+
+void BM_Decode(benchmark::State& state, GgmlType type, DotActivations layout) {
+  const int threads = static_cast<int>(state.range(0));
+  SetNumThreads(threads);
+  DecodeWorkload work(type, layout);
+  work.Run();
+  const double error = work.CheckError();
+  const double tolerance = 1e-7 * static_cast<double>(DecodeWorkload::kK);
+  if (!(error <= tolerance)) {
+    state.SkipWithError(("max error " + std::to_string(error) + " above " + std::to_string(tolerance)).c_str());
+    return;
+  }
+  CopyProbe copy(std::size_t{128} << 20);
+  double best = 1e300;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    work.Run();
+    benchmark::ClobberMemory();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    state.PauseTiming();
+    copy.Run();
+    state.ResumeTiming();
+  }
+  const double gbps = work.packed.Bytes() / best / 1e9;
+  state.counters["GB/s"] = gbps;
+  state.counters["copy_GB/s"] = copy.Best().gbps;
+  state.counters["copy_ratio"] = gbps / copy.Best().gbps;
+  state.counters["max_error"] = error;
+}
+
 void RegisterAll() {
   std::vector<Impl> impls{Impl::kPosenc};
 #ifdef POSENC_HAVE_OPENBLAS
@@ -196,6 +292,20 @@ void RegisterAll() {
           ->ArgName("threads")
           ->Arg(1)
           ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+    for (const DotActivations layout : {DotActivations::kFloat32, DotActivations::kInt8}) {
+      const std::string name = std::string("decode/") + (layout == DotActivations::kInt8 ? "groups" : "rows") + "/" +
+                               std::string(TraitsOf(type).name) + "/m=1/n=" + std::to_string(DecodeWorkload::kN) +
+                               "/k=" + std::to_string(DecodeWorkload::kK);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Decode, type, layout)
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->Iterations(20)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }
