@@ -35,16 +35,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "machine_limits.h"
 #include "posenc/matmul.h"
 #include "posenc/parallel.h"
+#include "random_blocks.h"
 
 #ifdef POSENC_HAVE_OPENBLAS
 #include <cblas.h>
@@ -54,6 +55,22 @@ namespace posenc::bench {
 namespace {
 
 constexpr std::int64_t kTokens = 2048;
+
+// Largest |y - reference| / sum |x||w| of y [m, n] = x [m, k] w [n, k]^T.
+double WorstRelativeError(std::span<const float> x, std::int64_t m, std::span<const float> w, std::int64_t n,
+                          std::int64_t k, std::span<const float> y) {
+  std::vector<float> expected(static_cast<std::size_t>(m * n));
+  reference::MatMul(x, m, w, n, k, expected);
+  double worst = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double magnitude = 0;
+      for (std::int64_t kk = 0; kk < k; ++kk) magnitude += std::abs(static_cast<double>(x[i * k + kk]) * w[j * k + kk]);
+      worst = std::max(worst, std::abs(static_cast<double>(y[i * n + j]) - expected[i * n + j]) / magnitude);
+    }
+  }
+  return worst;
+}
 constexpr std::int64_t kBlasBlockRows = 128;
 
 // Best fp32 FMA peak seen so far, by thread count: measured in main and again
@@ -131,19 +148,10 @@ struct Workload {
   double CheckError() const {
     double worst = 0;
     for (const std::int64_t row : {std::int64_t{0}, m / 2, m - 8}) {
-      std::vector<float> expected(static_cast<std::size_t>(8 * n));
-      reference::MatMul(std::span(x).subspan(static_cast<std::size_t>(row * k), static_cast<std::size_t>(8 * k)), 8, w,
-                        n, k, expected);
-      for (std::int64_t i = 0; i < 8; ++i) {
-        for (std::int64_t j = 0; j < n; ++j) {
-          double magnitude = 0;
-          for (std::int64_t kk = 0; kk < k; ++kk) {
-            magnitude += std::abs(static_cast<double>(x[(row + i) * k + kk]) * w[j * k + kk]);
-          }
-          const double error = std::abs(static_cast<double>(y[(row + i) * n + j]) - expected[i * n + j]);
-          worst = std::max(worst, error / magnitude);
-        }
-      }
+      const auto rows = [&](const std::vector<float>& v, std::int64_t cols) {
+        return std::span(v).subspan(static_cast<std::size_t>(row * cols), static_cast<std::size_t>(8 * cols));
+      };
+      worst = std::max(worst, WorstRelativeError(rows(x, k), 8, w, n, k, rows(y, n)));
     }
     return worst;
   }
@@ -195,7 +203,7 @@ void BM_MatMul(benchmark::State& state, Impl impl, Shape shape) {
 }
 
 // A decode product: one row of x against n rows of random `type` blocks
-// (finite f16 scales), kept as rows or in groups.
+// (testing::RandomBlocks), kept as rows or in groups.
 struct DecodeWorkload {
   static constexpr std::int64_t kN = 65536, kK = 1536;
   GgmlType type;
@@ -204,25 +212,9 @@ struct DecodeWorkload {
   PackedWeights packed;
 
   DecodeWorkload(GgmlType type, DotActivations layout)
-      : type(type), bytes(RandomBlocks(type)), x(Workload::Random(kK, 3)), y(static_cast<std::size_t>(kN)),
-        packed(Pack(type, bytes, layout)) {}
+      : type(type), bytes(testing::RandomBlocks(type, kN, kK, 4)), x(Workload::Random(kK, 3)),
+        y(static_cast<std::size_t>(kN)), packed(Pack(type, bytes, layout)) {}
 
-  static std::vector<std::byte> RandomBlocks(GgmlType type) {
-    const GgmlTypeTraits& traits = TraitsOf(type);
-    const std::int64_t blocks = kN * kK / traits.block_elements;
-    std::vector<std::byte> out(static_cast<std::size_t>(blocks * traits.block_bytes));
-    std::mt19937 rng(4);
-    for (std::byte& b : out) b = static_cast<std::byte>(rng() & 0xFF);
-    // Each f16 field (d; Q4_1's m) a finite value of magnitude 2^-8 .. 2^-7.
-    const std::int64_t fields = type == GgmlType::kQ4_1 ? 2 : 1;
-    for (std::int64_t i = 0; i < blocks; ++i) {
-      for (std::int64_t f = 0; f < fields; ++f) {
-        const auto half = static_cast<std::uint16_t>(0x1C00 | (rng() & 0x83FF));
-        std::memcpy(out.data() + i * traits.block_bytes + 2 * f, &half, 2);
-      }
-    }
-    return out;
-  }
   static PackedWeights Pack(GgmlType type, const std::vector<std::byte>& bytes, DotActivations layout) {
     const WeightRows part{type, kN, bytes};
     return PackedWeights::FromRows({&part, 1}, kK, WeightStorage::kAsStored, layout);
@@ -230,22 +222,15 @@ struct DecodeWorkload {
 
   void Run() { MatMul(x, 1, packed, y, DotActivations::kInt8); }
 
+  // Against the reference on x rounded as int8 and the first 64 rows.
   double CheckError() const {
     constexpr std::int64_t kRows = 64;
     const std::int64_t row_bytes = static_cast<std::int64_t>(bytes.size()) / kN;
-    std::vector<float> w(static_cast<std::size_t>(kRows * kK)), expected(static_cast<std::size_t>(kRows));
+    std::vector<float> w(static_cast<std::size_t>(kRows * kK));
     for (std::int64_t j = 0; j < kRows; ++j) {
       DequantizeRow(type, bytes.data() + j * row_bytes, w.data() + j * kK, kK, "w");
     }
-    const std::vector<float> rounded = reference::Int8Activations(x);
-    reference::MatMul(rounded, 1, w, kRows, kK, expected);
-    double worst = 0;
-    for (std::int64_t j = 0; j < kRows; ++j) {
-      double magnitude = 0;
-      for (std::int64_t kk = 0; kk < kK; ++kk) magnitude += std::abs(static_cast<double>(rounded[kk]) * w[j * kK + kk]);
-      worst = std::max(worst, std::abs(static_cast<double>(y[j]) - expected[j]) / magnitude);
-    }
-    return worst;
+    return WorstRelativeError(reference::Int8Activations(x), 1, w, kRows, kK, std::span(y).first(kRows));
   }
 };
 

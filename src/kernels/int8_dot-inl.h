@@ -318,9 +318,7 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
 // accumulators, blocks alternating) and the min terms m_w (d_x sum q), in a
 // fixed order: a row's sum does not depend on how the rows are split.
 template <GgmlType kType>
-constexpr detail::GroupedBlock kGroupedBlock = kType == GgmlType::kQ4_0   ? detail::kGroupedQ4_0
-                                               : kType == GgmlType::kQ4_1 ? detail::kGroupedQ4_1
-                                                                          : detail::kGroupedQ8_0;
+constexpr detail::GroupedBlock kGroupedBlock = *detail::GroupedBlockOf(kType);
 
 template <GgmlType kType, std::int64_t M>
 HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,

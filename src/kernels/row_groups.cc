@@ -7,14 +7,6 @@
 namespace posenc::detail {
 namespace {
 
-GroupedBlock BlockOf(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_0: return kGroupedQ4_0;
-    case GgmlType::kQ4_1: return kGroupedQ4_1;
-    default: return kGroupedQ8_0;
-  }
-}
-
 // Calls copy(plain_at, grouped_at, bytes) for each piece of a block: its
 // offset in the GGUF's block and in row r's place of the group's block.
 template <class Copy>
@@ -26,12 +18,11 @@ void ForEachPiece(const GroupedBlock& block, std::int64_t r, const Copy& copy) {
 }  // namespace
 
 bool GroupsRows(GgmlType type, std::int64_t first_row, std::int64_t rows) {
-  const bool grouped_type = type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0;
-  return grouped_type && first_row % kGroupRows == 0 && rows % kGroupRows == 0;
+  return GroupedBlockOf(type).has_value() && first_row % kGroupRows == 0 && rows % kGroupRows == 0;
 }
 
 void GroupRows(GgmlType type, std::byte* bytes, std::int64_t rows, std::int64_t row_bytes) {
-  const GroupedBlock block = BlockOf(type);
+  const GroupedBlock block = GroupedBlockOf(type).value();
   const std::int64_t blocks = row_bytes / block.Bytes();
   std::vector<std::byte> plain(static_cast<std::size_t>(kGroupRows * row_bytes));
   for (std::int64_t g = 0; g < rows / kGroupRows; ++g) {
@@ -50,7 +41,7 @@ void GroupRows(GgmlType type, std::byte* bytes, std::int64_t rows, std::int64_t 
 }
 
 void UngroupRow(GgmlType type, const std::byte* group, std::int64_t r, std::int64_t row_bytes, std::byte* out) {
-  const GroupedBlock block = BlockOf(type);
+  const GroupedBlock block = GroupedBlockOf(type).value();
   for (std::int64_t b = 0; b < row_bytes / block.Bytes(); ++b) {
     const std::byte* from = group + b * kGroupRows * block.Bytes();
     std::byte* to = out + b * block.Bytes();

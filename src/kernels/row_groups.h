@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "posenc/gguf.h"
 
@@ -25,14 +26,22 @@ namespace posenc::detail {
 
 constexpr std::int64_t kGroupRows = 8;
 
-// A type's block as fields and words (GroupsRows types only).
+// A type's block as fields and words.
 struct GroupedBlock {
   std::int64_t fields, words;
   constexpr std::int64_t Bytes() const { return 2 * fields + 4 * words; }
   constexpr std::int64_t FieldAt(std::int64_t f, std::int64_t r) const { return 16 * f + 2 * r; }
   constexpr std::int64_t WordAt(std::int64_t v, std::int64_t r) const { return 16 * fields + 32 * v + 4 * r; }
 };
-constexpr GroupedBlock kGroupedQ4_0{1, 4}, kGroupedQ4_1{2, 4}, kGroupedQ8_0{1, 8};
+// The block of a type that can be grouped; none for the others.
+constexpr std::optional<GroupedBlock> GroupedBlockOf(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return GroupedBlock{1, 4};
+    case GgmlType::kQ4_1: return GroupedBlock{2, 4};
+    case GgmlType::kQ8_0: return GroupedBlock{1, 8};
+    default: return std::nullopt;
+  }
+}
 
 // Whether rows [first_row, first_row + rows) of `type` are kept in groups:
 // Q4_0, Q4_1 or Q8_0, whole groups that start at a multiple of 8 (so that

@@ -320,8 +320,7 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
 // a part of another type, a Q4_1 part that starts off a multiple of 8 and
 // one of 3 rows (both kept row by row). The integer products equal the
 // reference on the rounded x; every other path reads the same weights
-// bitwise as the row-major layout; the result is bitwise the same for 1, 2
-// and 3 threads.
+// bitwise as the row-major layout (the thread counts: below).
 TEST(matmul, Int8GroupsOfRows) {
   const std::vector<std::pair<GgmlType, std::int64_t>> shapes{{GgmlType::kQ4_1, 24}, {GgmlType::kQ8_0, 16},
                                                               {GgmlType::kQ4_0, 8},  {GgmlType::kQ5_0, 5},
@@ -360,39 +359,30 @@ TEST(matmul, Int8GroupsOfRows) {
         ExpectNearReference(reference::Int8Activations(x), w, m, n, k, y_groups);
       }
     });
-    const int saved = NumThreads();
-    const std::vector<float> x = Random(3 * k, 11);
-    std::vector<std::vector<float>> results;
-    for (const int threads : {1, 2, 3}) {
-      SetNumThreads(threads);
-      std::vector<float> y(static_cast<std::size_t>(3 * n));
-      MatMul(x, 3, groups, y, DotActivations::kInt8);
-      results.push_back(y);
-    }
-    SetNumThreads(saved);
-    EXPECT_EQ(results[0], results[1]);
-    EXPECT_EQ(results[0], results[2]);
   }
 }
 
+// Row by row (Q4_K) and in groups of 8 (Q4_1 packed for int8 decode).
 TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
-  const std::int64_t n = 300, k = 256;
-  const std::vector<std::byte> bytes = testing::RandomBlocks(GgmlType::kQ4_K, n, k, 5);
-  const WeightRows part{GgmlType::kQ4_K, n, bytes};
-  const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
+  const std::int64_t n = 296, k = 256;
   const int saved = NumThreads();
-  for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
-    for (const std::int64_t m : {1, 4, 500}) {
-      const std::vector<float> x = Random(m * k, 6);
-      std::vector<std::vector<float>> results;
-      for (const int threads : {1, 2, 3}) {
-        SetNumThreads(threads);
-        std::vector<float> y(static_cast<std::size_t>(m * n));
-        MatMul(x, m, stored, y, activations);
-        results.push_back(y);
+  for (const GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ4_1}) {
+    const std::vector<std::byte> bytes = testing::RandomBlocks(type, n, k, 5);
+    const WeightRows part{type, n, bytes};
+    for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
+      const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored, activations);
+      for (const std::int64_t m : {1, 4, 500}) {
+        const std::vector<float> x = Random(m * k, 6);
+        std::vector<std::vector<float>> results;
+        for (const int threads : {1, 2, 3}) {
+          SetNumThreads(threads);
+          std::vector<float> y(static_cast<std::size_t>(m * n));
+          MatMul(x, m, stored, y, activations);
+          results.push_back(y);
+        }
+        EXPECT_EQ(results[0], results[1]) << TraitsOf(type).name << " m=" << m;
+        EXPECT_EQ(results[0], results[2]) << TraitsOf(type).name << " m=" << m;
       }
-      EXPECT_EQ(results[0], results[1]) << m;
-      EXPECT_EQ(results[0], results[2]) << m;
     }
   }
   SetNumThreads(saved);
