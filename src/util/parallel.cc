@@ -43,9 +43,9 @@ class Pool {
     {
       std::lock_guard lock(mutex_);
       job_ = &slice;
-      slices_ = slices;
       pending_.store(slices - 1, std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);
+      ++jobs_;
+      generation_.store(jobs_ << kSliceBits | static_cast<std::uint64_t>(slices), std::memory_order_release);
     }
     wake_.notify_all();  // no system call when every worker is still spinning
     slice(0);
@@ -61,32 +61,47 @@ class Pool {
   // a worker that finished, and the caller waiting for its workers, first
   // spin for up to kSpin before sleeping on the condition variable.
   static constexpr std::chrono::microseconds kSpin{200};
+  // The clock is read every kSpinChecks polls only: a read costs more than
+  // a poll (a system call's worth on some virtual machines), and a thread
+  // that looks at it between polls sees a new job later.
+  static constexpr int kSpinChecks = 64;
   template <class Ready>
   static void SpinUntil(const Ready& ready) {
     const auto until = std::chrono::steady_clock::now() + kSpin;
-    while (!ready() && std::chrono::steady_clock::now() < until) {
+    for (;;) {
+      for (int i = 0; i < kSpinChecks; ++i) {
+        if (ready()) return;
 #if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
+        __builtin_ia32_pause();
 #elif defined(__aarch64__)
-      asm volatile("yield");
+        asm volatile("yield");
 #endif
+      }
+      if (std::chrono::steady_clock::now() >= until) return;
     }
   }
 
+  // A worker that sees the next job while it spins runs it without taking
+  // the mutex: job_ is written before the generation it is published with
+  // (release, read with acquire), and the job's slice count travels in the
+  // same word, so that a worker outside the job (t >= slices) never reads a
+  // later job's fields. Only a worker that stopped spinning sleeps on wake_.
   void Work(int t) {
     std::uint64_t seen = 0;
     for (;;) {
       SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; });
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
-      if (stop_) return;
-      seen = generation_.load(std::memory_order_relaxed);
-      if (t >= slices_) continue;
-      const auto* job = job_;
-      lock.unlock();
-      (*job)(t);
+      std::uint64_t generation = generation_.load(std::memory_order_acquire);
+      if (generation == seen) {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+        if (stop_) return;
+        generation = generation_.load(std::memory_order_relaxed);
+      }
+      seen = generation;
+      if (static_cast<std::uint64_t>(t) >= (generation & kSliceMask)) continue;
+      (*job_)(t);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        lock.lock();  // the caller checks pending_ under the mutex before it sleeps
+        const std::lock_guard lock(mutex_);  // the caller checks pending_ under the mutex before it sleeps
         done_.notify_one();
       }
     }
@@ -107,8 +122,12 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   const std::function<void(int)>* job_ = nullptr;
-  int slices_ = 0;
   std::atomic<int> pending_{0};
+  // jobs_ << kSliceBits | the job's slice count (at most kMaxThreads).
+  static constexpr int kSliceBits = 16;
+  static constexpr std::uint64_t kSliceMask = (std::uint64_t{1} << kSliceBits) - 1;
+  static_assert(kMaxThreads <= kSliceMask);
+  std::uint64_t jobs_ = 0;
   std::atomic<std::uint64_t> generation_{0};
   bool stop_ = false;
 };
