@@ -2,8 +2,10 @@
 #include "posenc/generation.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "posenc/error.h"
@@ -29,11 +31,25 @@ double GenerateResult::DecodeTokensPerSecond() const {
 
 std::int32_t Argmax(std::span<const float> logits) {
   Require(!logits.empty(), kOp, "logits.size()", 0, "must be >= 1");
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[i]))) best = i;
+  // Two passes that the compiler turns into vector code: the largest number
+  // in kLanes independent lanes (a NaN compares false, so it never wins),
+  // then the first index holding it. A decode step picks its token from
+  // 49,152 logits; the one branchy pass over them was 3% of a step.
+  constexpr std::size_t kLanes = 16;
+  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  const std::size_t n = logits.size();
+  std::array<float, kLanes> lanes;
+  lanes.fill(kLowest);
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (std::size_t l = 0; l < kLanes; ++l) lanes[l] = logits[i + l] > lanes[l] ? logits[i + l] : lanes[l];
   }
-  return static_cast<std::int32_t>(best);
+  float top = kLowest;
+  for (const float lane : lanes) top = lane > top ? lane : top;
+  for (; i < n; ++i) top = logits[i] > top ? logits[i] : top;
+  // -0 and +0 are equal here, so the first of them is found whichever won.
+  const auto at = std::find(logits.begin(), logits.end(), top);
+  return at == logits.end() ? 0 : static_cast<std::int32_t>(at - logits.begin());  // the end: every logit NaN
 }
 
 std::vector<float> Prefill(const LlamaModel& model, LlamaCache& cache, std::span<const std::int32_t> prompt,

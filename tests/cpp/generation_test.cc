@@ -6,9 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <limits>
+#include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "posenc/context_extension.h"
 #include "posenc/passkey.h"
@@ -75,6 +79,32 @@ TEST(Generation, StopsAtAStopTokenAndChecksItsArguments) {
   ExpectError([&] { Generate(tiny.model, {}, attention, {.max_tokens = 1}); }, {"prompt.size() = 0"});
   const std::vector<float> ties{1, 3, 3, std::nanf("")};
   EXPECT_EQ(Argmax(ties), 1);
+}
+
+// Argmax against the contract read index by index (the lowest index among
+// equal largest values; NaN never chosen over a number, -0 equal to +0),
+// over lengths around its 16 lanes and with ties, NaNs, infinities and
+// zeros of both signs in every part of the span.
+TEST(Generation, ArgmaxIsTheFirstLargestNumber) {
+  const auto expected = [](const std::vector<float>& v) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      if (v[i] > v[best] || (std::isnan(v[best]) && !std::isnan(v[i]))) best = i;
+    }
+    return static_cast<std::int32_t>(best);
+  };
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const std::array<float, 8> values{nan, -inf, inf, -0.0f, 0.0f, 1.5f, -2.0f, 1.5f};
+  std::mt19937 rng(11);
+  for (const std::size_t n : {1, 2, 15, 16, 17, 33, 64, 100, 49152}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> v(n);
+      // Few distinct values, so that ties are common; some trials all NaN or all -inf.
+      const std::size_t kinds = trial % 10 == 0 ? 1 : values.size();
+      for (float& x : v) x = values[(rng() % kinds + (trial % 20 == 10 ? 1 : 0)) % values.size()];
+      ASSERT_EQ(Argmax(v), expected(v)) << "n = " << n << ", trial " << trial;
+    }
+  }
 }
 
 TEST(Passkey, KeysAreFiveDigitsFixedBySeedAndTrial) {
