@@ -67,23 +67,21 @@ HWY_INLINE void ScoreChunk(const float* const* q, const float* HWY_RESTRICT keys
   }
 }
 
-// Column vectors of the values summed in one pass over the keys: four where
-// 32 registers hold 4 H accumulators (AVX-512: a 64-wide head read as one
-// stream of whole rows), two elsewhere (16 registers).
-constexpr int kValueVectors = hn::MaxLanes(DF()) == 16 ? 4 : 2;
-
-// o[g][c] = sum_j w[g][j] values[j][c] for g < H, kValueVectors column
-// vectors at a time (kValueVectors H accumulators).
+// o[g][c] = sum_j w[g][j] values[j][c] for g < H, four column vectors at a
+// time (4 H accumulators), so that a pass reads whole 64-float rows of a
+// 64-wide head on AVX-512 and half rows on AVX2. Four on every target: on
+// AVX2 (16 registers), where three heads then need more registers than
+// there are, four vectors still ran 1.12x faster than two at 2,048 cached
+// tokens (half the passes over the values).
 template <int H>
 HWY_INLINE void WeightedValues(const float* const* w, const float* HWY_RESTRICT values, std::int64_t width,
                                std::int64_t cols, float* const* o) {
   const DF df;
   const auto n = static_cast<std::int64_t>(hn::Lanes(df));
-  constexpr int V = kValueVectors;
-  for (std::int64_t c = 0; c < cols; c += V * n) {
+  for (std::int64_t c = 0; c < cols; c += 4 * n) {
     // Vector v of the pass is real when c + v n < cols (values are padded to
     // whole vectors); the others load and add zeros.
-    const bool has1 = c + n<cols, has2 = V> 2 && c + 2 * n<cols, has3 = V> 2 && c + 3 * n < cols;
+    const bool has1 = c + n < cols, has2 = c + 2 * n < cols, has3 = c + 3 * n < cols;
     auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     auto e0 = a0, e1 = a0, e2 = a0, e3 = a0, f0 = a0, f1 = a0, f2 = a0, f3 = a0;
     for (std::int64_t j = 0; j < width; ++j) {
@@ -92,27 +90,23 @@ HWY_INLINE void WeightedValues(const float* const* w, const float* HWY_RESTRICT 
       const auto v1 = has1 ? hn::Load(df, row + n) : hn::Zero(df);
       const auto v2 = has2 ? hn::Load(df, row + 2 * n) : hn::Zero(df);
       const auto v3 = has3 ? hn::Load(df, row + 3 * n) : hn::Zero(df);
-      const auto add = [&](int g, auto& x, auto& y, [[maybe_unused]] auto& z, [[maybe_unused]] auto& u) HWY_ATTR {
+      const auto add = [&](int g, auto& x, auto& y, auto& z, auto& u) HWY_ATTR {
         const auto weight = hn::Set(df, w[g][j]);
         x = hn::MulAdd(weight, v0, x);
         y = hn::MulAdd(weight, v1, y);
-        if constexpr (V > 2) {
-          z = hn::MulAdd(weight, v2, z);
-          u = hn::MulAdd(weight, v3, u);
-        }
+        z = hn::MulAdd(weight, v2, z);
+        u = hn::MulAdd(weight, v3, u);
       };
       add(0, a0, b0, e0, f0);
       if constexpr (H > 1) add(1, a1, b1, e1, f1);
       if constexpr (H > 2) add(2, a2, b2, e2, f2);
       if constexpr (H > 3) add(3, a3, b3, e3, f3);
     }
-    const auto store = [&](int g, auto x, auto y, [[maybe_unused]] auto z, [[maybe_unused]] auto u) HWY_ATTR {
+    const auto store = [&](int g, auto x, auto y, auto z, auto u) HWY_ATTR {
       hn::StoreU(x, df, o[g] + c);
       if (has1) hn::StoreU(y, df, o[g] + c + n);
-      if constexpr (V > 2) {
-        if (has2) hn::StoreU(z, df, o[g] + c + 2 * n);
-        if (has3) hn::StoreU(u, df, o[g] + c + 3 * n);
-      }
+      if (has2) hn::StoreU(z, df, o[g] + c + 2 * n);
+      if (has3) hn::StoreU(u, df, o[g] + c + 3 * n);
     };
     store(0, a0, b0, e0, f0);
     if constexpr (H > 1) store(1, a1, b1, e1, f1);
