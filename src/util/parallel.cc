@@ -44,8 +44,8 @@ class Pool {
       std::lock_guard lock(mutex_);
       job_ = &slice;
       pending_.store(slices - 1, std::memory_order_relaxed);
-      ++jobs_;
-      generation_.store(jobs_ << kSliceBits | static_cast<std::uint64_t>(slices), std::memory_order_release);
+      const std::uint64_t job = (generation_.load(std::memory_order_relaxed) >> kSliceBits) + 1;
+      generation_.store(job << kSliceBits | static_cast<std::uint64_t>(slices), std::memory_order_release);
     }
     wake_.notify_all();  // no system call when every worker is still spinning
     slice(0);
@@ -123,11 +123,10 @@ class Pool {
   std::condition_variable wake_, done_;
   const std::function<void(int)>* job_ = nullptr;
   std::atomic<int> pending_{0};
-  // jobs_ << kSliceBits | the job's slice count (at most kMaxThreads).
+  // The job's number << kSliceBits | its slice count (at most kMaxThreads).
   static constexpr int kSliceBits = 16;
   static constexpr std::uint64_t kSliceMask = (std::uint64_t{1} << kSliceBits) - 1;
   static_assert(kMaxThreads <= kSliceMask);
-  std::uint64_t jobs_ = 0;
   std::atomic<std::uint64_t> generation_{0};
   bool stop_ = false;
 };
