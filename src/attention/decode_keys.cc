@@ -1,15 +1,11 @@
 #include "attention/decode_keys.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 #include <string>
 
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
-
 #include "posenc/error.h"
+#include "util/huge_pages.h"
 
 namespace posenc::detail {
 namespace {
@@ -48,28 +44,10 @@ bool SameKeyLowering(const PositionEncoding& a, const PositionEncoding& b) {
   return std::holds_alternative<NoPositionEncoding>(a);
 }
 
-// Asks Linux for transparent huge pages (2 MiB) over the whole 2 MiB pages
-// of a buffer not yet touched. A decode step streams every kept key and
-// value; with 4 KiB pages each page is a TLB miss that the hardware
-// prefetchers stop at (decode attention over 8,192 cached tokens: 1.07x
-// here, four alternating pairs of runs). A hint: where THP is off
-// ("never"), or off Linux, nothing changes.
-void AdviseHugePages([[maybe_unused]] float* data, [[maybe_unused]] std::int64_t count) {
-#ifdef __linux__
-  constexpr std::size_t kHuge = std::size_t{2} << 20;
-  // Bytes from data to the first 2 MiB boundary, then the whole pages after it.
-  const std::size_t skip = (kHuge - reinterpret_cast<std::uintptr_t>(data) % kHuge) % kHuge;
-  const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
-  if (bytes >= skip + kHuge) {
-    madvise(reinterpret_cast<char*>(data) + skip, (bytes - skip) / kHuge * kHuge, MADV_HUGEPAGE);
-  }
-#endif
-}
-
 hwy::AlignedFreeUniquePtr<float[]> Zeros(std::int64_t count) {
   auto data = hwy::AllocateAligned<float>(static_cast<std::size_t>(std::max<std::int64_t>(1, count)));
   Require(data != nullptr, kOp, "decode cache floats", count, "allocation failed");
-  AdviseHugePages(data.get(), count);
+  AdviseHugePages(data.get(), static_cast<std::size_t>(count) * sizeof(float));
   std::fill_n(data.get(), std::max<std::int64_t>(1, count), 0.0f);
   return data;
 }
