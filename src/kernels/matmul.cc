@@ -14,7 +14,6 @@
 
 #include "posenc/error.h"
 #include "posenc/parallel.h"
-#include "util/huge_pages.h"
 
 namespace posenc {
 namespace detail {
@@ -164,9 +163,7 @@ PackedWeights PackedWeights::FromRows(std::span<const WeightRows> parts, std::in
     return PackedWeights(PanelsOf(w, layout->n, k));
   }
   layout->panels = (layout->n + Layout::kPanelWidth - 1) / Layout::kPanelWidth;
-  layout->bytes = hwy::AllocateAligned<std::byte>(static_cast<std::size_t>(bytes));
-  Require(layout->bytes != nullptr, kOp, "bytes", bytes, "allocation of the stored weights failed");
-  AdviseHugePages(layout->bytes.get(), static_cast<std::size_t>(bytes));
+  layout->bytes = PooledBytes(static_cast<std::size_t>(bytes));
   for (std::size_t i = 0; i < parts.size(); ++i) {
     Layout::Segment& segment = layout->segments[i];
     std::byte* at = layout->bytes.get() + segment.offset;

@@ -9,6 +9,7 @@
 #include "hwy/aligned_allocator.h"
 #include "kernels/row_groups.h"
 #include "posenc/matmul.h"
+#include "util/huge_pages.h"
 
 namespace posenc {
 
@@ -40,7 +41,7 @@ struct PackedWeights::Layout {
     RowOrder order = RowOrder::kRows;
   };
   std::vector<Segment> segments;
-  hwy::AlignedFreeUniquePtr<std::byte[]> bytes;
+  PooledBytes bytes;  // the stored weights, on huge pages where the OS gives them
 
   bool Stored() const { return data == nullptr; }
   const float* Panel(std::int64_t p) const { return data.get() + p * k * kPanelWidth; }
