@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/log_sum_exp.h"
 #include "posenc/parallel.h"
 
 namespace posenc::model {
@@ -96,10 +97,7 @@ void NegativeLogLikelihood(std::span<const float> logits, std::int64_t vocab, st
     for (std::int64_t r = begin; r < end; ++r) {
       if (targets[r] < 0) continue;
       const float* row = logits.data() + r * vocab;
-      const float max = *std::max_element(row, row + vocab);
-      double sum = 0;
-      for (std::int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
-      nll[r] = std::log(sum) - (static_cast<double>(row[targets[r]]) - max);
+      nll[r] = detail::LogSumExp(row, vocab) - static_cast<double>(row[targets[r]]);
     }
   });
 }
