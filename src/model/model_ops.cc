@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/log_sum_exp.h"
+#include "model/gated_row.h"
 #include "posenc/parallel.h"
 
 namespace posenc::model {
@@ -64,15 +65,6 @@ void Scale(std::span<float> x, float scale) {
   });
 }
 
-namespace {
-float Activate(float g, GateActivation activation) {
-  if (activation == GateActivation::kSilu) return g / (1.0f + std::exp(-g));
-  // 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-}
-}  // namespace
-
 void GatedUnit(std::span<const float> gate_up, std::int64_t ffn, GateActivation activation, std::span<float> out) {
   // Split over the outputs, not the rows, so that the threads share a
   // decode step's single row too (an exp each: ~1,500 of them a layer
@@ -84,7 +76,7 @@ void GatedUnit(std::span<const float> gate_up, std::int64_t ffn, GateActivation 
       const float* gate = gate_up.data() + i * 2 * ffn;
       const float* up = gate + ffn;
       float* dst = out.data() + i * ffn;
-      for (std::int64_t j = first; j < last; ++j) dst[j] = Activate(gate[j], activation) * up[j];
+      GatedRow(gate + first, up + first, last - first, activation, dst + first);
       at += last - first;
     }
   });

@@ -32,7 +32,7 @@ void RmsNormHeads(std::span<float> rows, std::int64_t row_stride, std::int64_t b
 void Scale(std::span<float> x, float scale);
 
 // The MLP's gated unit: gate_up [n, 2 ffn] holds gate | up per row;
-// out[i, j] = act(gate) * up, out [n, ffn].
+// out[i, j] = act(gate) * up, out [n, ffn] (GatedRow, gated_row.h).
 enum class GateActivation {
   kSilu,      // SwiGLU (Llama): g / (1 + exp(-g))
   kGeluTanh,  // GeGLU (Gemma): the tanh approximation of GELU, as PyTorch's gelu(approximate="tanh")
@@ -40,7 +40,8 @@ enum class GateActivation {
 void GatedUnit(std::span<const float> gate_up, std::int64_t ffn, GateActivation activation, std::span<float> out);
 
 // For each row r of logits [rows, vocab] with a target: -log softmax(row)[target]
-// (max-subtracted, exp in float, sums in double). targets[r] < 0: no target.
+// (detail::LogSumExp over the row minus the target's logit). targets[r] < 0:
+// no target.
 void NegativeLogLikelihood(std::span<const float> logits, std::int64_t vocab, std::span<const std::int32_t> targets,
                            std::span<double> nll);
 
