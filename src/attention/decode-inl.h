@@ -3,10 +3,11 @@
 // group) against one segment of kSegment keys.
 //
 // For each chunk of 16 keys, the score of query head g is a vector over the
-// chunk's 16 keys: sum_d q[g][d] * keys[d][0..16), four accumulators over d
-// (independent FMA chains). Then the segment's partial softmax: max m, the
-// weights exp(s - m), their sum l, and o = sum_j w_j v_j (four accumulators
-// over keys), which the caller combines across segments.
+// chunk's 16 keys: sum_d q[g][d] * keys[d][0..16), even and odd d in
+// separate accumulators (ScoreVectors). Then the segment's partial softmax:
+// max m, the weights exp(s - m), their sum l, and o = sum_j w_j v_j (each
+// column vector one chain over the keys, WeightedValues), which the caller
+// combines across segments.
 #if defined(POSENC_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_DECODE_INL_H_
 #undef POSENC_DECODE_INL_H_
