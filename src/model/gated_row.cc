@@ -4,9 +4,7 @@
 #define HWY_TARGET_INCLUDE "model/gated_row.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-// foreach_target.h re-includes this file once per target: the math header
-// goes after it, inside the per-target pass.
-#include "hwy/contrib/math/math-inl.h"
+#include "kernels/activations-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,24 +15,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace posenc::model::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
+using posenc::HWY_NAMESPACE::GeluTanh;
+using posenc::HWY_NAMESPACE::Silu;
 
 void GatedRowImpl(const float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, std::int64_t n,
                   GateActivation activation, float* HWY_RESTRICT out) {
   const hn::ScalableTag<float> df;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(df));
-  const auto one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f);
-  const auto act = [&](auto g) HWY_ATTR {
-    if (activation == GateActivation::kSilu) {
-      const auto e = hn::Exp(df, hn::Clamp(hn::Neg(g), hn::Set(df, -88.0f), hn::Set(df, 88.0f)));
-      return hn::Div(g, hn::Add(one, e));
-    }
-    const auto cube = hn::Mul(hn::Mul(g, g), g);
-    const auto inner = hn::Mul(hn::Set(df, kSqrt2OverPi), hn::MulAdd(hn::Set(df, 0.044715f), cube, g));
-    const auto t = hn::Tanh(df, hn::Clamp(inner, hn::Set(df, -10.0f), hn::Set(df, 10.0f)));
-    return hn::Mul(hn::Mul(half, g), hn::Add(one, t));
-  };
+  const auto act = [&](auto g) HWY_ATTR { return activation == GateActivation::kSilu ? Silu(df, g) : GeluTanh(df, g); };
   std::int64_t j = 0;
   for (; j + lanes <= n; j += lanes) {
     hn::StoreU(hn::Mul(act(hn::LoadU(df, gate + j)), hn::LoadU(df, up + j)), df, out + j);

@@ -6,29 +6,28 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "kernels/activations-inl.h"
 #include "train/tiny_lm_kernels.h"
 
 #include <cmath>
-#include <numbers>
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc::tiny_lm::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr float kGeluC = 0.044715f;
-const float kSqrt2OverPi = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
+// The forward's formula and constants are the model's (activations-inl.h).
+using posenc::HWY_NAMESPACE::GeluTanh;
+constexpr float kGeluC = posenc::HWY_NAMESPACE::kGeluCubic;
+constexpr float kSqrt2OverPi = posenc::HWY_NAMESPACE::kGeluSqrt2OverPi;
 
 float GeluTanhScalar(float x) { return std::tanh(kSqrt2OverPi * (x + kGeluC * x * x * x)); }
 
 void GeluForwardImpl(const float* HWY_RESTRICT u, float* HWY_RESTRICT a, std::int64_t n) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto k = hn::Set(d, kSqrt2OverPi), c = hn::Set(d, kGeluC), half = hn::Set(d, 0.5f), one = hn::Set(d, 1.0f);
   std::int64_t e = 0;
   for (; e + lanes <= n; e += lanes) {
-    const auto x = hn::LoadU(d, u + e);
-    const auto t = hn::Tanh(d, hn::Mul(k, hn::MulAdd(hn::Mul(c, x), hn::Mul(x, x), x)));
-    hn::StoreU(hn::Mul(hn::Mul(half, x), hn::Add(one, t)), d, a + e);
+    hn::StoreU(GeluTanh(d, hn::LoadU(d, u + e)), d, a + e);
   }
   for (; e < n; ++e) a[e] = 0.5f * u[e] * (1.0f + GeluTanhScalar(u[e]));
 }
