@@ -9,7 +9,7 @@
 //     1.06x after 2,048; decode attention alone over 8,192 cached tokens
 //     1.07x;
 //   - then every weight matrix, carved from shared blocks (PooledBytes):
-//     another 1.11-1.13x after 0 cached tokens.
+//     another 1.11-1.15x after 0 cached tokens.
 // Hints only: where THP is off ("never"), or off Linux, nothing changes.
 #pragma once
 
