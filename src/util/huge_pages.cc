@@ -19,13 +19,12 @@ constexpr std::size_t kHuge = std::size_t{2} << 20;
 constexpr std::size_t kBlock = std::size_t{32} << 20;
 constexpr std::size_t kAlign = 64;
 
-// The block that PooledBytes carves from; weak, so that a block whose
-// buffers are all gone is freed.
+// The block that PooledBytes carves from (kBlock bytes); weak, so that a
+// block whose buffers are all gone is freed.
 struct Pool {
   std::mutex mutex;
   std::weak_ptr<std::byte> block;
-  std::byte* base = nullptr;
-  std::size_t used = 0, size = 0;
+  std::size_t used = 0;
 };
 
 Pool& ThePool() {
@@ -64,14 +63,12 @@ PooledBytes::PooledBytes(std::size_t bytes) {
   Pool& pool = ThePool();
   const std::lock_guard lock(pool.mutex);
   block_ = pool.block.lock();
-  if (block_ == nullptr || pool.used + size > pool.size) {
+  if (block_ == nullptr || pool.used + size > kBlock) {
     block_ = NewBlock(kBlock);
     pool.block = block_;
-    pool.base = block_.get();
     pool.used = 0;
-    pool.size = kBlock;
   }
-  data_ = pool.base + pool.used;
+  data_ = block_.get() + pool.used;
   pool.used += size;
   ASAN_UNPOISON_MEMORY_REGION(data_, bytes);
 }
