@@ -183,7 +183,10 @@ struct TinyLmLossResult {
 };
 
 // tokens: [batch, length + 1] bytes; inputs are tokens[b, 0..length-1] at
-// positions 0..length-1, targets tokens[b, 1..length]. float32 throughout,
+// positions 0..length-1, targets tokens[b, 1..length], or `targets`
+// [batch, length] where given (a prediction scored against another byte
+// than the next one: the tasks' previous-byte training rows,
+// tiny_lm_tasks.h; the rows' last bytes are then unused). float32 throughout,
 // matrix products through MatMul. `scored` [batch, length] (empty: every
 // prediction) says which predictions the loss averages: 1 for a byte of an
 // answer of a task (tiny_lm_tasks.h), whose other bytes are context the
@@ -200,7 +203,7 @@ struct TinyLmLossResult {
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
                             std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
                             TinyLmParams* grads = nullptr, std::span<const std::uint8_t> scored = {},
-                            std::span<const std::int64_t> positions = {});
+                            std::span<const std::int64_t> positions = {}, std::span<const std::uint8_t> targets = {});
 
 namespace reference {
 // The same loss in float64 (parameters read as float32, exactly), one

@@ -93,11 +93,25 @@ TinyLmTaskSequence MakeTinyLmTaskSequence(TinyLmTask task, std::int64_t length, 
 // `prediction` of this sequence's row), one flag an answer.
 std::vector<bool> TinyLmTaskCorrect(const TinyLmTaskSequence& sequence, std::span<const std::uint8_t> predictions);
 
-// A training batch of tasks: row r of step `step` is sequence step * batch
-// + r of task tasks[(that index) % tasks.size()] at `length` from `seed`
-// (TrainTinyLm's TinyLmBatchSource: tokens and the answers' bytes scored).
+// A training row of the previous-byte stream, index `index` from `seed`:
+// "~" then random letters (a-z, A-Z), every prediction but the first
+// scored against the byte before its input (TinyLmBatch's targets: not the
+// next byte, so that nothing but a head that looks one byte back answers
+// it). Recall's answers need an induction circuit whose first half is
+// such a head (the key's byte reads the value before it); trained on recall
+// alone, the tiny models stop at guessing among the values not yet asked
+// for, and a share of these rows lets them form it (Olsson et al. 2022,
+// "In-context learning and induction heads", on the two heads).
+TinyLmBatch MakeTinyLmPreviousByteRow(std::int64_t length, std::uint64_t seed, std::int64_t index);
+
+// A training batch of tasks: row r of step `step` is sequence i = step *
+// batch + r of task tasks[i % tasks.size()] at `length` from `seed`, or
+// previous-byte row i where floor((i + 1) previous_share) > floor(i
+// previous_share) (that share of the rows, spread evenly) (TrainTinyLm's
+// TinyLmBatchSource: tokens and the answers' bytes scored; targets given
+// when a previous-byte row is in the batch). previous_share in [0, 1).
 TinyLmBatch MakeTinyLmTaskBatch(std::span<const TinyLmTask> tasks, std::int64_t length, std::int64_t batch,
-                                std::uint64_t seed, std::int64_t step);
+                                std::uint64_t seed, std::int64_t step, double previous_share = 0.0);
 
 // One answer of an evaluation.
 struct TinyLmTaskOutcome {

@@ -143,6 +143,7 @@ double TinyLmTrainStepFlops(const TinyLmConfig& config, std::int64_t batch, std:
 struct TinyLmBatch {
   std::vector<std::uint8_t> tokens;
   std::vector<std::uint8_t> scored;
+  std::vector<std::uint8_t> targets;  // empty: the next bytes (TinyLmLoss's targets)
 };
 // The batch of step `step` (0-based), a pure function of the step (and of
 // what the source was made from: a seed, a corpus), so that training stays

@@ -30,7 +30,7 @@ using KernelAttention = std::function<AttentionOptions(std::int64_t layer)>;
 TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, TinyLmParams* grads,
                       const KernelAttention& kernel_attention, std::span<const std::uint8_t> scored = {},
-                      std::span<const std::int64_t> positions = {});
+                      std::span<const std::int64_t> positions = {}, std::span<const std::uint8_t> targets = {});
 
 // The scheme's own attention of every layer as posenc::Attention's
 // options (causal), or an empty function where the kernel has no form of

@@ -214,8 +214,8 @@ struct Pass {
 TinyLmLossResult TinyLmLoss(const TinyLmConfig& config, const TinyLmParams& params,
                             std::span<const std::uint8_t> tokens, std::int64_t batch, std::int64_t length,
                             TinyLmParams* grads, std::span<const std::uint8_t> scored,
-                            std::span<const std::int64_t> positions) {
-  return tiny_lm::Loss(config, params, tokens, batch, length, grads, {}, scored, positions);
+                            std::span<const std::int64_t> positions, std::span<const std::uint8_t> targets) {
+  return tiny_lm::Loss(config, params, tokens, batch, length, grads, {}, scored, positions, targets);
 }
 
 namespace tiny_lm {
@@ -223,8 +223,11 @@ namespace tiny_lm {
 TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> tokens,
                       std::int64_t batch, std::int64_t length, TinyLmParams* grads,
                       const KernelAttention& kernel_attention, std::span<const std::uint8_t> scored,
-                      std::span<const std::int64_t> positions) {
+                      std::span<const std::int64_t> positions, std::span<const std::uint8_t> given_targets) {
   ValidateLossCall(config, params, tokens, batch, length, positions, grads != nullptr);
+  Require(given_targets.empty() || static_cast<std::int64_t>(given_targets.size()) == batch * length, kOp,
+          "targets.size()", given_targets.size(),
+          "must be batch * length = " + std::to_string(batch * length) + " or 0 (the next bytes)");
   const std::int64_t scored_count = CountScored(scored, batch * length);
   Require(grads != &params, kOp, "grads", Verbatim{"&params"},
           "must be another TinyLmParams (the params are read while the gradients are written)");
@@ -236,7 +239,8 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t t = 0; t < length; ++t) {
       inputs[b * length + t] = tokens[b * (length + 1) + t];
-      targets[b * length + t] = tokens[b * (length + 1) + t + 1];
+      targets[b * length + t] =
+          given_targets.empty() ? tokens[b * (length + 1) + t + 1] : given_targets[b * length + t];
     }
   }
 

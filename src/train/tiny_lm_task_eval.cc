@@ -21,19 +21,36 @@ constexpr std::int64_t kBatchTokens = 8192;
 }  // namespace
 
 TinyLmBatch MakeTinyLmTaskBatch(std::span<const TinyLmTask> tasks, std::int64_t length, std::int64_t batch,
-                                std::uint64_t seed, std::int64_t step) {
+                                std::uint64_t seed, std::int64_t step, double previous_share) {
   Require(!tasks.empty(), kOp, "tasks", Verbatim{"(none)"}, "must list at least one task");
   Require(batch >= 1, kOp, "batch", batch, "must be >= 1");
   Require(step >= 0, kOp, "step", step, "must be >= 0");
+  Require(previous_share >= 0 && previous_share < 1, kOp, "previous_share", previous_share,
+          "must be in [0, 1) (the share of the rows from the previous-byte stream)");
+  const auto previous_row = [&](std::int64_t index) {
+    return std::floor(static_cast<double>(index + 1) * previous_share) >
+           std::floor(static_cast<double>(index) * previous_share);
+  };
+  bool any_previous = false;
+  for (std::int64_t r = 0; r < batch; ++r) any_previous = any_previous || previous_row(step * batch + r);
   TinyLmBatch out;
   out.tokens.reserve(static_cast<std::size_t>(batch * (length + 1)));
   out.scored.reserve(static_cast<std::size_t>(batch * length));
   for (std::int64_t r = 0; r < batch; ++r) {
     const std::int64_t index = step * batch + r;
-    const TinyLmTask task = tasks[static_cast<std::size_t>(index) % tasks.size()];
-    const TinyLmTaskSequence s = MakeTinyLmTaskSequence(task, length, seed, index);
-    out.tokens.insert(out.tokens.end(), s.tokens.begin(), s.tokens.end());
-    out.scored.insert(out.scored.end(), s.scored.begin(), s.scored.end());
+    TinyLmBatch row;
+    if (previous_row(index)) {
+      row = MakeTinyLmPreviousByteRow(length, seed, index);
+    } else {
+      TinyLmTaskSequence s =
+          MakeTinyLmTaskSequence(tasks[static_cast<std::size_t>(index) % tasks.size()], length, seed, index);
+      row.tokens = std::move(s.tokens);
+      row.scored = std::move(s.scored);
+      if (any_previous) row.targets.assign(row.tokens.begin() + 1, row.tokens.end());  // the next bytes
+    }
+    out.tokens.insert(out.tokens.end(), row.tokens.begin(), row.tokens.end());
+    out.scored.insert(out.scored.end(), row.scored.begin(), row.scored.end());
+    out.targets.insert(out.targets.end(), row.targets.begin(), row.targets.end());
   }
   return out;
 }

@@ -29,12 +29,17 @@ constexpr std::int64_t kRecallKeys = kLetters;
 constexpr std::int64_t kNeedleBytes = 4;  // "#ddd"
 constexpr std::int64_t kAskBytes = 5;     // "?#ddd"
 
-// Counters through SplitMix64: word i of sequence (task, seed, index).
+// The previous-byte rows' stream, apart from every task's (a task's is
+// its enum value).
+constexpr std::uint64_t kPreviousByteStream = 0x70726576ULL;  // "prev"
+
+// Counters through SplitMix64: word i of sequence (stream, seed, index).
 class Words {
  public:
   Words(TinyLmTask task, std::uint64_t seed, std::int64_t index)
-      : key_(SplitMix64(SplitMix64(SplitMix64(seed ^ kTaskSalt) + static_cast<std::uint64_t>(task)) +
-                        static_cast<std::uint64_t>(index))) {}
+      : Words(static_cast<std::uint64_t>(task), seed, index) {}
+  Words(std::uint64_t stream, std::uint64_t seed, std::int64_t index)
+      : key_(SplitMix64(SplitMix64(SplitMix64(seed ^ kTaskSalt) + stream) + static_cast<std::uint64_t>(index))) {}
   // Uniform in [0, n) up to n / 2^64.
   std::int64_t Below(std::int64_t n) {
     return static_cast<std::int64_t>(SplitMix64(key_ + counter_++) % static_cast<std::uint64_t>(n));
@@ -219,6 +224,23 @@ TinyLmTaskSequence MakeTinyLmTaskSequence(TinyLmTask task, std::int64_t length, 
     case TinyLmTask::kEven: return SelectFromString(length, words, 2);
   }
   return {};
+}
+
+TinyLmBatch MakeTinyLmPreviousByteRow(std::int64_t length, std::uint64_t seed, std::int64_t index) {
+  Require(length >= 2 && length <= kMaxLength, kOp, "length", length,
+          "must be in [2, " + std::to_string(kMaxLength) + "] (\"~\" and one byte to look back at)");
+  Words words(kPreviousByteStream, seed, index);
+  TinyLmBatch row;
+  row.tokens.assign(static_cast<std::size_t>(length + 1), '~');
+  for (std::int64_t t = 1; t <= length; ++t) {
+    const std::int64_t letter = words.Below(2 * kLetters);
+    row.tokens[t] = static_cast<std::uint8_t>(letter < kLetters ? 'a' + letter : 'A' + letter - kLetters);
+  }
+  row.scored.assign(static_cast<std::size_t>(length), 1);
+  row.scored[0] = 0;  // "~" has nothing before it
+  row.targets.assign(static_cast<std::size_t>(length), '~');
+  for (std::int64_t t = 1; t < length; ++t) row.targets[t] = row.tokens[t - 1];
+  return row;
 }
 
 std::vector<bool> TinyLmTaskCorrect(const TinyLmTaskSequence& sequence, std::span<const std::uint8_t> predictions) {

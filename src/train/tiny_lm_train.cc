@@ -199,8 +199,9 @@ TinyLmTrainResult TrainTinyLm(const TinyLmConfig& config, const TinyLmTrainOptio
         config.position_range > 0
             ? RandomizedPositions(config.position_range, length, TinyLmStepPositionSeed(options.seed, step - 1))
             : std::vector<std::int64_t>();
-    const double loss =
-        TinyLmLoss(config, result.params, batch.tokens, options.batch, length, &grads, batch.scored, positions).loss;
+    const double loss = TinyLmLoss(config, result.params, batch.tokens, options.batch, length, &grads, batch.scored,
+                                   positions, batch.targets)
+                            .loss;
     Require(std::isfinite(loss), kOp, "step", step,
             "the loss is " + FormatValue(loss) + " (diverged; try a lower lr or a grad_clip)");
     std::vector<TinyLmTensor*> grad_tensors = TinyLmTensorList(config, grads);

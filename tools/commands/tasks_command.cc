@@ -61,6 +61,12 @@ struct TasksOptions {
   std::vector<ContextExtension> methods;  // empty: kDefaultMethods
   std::int64_t sequences = 32;
   std::vector<double> depths{0, 0.25, 0.5, 0.75, 1};
+  // A quarter of a recall model's rows from the previous-byte stream
+  // (MakeTinyLmPreviousByteRow): without them no model leaves the plateau.
+  double previous_share = 0.25;
+  // A recall model's budget in bytes; 0: twice --tokens (its circuit forms
+  // later than the other tasks' heads: 2 million bytes left ALiBi at 66%).
+  std::int64_t recall_tokens = 0;
   std::string out = "build/tasks";
   bool json = false;
   TinyLmFlags flags{DefaultModel()};
@@ -90,7 +96,9 @@ Grid PlanGrid(const TasksOptions& o, const std::vector<TinyLmTask>& tasks, const
                          {"model", ZooModelJson(o.flags.model())},
                          {"train", train},
                          {"sequences", o.sequences},
-                         {"depths", o.depths}}};
+                         {"depths", o.depths},
+                         {"recall_tokens", o.recall_tokens > 0 ? o.recall_tokens : 2 * o.train.tokens},
+                         {"previous_share", o.previous_share}}};
   for (const PositionScheme& scheme : schemes) {
     const TinyLmConfig config = o.flags.Config(scheme);
     o.train.Validate(config);
@@ -102,10 +110,12 @@ Grid PlanGrid(const TasksOptions& o, const std::vector<TinyLmTask>& tasks, const
     }
     for (const TinyLmTask task : tasks) {
       CheckTinyLmTaskLength(task, train_length, kOp, "--train-len");
+      TinyLmTrainOptions train_task = o.train;
+      if (task == TinyLmTask::kRecall) train_task.tokens = o.recall_tokens > 0 ? o.recall_tokens : 2 * o.train.tokens;
       CheckTaskLengths(config, task, lengths);
       const bool needle = task == TinyLmTask::kNeedle;
       double flops =
-          static_cast<double>(o.train.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length);
+          static_cast<double>(train_task.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length);
       for (const std::int64_t length : lengths) {
         const double sequences = static_cast<double>(o.sequences) * (needle ? static_cast<double>(o.depths.size()) : 1);
         flops += sequences * TinyLmTrainStepFlops(config, 1, length) / 3 *
@@ -115,7 +125,7 @@ Grid PlanGrid(const TasksOptions& o, const std::vector<TinyLmTask>& tasks, const
                                  static_cast<double>(config.layers * (8 * config.d_model + 2 * config.ffn_hidden + 2)) *
                                  4;
       for (const std::int64_t seed : o.seeds) {
-        TinyLmTrainOptions seeded = o.train;
+        TinyLmTrainOptions seeded = train_task;
         seeded.seed = seed;
         const std::string task_name(TinyLmTaskName(task));
         GridCell cell{
@@ -130,6 +140,9 @@ Grid PlanGrid(const TasksOptions& o, const std::vector<TinyLmTask>& tasks, const
             .label = std::string(PositionSchemeName(scheme)) + " " + task_name + " seed " + std::to_string(seed),
             .flops = flops,
             .memory_bytes = 2 * activations + (256 << 20)};
+        // Only where rows are mixed in: the cells of the other tasks keep the
+        // keys of grids written before the previous-byte stream existed.
+        if (task == TinyLmTask::kRecall && o.previous_share > 0) cell.params["previous_share"] = o.previous_share;
         AddGridEntry(grid, {{"scheme", PositionSchemeName(scheme)}, {"task", task_name}, {"seed", seed}}, cell);
       }
     }
@@ -142,10 +155,13 @@ void Run(const TasksOptions& o) {
   RequireOutputDirectory(kOp, "--out", o.out);
   const std::int64_t train_length = o.flags.model().train_length;
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
+  Require(o.recall_tokens >= 0, kOp, "--recall-tokens", o.recall_tokens,
+          "must be >= 0 (a recall model's budget in bytes; 0: twice --tokens)");
   TasksOptions sorted = o;
   sorted.seeds = SeedsOption(kOp, o.seeds);
   CheckTaskSequences(o.sequences);
   CheckTaskDepths(o.depths);
+  CheckPreviousShare(o.previous_share);
   std::vector<TinyLmTask> tasks;
   if (o.tasks.empty()) {
     tasks.assign(AllTinyLmTasks().begin(), AllTinyLmTasks().end());
@@ -187,6 +203,9 @@ void AddTasksCommand(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--tokens", o->train.tokens, "Training budget in bytes, per model")->capture_default_str();
+  cmd->add_option("--recall-tokens", o->recall_tokens,
+                  "Training budget in bytes of a recall model (default 0: twice --tokens)")
+      ->capture_default_str();
   cmd->add_option("--lengths", o->lengths, "Evaluated lengths (default: 1, 2, 4, 8, 16 x L)")->delimiter(',');
   AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
                    "linear ntk yarn rerope window self-extend (RoPE models)");
@@ -194,6 +213,10 @@ void AddTasksCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--depths", o->depths, "The needle's depths in [0, 1], comma-separated")
       ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--previous-share", o->previous_share,
+                  "Share of a recall model's training rows from the previous-byte stream (each byte's answer the "
+                  "byte before it: the first head of an induction circuit); 0: recall's rows alone")
       ->capture_default_str();
   cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; tasks.md, tasks.json, tasks.png)")
       ->capture_default_str();

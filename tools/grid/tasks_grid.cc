@@ -38,6 +38,7 @@ struct TasksCellParams {
   std::vector<std::string> methods;  // RoPE only
   std::int64_t sequences = 0;
   std::vector<double> depths;  // the needle's; empty for the other tasks
+  double previous_share = 0;   // the training rows from the previous-byte stream (recall's)
 };
 
 TasksCellParams ReadCellParams(const GridField& at, const Json& p) {
@@ -47,7 +48,9 @@ TasksCellParams ReadCellParams(const GridField& at, const Json& p) {
                     .lengths = at.Ints(p, "lengths"),
                     .methods = at.Strings(p, "methods"),
                     .sequences = at.Int(p, "sequences"),
-                    .depths = at.Numbers(p, "depths")};
+                    .depths = at.Numbers(p, "depths"),
+                    // Left out at 0 (TasksCellPreviousShare): a cell of another task.
+                    .previous_share = p.contains("previous_share") ? at.Number(p, "previous_share") : 0.0};
   const std::string task = at.String(p, "task");
   at.Child("task").Check([&] { c.task = ParseTinyLmTask(task, kOp, "--tasks"); });
   at.Child("scheme").Check([&] {
@@ -58,6 +61,7 @@ TasksCellParams ReadCellParams(const GridField& at, const Json& p) {
   at.Child("train").Check([&] { c.train.Validate(c.config); });
   at.Child("lengths").Check([&] { CheckTaskLengths(c.config, c.task, c.lengths); });
   at.Child("sequences").Check([&] { CheckTaskSequences(c.sequences); });
+  at.Child("previous_share").Check([&] { CheckPreviousShare(c.previous_share); });
   at.Child("depths").Check([&] {
     if (c.task == TinyLmTask::kNeedle) {
       CheckTaskDepths(c.depths);
@@ -113,7 +117,7 @@ Json ComputeModel(const Grid& /*grid*/, const GridCell& cell) {
       config, p.train,
       [&](std::int64_t step) {
         return MakeTinyLmTaskBatch(tasks, config.train_length, p.train.batch, static_cast<std::uint64_t>(p.train.seed),
-                                   step);
+                                   step, p.previous_share);
       },
       [&](const TinyLmTrainProgress& s) {
         if (s.step < next_report && s.step != s.steps) return;
@@ -170,11 +174,15 @@ TasksReport ReadSettings(const GridField& at, const Json& s) {
                      .run = ReadTinyLmRunSettings(at, s),
                      .sequences = at.Int(s, "sequences"),
                      .depths = at.Numbers(s, "depths")};
+  // Grids written before the previous-byte stream trained recall as the others.
+  report.recall_tokens = s.contains("recall_tokens") ? at.Int(s, "recall_tokens") : report.run.tokens;
+  report.previous_share = s.contains("previous_share") ? at.Number(s, "previous_share") : 0.0;
   for (std::size_t i = 0; i < report.tasks.size(); ++i) {
     at.Child("tasks").Child(std::to_string(i)).Check([&] { ParseTinyLmTask(report.tasks[i], kOp, "--tasks"); });
   }
   at.Child("sequences").Check([&] { CheckTaskSequences(report.sequences); });
   at.Child("depths").Check([&] { CheckTaskDepths(report.depths); });
+  at.Child("previous_share").Check([&] { CheckPreviousShare(report.previous_share); });
   report.variants = TinyLmReportVariants(at, s, kOp);
   return report;
 }
@@ -223,6 +231,11 @@ void CheckTaskDepths(const std::vector<double>& depths) {
   for (const double depth : depths) {
     Require(depth >= 0 && depth <= 1, kOp, "--depths", depth, "must be in [0, 1] (0: the start, 1: the end)");
   }
+}
+
+void CheckPreviousShare(double share) {
+  Require(share >= 0 && share < 1, kOp, "--previous-share", share,
+          "must be in [0, 1) (the share of a recall model's training rows from the previous-byte stream)");
 }
 
 const GridKind& TasksGridKind() {

@@ -24,5 +24,7 @@ void CheckTaskLengths(const TinyLmConfig& config, TinyLmTask task, const std::ve
 void CheckTaskSequences(std::int64_t sequences);
 // --depths: at least one, each in [0, 1].
 void CheckTaskDepths(const std::vector<double>& depths);
+// --previous-share in [0, 1).
+void CheckPreviousShare(double share);
 
 }  // namespace posenc::cli

@@ -171,6 +171,14 @@ std::string TasksMarkdown(const TasksReport& r) {
                 static_cast<long long>(r.sequences), static_cast<long long>(r.sequences), r.depths.size(), r.seconds,
                 r.seconds / 60);
   md += line;
+  if (std::find(r.tasks.begin(), r.tasks.end(), "recall") != r.tasks.end()) {
+    std::snprintf(line, sizeof line,
+                  "A recall model trains on %lld bytes, %.0f%% of its rows from the previous-byte stream (random "
+                  "letters, each prediction scored against the byte before its input: the first head of the "
+                  "induction circuit recall needs).\n\n",
+                  static_cast<long long>(r.recall_tokens), 100 * r.previous_share);
+    md += line;
+  }
   md += RandomizedPositionsSentence(r.run);
   md +=
       "Exact-match accuracy (%) of the answers, pooled over the seeds, with a 95% interval from a two-level "
@@ -240,7 +248,12 @@ std::string TasksJson(const TasksReport& r) {
          {"lengths", r.lengths},
          {"seeds", r.seeds},
          {"model", TinyLmModelJson(r.run)},
-         {"train", {{"tokens", r.run.tokens}, {"batch", r.run.batch}, {"lr", r.run.lr}}},
+         {"train",
+          {{"tokens", r.run.tokens},
+           {"recall_tokens", r.recall_tokens},
+           {"previous_share", r.previous_share},
+           {"batch", r.run.batch},
+           {"lr", r.run.lr}}},
          {"sequences", r.sequences},
          {"depths", r.depths},
          {"depth_bins", kTaskDepthBins},

@@ -53,8 +53,10 @@ struct TasksReport {
   std::vector<std::int64_t> seeds;
   std::vector<std::int64_t> lengths;  // ascending
   TinyLmRunSettings run;
-  std::int64_t sequences = 0;  // evaluated a (task, length); the needle's a depth
-  std::vector<double> depths;  // the needle's
+  std::int64_t sequences = 0;      // evaluated a (task, length); the needle's a depth
+  std::vector<double> depths;      // the needle's
+  std::int64_t recall_tokens = 0;  // a recall model's budget in bytes
+  double previous_share = 0;       // of a recall model's rows, from the previous-byte stream
   std::vector<TasksModel> models;
   double seconds = 0;  // compute, all cells
 };
