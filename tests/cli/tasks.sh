@@ -3,7 +3,7 @@
 # (every task asked, a learned table without rows past L and with Su's
 # decomposition, RoPE under methods, intervals over two seeds), the JSON
 # (per-seed counts, the needle by depth), the pictures, a rerun that
-# trains nothing, and models at randomized positions.
+# trains nothing, recall's training mix, and models at randomized positions.
 # Usage: tasks.sh POSENC DIR
 set -euo pipefail
 posenc=$1 dir=$2
@@ -59,6 +59,22 @@ python3 - "$dir/grid.json" <<'PY' || fail "grid.json of plain models"
 import json, sys
 cells = json.load(open(sys.argv[1]))["cells"].values()
 assert all("position_range" not in c["params"]["model"] for c in cells)
+PY
+# Recall: twice the budget, a quarter of its rows from the previous-byte
+# stream, said in the report and kept in its cells' parameters only.
+rm -rf "$dir"
+"$posenc" tasks --schemes rope --tasks copy,recall --train-len 12 --tokens 2048 --d-model 16 --layers 1 --heads 2 \
+  --ffn 32 --batch 4 --lengths 12 --sequences 4 --methods none --seeds 0 --out "$dir" >"$dir.log" 2>&1 ||
+  fail "tasks with recall: $(cat "$dir.log")"
+expect "^A recall model trains on 4096 bytes, 25% of its rows from the previous-byte stream"
+expect "^## recall$"
+python3 - "$dir/grid.json" <<'PY' || fail "grid.json of recall models"
+import json, sys
+cells = json.load(open(sys.argv[1]))["cells"].values()
+recall = [c["params"] for c in cells if c["params"]["task"] == "recall"]
+copy = [c["params"] for c in cells if c["params"]["task"] == "copy"]
+assert recall and all(p["previous_share"] == 0.25 and p["train"]["tokens"] == 4096 for p in recall), recall
+assert copy and all("previous_share" not in p and p["train"]["tokens"] == 2048 for p in copy), copy
 PY
 # Randomized positions: the models train and run at positions from [0, 24),
 # and the report says so.

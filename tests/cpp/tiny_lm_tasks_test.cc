@@ -3,6 +3,7 @@
 // nothing else tells them), the loss restricted to answers, the model's
 // predictions, training on a task, and the bad input.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <string>
@@ -198,6 +199,107 @@ TEST(TinyLmTasks, TheLossAndItsGradientCountOnlyTheScoredPredictions) {
               {"scored", "at least one"});
   ExpectError([&] { TinyLmLoss(config, params, tokens, 2, 9, nullptr, std::vector<std::uint8_t>(5, 1)); },
               {"scored.size() = 5", "batch * length = 18"});
+}
+
+// Explicit targets: a prediction scored against a given byte has the loss
+// the same prediction has when that byte is the next one (the logits at t
+// read inputs 0..t only), bitwise; the next bytes given as targets are the
+// plain loss and gradients, bitwise.
+TEST(TinyLmTasks, ExplicitTargetsScoreThePredictionsAgainstTheGivenBytes) {
+  constexpr std::int64_t kLength = 7;
+  const TinyLmConfig config = SmallConfig(kLength);
+  const TinyLmParams params = testing::RandomTinyParams(config, 5);
+  const std::vector<std::uint8_t> tokens = testing::RandomBytes(1, kLength, 6);
+  const std::vector<std::uint8_t> targets = testing::RandomBytes(1, kLength - 1, 7);  // kLength bytes
+  const TinyLmLossResult given = TinyLmLoss(config, params, tokens, 1, kLength, nullptr, {}, {}, targets);
+  // Row t: the inputs up to t, then targets[t] as the next byte.
+  std::vector<std::uint8_t> rows;
+  for (std::int64_t t = 0; t < kLength; ++t) {
+    std::vector<std::uint8_t> row(tokens.begin(), tokens.end());
+    row[t + 1] = targets[t];
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+  const TinyLmLossResult next = TinyLmLoss(config, params, rows, kLength, kLength);
+  double sum = 0;
+  for (std::int64_t t = 0; t < kLength; ++t) {
+    EXPECT_EQ(given.token_loss[t], next.token_loss[t * kLength + t]) << "t = " << t;
+    sum += given.token_loss[t];
+  }
+  EXPECT_NEAR(given.loss, sum / kLength, 1e-12);
+  EXPECT_NE(given.loss, TinyLmLoss(config, params, tokens, 1, kLength).loss);  // the targets were used
+
+  const std::vector<std::uint8_t> next_bytes(tokens.begin() + 1, tokens.end());
+  TinyLmParams plain, explicit_next;
+  const double plain_loss = TinyLmLoss(config, params, tokens, 1, kLength, &plain).loss;
+  EXPECT_EQ(TinyLmLoss(config, params, tokens, 1, kLength, &explicit_next, {}, {}, next_bytes).loss, plain_loss);
+  const std::vector<const TinyLmTensor*> a = TinyLmTensorList(config, std::as_const(plain));
+  const std::vector<const TinyLmTensor*> b = TinyLmTensorList(config, std::as_const(explicit_next));
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]->values, b[i]->values) << a[i]->name;
+  ExpectError([&] { TinyLmLoss(config, params, tokens, 1, kLength, nullptr, {}, {}, std::vector<std::uint8_t>(3)); },
+              {"targets.size() = 3", "batch * length = 7"});
+}
+
+// A previous-byte row: "~" then letters, each prediction but the first
+// scored against the byte before its input, a pure function of its inputs.
+TEST(TinyLmTasks, PreviousByteRowsAskForTheByteBeforeEachInput) {
+  const TinyLmBatch row = MakeTinyLmPreviousByteRow(40, 3, 17);
+  ASSERT_EQ(row.tokens.size(), 41u);
+  ASSERT_EQ(row.targets.size(), 40u);
+  ASSERT_EQ(row.scored.size(), 40u);
+  EXPECT_EQ(row.tokens[0], '~');
+  std::set<std::uint8_t> letters;
+  for (std::size_t t = 1; t < row.tokens.size(); ++t) {
+    EXPECT_TRUE(std::isalpha(row.tokens[t])) << t;
+    letters.insert(row.tokens[t]);
+  }
+  EXPECT_GT(letters.size(), 20u);  // both cases, spread
+  EXPECT_EQ(row.scored[0], 0);
+  for (std::size_t t = 1; t < row.targets.size(); ++t) {
+    EXPECT_EQ(row.scored[t], 1);
+    EXPECT_EQ(row.targets[t], row.tokens[t - 1]) << t;
+  }
+  EXPECT_EQ(MakeTinyLmPreviousByteRow(40, 3, 17).tokens, row.tokens);
+  EXPECT_NE(MakeTinyLmPreviousByteRow(40, 3, 18).tokens, row.tokens);
+  EXPECT_NE(MakeTinyLmPreviousByteRow(40, 4, 17).tokens, row.tokens);
+  ExpectError([] { MakeTinyLmPreviousByteRow(1, 0, 0); }, {"length = 1", "[2, "});
+}
+
+// previous_share of the rows, spread evenly over the indices; the task's
+// rows are the task's sequences, their targets the next bytes; no share:
+// no targets and the batch as before.
+TEST(TinyLmTasks, BatchesMixInTheirShareOfPreviousByteRows) {
+  constexpr std::int64_t kLength = 12, kBatch = 8;
+  const std::vector<TinyLmTask> tasks{TinyLmTask::kRecall};
+  std::int64_t previous = 0;
+  for (std::int64_t step = 0; step < 4; ++step) {
+    const TinyLmBatch batch = MakeTinyLmTaskBatch(tasks, kLength, kBatch, 5, step, 0.25);
+    ASSERT_EQ(batch.targets.size(), static_cast<std::size_t>(kBatch * kLength));
+    for (std::int64_t r = 0; r < kBatch; ++r) {
+      const std::int64_t index = step * kBatch + r;
+      const std::span<const std::uint8_t> tokens(batch.tokens.data() + r * (kLength + 1), kLength + 1);
+      const std::span<const std::uint8_t> targets(batch.targets.data() + r * kLength, kLength);
+      const std::span<const std::uint8_t> scored(batch.scored.data() + r * kLength, kLength);
+      const bool is_previous = index % 4 == 3;  // floor((i + 1) / 4) > floor(i / 4)
+      previous += is_previous ? 1 : 0;
+      if (is_previous) {
+        const TinyLmBatch row = MakeTinyLmPreviousByteRow(kLength, 5, index);
+        EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), row.tokens.begin())) << index;
+        EXPECT_TRUE(std::equal(targets.begin(), targets.end(), row.targets.begin())) << index;
+        EXPECT_TRUE(std::equal(scored.begin(), scored.end(), row.scored.begin())) << index;
+      } else {
+        const TinyLmTaskSequence s = MakeTinyLmTaskSequence(TinyLmTask::kRecall, kLength, 5, index);
+        EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), s.tokens.begin())) << index;
+        EXPECT_TRUE(std::equal(targets.begin(), targets.end(), s.tokens.begin() + 1)) << index;
+        EXPECT_TRUE(std::equal(scored.begin(), scored.end(), s.scored.begin())) << index;
+      }
+    }
+  }
+  EXPECT_EQ(previous, 8);
+  const TinyLmBatch none = MakeTinyLmTaskBatch(tasks, kLength, kBatch, 5, 1);
+  EXPECT_TRUE(none.targets.empty());
+  EXPECT_EQ(none.tokens, MakeTinyLmTaskBatch(tasks, kLength, kBatch, 5, 1, 0.0).tokens);
+  ExpectError([&] { MakeTinyLmTaskBatch(tasks, kLength, kBatch, 5, 0, 1.0); }, {"previous_share = 1", "[0, 1)"});
+  ExpectError([&] { MakeTinyLmTaskBatch(tasks, kLength, kBatch, 5, 0, -0.5); }, {"previous_share = -0.5"});
 }
 
 // The prediction is the byte of least loss: no other target scores lower.
