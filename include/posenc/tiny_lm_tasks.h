@@ -108,8 +108,8 @@ TinyLmBatch MakeTinyLmPreviousByteRow(std::int64_t length, std::uint64_t seed, s
 // batch + r of task tasks[i % tasks.size()] at `length` from `seed`, or
 // previous-byte row i where floor((i + 1) previous_share) > floor(i
 // previous_share) (that share of the rows, spread evenly) (TrainTinyLm's
-// TinyLmBatchSource: tokens and the answers' bytes scored; targets given
-// when a previous-byte row is in the batch). previous_share in [0, 1).
+// TinyLmBatchSource: tokens and the answers' bytes scored; with a share,
+// every row's targets given). previous_share in [0, 1).
 TinyLmBatch MakeTinyLmTaskBatch(std::span<const TinyLmTask> tasks, std::int64_t length, std::int64_t batch,
                                 std::uint64_t seed, std::int64_t step, double previous_share = 0.0);
 

@@ -31,8 +31,6 @@ TinyLmBatch MakeTinyLmTaskBatch(std::span<const TinyLmTask> tasks, std::int64_t 
     return std::floor(static_cast<double>(index + 1) * previous_share) >
            std::floor(static_cast<double>(index) * previous_share);
   };
-  bool any_previous = false;
-  for (std::int64_t r = 0; r < batch; ++r) any_previous = any_previous || previous_row(step * batch + r);
   TinyLmBatch out;
   out.tokens.reserve(static_cast<std::size_t>(batch * (length + 1)));
   out.scored.reserve(static_cast<std::size_t>(batch * length));
@@ -46,7 +44,7 @@ TinyLmBatch MakeTinyLmTaskBatch(std::span<const TinyLmTask> tasks, std::int64_t 
           MakeTinyLmTaskSequence(tasks[static_cast<std::size_t>(index) % tasks.size()], length, seed, index);
       row.tokens = std::move(s.tokens);
       row.scored = std::move(s.scored);
-      if (any_previous) row.targets.assign(row.tokens.begin() + 1, row.tokens.end());  // the next bytes
+      if (previous_share > 0) row.targets.assign(row.tokens.begin() + 1, row.tokens.end());  // the next bytes
     }
     out.tokens.insert(out.tokens.end(), row.tokens.begin(), row.tokens.end());
     out.scored.insert(out.scored.end(), row.scored.begin(), row.scored.end());

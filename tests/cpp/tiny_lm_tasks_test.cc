@@ -302,6 +302,41 @@ TEST(TinyLmTasks, BatchesMixInTheirShareOfPreviousByteRows) {
   ExpectError([&] { MakeTinyLmTaskBatch(tasks, kLength, kBatch, 5, 0, -0.5); }, {"previous_share = -0.5"});
 }
 
+// Training reads a batch's targets: the same rows with the previous-byte
+// rows' targets dropped (so that they ask for the next byte) train another
+// model; with them given as the next bytes, the same model, bitwise.
+TEST(TinyLmTasks, TrainingScoresTheBatchTargets) {
+  const TinyLmConfig config = SmallConfig(12);
+  TinyLmTrainOptions options;
+  options.batch = 4;
+  options.tokens = 3 * options.batch * 12;  // 3 steps
+  const std::vector<TinyLmTask> tasks{TinyLmTask::kRecall};
+  const auto train = [&](bool targets) {
+    return TrainTinyLm(config, options, [&](std::int64_t step) {
+      TinyLmBatch batch = MakeTinyLmTaskBatch(tasks, 12, options.batch, 0, step, 0.5);
+      if (!targets) batch.targets.clear();
+      return batch;
+    });
+  };
+  const TinyLmTrainResult given = train(true), next = train(false);
+  EXPECT_NE(given.final_loss, next.final_loss);
+  EXPECT_NE(TinyLmTensorList(config, given.params)[0]->values, TinyLmTensorList(config, next.params)[0]->values);
+  const TinyLmTrainResult plain = TrainTinyLm(config, options, [&](std::int64_t step) {
+    TinyLmBatch batch = MakeTinyLmTaskBatch(tasks, 12, options.batch, 0, step);
+    batch.targets.clear();
+    return batch;
+  });
+  const TinyLmTrainResult next_given = TrainTinyLm(config, options, [&](std::int64_t step) {
+    TinyLmBatch batch = MakeTinyLmTaskBatch(tasks, 12, options.batch, 0, step);
+    for (std::int64_t r = 0; r < options.batch; ++r) {
+      batch.targets.insert(batch.targets.end(), batch.tokens.begin() + r * 13 + 1, batch.tokens.begin() + (r + 1) * 13);
+    }
+    return batch;
+  });
+  EXPECT_EQ(TinyLmTensorList(config, plain.params)[0]->values, TinyLmTensorList(config, next_given.params)[0]->values);
+  EXPECT_EQ(plain.final_loss, next_given.final_loss);
+}
+
 // The prediction is the byte of least loss: no other target scores lower.
 TEST(TinyLmTasks, ThePredictionIsTheMostLikelyByte) {
   const TinyLmConfig config = SmallConfig(4);

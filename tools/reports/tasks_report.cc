@@ -6,6 +6,7 @@
 #include <map>
 
 #include "posenc/rate_interval.h"
+#include "posenc/tiny_lm_tasks.h"
 #include "reports/plot.h"
 
 namespace posenc::cli {
@@ -171,7 +172,7 @@ std::string TasksMarkdown(const TasksReport& r) {
                 static_cast<long long>(r.sequences), static_cast<long long>(r.sequences), r.depths.size(), r.seconds,
                 r.seconds / 60);
   md += line;
-  if (std::find(r.tasks.begin(), r.tasks.end(), "recall") != r.tasks.end()) {
+  if (std::find(r.tasks.begin(), r.tasks.end(), TinyLmTaskName(TinyLmTask::kRecall)) != r.tasks.end()) {
     std::snprintf(line, sizeof line,
                   "A recall model trains on %lld bytes, %.0f%% of its rows from the previous-byte stream (random "
                   "letters, each prediction scored against the byte before its input: the first head of the "
