@@ -66,14 +66,14 @@ rm -rf "$dir"
 "$posenc" tasks --schemes rope --tasks copy,recall --train-len 12 --tokens 2048 --d-model 16 --layers 1 --heads 2 \
   --ffn 32 --batch 4 --lengths 12 --sequences 4 --methods none --seeds 0 --out "$dir" >"$dir.log" 2>&1 ||
   fail "tasks with recall: $(cat "$dir.log")"
-expect "^A recall model trains on 4096 bytes, 25% of its rows from the previous-byte stream"
+expect "^A recall model trains on 8192 bytes, 25% of its rows from the previous-byte stream"
 expect "^## recall$"
 python3 - "$dir/grid.json" <<'PY' || fail "grid.json of recall models"
 import json, sys
 cells = json.load(open(sys.argv[1]))["cells"].values()
 recall = [c["params"] for c in cells if c["params"]["task"] == "recall"]
 copy = [c["params"] for c in cells if c["params"]["task"] == "copy"]
-assert recall and all(p["previous_share"] == 0.25 and p["train"]["tokens"] == 4096 for p in recall), recall
+assert recall and all(p["previous_share"] == 0.25 and p["train"]["tokens"] == 8192 for p in recall), recall
 assert copy and all("previous_share" not in p and p["train"]["tokens"] == 2048 for p in copy), copy
 PY
 # Randomized positions: the models train and run at positions from [0, 24),
