@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -306,35 +308,40 @@ TEST(TinyLmTasks, BatchesMixInTheirShareOfPreviousByteRows) {
 // rows' targets dropped (so that they ask for the next byte) train another
 // model; with them given as the next bytes, the same model, bitwise.
 TEST(TinyLmTasks, TrainingScoresTheBatchTargets) {
-  const TinyLmConfig config = SmallConfig(12);
+  constexpr std::int64_t kLength = 12;
+  const TinyLmConfig config = SmallConfig(kLength);
   TinyLmTrainOptions options;
   options.batch = 4;
-  options.tokens = 3 * options.batch * 12;  // 3 steps
+  options.tokens = 3 * options.batch * kLength;  // 3 steps
   const std::vector<TinyLmTask> tasks{TinyLmTask::kRecall};
-  const auto train = [&](bool targets) {
-    return TrainTinyLm(config, options, [&](std::int64_t step) {
-      TinyLmBatch batch = MakeTinyLmTaskBatch(tasks, 12, options.batch, 0, step, 0.5);
-      if (!targets) batch.targets.clear();
+  struct Trained {
+    double loss;
+    std::vector<float> embedding;
+  };
+  // A model trained on recall batches with `share` previous-byte rows, each
+  // batch changed by `edit` first.
+  const auto train = [&](double share, const std::function<void(TinyLmBatch&)>& edit) {
+    const TinyLmTrainResult result = TrainTinyLm(config, options, [&](std::int64_t step) {
+      TinyLmBatch batch = MakeTinyLmTaskBatch(tasks, kLength, options.batch, 0, step, share);
+      edit(batch);
       return batch;
     });
+    return Trained{result.final_loss, TinyLmTensorList(config, result.params)[0]->values};
   };
-  const TinyLmTrainResult given = train(true), next = train(false);
-  EXPECT_NE(given.final_loss, next.final_loss);
-  EXPECT_NE(TinyLmTensorList(config, given.params)[0]->values, TinyLmTensorList(config, next.params)[0]->values);
-  const TinyLmTrainResult plain = TrainTinyLm(config, options, [&](std::int64_t step) {
-    TinyLmBatch batch = MakeTinyLmTaskBatch(tasks, 12, options.batch, 0, step);
-    batch.targets.clear();
-    return batch;
-  });
-  const TinyLmTrainResult next_given = TrainTinyLm(config, options, [&](std::int64_t step) {
-    TinyLmBatch batch = MakeTinyLmTaskBatch(tasks, 12, options.batch, 0, step);
-    for (std::int64_t r = 0; r < options.batch; ++r) {
-      batch.targets.insert(batch.targets.end(), batch.tokens.begin() + r * 13 + 1, batch.tokens.begin() + (r + 1) * 13);
-    }
-    return batch;
-  });
-  EXPECT_EQ(TinyLmTensorList(config, plain.params)[0]->values, TinyLmTensorList(config, next_given.params)[0]->values);
-  EXPECT_EQ(plain.final_loss, next_given.final_loss);
+  const auto drop_targets = [](TinyLmBatch& batch) { batch.targets.clear(); };
+  const Trained given = train(0.5, [](TinyLmBatch&) {}), next = train(0.5, drop_targets);
+  EXPECT_NE(given.loss, next.loss);
+  EXPECT_NE(given.embedding, next.embedding);
+  const Trained plain = train(0, drop_targets),
+                next_given = train(0, [&](TinyLmBatch&batch) {
+                  const std::int64_t row = kLength + 1;  // tokens a row: the inputs, then the last target
+                  for (std::int64_t r = 0; r < options.batch; ++r) {
+                    batch.targets.insert(batch.targets.end(), batch.tokens.begin() + r * row + 1,
+                                         batch.tokens.begin() + (r + 1) * row);
+                  }
+                });
+  EXPECT_EQ(plain.embedding, next_given.embedding);
+  EXPECT_EQ(plain.loss, next_given.loss);
 }
 
 // The prediction is the byte of least loss: no other target scores lower.

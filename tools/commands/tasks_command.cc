@@ -78,6 +78,9 @@ struct TasksOptions {
   std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
 };
 
+// What --recall-tokens 0 means, for its help and its error.
+std::string RecallTokensDefault() { return "0: " + std::to_string(kRecallBudgetFactor) + " x --tokens"; }
+
 std::int64_t RecallTokens(const TasksOptions& o) {
   return o.recall_tokens > 0 ? o.recall_tokens : kRecallBudgetFactor * o.train.tokens;
 }
@@ -164,7 +167,7 @@ void Run(const TasksOptions& o) {
   const std::int64_t train_length = o.flags.model().train_length;
   Require(o.train.tokens > 0, kOp, "--tokens", o.train.tokens, "must be > 0 (the training budget in bytes a model)");
   Require(o.recall_tokens >= 0, kOp, "--recall-tokens", o.recall_tokens,
-          "must be >= 0 (a recall model's budget in bytes; 0: " + std::to_string(kRecallBudgetFactor) + " x --tokens)");
+          "must be >= 0 (a recall model's budget in bytes; " + RecallTokensDefault() + ")");
   TasksOptions sorted = o;
   sorted.seeds = SeedsOption(kOp, o.seeds);
   CheckTaskSequences(o.sequences);
@@ -212,8 +215,7 @@ void AddTasksCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tokens", o->train.tokens, "Training budget in bytes, per model")->capture_default_str();
   cmd->add_option("--recall-tokens", o->recall_tokens,
-                  "Training budget in bytes of a recall model (default 0: " + std::to_string(kRecallBudgetFactor) +
-                      " x --tokens)")
+                  "Training budget in bytes of a recall model (default " + RecallTokensDefault() + ")")
       ->capture_default_str();
   cmd->add_option("--lengths", o->lengths, "Evaluated lengths (default: 1, 2, 4, 8, 16 x L)")->delimiter(',');
   AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
