@@ -11,11 +11,15 @@
 // cache is filled once, then for each method (plain RoPE, ReRoPE and
 // Self-Extend with windows of 512 by default) rewound to C tokens, one untimed step (it lowers
 // the cached keys for the method), and D timed single-token steps, best of R
-// such runs (as the prefill, and as the copy bandwidth's best of 7). A step
-// reads every weight in its stored type and the whole cache once, so it is
-// bound by memory: its bytes (LlamaModel::WeightBytes + the float32 keys and
-// values of the cache) times tokens/s are compared with the copy bandwidth
-// measured in the same run.
+// such runs (as the prefill). A step reads every weight in its stored type
+// and the whole cache once, so it is bound by memory: its bytes
+// (LlamaModel::WeightBytes + the float32 keys and values of the cache) times
+// tokens/s are compared with the copy bandwidth, the best of copies run
+// between the decode repetitions (at least kCopyRuns of them). On a shared
+// host the memory's speed moves from minute to minute (a virtual machine of
+// this project's read 45-49 GB/s, then 67-76 GB/s ten minutes later): a
+// copy timed only before or after the decode can catch another state than
+// the decode did, so the two are sampled over the same minutes.
 //
 // Memory: the resident bytes the loaded model added to the process
 // (/proc/self/statm), against the GGUF file's size.
@@ -67,6 +71,9 @@ double ResidentBytes() {
   return resident * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
+// The copy bandwidth's timed runs, at the least (each copies both ways).
+constexpr int kCopyRuns = 7;
+
 struct DecodeRun {
   std::string method;
   std::int64_t cache_tokens = 0;
@@ -91,8 +98,9 @@ class StepLog {
 };
 
 // Decode speed for each cache size and method (see the top of the file).
+// A copy runs after each timed repetition (`copy`).
 std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const LlamaModel& model, std::mt19937& rng,
-                                     const StepLog& log) {
+                                     bench::CopyProbe& copy, const StepLog& log) {
   const LlamaHyperparams& hp = model.hparams();
   std::vector<DecodeRun> runs;
   for (const std::int64_t cached : o.decode_caches) {
@@ -124,6 +132,7 @@ std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const LlamaMode
         seconds = std::min(seconds, bench::Seconds([&] {
                              for (std::int64_t i = 0; i < o.decode_tokens; ++i) step();
                            }));
+        copy.Run();
       }
       DecodeRun run{name, cached, static_cast<double>(o.decode_tokens) / seconds};
       // The cache read by the average step: keys and values of every layer.
@@ -162,9 +171,14 @@ void Run(const BenchModelOptions& o) {
   const double gflops = flops / seconds / 1e9;
   const double ratio = gflops / peak.gflops;
 
-  std::vector<DecodeRun> runs = MeasureDecode(o, model, rng, log);
-  log("measuring the copy bandwidth");
-  const bench::CopyBandwidth copy = bench::MeasureCopyBandwidth();
+  log("the copy bandwidth: a warm-up copy");
+  bench::CopyProbe probe;
+  probe.Run();
+  probe.Reset();
+  std::vector<DecodeRun> runs = MeasureDecode(o, model, rng, probe, log);
+  log("the copy bandwidth: copies up to " + std::to_string(kCopyRuns) + " timed runs");
+  while (probe.Best().runs < kCopyRuns) probe.Run();
+  const bench::CopyBandwidth copy = probe.Best();
   log("done");
   for (DecodeRun& run : runs) {
     run.gbps = run.bytes_per_token * run.tokens_per_s / 1e9;
@@ -216,6 +230,7 @@ void Run(const BenchModelOptions& o) {
                                {"file_bytes", file_bytes},
                                {"decode", decode},
                                {"copy_gbps", copy.gbps},
+                               {"copy_runs", copy.runs},
                                {"ctx", o.ctx},
                                {"threads", NumThreads()},
                                {"target", peak.target},
@@ -237,8 +252,10 @@ void Run(const BenchModelOptions& o) {
   std::printf(
       "%.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
       tokens_per_s, flops / static_cast<double>(o.ctx) / 1e6, gflops, 100 * ratio, peak.gflops, peak.target);
-  std::printf("decode, %lld steps each, best of %d, against the copy bandwidth measured now (%.1f GB/s):\n",
-              static_cast<long long>(o.decode_tokens), o.reps, copy.gbps);
+  std::printf(
+      "decode, %lld steps each, best of %d, against the copy bandwidth measured between them (%.1f GB/s, best of "
+      "%d):\n",
+      static_cast<long long>(o.decode_tokens), o.reps, copy.gbps, copy.runs);
   for (const DecodeRun& run : runs) {
     std::printf("  %-34s after %6lld cached tokens: %7.1f tokens/s, %6.1f MB a step = %5.1f GB/s = %5.1f%%\n",
                 run.method.c_str(), static_cast<long long>(run.cache_tokens), run.tokens_per_s,
