@@ -1,6 +1,10 @@
 #include "posenc/parallel.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -39,6 +43,40 @@ TEST(ParallelFor, NestedCallsRunInline) {
     }
   }
   SetNumThreads(2);
+}
+
+// The paths where a thread sleeps: workers idle longer than the pool's spin
+// (the next loop must wake them), and a slice longer than it (the caller
+// must sleep and be woken). Plain ints, so that ThreadSanitizer sees a
+// missing happens-before between a slice's writes and the caller's reads,
+// and loops of fewer slices than threads (the others sit the loop out).
+TEST(ParallelFor, WakesSleepingWorkersAndASleepingCaller) {
+  using std::chrono::microseconds;
+  // A lost wake-up hangs: fail within a minute, not at ctest's timeout.
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 600 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!done) {
+      std::fputs("ParallelFor.WakesSleepingWorkersAndASleepingCaller: no progress in 60 s (a lost wake-up)\n", stderr);
+      std::abort();
+    }
+  });
+  for (int threads : {2, 3}) {
+    SetNumThreads(threads);
+    for (int round = 0; round < 60; ++round) {
+      const std::int64_t n = 1 + round % threads;
+      std::vector<int> values(static_cast<std::size_t>(n), 0);
+      ParallelFor(n, 1, [&](std::int64_t begin, std::int64_t end) {
+        if (round % 7 == 3 && end == n && begin > 0) std::this_thread::sleep_for(microseconds(400));
+        for (std::int64_t i = begin; i < end; ++i) values[i] = round + static_cast<int>(i);
+      });
+      for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(values[i], round + i) << threads << " threads, round " << round;
+      if (round % 5 == 4) std::this_thread::sleep_for(microseconds(400));
+    }
+  }
+  SetNumThreads(2);
+  done = true;
+  watchdog.join();
 }
 
 TEST(ParallelFor, ThreadCountMustBePositive) {
