@@ -22,6 +22,7 @@
 
 #include "attention/attention_rules.h"
 #include "attention/decode_keys.h"
+#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -100,6 +101,16 @@ HWY_INLINE void ScoreChunk(const float* const* q, const float* HWY_RESTRICT keys
   ScoreVectors<H, 1>(q, keys, dim, scores, at);
 }
 
+// Where a row takes several passes (AVX2 and narrower: a 64-wide head's
+// row is 256 bytes, a pass reads 128), the first pass reads half of each
+// row from memory, a stride the hardware prefetchers follow late: it asks
+// for whole rows kPrefetchRows ahead, and the later passes find them in
+// the cache. The AVX2 target's int8 decode on a Zen 4 (alternating
+// processes, mean tokens/s): 152.8 -> 167.5 after 2,048 cached tokens
+// (five pairs), 56.2 -> 64.9 after 8,192 (three pairs); on AVX-512 (one
+// pass a row, read in order) the same prefetch cost 7%, so it is not made.
+constexpr std::int64_t kPrefetchRows = 16;
+
 // o[g][c] = sum_j w[g][j] values[j][c] for g < H, four column vectors at a
 // time (4 H accumulators), so that a pass reads whole 64-float rows of a
 // 64-wide head on AVX-512 and half rows on AVX2. Four on every target: on
@@ -117,8 +128,15 @@ HWY_INLINE void WeightedValues(const float* const* w, const float* HWY_RESTRICT 
     const bool has1 = c + n < cols, has2 = c + 2 * n < cols, has3 = c + 3 * n < cols;
     auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     auto e0 = a0, e1 = a0, e2 = a0, e3 = a0, f0 = a0, f1 = a0, f2 = a0, f3 = a0;
+    const bool first_of_passes = c == 0 && 4 * n < cols;
     for (std::int64_t j = 0; j < width; ++j) {
       const float* row = values + j * cols + c;
+      if (first_of_passes && j + kPrefetchRows < width) {
+        const auto* ahead = reinterpret_cast<const char*>(values + (j + kPrefetchRows) * cols);
+        for (std::int64_t byte = 0; byte < cols * static_cast<std::int64_t>(sizeof(float)); byte += 64) {
+          hwy::Prefetch(ahead + byte);
+        }
+      }
       const auto v0 = hn::Load(df, row);
       const auto v1 = has1 ? hn::Load(df, row + n) : hn::Zero(df);
       const auto v2 = has2 ? hn::Load(df, row + 2 * n) : hn::Zero(df);
