@@ -122,6 +122,7 @@ CopyProbe::CopyProbe(std::size_t bytes)
   });
   std::memset(src_.get() + pages * 4096, 1, bytes - pages * 4096);
   std::memset(dst_.get() + pages * 4096, 0, bytes - pages * 4096);
+  for (bool stream : {false, true}) ParallelCopy(dst_.get(), src_.get(), bytes_, stream);  // warm-up, untimed
 }
 
 void CopyProbe::Run() {
@@ -148,9 +149,7 @@ CopyBandwidth CopyProbe::Best() const {
 
 CopyBandwidth MeasureCopyBandwidth(const CopyBandwidthOptions& options) {
   CopyProbe probe(options.bytes);
-  for (int i = 0; i < options.warmup; ++i) probe.Run();
-  probe.Reset();
-  for (int i = 0; i < std::max(1, options.reps); ++i) probe.Run();
+  probe.RunUntil(std::max(1, options.reps));
   return probe.Best();
 }
 

@@ -16,7 +16,6 @@ namespace posenc::bench {
 struct CopyBandwidthOptions {
   // Bytes per buffer (source and destination each): far beyond any cache.
   std::size_t bytes = std::size_t{256} << 20;
-  int warmup = 1;
   int reps = 7;
 };
 
@@ -29,16 +28,20 @@ struct CopyBandwidth {
   int runs = 0;             // timed runs (each copies both ways)
 };
 
-// Source and destination buffers, first touched by the pool's threads, and
-// the best copy time seen so far. Benchmarks interleave Run() with their own
-// repetitions, so that a busy neighbour slows both alike and the ratio of
-// the best times stays meaningful.
+// Source and destination buffers, first touched by the pool's threads and
+// copied once untimed (a warm-up), and the best copy time seen since.
+// Benchmarks interleave Run() with their own repetitions, so that a busy
+// neighbour slows both alike and the ratio of the best times stays
+// meaningful.
 class CopyProbe {
  public:
   explicit CopyProbe(std::size_t bytes = std::size_t{256} << 20);
   // Copies once with memcpy and once with streaming stores, keeping the best.
   void Run();
-  void Reset() { best_seconds_ = 1e300, best_method_ = "", runs_ = 0; }
+  // Runs until at least `runs` timed runs are in the best.
+  void RunUntil(int runs) {
+    while (runs_ < runs) Run();
+  }
   CopyBandwidth Best() const;
 
  private:

@@ -113,8 +113,6 @@ void RunBenchRope(const BenchRopeOptions& options, std::ostream& out) {
   // The copy runs between the kernels' repetitions; its best over the whole
   // run is the limit every dtype is compared with.
   bench::CopyProbe probe;
-  probe.Run();  // warm-up
-  probe.Reset();
   std::vector<DTypeResult> results;
   results.reserve(dtypes.size());
   for (DType dtype : dtypes) results.push_back(MeasureDType(dtype, options, probe));

@@ -171,13 +171,11 @@ void Run(const BenchModelOptions& o) {
   const double gflops = flops / seconds / 1e9;
   const double ratio = gflops / peak.gflops;
 
-  log("the copy bandwidth: a warm-up copy");
+  log("the copy bandwidth: its buffers and a warm-up copy");
   bench::CopyProbe probe;
-  probe.Run();
-  probe.Reset();
   std::vector<DecodeRun> runs = MeasureDecode(o, model, rng, probe, log);
   log("the copy bandwidth: copies up to " + std::to_string(kCopyRuns) + " timed runs");
-  while (probe.Best().runs < kCopyRuns) probe.Run();
+  probe.RunUntil(kCopyRuns);
   const bench::CopyBandwidth copy = probe.Best();
   log("done");
   for (DecodeRun& run : runs) {
