@@ -1,7 +1,9 @@
-"""The README's Python snippets are the files under examples/ (scripts/readme-examples
-copies them into README.md and checks the copies): each runs here as a script, from
-the repository root as the README's reader would, the model ones on a tiny
-random-weight GGUF (random_llama_gguf.py) and a text long enough for their windows."""
+"""The Python snippets of README.md and docs/ are the files under examples/
+(scripts/readme-examples copies them into the pages, checks the copies, and
+refuses a snippet from anywhere else): each runs here as a script, from the
+repository root as a reader of the pages would, the model ones on a tiny
+random-weight GGUF (random_llama_gguf.py) and a text long enough for their
+windows; test_every_example_is_run keeps a new file from going unrun."""
 
 import pathlib
 import runpy
