@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
-"""Every `posenc ...` command line in the README's ```sh blocks parses: its
+"""Every `posenc ...` command line in the ```sh blocks of the README and the
+manual's pages (docs/) parses: its
 subcommands exist, every --option it passes is one that subcommand's --help
 lists, it holds no shell operator (a `|` in `--kind a|b` runs a pipe when
 pasted), and the line with --help appended exits 0 (CLI11 runs the options'
 own checks before --help). What it does with its values is the other tests'
-business: this only keeps the README's commands in step with the tool.
-    readme_commands.py POSENC README.md"""
+business: this only keeps the documented commands in step with the tool.
+    doc_commands.py POSENC PAGE.md [PAGE.md ...]   (a directory: its *.md, recursively)"""
+import pathlib
 import re
 import shlex
 import subprocess
 import sys
 
-posenc, readme = sys.argv[1], sys.argv[2]
+posenc = sys.argv[1]
+pages = []
+for argument in sys.argv[2:]:
+    path = pathlib.Path(argument)
+    pages.extend(sorted(path.rglob("*.md")) if path.is_dir() else [path])
 
 
 def commands(text):
@@ -48,14 +54,16 @@ def subcommands(help_output):
 
 problems = []
 count = 0
-for number, line in commands(open(readme, encoding="utf-8").read()):
+checked = [(page, number, line) for page in pages for number, line in commands(page.read_text(encoding="utf-8"))]
+for page, number, line in checked:
+    where = f"{page}:{number}"
     count += 1
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     tokens = list(lexer)[1:]
     operators = [t for t in tokens if t and set(t) <= set("|&;<>()")]
     if operators:
-        problems.append(f"README.md:{number}: shell operator {operators[0]!r} in: {line}")
+        problems.append(f"{where}: shell operator {operators[0]!r} in: {line}")
         continue
     chain = []
     rc, out = help_text(chain)
@@ -64,16 +72,16 @@ for number, line in commands(open(readme, encoding="utf-8").read()):
         rc, out = help_text(chain)
     rest = tokens[len(chain):]
     if not chain or (subcommands(out) and rest and not rest[0].startswith("-")):
-        problems.append(f"README.md:{number}: no such subcommand: {line}")
+        problems.append(f"{where}: no such subcommand: {line}")
         continue
     for option in (t.split("=", 1)[0] for t in tokens[len(chain):] if t.startswith("--")):
         if not re.search(re.escape(option) + r"(?![\w-])", out):
-            problems.append(f"README.md:{number}: posenc {' '.join(chain)} has no option {option}: {line}")
+            problems.append(f"{where}: posenc {' '.join(chain)} has no option {option}: {line}")
     run = subprocess.run([posenc, *tokens, "--help"], capture_output=True, text=True)
     if run.returncode != 0:
-        problems.append(f"README.md:{number}: exit {run.returncode} with --help: {line}\n{run.stdout}{run.stderr}")
+        problems.append(f"{where}: exit {run.returncode} with --help: {line}\n{run.stdout}{run.stderr}")
 for problem in problems:
     print(problem)
 if problems:
     sys.exit(1)
-print(f"README commands: {count} posenc command lines parse")
+print(f"doc commands: {count} posenc command lines parse in {len(pages)} pages")
