@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -216,14 +217,48 @@ GgufFile GgufFile::Parse(std::span<const std::byte> bytes) {
   }
 
   const std::size_t data_start = (in.position() + file.alignment_ - 1) / file.alignment_ * file.alignment_;
-  for (std::size_t i = 0; i < file.tensors_.size(); ++i) {
-    GgufTensorInfo& t = file.tensors_[i];
-    const std::uint64_t size = sizes[i];
-    const bool fits = data_start <= bytes.size() && t.offset <= bytes.size() - data_start &&
-                      size <= bytes.size() - data_start - t.offset;
-    Require(fits, kOp, t.name + ".offset", t.offset,
+  const std::uint64_t data_bytes = data_start <= bytes.size() ? bytes.size() - data_start : 0;
+  // The layout every GGUF writer produces (llama.cpp's gguf.cpp refuses any
+  // other): in order of offset, each tensor starts where the one before it
+  // ends, padded to the alignment, the first at 0. So no two tensors
+  // overlap, no bytes lie between them, and a type or shape that does not
+  // match the data (F32 read as F16, Q4_K as F32) or an offset moved is
+  // caught here, not read across the neighbouring tensors.
+  std::vector<std::size_t> order(file.tensors_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return file.tensors_[a].offset < file.tensors_[b].offset; });
+  std::uint64_t expected = 0;  // where the next tensor starts
+  // "NAME (TYPE, N bytes)" of tensor i, for the errors.
+  const auto described = [&](std::size_t i) {
+    const GgufTensorInfo& t = file.tensors_[i];
+    return EscapeControlBytes(t.name) + " (" + std::string(TraitsOf(t.type).name) + ", " + std::to_string(sizes[i]) +
+           " bytes)";
+  };
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    GgufTensorInfo& t = file.tensors_[order[k]];
+    const std::uint64_t size = sizes[order[k]];
+    Require(t.offset == expected, kOp, t.name + ".offset", t.offset,
+            "must be " + std::to_string(expected) +
+                (k == 0 ? std::string(", the start of the data section (the tensor at the lowest offset)")
+                        : ", where " + described(order[k - 1]) +
+                              " ends, padded to general.alignment = " + std::to_string(file.alignment_)) +
+                ": tensors lie one after another, so a type, shape or offset that does not match the data is "
+                "corrupt");
+    Require(size <= data_bytes && t.offset <= data_bytes - size, kOp, t.name + ".offset", t.offset,
             "tensor data (" + std::to_string(size) + " bytes) extends past the end of the file (truncated)");
     t.data = bytes.subspan(data_start + t.offset, size);
+    expected =
+        (t.offset + size + file.alignment_ - 1) / file.alignment_ * file.alignment_;  // <= data_bytes + alignment
+  }
+  // The data section ends with the last tensor and its padding (writers pad
+  // it): more bytes mean a tensor is smaller than the data says.
+  if (!order.empty()) {
+    const GgufTensorInfo& last = file.tensors_[order.back()];
+    Require(data_bytes <= expected, kOp, last.name + ".type", Verbatim{std::string(TraitsOf(last.type).name)},
+            "the last tensor, " + described(order.back()) + ", ends the data section at byte " +
+                std::to_string(expected) + " (padded), yet the file holds " + std::to_string(data_bytes) +
+                ": a type or shape that does not match the data is corrupt");
   }
   return file;
 }

@@ -2,6 +2,7 @@
 // of hand-built blocks, and corrupt files rejected with clear errors.
 #include "posenc/gguf.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -139,6 +140,55 @@ TEST(Gguf, CorruptFieldsAreNamed) {
               {"extends past the end of the file"});
   ExpectError([&] { ParseBytes(GgufBuilder().Scalar("general.alignment", 4, std::uint32_t{3}).Bytes()); },
               {"general.alignment = 3", "power of two"});
+}
+
+// Where tensor `name`'s type (u32) and offset (u64) are in GgufBuilder bytes:
+// after its name, n_dims and the extents.
+std::size_t TypeFieldOf(const std::vector<unsigned char>& bytes, const std::string& name, std::size_t dims) {
+  std::vector<unsigned char> key(8, 0);  // the name as GGUF writes it: its length (u64), then its bytes
+  key[0] = static_cast<unsigned char>(name.size());
+  key.insert(key.end(), name.begin(), name.end());
+  const auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+  return static_cast<std::size_t>(at - bytes.begin()) + key.size() + 4 + 8 * dims;
+}
+
+// The tensors' layout must be the one the header describes, as llama.cpp's
+// reader requires: in order of offset, each where the previous one ends
+// (padded), and the data section no longer than the last one. A type id or
+// an offset edited in place used to load (an F32 read as F16, a Q8_0 read as
+// F32 across its neighbour, an offset moved by 32 bytes).
+TEST(Gguf, TensorLayoutMustMatchTheHeader) {
+  std::vector<unsigned char> q8 = Half(0.25f);
+  q8.resize(34, 3);
+  const auto bytes = GgufBuilder()
+                         .Tensor("a", {64}, 0, std::vector<unsigned char>(256, 0))
+                         .Tensor("b", {32}, 8, q8)
+                         .Tensor("c", {64}, 0, std::vector<unsigned char>(256, 0))
+                         .Bytes();
+  ASSERT_NO_THROW(ParseBytes(bytes));
+  const auto with = [&](const std::string& name, std::size_t skip, auto value) {
+    auto edited = bytes;
+    std::memcpy(&edited[TypeFieldOf(bytes, name, 1) + skip], &value, sizeof value);
+    return edited;
+  };
+  // a: F32 -> F16 (128 bytes, not 256): b no longer starts where a ends.
+  ExpectError([&] { ParseBytes(with("a", 0, std::uint32_t{1})); },
+              {"[gguf] b.offset = 256: must be 128, where a (F16, 128 bytes) ends, padded to general.alignment = 32",
+               "corrupt"});
+  // b: Q8_0 -> F32 (128 bytes) would read across c.
+  ExpectError([&] { ParseBytes(with("b", 0, std::uint32_t{0})); },
+              {"[gguf] c.offset = 320: must be 384, where b (F32, 128 bytes) ends"});
+  // The last tensor: F32 -> F16 leaves 128 bytes no tensor holds.
+  ExpectError([&] { ParseBytes(with("c", 0, std::uint32_t{1})); },
+              {"[gguf] c.type = F16: the last tensor, c (F16, 128 bytes), ends the data section at byte 448",
+               "the file holds 576"});
+  // An offset moved by 32 (still aligned, still inside the file).
+  ExpectError([&] { ParseBytes(with("b", 4, std::uint64_t{256 + 32})); }, {"[gguf] b.offset = 288: must be 256"});
+  // Two tensors at one offset overlap.
+  ExpectError([&] { ParseBytes(with("c", 4, std::uint64_t{0})); },
+              {"[gguf] c.offset = 0: must be 256, where a (F32, 256 bytes) ends"});
+  ExpectError([&] { ParseBytes(with("a", 4, std::uint64_t{32})); },
+              {"[gguf] a.offset = 32: must be 0, the start of the data section"});
 }
 
 // Names from the file reach messages escaped: a NUL does not cut the message
