@@ -81,7 +81,7 @@ std::string_view ExtensionMethodName(ExtensionMethod method);  // "leaky-rerope"
 ExtensionMethod ParseExtensionMethod(std::string_view name);
 // Every method, in the order of the table.
 const std::vector<ExtensionMethod>& AllExtensionMethods();
-// "none | linear | ... | lambda, with optional :factor=F,window=W,k=K,sinks=S
+// "none | linear | ... | self-extend, with optional :factor=F,window=W,k=K,sinks=S,group=G
 // and ,logn": the text form in one line, for help texts.
 std::string ExtensionMethodsSynopsis();
 

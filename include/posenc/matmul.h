@@ -91,7 +91,7 @@ class PackedWeights {
   // Row j (< rows()) as k float32 values: an embedding lookup.
   void Row(std::int64_t j, std::span<float> out) const;
 
-  struct Layout;  // the kernel's panel layout (src/matmul)
+  struct Layout;  // the kernel's panel layout (src/kernels/matmul_kernel.h)
   const Layout& layout() const { return *layout_; }
 
  private:
