@@ -20,7 +20,8 @@ struct RopeModelConfig {
 
 // Reads rope_theta (or rotary_emb_base), head_dim (or DeepSeek's
 // qk_rope_head_dim, or hidden_size / num_attention_heads),
-// partial_rotary_factor (or rotary_pct, or GPT-J's rotary_dim),
+// partial_rotary_factor (or rotary_pct, or GPT-J's rotary_dim; it and
+// rope_theta are read in transformers v5's rope_parameters first),
 // max_position_embeddings, original_max_position_embeddings and rope_scaling
 // or rope_parameters with `type` or `rope_type`. The layout is interleaved for
 // GPT-J and DeepSeek-V2/V3 (model_type "gptj", "deepseek_v2", "deepseek_v3")
@@ -49,9 +50,12 @@ struct RopeScalingContext {
 // rope_scaling / rope_parameters object (config.json, the CLI and Python all
 // use it): `rope_type` or `type` names the method ("default", "none" or null
 // text: no scaling). The rule for keys: every key must be one the method
-// reads, or rope_type, type, rope_theta or partial_rotary_factor (which
-// transformers v5 keeps in rope_parameters); any other key is an error
-// naming it and the method's keys, so a misspelt key never passes silently.
+// reads, or rope_type or type; any other key is an error naming it and the
+// method's keys, so a misspelt key never passes silently (it is reported
+// before a required key found missing). rope_theta and partial_rotary_factor
+// are the model's, not the scaling's: RopeFromHfConfig reads them in
+// transformers v5's rope_parameters; here, as in rope_scaling, they are
+// unknown keys (transformers 4.x ignores them there with a warning).
 RopeScaling RopeScalingFromJson(std::string_view text, const RopeScalingContext& context = {});
 
 // The one serialized form of a scaling: a Hugging Face rope_scaling object

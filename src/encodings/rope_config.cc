@@ -94,8 +94,12 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
 
   RopeModelConfig out;
   RopeSpec& spec = out.spec;
+  // transformers v5 keeps the model's rope_theta and partial_rotary_factor
+  // in rope_parameters, 4.x at the top level (in rope_scaling they are
+  // unknown keys: RopeScalingFromJsonValue).
+  const json* v5_parameters = scaling_path == "rope_parameters." ? scaling : nullptr;
   std::optional<double> theta;
-  if (scaling) theta = OptionalNumber(*scaling, scaling_path, "rope_theta");
+  if (v5_parameters) theta = OptionalNumber(*v5_parameters, scaling_path, "rope_theta");
   if (!theta) theta = OptionalNumber(config, "", "rope_theta");
   if (!theta) theta = OptionalNumber(config, "", "rotary_emb_base");  // GPT-NeoX
   spec.theta = theta.value_or(10000.0);
@@ -119,7 +123,9 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
   if (const auto rotary_dim = OptionalNumber(config, "", "rotary_dim")) {
     spec.rotary_dim = ToLength(*rotary_dim, "rotary_dim");  // GPT-J, explicit
   } else {
-    auto factor = OptionalNumber(config, "", "partial_rotary_factor");
+    std::optional<double> factor;
+    if (v5_parameters) factor = OptionalNumber(*v5_parameters, scaling_path, "partial_rotary_factor");
+    if (!factor) factor = OptionalNumber(config, "", "partial_rotary_factor");
     if (!factor) factor = OptionalNumber(config, "", "rotary_pct");  // GPT-NeoX
     if (factor && *factor != 1.0) {
       spec.rotary_dim = RotaryDimFromFactor(spec.head_dim, *factor);
@@ -140,7 +146,7 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
       Require(context.top_level_original_max_position > 0, kHf, "original_max_position_embeddings", 0, "must be > 0");
     }
     scaling_path.pop_back();  // "rope_scaling." -> "rope_scaling"
-    spec.scaling = detail::RopeScalingFromJsonValue(*scaling, context, kHf, scaling_path);
+    spec.scaling = detail::RopeScalingFromJsonValue(*scaling, context, kHf, scaling_path, v5_parameters != nullptr);
   }
   spec.Validate();
   return out;

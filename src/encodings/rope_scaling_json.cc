@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,16 +16,26 @@ namespace {
 
 using nlohmann::json;
 
-// Keys Hugging Face keeps in the same object for other purposes
-// (transformers v5's rope_parameters): allowed, read elsewhere.
-constexpr std::string_view kOtherKeys[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
+// The model's own keys, which transformers v5 keeps in rope_parameters next
+// to the scaling's (RopeFromHfConfig reads them there). Anywhere else they
+// are unknown keys: transformers 4.x reads rope_theta only from the top of
+// config.json (a rope_theta in rope_scaling gets "Unrecognized keys" and is
+// ignored), and a scaling object given alone has no theta to set.
+constexpr std::string_view kModelKeys[] = {"rope_theta", "partial_rotary_factor"};
 
-// Reads one scaling object; remembers every key read so that RejectUnknown
-// can name a key no method reads (a misspelt key is an error, never ignored).
+bool IsModelKey(std::string_view key) {
+  return std::find(std::begin(kModelKeys), std::end(kModelKeys), key) != std::end(kModelKeys);
+}
+
+// Reads one scaling object; remembers every key read so that
+// RejectUnknownAndMissing can name a key no method reads (a misspelt key is
+// an error, never ignored), and every required key found missing, which is
+// said only after the unknown keys: a misspelt required key is reported as
+// the misspelling it is.
 class ScalingReader {
  public:
-  ScalingReader(const json& object, std::string_view op, std::string_view where)
-      : object_(object), op_(op), where_(where) {}
+  ScalingReader(const json& object, std::string_view op, std::string_view where, bool model_keys_allowed)
+      : object_(object), op_(op), where_(where), model_keys_allowed_(model_keys_allowed) {}
 
   std::string Path(std::string_view key) const { return std::string(where_) + "." + std::string(key); }
   std::string_view op() const { return op_; }
@@ -43,10 +54,11 @@ class ScalingReader {
     return value->get<double>();
   }
 
+  // NaN when missing (Missing records it; RopeScalingFromJsonValue throws).
   double RequiredNumber(const char* key) const {
     const auto value = Number(key);
     if (!value) Missing(key);
-    return *value;
+    return value.value_or(std::numeric_limits<double>::quiet_NaN());
   }
 
   std::optional<std::int64_t> Length(const char* key) const {
@@ -60,7 +72,10 @@ class ScalingReader {
 
   std::vector<double> RequiredList(const char* key) const {
     const json* value = Find(key);
-    if (!value) Missing(key);
+    if (!value) {
+      Missing(key);
+      return {};
+    }
     Require(value->is_array(), op_, Path(key), Verbatim{value->dump()}, "must be a list of numbers");
     std::vector<double> out;
     for (const json& item : *value) {
@@ -91,8 +106,10 @@ class ScalingReader {
       type = name;
     }
     if (!type.empty()) return type;
+    // Only the model's keys (allowed or not: RejectUnknownAndMissing says which) name
+    // no method.
     for (const auto& [key, value] : object_.items()) {
-      if (std::find(std::begin(kOtherKeys), std::end(kOtherKeys), key) == std::end(kOtherKeys)) {
+      if (!IsModelKey(key)) {
         ThrowError(op_, Path("rope_type"), "missing",
                    "a scaling object names its method: default, linear, ntk, dynamic, yarn, llama3, "
                    "longrope or factors");
@@ -101,29 +118,37 @@ class ScalingReader {
     return "default";
   }
 
-  // Call after reading every key the method knows: anything left is unknown.
-  void RejectUnknown(const std::string& type) const {
+  // Call after reading every key the method knows: anything left is
+  // unknown; then the first required key found missing.
+  void RejectUnknownAndMissing(const std::string& type) const {
     for (const auto& [key, value] : object_.items()) {
-      if (used_.contains(key) || std::find(std::begin(kOtherKeys), std::end(kOtherKeys), key) != std::end(kOtherKeys)) {
-        continue;
-      }
+      if (used_.contains(key) || (model_keys_allowed_ && IsModelKey(key))) continue;
       std::string known;
       for (const auto& k : used_) {
         if (k != "rope_type" && k != "type") known += (known.empty() ? "" : ", ") + k;
       }
-      ThrowError(op_, Path(key), value.dump(),
-                 "unknown key for rope_type \"" + type + "\"; known keys: " + (known.empty() ? "none" : known));
+      const std::string model_key =
+          IsModelKey(key) ? " (" + key +
+                                " is the model's, not the scaling's: it belongs at the top level of config.json, "
+                                "or in transformers v5's rope_parameters)"
+                          : "";
+      ThrowError(
+          op_, Path(key), value.dump(),
+          "unknown key for rope_type \"" + type + "\"; known keys: " + (known.empty() ? "none" : known) + model_key);
     }
+    if (!missing_.empty()) ThrowError(op_, Path(missing_.front()), "missing", "rope_type \"" + type + "\" needs it");
   }
 
-  [[noreturn]] void Missing(const char* key) const {
-    ThrowError(op_, Path(key), "missing", "rope_type \"" + Type() + "\" needs it");
+  void Missing(const char* key) const {
+    if (std::find(missing_.begin(), missing_.end(), key) == missing_.end()) missing_.emplace_back(key);
   }
 
  private:
   const json& object_;
   std::string_view op_, where_;
+  bool model_keys_allowed_;
   mutable std::set<std::string, std::less<>> used_;
+  mutable std::vector<std::string> missing_;
 };
 
 // The original (training) length: the object's
@@ -132,6 +157,7 @@ std::int64_t OriginalLength(const ScalingReader& r, const RopeScalingContext& co
   if (const auto original = r.Length("original_max_position_embeddings")) return *original;
   if (context.max_position_embeddings > 0) return context.max_position_embeddings;
   r.Missing("original_max_position_embeddings");
+  return 0;
 }
 
 RopeScaling Read(const ScalingReader& r, const std::string& type, const RopeScalingContext& context) {
@@ -165,7 +191,7 @@ RopeScaling Read(const ScalingReader& r, const std::string& type, const RopeScal
     l.high_freq_factor = r.RequiredNumber("high_freq_factor");
     const auto original = r.Length("original_max_position_embeddings");
     if (!original) r.Missing("original_max_position_embeddings");
-    l.original_max_position = *original;
+    l.original_max_position = original.value_or(0);
     return l;
   }
   if (type == "longrope") {
@@ -250,12 +276,12 @@ nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
 namespace detail {
 
 RopeScaling RopeScalingFromJsonValue(const json& object, const RopeScalingContext& context, std::string_view op,
-                                     std::string_view where) {
+                                     std::string_view where, bool model_keys_allowed) {
   Require(object.is_object(), op, where, Verbatim{object.dump()}, "must be an object");
-  const ScalingReader reader(object, op, where);
+  const ScalingReader reader(object, op, where, model_keys_allowed);
   const std::string type = reader.Type();
   RopeScaling scaling = Read(reader, type, context);
-  reader.RejectUnknown(type);
+  reader.RejectUnknownAndMissing(type);
   return scaling;
 }
 

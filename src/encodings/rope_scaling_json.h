@@ -10,7 +10,10 @@
 namespace posenc::detail {
 
 // `op` and `where` name the object in errors: "[op] where.key = value: rule".
+// `model_keys_allowed`: the object is transformers v5's rope_parameters, whose
+// rope_theta and partial_rotary_factor the caller reads; elsewhere they are
+// unknown keys.
 RopeScaling RopeScalingFromJsonValue(const nlohmann::json& object, const RopeScalingContext& context,
-                                     std::string_view op, std::string_view where);
+                                     std::string_view op, std::string_view where, bool model_keys_allowed = false);
 
 }  // namespace posenc::detail

@@ -147,8 +147,7 @@ TEST(HfConfig, ScalingJsonIsReadBackAsRopeScaling) {
 }
 
 // RopeScalingFromJson is the inverse of RopeScalingToJson, and the rule for
-// keys is one: a key no method reads is an error, except the ones
-// transformers v5 keeps in rope_parameters for other purposes.
+// keys is one: a key no method reads is an error.
 TEST(HfConfig, RopeScalingFromJsonInvertsToJsonAndRefusesUnknownKeys) {
   LongRopeScaling longrope;
   longrope.short_factor = std::vector<double>(32, 1.0);
@@ -167,9 +166,6 @@ TEST(HfConfig, RopeScalingFromJsonInvertsToJsonAndRefusesUnknownKeys) {
     EXPECT_EQ(RopeScalingToJson(RopeScalingFromJson(json)), json);
   }
   EXPECT_TRUE(std::holds_alternative<NoScaling>(RopeScalingFromJson(R"({"rope_type": "none"})")));
-  EXPECT_TRUE(std::holds_alternative<NoScaling>(RopeScalingFromJson(R"({"rope_theta": 1e6})")));
-  EXPECT_TRUE(std::holds_alternative<LinearScaling>(
-      RopeScalingFromJson(R"({"rope_type": "linear", "factor": 2, "rope_theta": 1e6, "partial_rotary_factor": 0.5})")));
   ExpectError([] { RopeScalingFromJson(R"({"rope_type": "linear", "factor": 2, "factr": 2})"); },
               {"[rope] rope_scaling.factr = 2: unknown key for rope_type \"linear\"; known keys: factor"});
   ExpectError([] { RopeScalingFromJson(R"({"factor": 2})"); }, {"rope_scaling.rope_type = missing"});
@@ -181,6 +177,50 @@ TEST(HfConfig, RopeScalingFromJsonInvertsToJsonAndRefusesUnknownKeys) {
   const auto yarn = std::get<YarnScaling>(
       RopeScalingFromJson(R"({"rope_type": "yarn", "factor": 4})", {.max_position_embeddings = 32768}));
   EXPECT_EQ(yarn.original_max_position, 32768);
+}
+
+// A misspelt required key is reported as the unknown key it is, with the
+// method's keys, not as the key it stands for being missing.
+TEST(HfConfig, MisspeltRequiredKeyIsUnknownNotMissing) {
+  ExpectError(
+      [] { RopeScalingFromJson(R"({"rope_type": "yarn", "factor": 4, "original_max_position_embedding": 4096})"); },
+      {"[rope] rope_scaling.original_max_position_embedding = 4096: unknown key for rope_type \"yarn\"; known keys: "
+       "attention_factor, attn_factor, beta_fast, beta_slow, ext_factor, factor, mscale, mscale_all_dim, "
+       "original_max_position_embeddings, truncate"});
+  ExpectError([] { RopeScalingFromJson(R"({"rope_type": "linear", "factr": 2})"); },
+              {"rope_scaling.factr = 2: unknown key for rope_type \"linear\"; known keys: factor"});
+  ExpectError(
+      [] {
+        RopeScalingFromJson(R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+            "original_max_position_embedding": 8192})");
+      },
+      {"rope_scaling.original_max_position_embedding = 8192: unknown key", "original_max_position_embeddings"});
+  // With no unknown key, the missing one is named.
+  ExpectError([] { RopeScalingFromJson(R"({"rope_type": "longrope", "long_factor": [1]})"); },
+              {"rope_scaling.short_factor = missing: rope_type \"longrope\" needs it"});
+}
+
+// rope_theta and partial_rotary_factor are the model's: read in transformers
+// v5's rope_parameters (as v5's RoPE init reads them there), unknown keys in
+// rope_scaling (transformers 4.49's rope_config_validation warns
+// "Unrecognized keys" and its RoPE init reads config.rope_theta only) and in
+// a scaling object given alone (which has no theta to set).
+TEST(HfConfig, ModelKeysOnlyInRopeParameters) {
+  const auto v5 = RopeFromHfConfig(R"({"head_dim": 64, "rope_theta": 10000,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25}})");
+  EXPECT_EQ(v5.spec.theta, 1e6);
+  EXPECT_EQ(v5.spec.RotaryDim(), 16);
+  ExpectError(
+      [] {
+        RopeFromHfConfig(R"({"head_dim": 64, "rope_theta": 10000,
+            "rope_scaling": {"rope_type": "linear", "factor": 2, "rope_theta": 1e6}})");
+      },
+      {"[hf-config] rope_scaling.rope_theta = 1000000.0: unknown key for rope_type \"linear\"; known keys: factor "
+       "(rope_theta is the model's, not the scaling's"});
+  ExpectError([] { RopeScalingFromJson(R"({"rope_theta": 1e6})"); },
+              {"rope_scaling.rope_theta = 1000000.0: unknown key for rope_type \"default\"; known keys: none"});
+  ExpectError([] { RopeScalingFromJson(R"({"rope_type": "linear", "factor": 2, "partial_rotary_factor": 0.5})"); },
+              {"rope_scaling.partial_rotary_factor = 0.5: unknown key", "top level of config.json"});
 }
 
 TEST(HfConfig, PrintsBackToTheSameSpec) {

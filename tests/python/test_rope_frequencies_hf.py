@@ -16,6 +16,7 @@ is a Python float (double) on both sides: rtol 1e-12.
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -297,3 +298,33 @@ def test_yarn_explicit_attention_factor_overrides_mscale():
         "rope_type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
         "mscale": 1.0, "mscale_all_dim": 0.707, "attention_factor": 1.25})
     assert spec.frequencies()[1] == 1.25
+
+
+def test_model_keys_in_rope_scaling_are_refused_where_hugging_face_ignores_them():
+    """transformers 4.49 reads rope_theta from the top of config.json only: a
+    rope_theta in rope_scaling draws "Unrecognized keys" and changes nothing,
+    as does a misspelt original_max_position_embeddings (YaRN then counts
+    from max_position_embeddings). posenc refuses both keys by name rather
+    than read a value Hugging Face does not use, or drop it unsaid."""
+    warnings = []
+    rope_logger = logging.getLogger("transformers.modeling_rope_utils")  # does not propagate to pytest's
+    handler = logging.Handler()
+    handler.emit = lambda record: warnings.append(record.getMessage())
+    rope_logger.addHandler(handler)
+    try:
+        config = llama2_7b(rope_scaling={"rope_type": "linear", "factor": 4.0, "rope_theta": 1e6})
+    finally:
+        rope_logger.removeHandler(handler)
+    assert any("Unrecognized keys in `rope_scaling`" in w and "rope_theta" in w for w in warnings), warnings
+    np.testing.assert_allclose(hf_frequencies(config)[0],
+                               hf_frequencies(llama2_7b(rope_scaling={"rope_type": "linear",
+                                                                      "factor": 4.0}))[0], rtol=0)
+    with pytest.raises(ValueError, match=r'^\[hf-config\] rope_scaling\.rope_theta = 1000000\.0: unknown key '
+                                         r'for rope_type "linear"; known keys: factor \(rope_theta is the model'):
+        posenc.RopeSpec.from_hf_config(config)
+    with pytest.raises(ValueError, match=r'^\[rope\] scaling\.rope_theta = 1000000\.0: unknown key'):
+        posenc.RopeSpec(head_dim=128, scaling={"rope_type": "linear", "factor": 4.0, "rope_theta": 1e6})
+    misspelt = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embedding": 4096}
+    with pytest.raises(ValueError, match=r'^\[rope\] scaling\.original_max_position_embedding = 4096: unknown '
+                                         r'key for rope_type "yarn"; known keys: .*original_max_position_embeddings'):
+        posenc.RopeSpec(head_dim=128, scaling=misspelt)
