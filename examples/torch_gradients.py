@@ -3,7 +3,9 @@ import torch
 import posenc
 import posenc.torch
 
-spec = posenc.RopeSpec(theta=10000.0, head_dim=64)
+# RoPE with YaRN, 4x past a training length of 256 (any Hugging Face rope_scaling dict).
+spec = posenc.RopeSpec(theta=10000.0, head_dim=64,
+                       scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256})
 q = torch.randn(2, 8, 256, 64, requires_grad=True)         # Hugging Face's [batch, heads, seq, head_dim]
 k = torch.randn(2, 2, 256, 64, requires_grad=True)         # GQA: 2 key heads
 v = torch.randn(2, 2, 256, 64, requires_grad=True)
@@ -19,4 +21,5 @@ out = posenc.torch.attention(q, k, v, encoding=posenc.torch.T5BiasAttention(tabl
 out.square().mean().backward()
 
 q_rot, k_rot = posenc.torch.apply_rope(spec, q, k, offset=100, layout="bhsd")   # backward: the inverse rotation
+(q_rot.sum() + k_rot.sum()).backward()
 assert q.grad.shape == q.shape and table.grad.abs().sum() > 0
