@@ -26,6 +26,18 @@ a copy, and the results come back as the caller's kind (posenc/_tensors.py).
 * :func:`permute_qk_weights` converts Q/K projection rows between the
   interleaved and half-split pair layouts.
 
+Two modules, imported explicitly because they need PyTorch (which
+``import posenc`` never imports):
+
+* :mod:`posenc.torch` (``import posenc.torch``): :func:`apply_rope`,
+  :func:`attention` and the trainer's position schemes on torch tensors,
+  with gradients.
+* :mod:`posenc.hf` (``import posenc.hf``): a Hugging Face Llama, Mistral or
+  Qwen2 model's attention run by posenc under any context-extension method
+  (``posenc.hf.apply``), a GGUF loaded as the HF model
+  (``posenc.hf.from_gguf``) and its losses by position
+  (``posenc.hf.nll_by_position``).
+
 Errors in arguments raise ValueError with a message that names the
 operation, parameter, value and rule::
 

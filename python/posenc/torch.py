@@ -1,4 +1,17 @@
-"""Gradients: posenc's RoPE and attention as ``torch.autograd.Function``s.
+"""PyTorch tensors through posenc, with gradients: RoPE, attention and the
+tiny trainer's position schemes.
+
+Entry points (each one's own help has the details)::
+
+    apply_rope(spec, q, k, offset= | offsets= | position_ids=, layout=)   rotated q, k
+    attention(q, k, v, encoding=, causal=, window=, sinks=, ...)          [batch, q_len, q_heads, v_dim]
+    T5BiasAttention(weights, max_distance, bidirectional)                 T5's bias, trainable (an encoding=)
+    ShawAttention(rel_k, rel_v, max_distance, ...)                        Shaw's tables, trainable (an encoding=)
+    PositionScheme(scheme, heads=, head_dim=, train_length=, ...)         a trainer scheme as an nn.Module
+
+(help() lists the classes first, PositionScheme with every method it
+inherits from nn.Module; apply_rope and attention follow under FUNCTIONS.)
+For a Hugging Face model, :mod:`posenc.hf` patches its attention layers.
 
 Import it explicitly (``import posenc.torch``); it needs PyTorch, which
 ``import posenc`` never imports. Same arguments as :func:`posenc.apply_rope`
