@@ -1,55 +1,45 @@
-"""Hugging Face models for the posenc tests: a GGUF loaded as
-``from_pretrained(dir, gguf_file=name)`` builds it, SmolLM2 fetched (or the
-test skipped), and HF's perplexity over posenc's windows.
+"""Hugging Face models for the posenc tests: a GGUF as posenc.hf.from_gguf
+builds it, the same GGUF as transformers' own GGUF loader builds it (the
+oracle of from_gguf), and SmolLM2 fetched (or the test skipped).
 
-The loader does what from_pretrained does (AutoConfig from the GGUF metadata,
-then transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint, which
-dequantizes with gguf-py and un-permutes llama.cpp's Q/K rows) without
-from_pretrained's requirement of the `accelerate` package, which is no
-dependency of posenc. Attention is HF's "eager" implementation.
+Attention is HF's "eager" implementation in both.
 """
 
 from __future__ import annotations
 
-import math
 import pathlib
 import subprocess
 
-import numpy as np
 import pytest
-import torch
 import transformers
-from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+import posenc.hf
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def hf_llama(path: pathlib.Path, rope_scaling=None):
-    """LlamaForCausalLM from a GGUF, as from_pretrained(gguf_file=...) builds it."""
+    """The model posenc.hf.from_gguf loads, with HF's rope_scaling when a test
+    compares a scaling method."""
+    return posenc.hf.from_gguf(path, **({} if rope_scaling is None else {"rope_scaling": dict(rope_scaling)}))
+
+
+def transformers_gguf_model(path: pathlib.Path):
+    """What ``from_pretrained(dir, gguf_file=name)`` builds, by its own parts
+    (AutoConfig from the GGUF metadata, then load_gguf_checkpoint, which
+    dequantizes with gguf-py and un-permutes llama.cpp's Q/K rows), without
+    its need of the `accelerate` package."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
     config = transformers.AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
     config._attn_implementation = "eager"
-    if rope_scaling is not None:
-        config.rope_scaling = dict(rope_scaling)
-    model = transformers.LlamaForCausalLM(config)
+    model = transformers.MODEL_FOR_CAUSAL_LM_MAPPING[type(config)](config)
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model)["tensors"]
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     assert not unexpected
     assert set(missing) <= ({"lm_head.weight"} if config.tie_word_embeddings else set()), missing
     model.tie_weights()
     return model.eval()
-
-
-def hf_window_perplexity(model, ids: np.ndarray, context: int, windows: int):
-    """Non-overlapping windows from position 0; each scores all its tokens
-    but the first. Returns (ppl, per-token NLL in float64)."""
-    nll = []
-    with torch.no_grad():
-        for w in range(windows):
-            x = torch.as_tensor(ids[w * context:(w + 1) * context])[None]
-            logp = torch.log_softmax(model(x).logits[0].double(), -1)
-            nll.append(-logp[torch.arange(context - 1), x[0, 1:]])
-    nll = torch.cat(nll).numpy()
-    return math.exp(nll.mean()), nll
 
 
 def smollm_gguf() -> pathlib.Path:

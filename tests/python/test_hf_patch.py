@@ -11,33 +11,41 @@
     own engine (posenc.perplexity on the same GGUF, text and windows)
     within 1e-4 relative.
 (c) generate: greedy decoding under Self-Extend through HF's generate and
-    its cache equals posenc's LlamaModel.generate.
+    its cache equals posenc's LlamaModel.generate; the module docstring's
+    example runs as shipped, in a fresh interpreter, with nothing patched
+    by the test (transformers' generate on torch 1.13 under Python 3.11).
+(d) from_gguf: the model equals, tensor for tensor and in its config, what
+    transformers' own GGUF loader builds (gguf-py's dequantization), for
+    Llama (tied, untied; F32, F16, Q8_0; SmolLM2's Q4_1) and Qwen2.
+(e) masks and caches never silently wrong: a 4-D mask other than
+    causality by position and padding (a packed sequence's) is refused, as
+    is a posenc-filled cache read by HF's attention after remove().
 Plus padding (a left-padded row equals the row alone), bfloat16, remove(),
 and the errors.
 """
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import torch
 import transformers
-import transformers.generation.utils as generation_utils
 
 import posenc
 import posenc.hf
-from hf_models import hf_llama, hf_window_perplexity
+from hf_models import hf_llama, transformers_gguf_model
 from random_llama_gguf import CONTEXT, VOCAB, write_random_llama
 
 pytest.importorskip("gguf")
 
 
-@pytest.fixture(autouse=True)
-def _generate_without_fsdp(monkeypatch):
-    # transformers' generate asks whether the model is FSDP-managed, which
-    # imports torch.distributed.fsdp: that import fails under torch 1.13 with
-    # Python 3.11 (a dataclass default). No model here is; say so directly.
-    monkeypatch.setattr(generation_utils, "is_fsdp_managed_module", lambda module: False)
+def hf_perplexity(model, ids, context: int, windows: int) -> float:
+    return math.exp(posenc.hf.nll_by_position(model, ids, context=context, max_windows=windows).mean())
 
 
 def tiny(kind: str, seed: int = 0, **extra):
@@ -150,7 +158,7 @@ def test_patched_hf_perplexity_is_posencs(random_gguf, method):
     context, windows = 4 * CONTEXT, 2
     ids = np.random.default_rng(8).integers(0, VOCAB, context * windows)
     model = posenc.hf.apply(hf_llama(random_gguf), method, target_length=context)
-    hf_ppl, _ = hf_window_perplexity(model, ids, context, windows)
+    hf_ppl = hf_perplexity(model, ids, context, windows)
     ours = posenc.perplexity(posenc.LlamaModel(random_gguf), ids, context=context, max_windows=windows,
                              method=method)
     assert abs(hf_ppl - ours["ppl"]) <= 1e-4 * ours["ppl"], (hf_ppl, ours["ppl"], ours["method"])
@@ -176,7 +184,7 @@ def test_patched_smollm_perplexity_is_posencs(smollm_hf, smollm_ours, smollm_pat
     text = open("/usr/share/common-licenses/GPL-3", encoding="utf-8").read()
     ids = np.asarray(posenc.BpeTokenizer.from_gguf(str(smollm_path)).encode(text)[:512], np.int64)
     try:
-        hf_ppl, _ = hf_window_perplexity(posenc.hf.apply(smollm_hf, method, target_length=512), ids, 512, 1)
+        hf_ppl = hf_perplexity(posenc.hf.apply(smollm_hf, method, target_length=512), ids, 512, 1)
     finally:
         posenc.hf.remove(smollm_hf)  # the session's model, shared with test_model_hf.py
     ours = posenc.perplexity(smollm_ours, ids, context=512, max_windows=1, method=method)
@@ -213,3 +221,251 @@ def test_errors_name_the_problem():
     windowed = tiny("mistral", sliding_window=8)
     with pytest.raises(ValueError, match=r"sets a window of 32 on a model with its own sliding_window = 8"):
         posenc.hf.apply(windowed, "window", target_length=64)
+
+
+# ---- (c) the documented example, as shipped --------------------------------------------
+
+
+def documented_example() -> str:
+    """The first example of help(posenc.hf): the indented block after its first '::'."""
+    block = posenc.hf.__doc__.split("::\n\n", 1)[1].split("\n\n", 1)[0]
+    return textwrap.dedent(block)
+
+
+def test_the_documented_example_runs_as_shipped(random_gguf):
+    """help(posenc.hf)'s example, generate first, on the random GGUF in a
+    fresh interpreter with nothing patched by the test. transformers'
+    generate imports torch.distributed.fsdp, which torch 1.13 cannot import
+    under Python 3.11 unless import posenc.hf has fixed it (_hf_compat.py)."""
+    code = documented_example()
+    assert "model.generate(" in code and '"SmolLM2-135M-Instruct.Q4_1.gguf"' in code
+    code = code.replace('"SmolLM2-135M-Instruct.Q4_1.gguf"', repr(str(random_gguf)))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip()
+
+
+def test_the_torch_fix_is_torch_2s():
+    """After import posenc.hf, the module torch 1.13 could not import loads,
+    and each ShardedTensorMetadata gets a fresh default TensorProperties, as
+    torch 2.0's default_factory gives (a fresh interpreter: generate in
+    another test may have imported it already)."""
+    code = ("import posenc.hf\n"
+            "from torch.distributed._shard.sharded_tensor.metadata import ShardedTensorMetadata, TensorProperties\n"
+            "a, b = ShardedTensorMetadata(), ShardedTensorMetadata()\n"
+            "assert a.tensor_properties == TensorProperties() and a.tensor_properties is not b.tensor_properties\n"
+            "import torch.distributed.fsdp\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---- (d) from_gguf against transformers' GGUF loader --------------------------------------
+
+CONFIG_FIELDS = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                 "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling",
+                 "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id"]
+
+
+def assert_same_model(ours, theirs):
+    assert type(ours) is type(theirs)
+    for field in CONFIG_FIELDS:
+        assert getattr(ours.config, field) == getattr(theirs.config, field), field
+    attention = (ours.model.layers[0].self_attn, theirs.model.layers[0].self_attn)
+    assert attention[0].head_dim == attention[1].head_dim
+    assert ours.config._attn_implementation == theirs.config._attn_implementation == "eager"
+    a, b = ours.state_dict(), theirs.state_dict()
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+@pytest.mark.parametrize("tied,dtype", [("tied", "f32"), ("untied", "f16"), ("untied", "q8_0")])
+def test_from_gguf_is_transformers_gguf_loader(tmp_path, tied, dtype):
+    path = write_random_llama(tmp_path / f"{tied}-{dtype}.gguf", tied=tied == "tied", dtype=dtype, seed=12)
+    assert_same_model(posenc.hf.from_gguf(path), transformers_gguf_model(path))
+
+
+def write_random_qwen2(path, tied: bool):
+    """A Qwen2 GGUF as llama.cpp's converter writes one (q/k/v biases, rows
+    as HF has them), random float32 weights, vocabulary from its tokens."""
+    rng = np.random.default_rng(5)
+    d, ffn, vocab, heads, kv_heads, head_dim = 64, 96, 97, 4, 2, 16
+
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+    tensors = {"token_embd.weight": w(vocab, d), "output_norm.weight": 1 + w(d)}
+    for b in range(2):
+        tensors.update({f"blk.{b}.attn_norm.weight": 1 + w(d), f"blk.{b}.ffn_norm.weight": 1 + w(d),
+                        f"blk.{b}.attn_q.weight": w(heads * head_dim, d), f"blk.{b}.attn_q.bias": w(heads * head_dim),
+                        f"blk.{b}.attn_k.weight": w(kv_heads * head_dim, d),
+                        f"blk.{b}.attn_k.bias": w(kv_heads * head_dim),
+                        f"blk.{b}.attn_v.weight": w(kv_heads * head_dim, d),
+                        f"blk.{b}.attn_v.bias": w(kv_heads * head_dim),
+                        f"blk.{b}.attn_output.weight": w(d, heads * head_dim),
+                        f"blk.{b}.ffn_gate.weight": w(ffn, d), f"blk.{b}.ffn_up.weight": w(ffn, d),
+                        f"blk.{b}.ffn_down.weight": w(d, ffn)})
+    if not tied:
+        tensors["output.weight"] = w(vocab, d)
+    metadata = {"general.architecture": "qwen2", "general.name": "random qwen2",
+                "qwen2.context_length": np.uint32(64),
+                "qwen2.embedding_length": np.uint32(d), "qwen2.block_count": np.uint32(2),
+                "qwen2.feed_forward_length": np.uint32(ffn), "qwen2.attention.head_count": np.uint32(heads),
+                "qwen2.attention.head_count_kv": np.uint32(kv_heads), "qwen2.rope.freq_base": 1000000.0,
+                "qwen2.attention.layer_norm_rms_epsilon": 1e-6, "tokenizer.ggml.model": "gpt2",
+                "tokenizer.ggml.tokens": [f"t{i}" for i in range(vocab)],
+                "tokenizer.ggml.eos_token_id": np.uint32(3)}
+    posenc.write_gguf(path, metadata, tensors)
+    return path
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_from_gguf_qwen2_is_transformers_gguf_loader(tmp_path, tied):
+    path = write_random_qwen2(tmp_path / "qwen2.gguf", tied)
+    model = posenc.hf.from_gguf(path)
+    assert_same_model(model, transformers_gguf_model(path))
+    ids = torch.randint(0, 97, (1, 20), generator=torch.Generator().manual_seed(3))
+    expected = logits(model, ids)
+    assert close(logits(posenc.hf.apply(model), ids), expected)
+
+
+def test_from_gguf_smollm_is_transformers_gguf_loader(smollm_hf, smollm_path):
+    """SmolLM2's Q4_1 (the session's model, loaded by from_gguf)."""
+    assert_same_model(smollm_hf, transformers_gguf_model(smollm_path))
+
+
+def rewritten(source, path, drop=(), **metadata):
+    """`source` written again by posenc with `metadata` changed (F32 tensors)."""
+    f = posenc.GgufFile(source)
+    meta = {k: v for k, v in f.metadata.items() if k not in drop and not k.startswith("general.alignment")}
+    meta.update(metadata)
+    posenc.write_gguf(path, meta, {name: f.dequantize(name) for name in f.tensor_names()})
+    return path
+
+
+def test_from_gguf_errors(random_gguf, tmp_path):
+    gemma = rewritten(random_gguf, tmp_path / "gemma3.gguf", **{"general.architecture": "gemma3"})
+    with pytest.raises(ValueError, match=r"\[hf\] .*gemma3.gguf: general.architecture = 'gemma3': from_gguf "
+                                         r"loads \"llama\" \(LlamaForCausalLM\), \"qwen2\" \(Qwen2ForCausalLM\); "
+                                         r"transformers 4\.49\.0 has no Gemma 3 class"):
+        posenc.hf.from_gguf(gemma)
+    with pytest.raises(ValueError, match=r"\[hf\] rope_scalng = \{'factor': 2\.0\}: is not a LlamaConfig field"):
+        posenc.hf.from_gguf(random_gguf, rope_scalng={"factor": 2.0})
+    scaled = rewritten(random_gguf, tmp_path / "linear.gguf", **{"llama.rope.scaling.type": "linear",
+                                                                   "llama.rope.scaling.factor": 2.0})
+    with pytest.raises(ValueError, match=r"\[hf\] llama.rope.scaling.type = 'linear': from_gguf builds the RoPE "
+                                         r"of the file's base only: pass rope_scaling="):
+        posenc.hf.from_gguf(scaled)
+    linear = {"rope_type": "linear", "factor": 2.0}
+    assert posenc.hf.from_gguf(scaled, rope_scaling=linear).config.rope_scaling == linear
+    headless = rewritten(random_gguf, tmp_path / "no-heads.gguf", drop=("llama.attention.head_count",))
+    with pytest.raises(ValueError, match=r"\[hf\] llama.attention.head_count = missing: must be a count >= 1"):
+        posenc.hf.from_gguf(headless)
+
+
+def test_nll_by_position_errors(random_gguf):
+    model = hf_llama(random_gguf)
+    ids = np.arange(40) % VOCAB
+    assert posenc.hf.nll_by_position(model, ids, context=16).shape == (2, 15)
+    assert posenc.hf.nll_by_position(model, ids, context=16, max_windows=1).shape == (1, 15)
+    with pytest.raises(ValueError, match=r"\[hf\] context = 1: must be >= 2"):
+        posenc.hf.nll_by_position(model, ids, context=1)
+    with pytest.raises(ValueError, match=r"\[hf\] len\(tokens\) = 40: must be >= context = 41"):
+        posenc.hf.nll_by_position(model, ids, context=41)
+    with pytest.raises(ValueError, match=rf"\[hf\] tokens\[3\] = {VOCAB}: must be < vocab_size = {VOCAB}"):
+        posenc.hf.nll_by_position(model, [1, 2, 3, VOCAB], context=2)
+
+
+# ---- (e) masks and caches --------------------------------------------------------------
+
+
+def additive(visible: torch.Tensor) -> torch.Tensor:
+    """HF's additive form of a [batch, 1, q, kv] boolean mask."""
+    return torch.zeros(visible.shape).masked_fill(~visible, torch.finfo(torch.float32).min)
+
+
+def test_a_packed_sequence_mask_is_refused():
+    """Two sequences of 4 packed in one row (block-diagonal mask, positions
+    restarting at 0): HF honours the mask; posenc cannot, so it says so."""
+    model = tiny("llama")
+    ids = torch.randint(0, 97, (1, 8), generator=torch.Generator().manual_seed(7))
+    visible = torch.zeros(1, 1, 8, 8, dtype=torch.bool)
+    for start in (0, 4):
+        visible[0, 0, start:start + 4, start:start + 4] = torch.ones(4, 4, dtype=torch.bool).tril()
+    positions = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 3]])
+    expected = logits(model, ids, attention_mask=additive(visible), position_ids=positions)
+    assert close(expected[0, 4:], logits(model, ids[:, 4:])[0])  # HF: the second sequence alone
+    posenc.hf.apply(model)
+    with pytest.raises(ValueError, match=r"\[hf\] attention_mask\[0, 0, 0, 4\] = hidden: posenc.hf applies "
+                                         r"causality by position \(here the key at position 0 is visible to the "
+                                         r"query at position 0\).*packed sequences"):
+        model(ids, attention_mask=additive(visible), position_ids=positions)
+
+
+def test_a_4d_causal_mask_with_padding_is_the_model():
+    """HF's own mask given as 4-D (causal, the second row left-padded by 3):
+    accepted, and HF's logits (padded queries aside)."""
+    model = tiny("llama")
+    ids = torch.randint(3, 97, (2, 10), generator=torch.Generator().manual_seed(8))
+    visible = torch.ones(10, 10, dtype=torch.bool).tril().expand(2, 1, 10, 10).clone()
+    visible[1, :, :, :3] = False
+    expected = logits(model, ids, attention_mask=additive(visible))
+    posenc.hf.apply(model)
+    got = logits(model, ids, attention_mask=additive(visible))
+    assert close(got[0], expected[0]) and close(got[1, 3:], expected[1, 3:])
+    biased = additive(visible)
+    biased[0, 0, 5, 2] = -5.0
+    with pytest.raises(ValueError, match=r"\[hf\] attention_mask\[0, 0, 5, 2\] = -5: an additive mask must hold 0 "
+                                         r"\(visible\) or <= -10000 \(hidden\)"):
+        model(ids, attention_mask=biased)
+
+
+def test_qwen2_window_its_layers_do_not_use():
+    """HF 4.49's eager mask hides keys past config.sliding_window even with
+    use_sliding_window=False, where Qwen2's layers use no window (its flash
+    path and posenc.hf follow the layers): the mask check lets that pass and
+    the patched model is HF's without the window."""
+    windowless = tiny("qwen2", sliding_window=None)
+    model = tiny("qwen2", sliding_window=8)  # the same weights (one seed)
+    ids = torch.randint(0, 97, (1, 24), generator=torch.Generator().manual_seed(9))
+    expected = logits(windowless, ids)
+    assert not close(logits(model, ids), expected)  # HF's mask did hide them
+    posenc.hf.apply(model)
+    assert close(logits(model, ids), expected)
+
+
+def test_a_posenc_cache_is_refused_by_hf_after_remove():
+    """The cache holds unrotated keys: HF's own attention must not read them
+    as rotated. A new cache works; the patched model reads the old one."""
+    model = tiny("llama")
+    ids = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(10))
+    full = logits(model, ids)
+    posenc.hf.apply(model)
+    with torch.no_grad():
+        cache = model(ids[:, :10], use_cache=True).past_key_values
+    posenc.hf.remove(model)
+    with pytest.raises(ValueError, match=r"\[hf\] past_key_value = a DynamicCache posenc.hf filled: it holds "
+                                         r"unrotated keys"):
+        model(ids[:, 10:], past_key_values=cache, use_cache=True)
+    with torch.no_grad():
+        fresh = model(ids[:, :10], use_cache=True).past_key_values
+    assert close(logits(model, ids[:, 10:], past_key_values=fresh), full[:, 10:])
+    posenc.hf.apply(model)
+    assert close(logits(model, ids[:, 10:], past_key_values=cache), full[:, 10:])
+
+
+def test_help_names_the_entry_points_first():
+    """help(posenc) points to posenc.torch and posenc.hf; help(posenc.torch)
+    lists apply_rope and attention in its first lines, not after the
+    nn.Module methods PositionScheme inherits (a thousand lines)."""
+    import pydoc
+
+    import posenc.torch
+
+    text = pydoc.render_doc(posenc, renderer=pydoc.plaintext)
+    assert "posenc.torch" in text and "posenc.hf" in text
+    lines = pydoc.render_doc(posenc.torch, renderer=pydoc.plaintext).splitlines()
+    head = "\n".join(lines[:20])
+    for entry in ("apply_rope(", "attention(", "T5BiasAttention(", "ShawAttention(", "PositionScheme("):
+        assert entry in head, entry
+    assert "from_gguf(" in "\n".join(pydoc.render_doc(posenc.hf, renderer=pydoc.plaintext).splitlines()[:20])

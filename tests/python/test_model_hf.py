@@ -1,8 +1,10 @@
 """posenc.LlamaModel and posenc.perplexity against Hugging Face transformers
 4.49 (LlamaForCausalLM, torch 1.13, float32 and float64) on the same GGUF files.
 
-The oracle loads a GGUF exactly as ``from_pretrained(dir, gguf_file=name)``
-does (hf_models.hf_llama); attention is HF's "eager" implementation.
+The oracle is HF's model of the GGUF as posenc.hf.from_gguf builds it
+(hf_models.hf_llama), tensor for tensor what ``from_pretrained(dir,
+gguf_file=name)`` builds (test_hf_patch.py checks that against transformers'
+own GGUF loader); attention is HF's "eager" implementation.
 
 Tolerances come from the oracle's own float32 error: each case also runs HF
 in float64 (the same model, ``.double()``), and posenc must be as close to
@@ -18,14 +20,15 @@ different summation orders), and under an absolute bound.
 (b) SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model; skipped with the reason
     when it cannot be had): logits over 128 tokens of the GPL-3,
     perplexity at context 512 over 2 non-overlapping windows, greedy
-    generation (LlamaModel.generate vs HF's argmax decoding through its own
-    key/value cache, as generate(do_sample=False)) and a passkey trial (the
+    generation (LlamaModel.generate vs HF's generate(do_sample=False)
+    through its own key/value cache) and a passkey trial (the
     key found; the answer's NLL vs HF's).
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import pathlib
 import time
 
@@ -34,7 +37,8 @@ import pytest
 import torch
 
 import posenc
-from hf_models import hf_llama, hf_window_perplexity
+import posenc.hf
+from hf_models import hf_llama
 from random_llama_gguf import CONTEXT, VOCAB, write_random_llama
 
 pytest.importorskip("gguf")
@@ -203,7 +207,8 @@ def test_smollm_logits_match_hf(smollm_ours, smollm_hf, gpl3_ids):
 def test_smollm_perplexity_matches_hf(smollm_ours, smollm_hf, gpl3_ids):
     ids = gpl3_ids[:1024]
     start = time.perf_counter()
-    hf_ppl, hf_nll = hf_window_perplexity(smollm_hf, ids, 512, 2)
+    hf_nll = posenc.hf.nll_by_position(smollm_hf, ids, context=512, max_windows=2).ravel()
+    hf_ppl = math.exp(hf_nll.mean())
     hf_s = time.perf_counter() - start
     got = posenc.perplexity(smollm_ours, ids, context=512, max_windows=2)
     rel = abs(got["ppl"] - hf_ppl) / hf_ppl
@@ -226,22 +231,12 @@ def first_divergence(a, b) -> int:
 
 
 def hf_greedy(model, ids, max_tokens: int, stops) -> list:
-    """Greedy decoding as transformers' generate(do_sample=False) does it: one
-    forward pass over the prompt, then one token at a time with HF's own
-    key/value cache (past_key_values), each token the argmax of the last
-    logits, stopping after a stop token. (model.generate itself cannot run
-    here: its FSDP check imports torch.distributed modules that fail under
-    torch 1.13 with Python 3.11.)"""
-    tokens = []
-    with torch.no_grad():
-        out = model(torch.as_tensor([ids]), use_cache=True)
-        for _ in range(max_tokens):
-            token = int(out.logits[0, -1].argmax())
-            tokens.append(token)
-            if token in stops:
-                break
-            out = model(torch.as_tensor([[token]]), past_key_values=out.past_key_values, use_cache=True)
-    return tokens
+    """HF's generate(do_sample=False): one forward pass over the prompt, then
+    one token at a time through HF's own key/value cache, each token the
+    argmax of the last logits, stopping after a stop token."""
+    out = model.generate(torch.as_tensor([ids]), max_new_tokens=max_tokens, do_sample=False, eos_token_id=stops,
+                         pad_token_id=stops[0])
+    return out[0, len(ids):].tolist()
 
 
 def test_smollm_greedy_generation_matches_hf(smollm_ours, smollm_hf, smollm_path):
