@@ -11,3 +11,17 @@ foreach(step
   endif()
 endforeach()
 message(STATUS "${out}")
+# The exported link interface names only what a consumer links: a private
+# $<BUILD_INTERFACE:...> link item of the static library would be exported
+# as an empty $<LINK_ONLY:> entry.
+file(GLOB_RECURSE targets_files "${WORK_DIR}/prefix/*/posencTargets.cmake")
+if(NOT targets_files)
+  message(FATAL_ERROR "no posencTargets.cmake under ${WORK_DIR}/prefix")
+endif()
+foreach(file ${targets_files})
+  file(READ "${file}" exported)
+  string(FIND "${exported}" "$<LINK_ONLY:>" empty_entry)
+  if(NOT empty_entry EQUAL -1)
+    message(FATAL_ERROR "${file} exports an empty $<LINK_ONLY:> link entry")
+  endif()
+endforeach()
