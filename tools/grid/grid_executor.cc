@@ -353,11 +353,15 @@ void WaitForSlurm(const std::string& dir, const std::string& id, const std::vect
 }  // namespace
 
 void AddExecutorOptions(CLI::App& command, const std::shared_ptr<ExecutorOptions>& o) {
-  const std::map<std::string, Executor> executors{{"local", Executor::kLocal}, {"slurm", Executor::kSlurm}};
+  // A name checked against the names (help: TEXT:{local,slurm}), then
+  // mapped: a CheckedTransformer to the enum would show CLI11's mapping in
+  // the help and take the enum's numbers too.
   command
-      .add_option("--executor", o->executor,
-                  "local: cells run here, several at once; slurm: one sbatch job array over the missing cells")
-      ->transform(CLI::CheckedTransformer(executors, CLI::ignore_case))
+      .add_option_function<std::string>(
+          "--executor",
+          [o](const std::string& name) { o->executor = name == "slurm" ? Executor::kSlurm : Executor::kLocal; },
+          "local: cells run here, several at once; slurm: one sbatch job array over the missing cells")
+      ->transform(CLI::IsMember({"local", "slurm"}, CLI::ignore_case))
       ->default_str("local");
   command.add_option("--jobs", o->jobs, "local: cells at once (default: as many as the cores and memory allow)")
       ->check(CLI::Range(1, 1024));
