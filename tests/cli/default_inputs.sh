@@ -15,12 +15,14 @@ fail() { echo "FAIL: $*"; exit 1; }
 # is inside this build, itself inside the real source tree.
 loose=$(mktemp -d)
 trap 'rm -rf "$loose"' EXIT
-rm -rf "$dir" && mkdir -p "$dir/tree/build/release/tools" "$dir/tree/scripts" "$dir/tree/build/models" "$dir/elsewhere"
+rm -rf "$dir" && mkdir -p "$dir/tree/build/release/tools" "$dir/tree/scripts" "$dir/tree/build/models" \
+  "$dir/tree/build/texts" "$dir/elsewhere"
 cp "$posenc" "$dir/tree/build/release/tools/posenc"
 cp "$posenc" "$loose/posenc"
 : >"$dir/tree/scripts/fetch-model"
 cp "$model" "$dir/tree/build/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 text=$(realpath "$text")
+cp "$text" "$dir/tree/build/texts/validation.txt"
 
 # In a tree: the default model is found from another directory.
 (cd "$dir/elsewhere" && ../tree/build/release/tools/posenc ppl --text "$text" --ctx 32 --max-windows 1 --json) \
@@ -28,12 +30,23 @@ text=$(realpath "$text")
 grep -q "\"model\": \"$dir/tree/build/models/SmolLM2-135M-Instruct.Q4_1.gguf\"" "$dir/log" ||
   fail "tree: not the tree's model: $(cat "$dir/log")"
 
+# ppl's --text defaults too (the validation text), as the README's commands use it.
+(cd "$dir/elsewhere" && ../tree/build/release/tools/posenc ppl --ctx 32 --max-windows 1 --json) \
+  >"$dir/log" 2>&1 || fail "tree, ppl without --text: exit $?: $(cat "$dir/log")"
+grep -q "\"text\": \"$dir/tree/build/texts/validation.txt\"" "$dir/log" ||
+  fail "ppl: not the tree's validation text: $(cat "$dir/log")"
+
 # Outside any tree: the error names the option, the path and the script.
 (cd "$dir/elsewhere" && "$loose/posenc" ppl --text "$text" --ctx 32) >"$dir/log" 2>&1
 rc=$?
 [ $rc -eq 2 ] || fail "no tree: exit $rc, expected 2: $(cat "$dir/log")"
 grep -q '\[ppl\] --model = "build/models/SmolLM2-135M-Instruct.Q4_1.gguf": not in the current directory; run ./scripts/fetch-model in the source tree, or pass --model FILE' \
   "$dir/log" || fail "no tree: $(cat "$dir/log")"
+(cd "$dir/elsewhere" && "$loose/posenc" ppl --model "$model" --ctx 32) >"$dir/log" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "ppl without text: exit $rc, expected 2: $(cat "$dir/log")"
+grep -q '\[ppl\] --text = "build/texts/validation.txt": not in the current directory; run ./scripts/fetch-texts' \
+  "$dir/log" || fail "ppl without text: $(cat "$dir/log")"
 (cd "$dir/elsewhere" && "$loose/posenc" train --pe rope --tokens 64 --train-len 8 --out x.gguf) >"$dir/log" 2>&1
 rc=$?
 [ $rc -eq 2 ] || fail "train without corpus: exit $rc, expected 2: $(cat "$dir/log")"

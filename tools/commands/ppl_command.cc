@@ -1,4 +1,4 @@
-// posenc ppl --model FILE.gguf --text FILE --ctx N [--stride S]
+// posenc ppl [--model FILE.gguf] [--text FILE] --ctx N [--stride S]
 //            [--method NAME[:k=v,...]] [--max-windows W] [--decode]
 //            [--weights stored|f32] [--activations f32|int8] [--threads T] [--json]
 //
@@ -12,11 +12,11 @@
 
 #include "commands.h"
 #include "options/model_inputs.h"
-#include "machine_limits.h"
 #include "options/integer_options.h"
 #include "posenc/parallel.h"
 #include "posenc/perplexity.h"
 #include "options/progress_bar.h"
+#include "options/run_estimate.h"
 
 namespace posenc::cli {
 namespace {
@@ -24,7 +24,9 @@ namespace {
 struct PplOptions {
   std::string model{kDefaultModel.path};
   WeightOptions weights;
-  std::string text;
+  // The held-out text of scripts/fetch-texts: what the README's perplexities
+  // (`posenc ppl --ctx 2048 --max-windows 4`) were measured on.
+  std::string text{kDefaultValidationText.path};
   std::int64_t ctx = 0;
   std::int64_t stride = 0;
   std::string method = "none";
@@ -33,10 +35,6 @@ struct PplOptions {
   int threads = 0;
   bool json = false;
 };
-
-// What the model sustains of the FMA peak in a prefill (`posenc bench model`
-// and the study measured 0.68-0.73 on AVX2): the estimate's rate.
-constexpr double kSustainedShareOfPeak = 0.7;
 
 // Before the work starts (stderr): how many windows and tokens will be run,
 // an estimate of the time, and a method that is the model's own RoPE at
@@ -54,16 +52,12 @@ void AnnounceWork(const LlamaModel& model, std::int64_t text_tokens, const Perpl
                  "tokens)\n",
                  method.c_str(), static_cast<long long>(options.context), static_cast<long long>(hp.context_length));
   }
-  const double flops = static_cast<double>(windows) * model.ForwardFlops(options.context);
-  const bench::FmaPeak peak = bench::MeasureFmaPeak(1);
-  const double seconds = flops / (kSustainedShareOfPeak * peak.gflops * 1e9);
+  const RunEstimate estimate = EstimateRun(static_cast<double>(windows) * model.ForwardFlops(options.context));
   const std::int64_t scored = windows * options.context;
-  std::fprintf(stderr,
-               "ppl: %lld window(s) of %lld tokens (%lld of the text's %lld tokens), %.3g TFLOP: about %.0f s "
-               "(%.1f min) at %.1f of this machine's FMA peak of %.0f GFLOP/s%s\n",
+  std::fprintf(stderr, "ppl: %lld window(s) of %lld tokens (%lld of the text's %lld tokens), %s%s\n",
                static_cast<long long>(windows), static_cast<long long>(options.context), static_cast<long long>(scored),
-               static_cast<long long>(text_tokens), flops / 1e12, seconds, seconds / 60, kSustainedShareOfPeak,
-               peak.gflops, options.max_windows == 0 ? "; --max-windows N runs fewer" : "");
+               static_cast<long long>(text_tokens), DescribeRunEstimate(estimate).c_str(),
+               options.max_windows == 0 ? "; --max-windows N runs fewer" : "");
 }
 
 void Run(const PplOptions& o) {
@@ -126,7 +120,7 @@ void AddPplCommand(CLI::App& app) {
   CLI::App* ppl = app.add_subcommand("ppl", "Perplexity of a GGUF model over a text under a context-extension method");
   AddModelOption(*ppl, o->model);
   AddWeightOptions(*ppl, o->weights);
-  ppl->add_option("--text", o->text, "UTF-8 text file")->required();
+  ppl->add_option("--text", o->text, "UTF-8 text file (scripts/fetch-texts)")->capture_default_str();
   ppl->add_option("--ctx", o->ctx, "Tokens per window")->required();
   ppl->add_option("--stride", o->stride, "Tokens between window starts, 1..ctx (default: ctx, non-overlapping)")
       ->check(IntegerAtLeast(1));
@@ -140,6 +134,7 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_flag("--json", o->json, "Print one JSON object");
   ppl->callback([o] {
     o->model = ResolveInput("ppl", "--model", o->model, kDefaultModel);
+    o->text = ResolveInput("ppl", "--text", o->text, kDefaultValidationText);
     Run(*o);
   });
 }

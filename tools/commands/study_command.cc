@@ -7,21 +7,28 @@
 // from the start of the text, and the loss of every token is kept by its
 // position in the window, so the table can say how each method does within
 // the training length and beyond it, and the picture shows where it breaks.
-// Method parameters default from the training length and L. A method that
-// is exactly the model's own RoPE at a length (SameAsModelRope: most of them
+// Method parameters default from the training length and L, and so does L
+// (DefaultStudyLength: 1.5x the model's training length). A method that is
+// exactly the model's own RoPE at a length (SameAsModelRope: most of them
 // within the training length) shares `none`'s cell. Each (length, method)
 // is a cell of a grid in DIR (grid.h): a rerun computes only what is
 // missing. Writes DIR/study.md, DIR/study.json and DIR/study.png together
-// (or none of them).
+// (or none of them). Before the cells run it says what they will cost here
+// (the estimate `posenc ppl` gives), and when no length is past the
+// training length, that such a study shows nothing of extension.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
 #include "grid/grid_executor.h"
 #include "options/model_inputs.h"
 #include "options/output_files.h"
+#include "options/run_estimate.h"
 #include "posenc/error.h"
 #include "grid/study_grid.h"
+#include "reports/study_report.h"
 
 namespace posenc::cli {
 namespace {
@@ -31,25 +38,44 @@ constexpr const char* kOp = "study";
 struct StudyOptions {
   std::string model{kDefaultModel.path};
   std::string text{kDefaultStudyText.path};
-  // 1.5x SmolLM2's 8192: far enough past it for every method to show its
-  // behaviour, short enough for the whole default study to take ~8 minutes.
-  std::vector<std::int64_t> lengths{12288};
+  std::vector<std::int64_t> lengths;      // empty: DefaultStudyLength(training length)
   std::vector<ContextExtension> methods;  // empty: every method with its defaults
   std::int64_t windows = 1;
   std::int64_t bucket = 256;
-  std::string out = "build/study";
+  std::string out;  // empty: DefaultStudyDirectory
   std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
 };
+
+// A file name's characters: letters, digits, '.', '-', '_'; others as '_'.
+std::string FileNameSafe(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '.' && c != '-' && c != '_') c = '_';
+  }
+  return out;
+}
+
+// Without --out, each study gets a directory of its own, named by its
+// settings: build/studies/MODEL-L12288-<digest>, the digest (CellKey's
+// SHA-256, its first 8 hex digits) covering everything the grid's settings
+// hold (methods, windows, bucket, text). The same command finds its own
+// directory again and resumes there; a quick run with other settings never
+// overwrites another study's results (a fixed build/study once replaced the
+// main job's table with a one-length trial's).
+std::string DefaultStudyDirectory(const Grid& grid, const std::string& model,
+                                  const std::vector<std::int64_t>& lengths) {
+  std::string name = FileNameSafe(std::filesystem::path(model).stem().string()) + "-L";
+  for (std::size_t i = 0; i < lengths.size(); ++i) name += (i ? "-" : "") + std::to_string(lengths[i]);
+  return "build/studies/" + name + "-" + CellKey(grid.settings).substr(0, 8);
+}
 
 // The grid: a cell per (length, method), every plan made and every length
 // checked against the text here, before any cell runs. A method that is
 // the model's own RoPE at a length asks for `none`'s cell.
-Grid PlanGrid(const StudyOptions& o, const std::vector<std::int64_t>& lengths,
-              const std::vector<ContextExtension>& extensions) {
-  const LoadedModel loaded = LoadModel(o.model);
+Grid PlanGrid(const StudyOptions& o, const LoadedModel& loaded, const std::vector<std::int32_t>& tokens,
+              const std::vector<std::int64_t>& lengths, const std::vector<ContextExtension>& extensions) {
   const LlamaModel& model = loaded.model;
   const LlamaHyperparams& hp = model.hparams();
-  const std::vector<std::int32_t> tokens = TokenizeFile(loaded.tokenizer, o.text);
   for (const auto length : lengths) {
     Require(length * o.windows <= static_cast<std::int64_t>(tokens.size()), kOp, "lengths", length,
             "needs " + std::to_string(o.windows) + " window(s) within the text's " + std::to_string(tokens.size()) +
@@ -89,9 +115,31 @@ Grid PlanGrid(const StudyOptions& o, const std::vector<std::int64_t>& lengths,
   return grid;
 }
 
+// A study whose lengths are all within the training length compares
+// methods where most are the model's own RoPE: said before it runs.
+void NoteWithinTrainingLength(const std::vector<std::int64_t>& lengths, std::int64_t train_length) {
+  if (lengths.back() > train_length) return;
+  std::fprintf(stderr,
+               "study: note: every length is within the model's training length of %lld tokens, where the methods "
+               "are the model's own RoPE or close to it: the rows will barely differ and nothing breaks; a length "
+               "past %lld shows the effect, e.g. --lengths %lld (1.5x)\n",
+               static_cast<long long>(train_length), static_cast<long long>(train_length),
+               static_cast<long long>(DefaultStudyLength(train_length)));
+}
+
+// What the cells still to compute in `dir` will cost here (local executor:
+// a Slurm job runs elsewhere).
+void AnnounceWork(const std::string& dir, const Grid& grid, const ExecutorOptions& executor) {
+  const GridScan scan = ScanGrid(dir, grid);
+  if (scan.missing.empty() || executor.executor != Executor::kLocal) return;
+  double flops = 0;
+  for (const std::string& key : scan.missing) flops += grid.cells.at(key).flops;
+  std::fprintf(stderr, "study: %zu of %zu cell(s) to compute in %s, %s\n", scan.missing.size(), grid.cells.size(),
+               dir.c_str(), DescribeRunEstimate(EstimateRun(flops)).c_str());
+}
+
 void Run(const StudyOptions& o) {
-  RequireOutputDirectory(kOp, "--out", o.out);
-  Require(!o.lengths.empty(), kOp, "lengths", Verbatim{"[]"}, "must list at least one length");
+  if (!o.out.empty()) RequireOutputDirectory(kOp, "--out", o.out);
   for (const std::int64_t length : o.lengths) CheckStudyLength(length);
   CheckStudyWindows(o.windows);
   CheckStudyBucket(o.bucket);
@@ -103,9 +151,19 @@ void Run(const StudyOptions& o) {
   if (extensions.empty()) {
     for (const ExtensionMethod m : AllExtensionMethods()) extensions.push_back({.method = m});
   }
-  const Grid grid = PlanGrid(o, lengths, extensions);
+  const LoadedModel loaded = LoadModel(o.model);
+  const std::int64_t train_length = loaded.model.hparams().context_length;
+  if (lengths.empty()) {
+    lengths = {DefaultStudyLength(train_length)};
+    CheckStudyLength(lengths.front());
+  }
+  const Grid grid = PlanGrid(o, loaded, TokenizeFile(loaded.tokenizer, o.text), lengths, extensions);
+  NoteWithinTrainingLength(lengths, train_length);
+  const std::string out = o.out.empty() ? DefaultStudyDirectory(grid, o.model, lengths) : o.out;
+  if (o.out.empty()) RequireOutputDirectory(kOp, "--out", out);
+  AnnounceWork(out, grid, *o.executor);
   GridReport report;
-  if (RunGrid(o.out, grid, *o.executor, &report)) PrintGridReport(report, false);
+  if (RunGrid(out, grid, *o.executor, &report)) PrintGridReport(report, false);
 }
 
 }  // namespace
@@ -118,7 +176,10 @@ void AddStudyCommand(CLI::App& app) {
                          "beyond the training length");
   AddModelOption(*study, o->model);
   study->add_option("--text", o->text, "UTF-8 text file (scripts/fetch-texts)")->capture_default_str();
-  study->add_option("--lengths", o->lengths, "Context lengths, comma-separated (default 12288: 1.5x SmolLM2's 8192)")
+  study
+      ->add_option("--lengths", o->lengths,
+                   "Context lengths, comma-separated (default: 1.5x the model's training length, 12288 for "
+                   "SmolLM2's 8192)")
       ->delimiter(',');
   AddMethodsOption(*study, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
                    "every method with its defaults");
@@ -126,8 +187,10 @@ void AddStudyCommand(CLI::App& app) {
       ->capture_default_str();
   study->add_option("--bucket", o->bucket, "Tokens per point of the loss-by-position curves (1 to 2^20)")
       ->capture_default_str();
-  study->add_option("--out", o->out, "Grid directory (grid.json, cells/; study.md, study.json, study.png)")
-      ->capture_default_str();
+  study->add_option("--out", o->out,
+                    "Grid directory (grid.json, cells/; study.md, study.json, study.png); default: one of its own "
+                    "named by the settings, build/studies/MODEL-L<lengths>-<digest of the settings>, where the same "
+                    "command resumes");
   AddExecutorOptions(*study, o->executor);
   study->callback([o] {
     o->model = ResolveInput(kOp, "--model", o->model, kDefaultModel);

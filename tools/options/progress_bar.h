@@ -1,6 +1,9 @@
 // A progress bar on stderr for long model runs: redrawn in place on a
-// terminal; when stderr is a file or a pipe (a log), nothing until the step
-// ends and then one line with its count, rate and time.
+// terminal; when stderr is a file or a pipe (a log: a grid cell's, a batch
+// job's), a line every kLogInterval seconds while the step runs (count,
+// rate, time left: a cell of many minutes is not silent) and one when it
+// ends with its count, rate and time. The environment variable
+// POSENC_PROGRESS_SECONDS sets the log's interval (seconds >= 0).
 #pragma once
 
 #include <chrono>
@@ -8,6 +11,8 @@
 #include <string>
 
 namespace posenc::cli {
+
+inline constexpr double kLogInterval = 30;
 
 class ProgressBar {
  public:
@@ -24,6 +29,7 @@ class ProgressBar {
   std::string label_, unit_;
   std::int64_t total_ = 1;
   bool terminal_;
+  double log_interval_;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 

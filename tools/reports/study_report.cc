@@ -50,7 +50,16 @@ std::string TimesTraining(std::int64_t length, std::int64_t train_length) {
   return Fixed(ratio, ratio == std::floor(ratio) ? 0 : 2) + "x";
 }
 
+// A signed difference of perplexities: "+1.23", "-0.05".
+std::string Signed(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%+.2f", value);
+  return buffer;
+}
+
 }  // namespace
+
+std::int64_t DefaultStudyLength(std::int64_t train_length) { return train_length + train_length / 2; }
 
 double PerplexityOfTokens(const StudyCell& cell, std::int64_t begin, std::int64_t end) {
   // position_nll[i] predicts the token at position i + 1.
@@ -66,16 +75,25 @@ std::string StudyMarkdown(const StudyReport& r) {
       << " tokens) on " << std::filesystem::path(r.text).filename().string() << ", " << r.windows
       << (r.windows == 1 ? " window" : " windows") << " from the start of the text at each length; "
       << Fixed(r.seconds, 0) << " s of compute (the cells' times added up).\n";
+  if (r.lengths.back() <= r.train_length) {
+    out << "\nEvery length here is within the training length, where the methods are the model's own RoPE or "
+           "close to it: nothing breaks and the rows barely differ. A length past "
+        << train << " shows the effect, e.g. " << DefaultStudyLength(r.train_length) << " (1.5x).\n";
+  }
+  // "vs none": a method's perplexity minus none's over the tokens where the
+  // methods part ways (those past the training length, or all of a length
+  // within it); a column only when none was run.
+  const bool has_none = std::find(r.methods.begin(), r.methods.end(), "none") != r.methods.end();
   bool any_same = false;
   for (const std::int64_t length : r.lengths) {
     const bool beyond = length > r.train_length;
+    const std::int64_t compared_from = beyond ? r.train_length : 1;
     out << "\n### " << length << " tokens (" << TimesTraining(length, r.train_length) << " the training length)\n\n"
         << "| method | as run |";
-    if (beyond) {
-      out << " ppl, tokens < " << train << " | ppl, tokens >= " << train << " | ppl, all |\n|---|---|---:|---:|---:|\n";
-    } else {
-      out << " ppl, all |\n|---|---|---:|\n";
-    }
+    if (beyond) out << " ppl, tokens < " << train << " | ppl, tokens >= " << train << " |";
+    out << " ppl, all |";
+    if (has_none) out << (beyond ? " vs none, tokens >= " + train + " |" : std::string(" vs none |"));
+    out << "\n|---|---|" << (beyond ? "---:|---:|" : "") << "---:|" << (has_none ? "---:|" : "") << "\n";
     for (const std::string& method : r.methods) {
       const StudyCell& c = CellAt(r, method, length);
       any_same = any_same || c.same_as_none;
@@ -85,8 +103,17 @@ std::string StudyMarkdown(const StudyReport& r) {
         out << " " << Fixed(PerplexityOfTokens(c, 1, r.train_length), 2) << mark << " | "
             << Fixed(PerplexityOfTokens(c, r.train_length, length), 2) << mark << " |";
       }
-      out << " " << Fixed(PerplexityOfTokens(c, 1, length), 2) << mark << " |\n";
+      out << " " << Fixed(PerplexityOfTokens(c, 1, length), 2) << mark << " |";
+      if (has_none) {
+        const double none = PerplexityOfTokens(CellAt(r, "none", length), compared_from, length);
+        out << " " << Signed(PerplexityOfTokens(c, compared_from, length) - none) << " |";
+      }
+      out << "\n";
     }
+  }
+  if (has_none) {
+    out << "\nvs none: the method's perplexity minus `none`'s (the model's own RoPE) over the same tokens; "
+           "negative is better.\n";
   }
   if (any_same) {
     out << "\n\\* the method is exactly the model's own RoPE at this length (its defaults at s = 1): `none`'s "

@@ -35,6 +35,13 @@ struct StudyReport {
   std::vector<StudyCell> cells;
 };
 
+// The length a study runs when --lengths is not given, and the one its note
+// suggests when every length is within the training length: 1.5x the
+// training length (12288 for SmolLM2's 8192), far enough past it for every
+// method to show its behaviour, short enough for SmolLM2's default study to
+// take ~8 minutes on 2 cores.
+std::int64_t DefaultStudyLength(std::int64_t train_length);
+
 // exp(mean -ln p) over the predicted tokens at positions [begin, end) of the
 // window (position 0 is never predicted).
 double PerplexityOfTokens(const StudyCell& cell, std::int64_t begin, std::int64_t end);
