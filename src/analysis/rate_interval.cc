@@ -1,4 +1,4 @@
-// Intervals of a success rate (include/posenc/rate_interval.h).
+// Intervals and the paired test of success rates (include/posenc/rate_interval.h).
 #include "posenc/rate_interval.h"
 
 #include <algorithm>
@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "posenc/error.h"
-#include "util/split_mix64.h"
 
 namespace posenc {
 namespace {
@@ -21,9 +20,6 @@ void CheckOutcomes(std::int64_t successes, std::int64_t trials, const std::strin
           "must be in [0, trials = " + std::to_string(trials) + "]");
 }
 
-// Uniform in [0, 1) from the top 53 bits of a word.
-double Unit(std::uint64_t word) { return static_cast<double>(word >> 11) * 0x1.0p-53; }
-
 }  // namespace
 
 RateInterval WilsonInterval(std::int64_t successes, std::int64_t trials) {
@@ -35,37 +31,31 @@ RateInterval WilsonInterval(std::int64_t successes, std::int64_t trials) {
   return {.rate = p, .low = std::max(0.0, centre - half), .high = std::min(1.0, centre + half)};
 }
 
-RateInterval SeedBootstrapInterval(std::span<const SeedOutcomes> seeds, std::int64_t resamples,
-                                   std::uint64_t random_seed) {
+MeanInterval SeedRateInterval(std::span<const SeedOutcomes> seeds, double level) {
   Require(!seeds.empty(), kOp, "seeds", Verbatim{"(none)"}, "must hold at least one seed's outcomes");
-  Require(resamples >= 100, kOp, "resamples", resamples, "must be >= 100 (percentiles of fewer draws are noise)");
-  std::int64_t successes = 0, trials = 0;
+  std::vector<double> rates(seeds.size());
   for (std::size_t s = 0; s < seeds.size(); ++s) {
     CheckOutcomes(seeds[s].successes, seeds[s].trials, "seeds[" + std::to_string(s) + "].");
-    successes += seeds[s].successes;
-    trials += seeds[s].trials;
+    rates[s] = static_cast<double>(seeds[s].successes) / static_cast<double>(seeds[s].trials);
   }
-  std::uint64_t counter = SplitMix64(random_seed);
-  const auto next = [&] { return SplitMix64(counter++); };
-  const auto count = static_cast<std::uint64_t>(seeds.size());
-  std::vector<double> rates(static_cast<std::size_t>(resamples));
-  for (double& rate : rates) {
-    std::int64_t drawn_successes = 0, drawn_trials = 0;
-    for (std::uint64_t i = 0; i < count; ++i) {
-      const SeedOutcomes& s = seeds[next() % count];
-      const double p = static_cast<double>(s.successes) / static_cast<double>(s.trials);
-      for (std::int64_t t = 0; t < s.trials; ++t) drawn_successes += Unit(next()) < p ? 1 : 0;
-      drawn_trials += s.trials;
-    }
-    rate = static_cast<double>(drawn_successes) / static_cast<double>(drawn_trials);
-  }
-  std::sort(rates.begin(), rates.end());
-  // The nearest-rank percentiles.
-  const auto at = [&](double q) {
-    const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(resamples)));
-    return rates[std::clamp<std::size_t>(rank, 1, rates.size()) - 1];
+  return BoundedMeanInterval(rates, {.low = 0.0, .high = 1.0}, level);
+}
+
+McNemarTest McNemarExactTest(std::int64_t only_a, std::int64_t only_b) {
+  Require(only_a >= 0, kOp, "only_a", only_a, "must be >= 0 (a count of trials)");
+  Require(only_b >= 0, kOp, "only_b", only_b, "must be >= 0 (a count of trials)");
+  McNemarTest out{.only_a = only_a, .only_b = only_b};
+  // Under no difference each discordant trial is a fair coin: twice the
+  // binomial tail of the rarer side, Pr[X <= k] for X ~ B(n, 1/2).
+  const std::int64_t n = out.only_a + out.only_b, k = std::min(out.only_a, out.only_b);
+  const auto log_choose = [&](std::int64_t i) {
+    return std::lgamma(static_cast<double>(n + 1)) - std::lgamma(static_cast<double>(i + 1)) -
+           std::lgamma(static_cast<double>(n - i + 1));
   };
-  return {.rate = static_cast<double>(successes) / static_cast<double>(trials), .low = at(0.025), .high = at(0.975)};
+  double tail = 0.0;
+  for (std::int64_t i = 0; i <= k; ++i) tail += std::exp(log_choose(i) - static_cast<double>(n) * std::log(2.0));
+  out.p_value = std::min(1.0, 2.0 * tail);
+  return out;
 }
 
 }  // namespace posenc

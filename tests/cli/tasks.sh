@@ -21,15 +21,19 @@ expect "12 cells, 0 finished earlier, 12 to compute"
 expect "^## copy$"
 expect "^## needle$"
 expect "^\| variant \| train loss \| 12 \(1x\) \| 24 \(2x\) \|$"
-ci="[0-9.]+ \[[0-9.]+, [0-9.]+\]"
+ci="[0-9.]+ \[[0-9.]+, [0-9.]+\]†?"
 expect "^\| rope \| [0-9.]+ \| $ci \| $ci \|$"
 expect "^\| rope\+yarn \| [0-9.]+ \| $ci \| $ci \|$"
 expect "^\| learned \| [0-9.]+ \| $ci \| - \|$"
 expect "^\| learned\+hierarchical \| [0-9.]+ \| $ci \| $ci \|$"
 expect "^\| alibi \| [0-9.]+ \| $ci \| $ci \|$"
-# Past L, the best variant and those within noise of it (overlapping intervals).
-expect "^Best past L \(and the variants within noise of it, their intervals overlapping\):$"
-expect "^- 24: [a-z+-]+ [0-9.]+%; (within noise: [a-z+, -]+|no other within noise)$"
+# Each seed's own accuracy beside the table, in the order of the seeds.
+expect "^Each seed's accuracy \(%\), seeds 0 / 1:$"
+expect "^\| rope \| 0 / 1 \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \|$"
+expect "^\| learned \| 0 / 1 \| [0-9.]+ / [0-9.]+ \| - / - \|$"
+# Past L, the best variant and those within noise of it (paired over the seeds).
+expect "^Best past L, and the variants within noise of it \(their paired difference over the seeds, a 95% t interval, holds 0; no order is drawn among them\):$"
+expect "^- 24: [a-z+-]+ [0-9.]+%; (within noise: [a-z+, -]+|above every other beyond noise)$"
 expect "wrote .*tasks\.md, .*tasks\.json, .*tasks\.png"
 expect "tasks: 12 models, 12 cells"
 expect "tasks: this run took [0-9]+ s"
@@ -43,6 +47,11 @@ assert [s["answers"] for s in copy["rope"][0]["seeds"]] == [20, 20], copy["rope"
 assert [s["answers"] for s in needle["rope"][1]["seeds"]] == [8, 8], needle["rope"][1]
 for entry in copy["rope"] + needle["alibi"]:
     assert 0 <= entry["low"] <= entry["accuracy"] <= entry["high"] <= 1, entry
+    # The seed is the unit: the mean of the seeds' own accuracies, never a zero-width interval.
+    rates = [s["correct"] / s["answers"] for s in entry["seeds"]]
+    assert [s["seed"] for s in entry["seeds"]] == [0, 1], entry
+    assert abs(entry["accuracy"] - sum(rates) / len(rates)) < 1e-12, entry
+    assert entry["degenerate"] == (rates[0] == rates[1]) and entry["low"] < entry["high"], entry
 # Within L, YaRN and the window are the model's own RoPE: the same counts.
 assert copy["rope+yarn"][0]["seeds"] == copy["rope"][0]["seeds"]
 assert "accuracy" not in copy["learned"][1] and "accuracy" in copy["learned+hierarchical"][1]

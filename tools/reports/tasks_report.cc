@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "posenc/paired_comparison.h"
 #include "posenc/rate_interval.h"
 #include "posenc/tiny_lm_tasks.h"
 #include "reports/plot.h"
@@ -39,13 +40,18 @@ TasksLength LengthFromJson(const Json& j) {
   return l;
 }
 
-// The outcomes of every seed's model of `task` for `variant` at length
-// index i, as the intervals take them; empty when no model ran there.
-std::vector<SeedOutcomes> Outcomes(const TasksReport& r, const std::string& task, const std::string& variant,
-                                   std::size_t i, std::optional<std::int64_t> depth_bin = std::nullopt) {
-  std::vector<SeedOutcomes> seeds;
+// Each seed's outcomes (in the order of r.seeds) of its model of `task`
+// for `variant` at length index i; nullopt where that seed's model did not
+// run there (a learned table past its rows, or no such cell).
+using SeedRow = std::vector<std::optional<SeedOutcomes>>;
+
+SeedRow BySeed(const TasksReport& r, const std::string& task, const std::string& variant, std::size_t i,
+               std::optional<std::int64_t> depth_bin = std::nullopt) {
+  SeedRow row(r.seeds.size());
   for (const TasksModel& m : r.models) {
     if (m.task != task) continue;
+    const auto seed = std::find(r.seeds.begin(), r.seeds.end(), m.seed);
+    if (seed == r.seeds.end()) continue;
     for (const TasksEvaluation& e : m.evaluations) {
       if (e.variant != variant || i >= e.lengths.size() || !e.lengths[i].loss) continue;
       const TasksLength& l = e.lengths[i];
@@ -53,15 +59,34 @@ std::vector<SeedOutcomes> Outcomes(const TasksReport& r, const std::string& task
                                  ? SeedOutcomes{.successes = l.depth_correct[static_cast<std::size_t>(*depth_bin)],
                                                 .trials = l.depth_answers[static_cast<std::size_t>(*depth_bin)]}
                                  : SeedOutcomes{.successes = l.correct, .trials = l.answers};
-      if (o.trials > 0) seeds.push_back(o);
+      if (o.trials > 0) row[static_cast<std::size_t>(seed - r.seeds.begin())] = o;
     }
+  }
+  return row;
+}
+
+std::vector<SeedOutcomes> Present(const SeedRow& row) {
+  std::vector<SeedOutcomes> seeds;
+  for (const std::optional<SeedOutcomes>& o : row) {
+    if (o) seeds.push_back(*o);
   }
   return seeds;
 }
 
-std::optional<RateInterval> Interval(const std::vector<SeedOutcomes>& seeds) {
+// The seeds are the units (rate_interval.h): each seed's accuracy, then
+// the interval over the seeds.
+std::optional<MeanInterval> Interval(const SeedRow& row) {
+  const std::vector<SeedOutcomes> seeds = Present(row);
   if (seeds.empty()) return std::nullopt;
-  return SeedBootstrapInterval(seeds);
+  return SeedRateInterval(seeds);
+}
+
+UnitValues Accuracies(const SeedRow& row) {
+  UnitValues values(row.size());
+  for (std::size_t s = 0; s < row.size(); ++s) {
+    if (row[s]) values[s] = static_cast<double>(row[s]->successes) / static_cast<double>(row[s]->trials);
+  }
+  return values;
 }
 
 std::string LengthLabel(std::int64_t length, std::int64_t train_length) {
@@ -88,34 +113,65 @@ double MeanFinalLoss(const TasksReport& r, const std::string& task, const std::s
 
 std::string SchemeOf(const std::string& variant) { return variant.substr(0, variant.find('+')); }
 
-// Per length past L: the most accurate variant, and every other whose
-// interval reaches the best one's (within noise of it: the data cannot
-// rank them).
-std::string BestWithinNoise(const TasksReport& r, const std::string& task) {
-  std::string out = "\nBest past L (and the variants within noise of it, their intervals overlapping):";
+// Per length past L: the most accurate variant, and every other that the
+// paired comparison over the seeds does not put below it (within noise of
+// it: the data cannot rank them, nor order them among themselves).
+std::string BestWithinNoiseLines(const TasksReport& r, const std::string& task) {
+  std::string out =
+      "\nBest past L, and the variants within noise of it (their paired difference over the seeds, a 95% t "
+      "interval, holds 0; no order is drawn among them):";
   bool any = false;
   for (std::size_t i = 0; i < r.lengths.size(); ++i) {
     if (r.lengths[i] <= r.run.train_length) continue;
-    std::vector<std::pair<std::string, RateInterval>> rows;
-    for (const std::string& variant : r.variants) {
-      if (const std::optional<RateInterval> ci = Interval(Outcomes(r, task, variant, i)))
-        rows.emplace_back(variant, *ci);
-    }
-    if (rows.empty()) continue;
-    const auto best = std::max_element(rows.begin(), rows.end(),
-                                       [](const auto& a, const auto& b) { return a.second.rate < b.second.rate; });
+    std::vector<UnitValues> variants;
+    for (const std::string& variant : r.variants) variants.push_back(Accuracies(BySeed(r, task, variant, i)));
+    const bool ran = std::any_of(variants.begin(), variants.end(), [](const UnitValues& v) {
+      return std::any_of(v.begin(), v.end(), [](const std::optional<double>& x) { return x.has_value(); });
+    });
+    if (!ran) continue;
+    const BestWithinNoise best = FindBestWithinNoise(variants, {.range = ValueRange{0.0, 1.0}});
     std::string tied;
-    for (const auto& [variant, ci] : rows) {
-      if (variant != best->first && ci.high >= best->second.low) tied += (tied.empty() ? "" : ", ") + variant;
-    }
+    for (const std::size_t v : best.WithinNoise()) tied += (tied.empty() ? "" : ", ") + r.variants[v];
     char line[160];
-    std::snprintf(line, sizeof line, "\n- %lld: %s %.1f%%", static_cast<long long>(r.lengths[i]), best->first.c_str(),
-                  100 * best->second.rate);
+    std::snprintf(line, sizeof line, "\n- %lld: %s %.1f%%", static_cast<long long>(r.lengths[i]),
+                  r.variants[best.best].c_str(), 100 * best.best_mean);
     out += line;
-    out += tied.empty() ? std::string("; no other within noise") : "; within noise: " + tied;
+    out += tied.empty() ? std::string("; above every other beyond noise") : "; within noise: " + tied;
     any = true;
   }
   return any ? out + "\n" : std::string();
+}
+
+// A cell: the mean over the seeds and its interval, marked † where the
+// seeds all agree (the interval is then the bound of equal units).
+std::string Cell(const MeanInterval& ci) {
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "%.1f [%.1f, %.1f]%s", 100 * ci.mean, 100 * ci.low, 100 * ci.high,
+                ci.degenerate ? "†" : "");
+  return cell;
+}
+
+// Each seed's accuracy (%), in the order of the seeds.
+std::string SeedsCell(const SeedRow& row) {
+  std::string cell;
+  for (const std::optional<SeedOutcomes>& o : row) {
+    if (!cell.empty()) cell += " / ";
+    char value[16];
+    if (o) {
+      std::snprintf(value, sizeof value, "%.1f",
+                    100 * static_cast<double>(o->successes) / static_cast<double>(o->trials));
+    }
+    cell += o ? value : "-";
+  }
+  return cell;
+}
+
+std::string TableHead(const TasksReport& r, const std::string& second) {
+  std::string md = "\n| variant | " + second + " |";
+  for (const std::int64_t length : r.lengths) md += " " + LengthLabel(length, r.run.train_length) + " |";
+  md += "\n|---|---|";
+  for (std::size_t i = 0; i < r.lengths.size(); ++i) md += "---|";
+  return md + "\n";
 }
 
 }  // namespace
@@ -182,36 +238,33 @@ std::string TasksMarkdown(const TasksReport& r) {
   }
   md += RandomizedPositionsSentence(r.run);
   md +=
-      "Exact-match accuracy (%) of the answers, pooled over the seeds, with a 95% interval from a two-level "
-      "bootstrap (seeds, then answers within a seed). \"-\": the model cannot run at that length (a learned "
-      "table past its rows). A method on a RoPE model runs only at test time.\n";
+      "Exact-match accuracy (%): each seed's model scored on its answers, then the mean over the seeds with its "
+      "95% interval over the seeds (the seed is the unit: the answers of one model are not independent trials; "
+      "Student's t with seeds - 1 degrees of freedom, within [0, 100]). †: the seeds all agree, and the interval "
+      "is the exact bound that so few equal seeds allow (all n at x: the mean is at least x 0.025^(1/n), at most "
+      "100 - (100 - x) 0.025^(1/n)), not certainty. Each seed's own accuracy follows each task's table. \"-\": "
+      "the model cannot run at that length (a learned table past its rows). A method on a RoPE model runs only at "
+      "test time.\n";
   for (const std::string& task : r.tasks) {
-    md += "\n## ";
-    md += task;
-    md += "\n\n| variant | train loss |";
-    for (const std::int64_t length : r.lengths) {
-      md += ' ';
-      md += LengthLabel(length, r.run.train_length);
-      md += " |";
-    }
-    md += "\n|---|---|";
-    for (std::size_t i = 0; i < r.lengths.size(); ++i) md += "---|";
-    md += "\n";
+    md += "\n## " + task + "\n" + TableHead(r, "train loss");
     for (const std::string& variant : r.variants) {
       std::snprintf(line, sizeof line, "| %s | %.3f |", variant.c_str(), MeanFinalLoss(r, task, SchemeOf(variant)));
       md += line;
       for (std::size_t i = 0; i < r.lengths.size(); ++i) {
-        const std::optional<RateInterval> ci = Interval(Outcomes(r, task, variant, i));
-        if (!ci) {
-          md += " - |";
-          continue;
-        }
-        std::snprintf(line, sizeof line, " %.1f [%.1f, %.1f] |", 100 * ci->rate, 100 * ci->low, 100 * ci->high);
-        md += line;
+        const std::optional<MeanInterval> ci = Interval(BySeed(r, task, variant, i));
+        md += " " + (ci ? Cell(*ci) : std::string("-")) + " |";
       }
       md += "\n";
     }
-    md += BestWithinNoise(r, task);
+    std::string seeds;
+    for (const std::int64_t seed : r.seeds) seeds += (seeds.empty() ? "" : " / ") + std::to_string(seed);
+    md += "\nEach seed's accuracy (%), seeds " + seeds + ":\n" + TableHead(r, "seeds");
+    for (const std::string& variant : r.variants) {
+      md += "| " + variant + " | " + seeds + " |";
+      for (std::size_t i = 0; i < r.lengths.size(); ++i) md += " " + SeedsCell(BySeed(r, task, variant, i)) + " |";
+      md += "\n";
+    }
+    md += BestWithinNoiseLines(r, task);
   }
   return md;
 }
@@ -223,19 +276,27 @@ std::string TasksJson(const TasksReport& r) {
     for (const std::string& variant : r.variants) {
       Json lengths = Json::array();
       for (std::size_t i = 0; i < r.lengths.size(); ++i) {
-        const std::vector<SeedOutcomes> seeds = Outcomes(r, task, variant, i);
+        const SeedRow row = BySeed(r, task, variant, i);
         Json entry{{"length", r.lengths[i]}};
-        if (const std::optional<RateInterval> ci = Interval(seeds)) {
-          entry["accuracy"] = ci->rate;
+        if (const std::optional<MeanInterval> ci = Interval(row)) {
+          entry["accuracy"] = ci->mean;  // the mean of the seeds' accuracies
           entry["low"] = ci->low;
           entry["high"] = ci->high;
+          entry["degenerate"] = ci->degenerate;
           Json per_seed = Json::array();
-          for (const SeedOutcomes& s : seeds) per_seed.push_back({{"correct", s.successes}, {"answers", s.trials}});
+          for (std::size_t s = 0; s < row.size(); ++s) {
+            if (!row[s]) continue;
+            per_seed.push_back(
+                {{"seed", r.seeds[s]},
+                 {"correct", row[s]->successes},
+                 {"answers", row[s]->trials},
+                 {"accuracy", static_cast<double>(row[s]->successes) / static_cast<double>(row[s]->trials)}});
+          }
           entry["seeds"] = per_seed;
           Json depth = Json::array();
           for (std::int64_t b = 0; b < kTaskDepthBins; ++b) {
-            const std::optional<RateInterval> d = Interval(Outcomes(r, task, variant, i, b));
-            depth.push_back(d ? Json{{"accuracy", d->rate}, {"low", d->low}, {"high", d->high}} : Json(nullptr));
+            const std::optional<MeanInterval> d = Interval(BySeed(r, task, variant, i, b));
+            depth.push_back(d ? Json{{"accuracy", d->mean}, {"low", d->low}, {"high", d->high}} : Json(nullptr));
           }
           entry["by_depth"] = depth;
         }
@@ -258,7 +319,9 @@ std::string TasksJson(const TasksReport& r) {
          {"sequences", r.sequences},
          {"depths", r.depths},
          {"depth_bins", kTaskDepthBins},
-         {"interval", "95%, two-level bootstrap: seeds, then answers within a seed"},
+         {"interval",
+          "95%, over the seeds: each seed's accuracy, Student's t with seeds - 1 degrees of freedom within [0, 1]; "
+          "where the seeds all agree (degenerate), the exact bound of n equal seeds"},
          {"seconds", r.seconds},
          {"tasks", tasks}};
   Json models = Json::array();
@@ -281,9 +344,9 @@ void DrawTasksPlots(const TasksReport& r, const std::string& png, OutputFiles& f
       PlotSeries s{.title = variant,
                    .style = variant.find('+') == std::string::npos ? "linespoints lw 2" : "lines lw 1 dt 2"};
       for (std::size_t i = 0; i < r.lengths.size(); ++i) {
-        if (const std::optional<RateInterval> ci = Interval(Outcomes(r, task, variant, i))) {
+        if (const std::optional<MeanInterval> ci = Interval(BySeed(r, task, variant, i))) {
           s.x.push_back(static_cast<double>(r.lengths[i]));
-          s.y.push_back(100 * ci->rate);
+          s.y.push_back(100 * ci->mean);
         }
       }
       if (!s.x.empty()) p.series.push_back(std::move(s));
@@ -292,7 +355,7 @@ void DrawTasksPlots(const TasksReport& r, const std::string& png, OutputFiles& f
   }
   DrawLinePlotGrid(panels,
                    "Trained at L = " + std::to_string(r.run.train_length) + ", tested long (" +
-                       std::to_string(r.seeds.size()) + " seeds pooled)",
+                       std::to_string(r.seeds.size()) + " seeds' mean)",
                    2, 760, 420, png, &files);
 
   // The needle by depth and length, one map a scheme as trained.
@@ -315,8 +378,8 @@ void DrawTasksPlots(const TasksReport& r, const std::string& png, OutputFiles& f
                     static_cast<double>(b + 1) / kTaskDepthBins);
       map.row_labels.emplace_back(label);
       for (std::size_t i = 0; i < r.lengths.size(); ++i) {
-        const std::optional<RateInterval> ci = Interval(Outcomes(r, "needle", variant, i, b));
-        map.values.push_back(ci ? 100 * ci->rate : 0.0);
+        const std::optional<MeanInterval> ci = Interval(BySeed(r, "needle", variant, i, b));
+        map.values.push_back(ci ? 100 * ci->mean : 0.0);
       }
     }
     for (const std::int64_t length : r.lengths) map.col_labels.push_back(std::to_string(length));
