@@ -8,7 +8,10 @@ HF's, llama's Q/K rows un-permuted), with posenc's reader and dequantizer
 tests/python/test_gguf_oracle.py) in place of gguf-py, and without
 ``from_pretrained``'s need of the ``accelerate`` package, which does not run
 on torch 1.13. tests/python/test_hf_patch.py holds the two loaders' models
-equal, tensor for tensor.
+equal, tensor for tensor. One difference, on purpose: transformers makes a
+llama GGUF whose general.name says "mistral" a MistralForCausalLM, with
+MistralConfig's default 4096-token window that the file does not carry;
+llama.cpp and posenc's engine run it as llama, and so does this loader.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ _BLOCK_TENSORS = {
 }
 _MODEL_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
-# The RoPE scaling keys llama.cpp writes; HF's form of them is rope_scaling.
-_SCALING_KEYS = ("rope.scaling.type", "rope.scale_linear")
+# The RoPE scaling keys llama.cpp writes, with their "no scaling" values;
+# HF's form of them is rope_scaling.
+_SCALING_KEYS = {"rope.scaling.type": "none", "rope.scale_linear": 1.0}
 
 
 def _error(name: str, value: Any, rule: str) -> ValueError:
@@ -49,7 +53,8 @@ def _error(name: str, value: Any, rule: str) -> ValueError:
 def _count(meta: Dict[str, Any], key: str, default: Any = None) -> int:
     value = meta.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _error(key, "missing" if value is None else repr(value), "must be a count >= 1 (the architecture needs it)")
+        raise _error(key, "missing" if value is None else repr(value),
+                     "must be a count >= 1 (the architecture needs it)")
     return value
 
 
@@ -82,8 +87,8 @@ def _config(arch: str, meta: Dict[str, Any], names, vocab: int, overrides: Dict[
         raise _error(p + "rope.dimension_count", rotary, f"must equal the head dim {head_dim}: HF's {arch} rotates "
                      f"every dimension")
     if "rope_scaling" not in overrides:
-        for key in _SCALING_KEYS:
-            if meta.get(p + key, "none") != "none":
+        for key, none in _SCALING_KEYS.items():
+            if meta.get(p + key, none) != none:
                 raise _error(p + key, repr(meta[p + key]), "from_gguf builds the RoPE of the file's base only: "
                              "pass rope_scaling={...} in Hugging Face's form to load it scaled")
         if "rope_freqs.weight" in names:
@@ -107,6 +112,7 @@ def _config(arch: str, meta: Dict[str, Any], names, vocab: int, overrides: Dict[
 
 
 def from_gguf(path: Union[str, os.PathLike], **config: Any):
+    """:func:`posenc.hf.from_gguf` (documented there)."""
     file = GgufFile(path)
     meta, names = file.metadata, set(file.tensor_names())
     arch = meta.get("general.architecture")

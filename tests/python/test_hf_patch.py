@@ -358,6 +358,8 @@ def test_from_gguf_errors(random_gguf, tmp_path):
         posenc.hf.from_gguf(scaled)
     linear = {"rope_type": "linear", "factor": 2.0}
     assert posenc.hf.from_gguf(scaled, rope_scaling=linear).config.rope_scaling == linear
+    unscaled = rewritten(random_gguf, tmp_path / "unscaled.gguf", **{"llama.rope.scale_linear": 1.0})
+    assert posenc.hf.from_gguf(unscaled).config.rope_scaling is None  # llama.cpp's "no scaling" value
     headless = rewritten(random_gguf, tmp_path / "no-heads.gguf", drop=("llama.attention.head_count",))
     with pytest.raises(ValueError, match=r"\[hf\] llama.attention.head_count = missing: must be a count >= 1"):
         posenc.hf.from_gguf(headless)
