@@ -44,12 +44,17 @@ std::vector<float> Prefill(const LlamaModel& model, LlamaCache& cache, std::span
 // Greedy continuation of the cache's tokens, `next_logits` being the logits
 // after its last one (from Prefill or a previous step). Every generated
 // token but the last is appended to the cache. Times only the decode
-// passes (prompt_tokens and prefill_seconds stay 0).
+// passes (prompt_tokens and prefill_seconds stay 0). Throws posenc::Error,
+// before any work, when the cache would outgrow this machine's memory by
+// max_tokens, and when next_logits hold a NaN, an infinity or a value of
+// magnitude 2^16 or more (LlamaModel::Forward's rule for the logits of every
+// step: an all-NaN row once decoded token 0 forever).
 GenerateResult DecodeGreedy(const LlamaModel& model, LlamaCache& cache, std::span<const float> next_logits,
                             const AttentionOptions& attention, const GenerateOptions& options,
                             const TokenCallback& on_token = {});
 
-// Prefill then DecodeGreedy on a new cache, both timed.
+// Prefill then DecodeGreedy on a new cache, both timed (the memory check
+// comes before the prefill).
 GenerateResult Generate(const LlamaModel& model, std::span<const std::int32_t> prompt,
                         const AttentionOptions& attention, const GenerateOptions& options,
                         const TokenCallback& on_token = {}, const LayerProgress& progress = {});

@@ -213,6 +213,13 @@ class LlamaModel {
   // an empty sequence, a token id outside the vocabulary, or attention
   // options the kernel rejects. Multithreaded; bitwise identical results for
   // any thread count.
+  //
+  // A corrupt or diverged model is an error, never numbers (here and in
+  // Extend): the input embedding or a layer's hidden state holding NaN or
+  // infinity (naming the layer, the position and the element), or a logit
+  // that is NaN, infinite or of magnitude 2^16 or more, past which a
+  // log-softmax measures float32 rounding (a 1e20 embedding gave logits of
+  // 5.7e29 and a perplexity of exactly 1; naming the position and the token).
   void Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention, const LogitsSink& sink,
                const LayerProgress& progress = {}) const;
 
@@ -228,7 +235,8 @@ class LlamaModel {
   // cache's tokens and these to float tolerance, for any attention options
   // (the same options at every call: plan a method for the final length).
   // Throws posenc::Error (bad tokens or rows, a cache too large for this
-  // machine) before changing the cache.
+  // machine) before changing the cache; one for values out of range (see
+  // Forward) leaves the cache as it was.
   void Extend(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
               std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
               const LayerProgress& progress = {}) const;

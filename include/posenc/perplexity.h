@@ -74,9 +74,10 @@ using PerplexityProgress = std::function<void(std::int64_t done, std::int64_t to
 std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions& options);
 
 // Throws posenc::Error for context < 2, stride outside [1, context], a text
-// shorter than one window (naming the token count), or a log-probability that
-// is not finite (NaN or infinite weights or activations: naming the window
-// and the token).
+// shorter than one window (naming the token count), values a forward pass
+// refuses (LlamaModel::Forward: NaN or infinite activations, logits past
+// 2^16; naming the position, the window and where it starts in the text), or
+// a perplexity too large for a double (a mean loss past 709 nats).
 PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
                                     const PerplexityOptions& options, const PerplexityProgress& progress = {});
 

@@ -194,7 +194,11 @@ struct TinyLmLossResult {
 // non-null, *grads is overwritten with d loss / d every parameter
 // (ZeroTinyLmParams' layout; not &params);
 // gradients need length <= train_length. Evaluation (grads null) may run
-// past train_length; a learned table then needs kHierarchical.
+// past train_length; a learned table then needs kHierarchical. Evaluation
+// throws posenc::Error for a logit that is NaN, infinite or of magnitude
+// 2^16 or more, past which a log-softmax measures rounding (naming the
+// sequence, the position and the byte); training keeps its own rule, a
+// loss or gradient that is not finite.
 // `positions` [length] puts the tokens of every sequence of the batch at
 // those positions (strictly increasing, from >= 0: randomized positions,
 // RandomizedPositions); empty: 0..length-1. With gradients they stay below

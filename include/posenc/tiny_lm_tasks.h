@@ -134,8 +134,8 @@ struct TinyLmTaskEvalResult {
 // EvaluateTinyLm runs it (RoPE models only; none: as trained). `depths`
 // (needle only; empty: uniform) gives `sequences` needles at each depth,
 // depth by depth. Throws posenc::Error for a length outside the task's
-// range, sequences < 1, a bad depth, a method the model cannot take, and a
-// non-finite loss.
+// range, sequences < 1, a bad depth, a method the model cannot take, and
+// logits that are NaN or past what a log-softmax resolves (TinyLmLoss).
 TinyLmTaskEvalResult EvaluateTinyLmTask(const TinyLmConfig& config, const TinyLmParams& params, TinyLmTask task,
                                         std::int64_t length, std::int64_t sequences, std::uint64_t seed,
                                         std::span<const double> depths = {},

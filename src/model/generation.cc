@@ -5,10 +5,13 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 
+#include "kernels/logit_range.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 
 namespace posenc {
 namespace {
@@ -17,6 +20,18 @@ constexpr const char* kOp = "generate";
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The cache a run to max_tokens grows to (every generated token but the last
+// is appended after `held` tokens) must fit this machine, checked before any
+// work: --max-tokens 10^12 was accepted and ran until memory ran out.
+void RequireCacheFits(const LlamaModel& model, std::int64_t held, std::int64_t max_tokens) {
+  const double tokens = static_cast<double>(held) + static_cast<double>(max_tokens) - 1;  // no int64 overflow
+  char count[32];
+  std::snprintf(count, sizeof count, "%.0f", tokens);
+  // CacheBytes is linear in the tokens.
+  RequireFitsInMemory(kOp, "max_tokens", max_tokens, std::string("the key/value cache of ") + count + " tokens",
+                      tokens * model.CacheBytes(1) / sizeof(float), sizeof(float));
 }
 
 }  // namespace
@@ -70,6 +85,14 @@ GenerateResult DecodeGreedy(const LlamaModel& model, LlamaCache& cache, std::spa
   Require(options.max_tokens >= 1, kOp, "max_tokens", options.max_tokens, "must be >= 1");
   Require(static_cast<std::int64_t>(next_logits.size()) == model.hparams().vocab_size, kOp, "next_logits.size()",
           next_logits.size(), "must equal vocab_size = " + std::to_string(model.hparams().vocab_size));
+  // The model checks the logits of every step it runs (LlamaModel::Forward);
+  // these come from the caller. A NaN one is never chosen by Argmax, so all
+  // NaN would decode token 0 forever.
+  const auto vocab = static_cast<std::int64_t>(next_logits.size());
+  if (const std::int64_t j = detail::FirstOutOfRange(next_logits.data(), vocab, detail::kLogitLimit); j < vocab) {
+    ThrowError(kOp, "next_logits[" + std::to_string(j) + "]", FormatValue(next_logits[j]), detail::LogitRangeRule());
+  }
+  RequireCacheFits(model, cache.tokens(), options.max_tokens);
   GenerateResult result;
   std::vector<float> logits(next_logits.begin(), next_logits.end());
   const std::int64_t row = 0;
@@ -95,6 +118,7 @@ GenerateResult Generate(const LlamaModel& model, std::span<const std::int32_t> p
                         const AttentionOptions& attention, const GenerateOptions& options,
                         const TokenCallback& on_token, const LayerProgress& progress) {
   Require(options.max_tokens >= 1, kOp, "max_tokens", options.max_tokens, "must be >= 1");
+  RequireCacheFits(model, static_cast<std::int64_t>(prompt.size()), options.max_tokens);  // before the prefill's work
   LlamaCache cache = model.NewCache();
   const auto start = std::chrono::steady_clock::now();
   const std::vector<float> logits = Prefill(model, cache, prompt, attention, progress);

@@ -5,9 +5,11 @@
 #include <array>
 #include <memory>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "attention/decode_keys.h"
+#include "kernels/logit_range.h"
 #include "model/llama_weights.h"
 #include "model/model_ops.h"
 #include "posenc/error.h"
@@ -46,6 +48,21 @@ void CheckTokens(std::span<const std::int32_t> tokens, std::int64_t vocab) {
     Require(tokens[i] >= 0 && tokens[i] < vocab, kOp, "tokens[" + std::to_string(i) + "]", tokens[i],
             "must be a token id in [0, vocab_size = " + std::to_string(vocab) + ")");
   }
+}
+
+// Throws where rows [n, width] of a forward pass's values, the first at
+// position `first_position`, hold a NaN or an infinity: a corrupt or
+// overflowing model stops where it shows, named, not as logits that are
+// NaN everywhere.
+void RequireFiniteRows(std::span<const float> values, std::int64_t width, std::int64_t first_position,
+                       const std::string& what, const std::string& why) {
+  const auto size = static_cast<std::int64_t>(values.size());
+  const std::int64_t i = detail::FirstOutOfRange(values.data(), size, std::numeric_limits<float>::infinity());
+  if (i == size) return;
+  ThrowError(
+      kOp,
+      what + "[position " + std::to_string(first_position + i / width) + ", element " + std::to_string(i % width) + "]",
+      FormatValue(values[i]), "must be finite: " + why);
 }
 
 }  // namespace
@@ -126,7 +143,7 @@ double LlamaModel::CacheBytes(std::int64_t n) const {
   const LlamaHyperparams& hp = hparams();
   // During the Extend that brings it to n tokens every layer holds all n
   // (a local layer forgets what its window passed at the end).
-  return 2.5 * 2.0 * sizeof(float) * static_cast<double>(n * hp.block_count) *
+  return 2.5 * 2.0 * sizeof(float) * static_cast<double>(n) * static_cast<double>(hp.block_count) *
          static_cast<double>(hp.head_count_kv * hp.head_dim);
 }
 
@@ -292,6 +309,7 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
   const bool gemma = hp.architecture == LlamaArchitecture::kGemma3;
   // Hugging Face scales by sqrt(d) cast to the activations' type (float32).
   if (gemma) model::Scale(x, static_cast<float>(std::sqrt(static_cast<double>(d))));
+  RequireFiniteRows(x, d, start, "input embedding", "token_embd holds NaN or infinity in that token's row");
   detail::AttentionPlan fresh_plan{};
 
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
@@ -351,6 +369,8 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     MatMul(hidden, n, layer.down, proj, w.activations);
     if (gemma) model::RmsNorm(proj, layer.post_ffw_norm, hp.rms_norm_eps, proj);
     model::AddInPlace(x, proj);
+    RequireFiniteRows(x, d, start, "hidden state after layer " + std::to_string(l),
+                      "layer " + std::to_string(l) + "'s weights hold NaN or infinity, or its values overflow float32");
     if (progress) progress(static_cast<std::int64_t>(l) + 1, hp.block_count);
   }
 
@@ -366,6 +386,16 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     }
     const std::span<float> block(logits.data(), rows * hp.vocab_size);
     MatMul(std::span<const float>(block_in).first(rows * d), rows, w.Output(), block, w.activations);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* row = block.data() + r * hp.vocab_size;
+      const std::int64_t j = detail::FirstOutOfRange(row, hp.vocab_size, detail::kLogitLimit);
+      if (j < hp.vocab_size) {
+        ThrowError(
+            kOp,
+            "logits[position " + std::to_string(start + logit_rows[first + r]) + ", token " + std::to_string(j) + "]",
+            FormatValue(row[j]), detail::LogitRangeRule());
+      }
+    }
     sink(logit_rows.subspan(first, rows), block);
   }
   // Done: nothing can throw that would need the cache as it was before.

@@ -82,18 +82,20 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
     const LayerProgress window_progress = [&](std::int64_t done, std::int64_t total) {
       if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
     };
-    const std::vector<double> nll = options.pass == PerplexityPass::kDecode
-                                        ? DecodedNextTokenNll(model, window, plan.attention, window_progress)
-                                        : model.NextTokenNll(window, plan.attention, window_progress);
-    for (std::int64_t i = 0; i < ctx - 1; ++i) {
-      // A NaN would otherwise turn the whole result into "ppl nan" (or JSON
-      // null) that looks like a number was measured.
-      Require(std::isfinite(nll[i]), kOp, "nll", nll[i],
-              "must be finite: the model's log-probability of token " +
-                  std::to_string(w * stride + i + (options.bos ? 0 : 1)) + " (window " + std::to_string(w) +
-                  ", position " + std::to_string(i + 1) + ") is not; the weights or activations hold NaN or infinity");
-      position_sum[static_cast<std::size_t>(i)] += nll[i];
+    // The model refuses a NaN, an infinity or a logit past what a
+    // log-softmax resolves (llama_model.h), naming the position in the window;
+    // the window and where it starts in the text are added here. Every nll
+    // is then finite.
+    std::vector<double> nll;
+    try {
+      nll = options.pass == PerplexityPass::kDecode
+                ? DecodedNextTokenNll(model, window, plan.attention, window_progress)
+                : model.NextTokenNll(window, plan.attention, window_progress);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (window " + std::to_string(w) + ", from token " +
+                  std::to_string(w * stride) + " of the text" + (options.bos ? ", after BOS)" : ")"));
     }
+    for (std::int64_t i = 0; i < ctx - 1; ++i) position_sum[static_cast<std::size_t>(i)] += nll[i];
     // nll[i] scores window token i + 1. A sliding window scores only its
     // last `stride` tokens (the earlier ones were scored before).
     const std::int64_t first = (w == 0 || stride == text) ? 0 : ctx - stride - 1;
@@ -105,6 +107,12 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
   PerplexityResult result;
   result.mean_nll = nll_sum / static_cast<double>(scored);
   result.ppl = std::exp(result.mean_nll);
+  // Past about 709 nats a token, exp overflows: "ppl inf" would read as a
+  // measurement.
+  Require(std::isfinite(result.ppl), kOp, "ppl", result.ppl,
+          "must be finite: the mean loss, " + FormatValue(result.mean_nll) +
+              " nats a token, is past what a perplexity can express (exp overflows past 709 nats; chance is "
+              "ln vocab_size): a corrupt or diverged model");
   result.scored = scored;
   result.processed = windows * ctx;
   result.windows = windows;

@@ -124,15 +124,17 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
       const auto begin = text.begin() + windows.offsets[w];
       rows.insert(rows.end(), begin, begin + length + 1);
     }
-    const TinyLmLossResult loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel, {},
-                                                tiny_lm::EvaluationPositions(config, length, first));
+    TinyLmLossResult loss;
+    try {
+      loss = tiny_lm::Loss(config, params, rows, batch, length, nullptr, kernel, {},
+                           tiny_lm::EvaluationPositions(config, length, first));
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (windows " + std::to_string(first) + ".." +
+                  std::to_string(first + batch - 1) + ")");
+    }
+    // Loss refuses NaN and logits past what a log-softmax resolves (the
+    // engine's rule, logit_range.h): every loss here is finite.
     for (std::int64_t t = 0; t < length; ++t) {
-      // The engine's rule (perplexity.cc): a NaN would otherwise make every
-      // column "nan", which reads like a measurement.
-      Require(std::isfinite(loss.position_loss[t]), kOp, "loss", loss.position_loss[t],
-              "must be finite: the model's loss at position " + std::to_string(t) + " of windows " +
-                  std::to_string(first) + ".." + std::to_string(first + batch - 1) +
-                  " is not; the weights or activations hold NaN or infinity");
       result.position_loss[t] += loss.position_loss[t] * static_cast<double>(batch);
     }
     for (std::int64_t b = 0; b < batch; ++b) {
@@ -146,6 +148,11 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
   for (double& loss : result.position_loss) loss /= static_cast<double>(count);
   for (const double loss : result.scored_loss) result.loss += loss;
   result.loss /= static_cast<double>(result.scored_loss.size());
+  // The engine's rule (perplexity.cc): "ppl inf" would read as a measurement.
+  Require(std::isfinite(result.Perplexity()), kOp, "ppl", result.Perplexity(),
+          "must be finite: the mean loss, " + FormatValue(result.loss) +
+              " nats a byte, is past what a perplexity can express (exp overflows past 709 nats; chance is ln 256): "
+              "a corrupt or diverged model");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.tokens_per_s = result.seconds > 0 ? static_cast<double>(count * length) / result.seconds : 0.0;
   return result;

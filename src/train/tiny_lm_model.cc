@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/logit_range.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/rope_frequencies.h"
@@ -265,6 +266,19 @@ TinyLmLossResult Loss(const TinyLmConfig& config, const TinyLmParams& params, st
   std::vector<float> final_rms = pass.Floats(1), xf = pass.Floats(d), logits = pass.Floats(vocab);
   tiny_lm::RmsNormForward(x, params.output_norm.values, config.norm_eps, xf, final_rms);
   tiny_lm::LinearForward(xf, n_rows, params.token_embd, logits);
+  // Evaluation refuses logits no log-softmax resolves (logit_range.h): a
+  // 1e20 embedding scored a loss of exactly 0. (Training keeps its own
+  // rule, a loss or gradient that is not finite, which names the step.)
+  if (grads == nullptr) {
+    const auto size = static_cast<std::int64_t>(logits.size());
+    if (const std::int64_t i = detail::FirstOutOfRange(logits.data(), size, detail::kLogitLimit); i < size) {
+      const std::int64_t row = i / vocab;
+      ThrowError(kOp,
+                 "logits[sequence " + std::to_string(row / length) + " of the batch, position " +
+                     std::to_string(pass.PositionOfRow(row)) + ", byte " + std::to_string(i % vocab) + "]",
+                 FormatValue(logits[i]), detail::LogitRangeRule());
+    }
+  }
   std::vector<double> row_loss(static_cast<std::size_t>(n_rows));
   std::vector<float> dlogits = grads ? pass.Floats(vocab) : std::vector<float>();
   TinyLmLossResult result;

@@ -81,6 +81,36 @@ TEST(Generation, StopsAtAStopTokenAndChecksItsArguments) {
   EXPECT_EQ(Argmax(ties), 1);
 }
 
+// A model whose logits are NaN once decoded token 0 until max_tokens (the
+// argmax of nothing but NaN); logits a log-softmax cannot resolve, or given
+// by the caller, are refused the same way. And a max_tokens whose cache no
+// machine holds is refused before any work (10^12 ran until memory ran out).
+TEST(Generation, CorruptLogitsAndImpossibleLengthsAreErrors) {
+  const Tiny tiny;
+  const std::vector<std::int32_t> prompt = tiny.tokenizer.Encode("hello");
+  testing::RandomLlamaOptions broken;
+  broken.nan_in_output_norm = true;
+  const auto bytes = RandomLlamaGguf(broken);
+  const LlamaModel nan_model = LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
+  ExpectError([&] { Generate(nan_model, prompt, nan_model.DefaultAttention(), {.max_tokens = 4}); },
+              {"[llama] logits[position 4, token 0] = nan: must be finite and of magnitude < 65536"});
+  std::vector<float> logits(static_cast<std::size_t>(tiny.model.hparams().vocab_size), 0.5F);
+  LlamaCache cache = tiny.model.NewCache();
+  Prefill(tiny.model, cache, prompt, tiny.model.DefaultAttention());
+  logits[7] = 1e30F;
+  ExpectError([&] { DecodeGreedy(tiny.model, cache, logits, tiny.model.DefaultAttention(), {.max_tokens = 2}); },
+              {"[generate] next_logits[7] = 1e+30: must be finite and of magnitude < 65536"});
+  ExpectError([&] { Generate(tiny.model, prompt, tiny.model.DefaultAttention(), {.max_tokens = 1000000000000}); },
+              {"[generate] max_tokens = 1000000000000: the key/value cache of 1000000000004 tokens needs ",
+               "more than this machine's"});
+  ExpectError(
+      [&] {
+        DecodeGreedy(tiny.model, cache, std::vector<float>(logits.size(), 0.0F), tiny.model.DefaultAttention(),
+                     {.max_tokens = std::numeric_limits<std::int64_t>::max()});
+      },
+      {"[generate] max_tokens = 9223372036854775807: the key/value cache of "});
+}
+
 // Argmax against the contract read index by index (the lowest index among
 // equal largest values; NaN never chosen over a number, -0 equal to +0),
 // over lengths around its 16 lanes and with ties, NaNs, infinities and

@@ -177,7 +177,42 @@ TEST(Perplexity, NonFiniteLossIsAnErrorNotAPerplexity) {
   PerplexityOptions options;
   options.context = 20;
   ExpectError([&] { EvaluatePerplexity(model, f.tokens, options); },
-              {"[perplexity] nll = nan", "token 1 (window 0, position 1)", "NaN or infinity"});
+              {"[llama] logits[position 0, token 0] = nan: must be finite", "(window 0, from token 0 of the text)"});
+}
+
+LlamaModel CorruptModel(const std::string& tensor, float factor) {
+  testing::RandomLlamaOptions corrupt;
+  corrupt.scaled[tensor] = factor;
+  const auto bytes = testing::RandomLlamaGguf(corrupt);
+  return LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
+}
+
+// A corrupt model is an error naming where it shows, never a perplexity. An
+// embedding 1e20 times too large gives finite logits near 1e21, where
+// max + log sum exp(x - max) is max: the loss of a token the model ranks
+// first was exactly 0 and of any other astronomic, "ppl inf" with nothing
+// said (and Gemma 3 so corrupted scored a perfect perplexity of 1).
+TEST(Perplexity, CorruptModelsAreErrorsNotPerplexities) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 20;
+  options.stride = 10;
+  ExpectError([&] { EvaluatePerplexity(CorruptModel("token_embd.weight", 1e20F), f.tokens, options); },
+              {"[llama] logits[position 0, token ", "must be finite and of magnitude < 65536",
+               "(window 0, from token 0 of the text)"});
+  // A NaN weight inside a layer: named by the first hidden state it reaches.
+  ExpectError([&] { EvaluatePerplexity(CorruptModel("blk.1.ffn_down.weight", NAN), f.tokens, options); },
+              {"[llama] hidden state after layer 1[position 0, element 0] = nan: must be finite: layer 1's weights"});
+  ExpectError([&] { EvaluatePerplexity(CorruptModel("token_embd.weight", INFINITY), f.tokens, options); },
+              {"[llama] input embedding[position 0, element 0] = ", "token_embd holds NaN or infinity"});
+  // Logits within range but 500 times too spread: a mean loss past 709
+  // nats, whose exp overflows. "ppl inf" is an error too.
+  ExpectError([&] { EvaluatePerplexity(CorruptModel("token_embd.weight", 500), f.tokens, options); },
+              {"[perplexity] ppl = inf: must be finite: the mean loss, ", "nats a token"});
+  // The decode pass runs the same checks, a step at a time.
+  options.pass = PerplexityPass::kDecode;
+  ExpectError([&] { EvaluatePerplexity(CorruptModel("token_embd.weight", 1e20F), f.tokens, options); },
+              {"[llama] logits[position 0, token ", "(window 0, from token 0 of the text)"});
 }
 
 TEST(Perplexity, RejectsBadOptions) {

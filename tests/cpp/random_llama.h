@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct RandomLlamaOptions {
   std::string architecture = "llama";  // "gemma3": its QK and post norms, and a sliding window
   std::int64_t sliding_window = 8;     // gemma3's local layers (every layer but each 6th)
   bool nan_in_output_norm = false;     // one NaN weight: what a broken file looks like
+  // F32 tensors multiplied by a factor, by name: a corrupt file (token_embd
+  // x 1e20 gave logits near 1e21, a factor of NaN a NaN tensor).
+  std::map<std::string, float> scaled;
   // The type of every matrix (token_embd, output, Q/K/V/O, the MLP); the
   // norms stay F32. A block type needs d, heads * head_dim and ffn in whole
   // blocks.
@@ -74,7 +78,25 @@ inline std::vector<unsigned char> RandomLlamaGguf(const RandomLlamaOptions& o = 
   const std::int64_t q_dim = o.heads * o.head_dim, kv_dim = o.kv_heads * o.head_dim;
   const std::string p = o.architecture + ".";
 
-  GgufBuilder b;
+  // Every tensor goes through here: F32 data scaled where asked.
+  struct ScalingBuilder : GgufBuilder {
+    const std::map<std::string, float>* scaled = nullptr;
+    ScalingBuilder& Tensor(const std::string& name, const std::vector<std::uint64_t>& shape, std::uint32_t type,
+                           std::vector<unsigned char> data) {
+      if (const auto it = scaled->find(name); it != scaled->end() && type == 0) {
+        for (std::size_t i = 0; i + 4 <= data.size(); i += 4) {
+          float v;
+          std::memcpy(&v, data.data() + i, 4);
+          v *= it->second;
+          std::memcpy(data.data() + i, &v, 4);
+        }
+      }
+      GgufBuilder::Tensor(name, shape, type, data);
+      return *this;
+    }
+  };
+  ScalingBuilder b;
+  b.scaled = &o.scaled;
   b.Text("general.architecture", o.architecture)
       .Scalar(p + "context_length", kU32, static_cast<std::uint32_t>(o.context))
       .Scalar(p + "embedding_length", kU32, static_cast<std::uint32_t>(o.d))

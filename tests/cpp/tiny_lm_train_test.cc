@@ -26,6 +26,7 @@
 #include "posenc/parallel.h"
 #include "posenc/tiny_lm_checkpoint.h"
 #include "posenc/tiny_lm_eval.h"
+#include "posenc/tiny_lm_tasks.h"
 #include "posenc/tiny_lm_train.h"
 #include "temp_dir.h"
 #include "test_util.h"
@@ -510,15 +511,27 @@ TEST(TinyLmEval, ExtensionMethodsNeedRope) {
       {"window = 16"});
 }
 
-// The engine's NaN rule: a loss that is not finite is an error naming the
-// position and the windows, never "nan" in every column (weights set here
-// directly: a checkpoint with them is refused at load, below).
-TEST(TinyLmEval, NonFiniteLossIsAnError) {
+// The engine's rule (logit_range.h): logits that are NaN, or past what a
+// log-softmax resolves, are an error naming the position and the windows,
+// never "nan" in every column or a loss of 0 (weights set here directly: a
+// checkpoint with NaN is refused at load, below; one with 1e20, as `posenc
+// eval` read it, scored a loss of 0.0000 and a perplexity of 1.000).
+TEST(TinyLmEval, CorruptWeightsAreAnErrorNotALoss) {
   const TinyLmConfig config = SmallConfig(AlibiScheme{});
   TinyLmParams params = InitTinyLm(config, 1);
   params.blocks[0].ffn_down.values[0] = std::numeric_limits<float>::quiet_NaN();
   ExpectError([&] { EvaluateTinyLm(config, params, Noise(1000, 3), 16, 4); },
-              {"[eval] loss = nan: must be finite: the model's loss at position 0 of windows 0..3 is not"});
+              {"[tiny_lm] logits[sequence 0 of the batch, position 0, byte 0] = nan: must be finite and of magnitude "
+               "< 65536",
+               "(windows 0..3)"});
+  for (const TinyLmConfig& scheme : {SmallConfig(RopeScheme{}), config}) {
+    TinyLmParams huge = InitTinyLm(scheme, 1);
+    std::fill(huge.token_embd.values.begin(), huge.token_embd.values.end(), 1e20F);
+    ExpectError([&] { EvaluateTinyLm(scheme, huge, Noise(1000, 3), 16, 4); },
+                {"[tiny_lm] logits[sequence 0 of the batch, position 0, byte 0] = ", "magnitude < 65536"});
+    // The tasks' evaluation reads the same forward pass.
+    ExpectError([&] { EvaluateTinyLmTask(scheme, huge, TinyLmTask::kCopy, 32, 4, 1); }, {"magnitude < 65536"});
+  }
 }
 
 TEST(TinyLmEval, ByteUnigramLoss) {
