@@ -22,7 +22,7 @@ cp "$posenc" "$loose/posenc"
 : >"$dir/tree/scripts/fetch-model"
 cp "$model" "$dir/tree/build/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 text=$(realpath "$text")
-cp "$text" "$dir/tree/build/texts/validation.txt"
+cp "$text" "$dir/tree/build/texts/debian-handbook.txt"
 
 # In a tree: the default model is found from another directory.
 (cd "$dir/elsewhere" && ../tree/build/release/tools/posenc ppl --text "$text" --ctx 32 --max-windows 1 --json) \
@@ -30,11 +30,11 @@ cp "$text" "$dir/tree/build/texts/validation.txt"
 grep -q "\"model\": \"$dir/tree/build/models/SmolLM2-135M-Instruct.Q4_1.gguf\"" "$dir/log" ||
   fail "tree: not the tree's model: $(cat "$dir/log")"
 
-# ppl's --text defaults too (the validation text), as the README's commands use it.
+# ppl's --text defaults too (study's text), as docs/getting-started.md's first command uses it.
 (cd "$dir/elsewhere" && ../tree/build/release/tools/posenc ppl --ctx 32 --max-windows 1 --json) \
   >"$dir/log" 2>&1 || fail "tree, ppl without --text: exit $?: $(cat "$dir/log")"
-grep -q "\"text\": \"$dir/tree/build/texts/validation.txt\"" "$dir/log" ||
-  fail "ppl: not the tree's validation text: $(cat "$dir/log")"
+grep -q "\"text\": \"$dir/tree/build/texts/debian-handbook.txt\"" "$dir/log" ||
+  fail "ppl: not the tree's default text: $(cat "$dir/log")"
 
 # Outside any tree: the error names the option, the path and the script.
 (cd "$dir/elsewhere" && "$loose/posenc" ppl --text "$text" --ctx 32) >"$dir/log" 2>&1
@@ -45,7 +45,7 @@ grep -q '\[ppl\] --model = "build/models/SmolLM2-135M-Instruct.Q4_1.gguf": not i
 (cd "$dir/elsewhere" && "$loose/posenc" ppl --model "$model" --ctx 32) >"$dir/log" 2>&1
 rc=$?
 [ $rc -eq 2 ] || fail "ppl without text: exit $rc, expected 2: $(cat "$dir/log")"
-grep -q '\[ppl\] --text = "build/texts/validation.txt": not in the current directory; run ./scripts/fetch-texts' \
+grep -q '\[ppl\] --text = "build/texts/debian-handbook.txt": not in the current directory; run ./scripts/fetch-texts' \
   "$dir/log" || fail "ppl without text: $(cat "$dir/log")"
 (cd "$dir/elsewhere" && "$loose/posenc" train --pe rope --tokens 64 --train-len 8 --out x.gguf) >"$dir/log" 2>&1
 rc=$?

@@ -24,9 +24,9 @@ namespace {
 struct PplOptions {
   std::string model{kDefaultModel.path};
   WeightOptions weights;
-  // The held-out text of scripts/fetch-texts: what the README's perplexities
-  // (`posenc ppl --ctx 2048 --max-windows 4`) were measured on.
-  std::string text{kDefaultValidationText.path};
+  // study's text, so that the documented first command
+  // (`posenc ppl --ctx 2048 --max-windows 4 --method yarn`) needs no --text.
+  std::string text{kDefaultStudyText.path};
   std::int64_t ctx = 0;
   std::int64_t stride = 0;
   std::string method = "none";
@@ -134,7 +134,7 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_flag("--json", o->json, "Print one JSON object");
   ppl->callback([o] {
     o->model = ResolveInput("ppl", "--model", o->model, kDefaultModel);
-    o->text = ResolveInput("ppl", "--text", o->text, kDefaultValidationText);
+    o->text = ResolveInput("ppl", "--text", o->text, kDefaultStudyText);
     Run(*o);
   });
 }
