@@ -128,7 +128,42 @@ expect 2 'path = ".*fifo_input": is not a regular file' \
 rm -rf "$dir/zero_cell" && cp -r "$dir/passkey" "$dir/zero_cell"
 cell=$(ls "$dir"/zero_cell/cells/*.json) && rm "$cell" && ln -s /dev/zero "$cell"
 expect 0 'not a whole cell \(computed again\): .*: is not a regular file' "$posenc" grid status "$dir/zero_cell"
-expect 2 '1 of 1 cells are missing \(1 cut short\)' "$posenc" grid merge "$dir/zero_cell"
+expect 2 '1 of 1 cells are missing \(1 cut short or invalid\)' "$posenc" grid merge "$dir/zero_cell"
+# tamper_cell KIND NAME CODE: NAME, a copy of KIND's grid whose first cell
+# file has had the Python CODE applied (c: the cell, r: its result).
+tamper_cell() {
+  rm -rf "${dir:?}/$2" && cp -r "$dir/$1" "$dir/$2"
+  python3 - "$(ls "$dir/$2"/cells/*.json | head -n 1)" "$3" <<'PY' || fail "tamper_cell $2"
+import json, sys
+path, code = sys.argv[1], sys.argv[2]
+c = json.load(open(path))
+r = c["result"]
+exec(code)
+json.dump(c, open(path, "w"))
+PY
+}
+# A cell that answers another question than its key, or whose losses no
+# forward pass gives, or that the kind cannot read: not finished (status),
+# computed again (a run), never merged. They once merged, and a string loss
+# was "finished" to grid status while merge failed.
+tamper_cell study cell_params 'c["params"]["windows"] = 2'
+expect 0 'finished 0.*|not a whole cell \(computed again\): .*: its params hash to [0-9a-f]{24}, not to its key \(edited\?\)' \
+  "$posenc" grid status "$dir/cell_params"
+grep -q 'finished 0' "$dir/log" || fail "a cell whose params do not match its key counts as finished: $(cat "$dir/log")"
+expect 2 '1 of 1 cells are missing \(1 cut short or invalid\)' "$posenc" grid merge "$dir/cell_params"
+tamper_cell study cell_negative 'r["position_nll"][0] = -5'
+expect 0 'result\.position_nll\.0 = -5: a loss must be a finite number in \[0, 2\^18\] nats' \
+  "$posenc" grid status "$dir/cell_negative"
+expect 2 'cells are missing \(1 cut short or invalid\)' "$posenc" grid merge "$dir/cell_negative"
+tamper_cell passkey cell_huge 'r["answer_nll"] = 1e308'
+expect 0 'result\.answer_nll = 1e\+?308: a loss must be a finite number' "$posenc" grid status "$dir/cell_huge"
+expect 2 'cells are missing' "$posenc" grid merge "$dir/cell_huge"
+tamper_cell zoo cell_string_loss 'r["final_loss"] = "low"'
+expect 0 'result\.final_loss = "low": a loss must be a number' "$posenc" grid status "$dir/cell_string_loss"
+expect 2 'cells are missing' "$posenc" grid merge "$dir/cell_string_loss"
+tamper_cell passkey cell_found 'r["found"] = "yes"'
+expect 0 'its result is not a passkey cell.s: .*type must be boolean' "$posenc" grid status "$dir/cell_found"
+expect 2 'cells are missing' "$posenc" grid merge "$dir/cell_found"
 # A grid.json over the bound (sparse: it takes no disk) is refused by size, unread.
 rm -rf "$dir/huge_grid" && cp -r "$dir/passkey" "$dir/huge_grid" && truncate -s 600M "$dir/huge_grid/grid.json"
 expect 2 'grid\.json = ".*": is 629145600 bytes, more than the 536870912' "$posenc" grid status "$dir/huge_grid"

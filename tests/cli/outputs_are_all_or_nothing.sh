@@ -18,8 +18,8 @@ rc=$?
 [ $rc -eq 2 ] || fail "directory target: exit $rc, expected 2: $(cat "$dir/log")"
 grep -q 'out = ".*isdir/study.json": is a directory' "$dir/log" || fail "directory target: $(cat "$dir/log")"
 [ ! -e "$dir/isdir/study.md" ] || fail "directory target: study.md was written"
-# Only the grid's own files (its plan, the finished cells, their logs) stay.
-[ -z "$(ls -A "$dir/isdir" | grep -v -e '^study.json$' -e '^grid.json$' -e '^cells$' -e '^logs$')" ] ||
+# Only the grid's own files (its plan, its lock, the finished cells, their logs) stay.
+[ -z "$(ls -A "$dir/isdir" | grep -v -e '^study.json$' -e '^grid.json$' -e '^grid.lock$' -e '^cells$' -e '^logs$')" ] ||
   fail "directory target left: $(ls -A "$dir/isdir")"
 
 # A full disk: files may hold at most 4 KB (writes past it fail with EFBIG
@@ -36,7 +36,7 @@ grep -Eq 'cannot be written: File too large|was not drawn whole by gnuplot' "$di
 rc=$?
 [ $rc -eq 2 ] || fail "full disk analyze: exit $rc, expected 2: $(cat "$dir/log")"
 [ "$(cat "$dir/full/decay.png")" = old-picture ] || fail "full disk: decay.png replaced"
-[ -z "$(ls -A "$dir/full" | grep -v -e '^study.md$' -e '^decay.png$' -e '^grid.json$' -e '^cells$' -e '^logs$')" ] ||
+[ -z "$(ls -A "$dir/full" | grep -v -e '^study.md$' -e '^decay.png$' -e '^grid.json$' -e '^grid.lock$' -e '^cells$' -e '^logs$')" ] ||
   fail "full disk left: $(ls -A "$dir/full")"
 [ -z "$(ls -A "$dir/full/cells" | grep -v '\.json$')" ] || fail "full disk left: $(ls -A "$dir/full/cells")"
 

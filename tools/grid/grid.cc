@@ -170,6 +170,73 @@ std::vector<T> List(const GridField& at, const nlohmann::json& v, Convert conver
   return out;
 }
 
+// A member holding losses (natural-log nats): "loss", "nll", "final_loss",
+// "position_nll", "loss_past_train", ...
+bool IsLossName(std::string_view name) {
+  const auto word = [&](std::string_view w) {
+    return name == w || (name.size() > w.size() && (name.substr(name.size() - w.size() - 1) == "_" + std::string(w) ||
+                                                    name.substr(0, w.size() + 1) == std::string(w) + "_"));
+  };
+  return word("loss") || word("nll");
+}
+
+// The most a loss in a cell may be. posenc refuses logits of magnitude 2^16
+// or more (LlamaModel::Forward, the tiny models' evaluation), so a loss it
+// computes is below 2^17 + ln(vocabulary): anything past 2^18 was not
+// computed by posenc.
+constexpr double kMaxCellLoss = 262144.0;
+
+// "" when `value` (under a loss's name: a number, null for "no rows", or a
+// list or object of them) holds only losses posenc could have computed;
+// else where and why not.
+std::string BadLoss(const nlohmann::json& value, const std::string& path) {
+  if (value.is_null()) return "";
+  if (value.is_number()) {
+    const double loss = value.get<double>();
+    if (std::isfinite(loss) && loss >= 0 && loss <= kMaxCellLoss) return "";
+    return path + " = " + Shown(value) + ": a loss must be a finite number in [0, 2^18] nats";
+  }
+  if (value.is_array() || value.is_object()) {
+    for (const auto& [name, item] : value.items()) {
+      if (std::string why = BadLoss(item, path + "." + name); !why.empty()) return why;
+    }
+    return "";
+  }
+  return path + " = " + Shown(value) + ": a loss must be a number";
+}
+
+// The same for every loss anywhere in a cell's result.
+std::string BadLosses(const nlohmann::json& value, const std::string& path) {
+  if (!value.is_array() && !value.is_object()) return "";
+  for (const auto& [name, item] : value.items()) {
+    const std::string at = path + "." + name;
+    if (std::string why = value.is_object() && IsLossName(name) ? BadLoss(item, at) : BadLosses(item, at); !why.empty())
+      return why;
+  }
+  return "";
+}
+
+// Why a cell file that parsed is not a cell of its key the merge can read,
+// or "": its parameters must hash to its key (an edited cell would answer
+// another question), its losses must be losses, and the kind must read its
+// result (its summary line reads what the merge does), so that `grid
+// status` never counts as finished a cell the merge refuses.
+std::string BadCell(const Grid& grid, const std::string& key, const nlohmann::json& cell) {
+  if (CellKey(cell.at("params")) != key) {
+    return "its params hash to " + CellKey(cell.at("params")) + ", not to its key (edited?)";
+  }
+  const nlohmann::json& result = cell.at("result");
+  if (std::string why = BadLosses(result, "result"); !why.empty()) return why;
+  try {
+    FindGridKind(grid.kind).summary(result);
+  } catch (const nlohmann::json::exception& e) {
+    return std::string("its result is not a ") + grid.kind + " cell's: " + e.what();
+  } catch (const Error& e) {
+    return std::string("its result is not a ") + grid.kind + " cell's: " + e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 const nlohmann::json& GridField::Object(const nlohmann::json& object, std::string_view name) const {
@@ -332,6 +399,8 @@ GridScan ScanGrid(const std::string& dir, const Grid& grid) {
       note += ": computed by ";
       note += why;
       scan.foreign.push_back(std::move(note));
+    } else if (const std::string bad = BadCell(grid, key, *cell); !bad.empty()) {
+      scan.unreadable.push_back(path + ": " + bad);
     } else if (grid.cells.contains(key)) {
       scan.finished[key] = cell->at("result");
       // The cell's compute time (WriteCellResult) times its threads: what

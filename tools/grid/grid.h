@@ -12,6 +12,8 @@
 //                    cell leaves nothing that looks finished.
 // DIR/logs/KEY.log   what the cell's process printed (local executor).
 // DIR/slurm/         sbatch scripts, their key lists and the tasks' logs.
+// DIR/grid.lock      locked (flock) by the run computing the grid, which
+//                    writes its pid there: one run at a time (grid_lock.h).
 //
 // KEY is the SHA-256 of the parameters' canonical JSON (sorted keys), in 64
 // lower-case hex digits: what the kind needs (the method in its resolved
@@ -137,11 +139,14 @@ Grid ReadGrid(const std::string& dir);
 struct GridScan {
   std::map<std::string, nlohmann::json> finished;  // key -> result, for the grid's cells
   std::vector<std::string> missing;                // keys of the grid's cells not (validly) there
-  std::vector<std::string> unreadable;             // "path: why" for cell files cut short or not a cell: redone
-  std::vector<std::string> foreign;                // "path: why" for cells of another version or input
-  std::vector<std::string> strays;                 // "path: why" for files in cells/ not named KEY.json
-  std::int64_t others = 0;                         // finished cells of this grid's inputs no entry asks for
-  double finished_core_seconds = 0;                // of the finished cells: seconds x threads
+  // "path: why" for cell files cut short or not a cell, or invalid (params
+  // that do not hash to the key, a loss that is not a number in [0, 2^18],
+  // a result the kind cannot read): redone, never merged.
+  std::vector<std::string> unreadable;
+  std::vector<std::string> foreign;  // "path: why" for cells of another version or input
+  std::vector<std::string> strays;   // "path: why" for files in cells/ not named KEY.json
+  std::int64_t others = 0;           // finished cells of this grid's inputs no entry asks for
+  double finished_core_seconds = 0;  // of the finished cells: seconds x threads
 };
 GridScan ScanGrid(const std::string& dir, const Grid& grid);
 // Throws posenc::Error naming the first foreign cell: a directory that mixes

@@ -1,7 +1,7 @@
 #include "grid/grid_executor.h"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,10 +20,11 @@
 
 #include "grid/bounded_program.h"
 #include "grid/child_watch.h"
+#include "grid/grid_lock.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
 
-extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, for posix_spawn
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, for execve
 
 namespace posenc::cli {
 namespace {
@@ -62,20 +63,33 @@ std::string Last(const std::string& path, std::size_t bytes) {
   return all.size() <= bytes ? all : "…" + all.substr(all.size() - bytes);
 }
 
-// Starts `argv` with stdout and stderr to `log`; returns its pid.
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& log, bool search_path) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+// Starts a cell's process, `argv` (argv[0] a path), with stdout and stderr
+// to `log`; returns its pid. The cell dies with this process: a SIGKILL,
+// which no handler here sees (ChildWatch forwards the others), would
+// otherwise leave it computing under PID 1, beside the cell a resume starts
+// again. Linux's PR_SET_PDEATHSIG does it, set between fork and exec (and
+// kept across exec); a parent gone before it was set is caught by getppid.
+pid_t SpawnCell(const std::vector<std::string>& argv, const std::string& log) {
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));  // NOLINT: posix_spawn's type
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));  // NOLINT: execve's type
   args.push_back(nullptr);
-  pid_t pid = 0;
-  const int error = search_path ? posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ)
-                                : posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) throw std::system_error(error, std::generic_category(), "cannot start " + argv[0]);
+  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) throw std::system_error(errno, std::generic_category(), "cannot write " + log);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls until exec: this process has threads.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(out, STDERR_FILENO);
+    ::execve(args[0], args.data(), environ);
+    constexpr char kFailed[] = "grid: cannot start the cell's posenc (execve failed)\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kFailed, sizeof kFailed - 1);
+    ::_exit(127);
+  }
+  const int error = errno;
+  ::close(out);
+  if (pid < 0) throw std::system_error(error, std::generic_category(), "cannot start " + argv[0]);
   return pid;
 }
 
@@ -180,8 +194,8 @@ void RunLocal(const std::string& dir, const Grid& grid, const std::vector<std::s
     if (const int signal = watch.StopSignal(); signal != 0) StopCells(running, signal);
     while (running.size() < static_cast<std::size_t>(jobs) && next < keys.size() && failed.empty()) {
       const std::string& key = keys[next++];
-      running[Spawn({program, "grid", "cell", dir, key, "--threads", std::to_string(threads)}, CellLogPath(dir, key),
-                    false)] = key;
+      running[SpawnCell({program, "grid", "cell", dir, key, "--threads", std::to_string(threads)},
+                        CellLogPath(dir, key))] = key;
     }
     if (running.empty()) break;
     int status = 0;
@@ -384,6 +398,7 @@ void AddExecutorOptions(CLI::App& command, const std::shared_ptr<ExecutorOptions
 
 bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& o, GridReport* report) {
   if (o.executor == Executor::kSlurm) CheckSlurmOptions(o);
+  const GridLock lock(dir);  // before grid.json: a second run changes nothing
   WriteGrid(dir, grid);
   const GridScan scan = ScanGrid(dir, grid);
   RequireNoForeignCells(dir, scan);
@@ -420,10 +435,11 @@ GridReport MergeGrid(const std::string& dir, const Grid& grid) {
       list += "\n  " + scan.missing[i] + " " + grid.cells.at(scan.missing[i]).label;
     }
     if (scan.missing.size() > 5) list += "\n  …";
+    const std::string unreadable =
+        scan.unreadable.empty() ? "" : " (" + std::to_string(scan.unreadable.size()) + " cut short or invalid)";
     ThrowError(kOp, "dir", FormatValue(dir),
                std::to_string(scan.missing.size()) + " of " + std::to_string(grid.cells.size()) + " cells are missing" +
-                   (scan.unreadable.empty() ? "" : " (" + std::to_string(scan.unreadable.size()) + " cut short)") +
-                   ", so the report is not merged:" + list);
+                   unreadable + ", so the report is not merged:" + list);
   }
   try {
     return FindGridKind(grid.kind).merge(grid, scan.finished, dir);

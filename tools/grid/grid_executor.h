@@ -40,15 +40,19 @@ void AddExecutorOptions(CLI::App& command, const std::shared_ptr<ExecutorOptions
 // Writes the grid into `dir`, computes its missing cells with the chosen
 // executor and merges the report. Returns false when the report was not
 // merged (slurm --no-wait). Throws posenc::Error for a directory holding
-// other results, a cell that failed (naming it and its log), a Slurm option
-// not in Slurm's syntax, sbatch missing, failing or not answering within
-// --slurm-timeout (naming the command and what it printed), squeue the same.
+// other results or in use by another run (grid_lock.h: DIR/grid.lock is
+// held for the whole run, so the second fails at once), a cell that failed
+// (naming it and its log), a Slurm option not in Slurm's syntax, sbatch
+// missing, failing or not answering within --slurm-timeout (naming the
+// command and what it printed), squeue the same.
 //
 // Local executor: a SIGINT, SIGTERM or SIGHUP to this process is sent on to
 // the running cells; once they have exited, this process dies of the same
 // signal (exit status 128 + its number: 130 for SIGINT, 143 for SIGTERM).
-// The finished cells are kept and the same command resumes. (Slurm: the
-// job array keeps running; `posenc grid status DIR` follows it.)
+// The finished cells are kept and the same command resumes. A SIGKILL,
+// which nothing can catch, takes the running cells with it (each dies with
+// this process). (Slurm: the job array keeps running; `posenc grid status
+// DIR` follows it.)
 bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& options, GridReport* report);
 
 // Merges the report of a grid whose cells are all finished; throws
