@@ -189,6 +189,14 @@ constexpr double kMaxCellLoss = 262144.0;
 // "" when `value` (under a loss's name: a number, null for "no rows", or a
 // list or object of them) holds only losses posenc could have computed;
 // else where and why not.
+// `path` and a member's name: "result.position_nll" and "0".
+std::string PathOf(const std::string& path, const std::string& name) {
+  std::string at = path;
+  at += '.';
+  at += name;
+  return at;
+}
+
 std::string BadLoss(const nlohmann::json& value, const std::string& path) {
   if (value.is_null()) return "";
   if (value.is_number()) {
@@ -198,7 +206,7 @@ std::string BadLoss(const nlohmann::json& value, const std::string& path) {
   }
   if (value.is_array() || value.is_object()) {
     for (const auto& [name, item] : value.items()) {
-      if (std::string why = BadLoss(item, path + "." + name); !why.empty()) return why;
+      if (std::string why = BadLoss(item, PathOf(path, name)); !why.empty()) return why;
     }
     return "";
   }
@@ -209,7 +217,7 @@ std::string BadLoss(const nlohmann::json& value, const std::string& path) {
 std::string BadLosses(const nlohmann::json& value, const std::string& path) {
   if (!value.is_array() && !value.is_object()) return "";
   for (const auto& [name, item] : value.items()) {
-    const std::string at = path + "." + name;
+    const std::string at = PathOf(path, name);
     if (std::string why = value.is_object() && IsLossName(name) ? BadLoss(item, at) : BadLosses(item, at); !why.empty())
       return why;
   }
@@ -400,7 +408,10 @@ GridScan ScanGrid(const std::string& dir, const Grid& grid) {
       note += why;
       scan.foreign.push_back(std::move(note));
     } else if (const std::string bad = BadCell(grid, key, *cell); !bad.empty()) {
-      scan.unreadable.push_back(path + ": " + bad);
+      std::string note = path;
+      note += ": ";
+      note += bad;
+      scan.unreadable.push_back(std::move(note));
     } else if (grid.cells.contains(key)) {
       scan.finished[key] = cell->at("result");
       // The cell's compute time (WriteCellResult) times its threads: what
