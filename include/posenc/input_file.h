@@ -6,7 +6,9 @@
 // parameter, the value and the rule.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -37,5 +39,17 @@ std::uint64_t PhysicalMemoryBytes();
 // 64.0 GiB (count × 8 bytes), more than this machine's 23.4 GiB of memory".
 void RequireFitsInMemory(std::string_view op, std::string_view parameter, std::int64_t value, std::string_view what,
                          double count, std::uint64_t element_bytes);
+
+// sizes[0] × sizes[1] × ... (each >= 0), or -1 where the product overflows
+// int64: a count compared against a product of lengths must not meet a
+// wrapped one (2^32 × 2^32 wraps to 0).
+std::int64_t CheckedProduct(std::initializer_list<std::int64_t> sizes);
+
+// The element count of a buffer shaped by `sizes` (each >= 0), after
+// RequireFitsInMemory on their product: a product too large for memory, or
+// for int64, is refused with "needs … GiB" instead of wrapping.
+//   std::vector<double> bias(BufferElements(kOp, "q_len", q_len, "the bias", {heads, q_len, k_len}, 8));
+std::size_t BufferElements(std::string_view op, std::string_view parameter, std::int64_t value, std::string_view what,
+                           std::initializer_list<std::int64_t> sizes, std::uint64_t element_bytes);
 
 }  // namespace posenc

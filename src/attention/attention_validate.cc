@@ -1,4 +1,6 @@
 // Argument checks and window conventions for attention.
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -67,6 +69,8 @@ void ValidateAttention(const AttentionInputs& in, const AttentionOptions& option
   const std::int64_t batch = in.q.shape[0], q_len = in.q.shape[1], q_heads = in.q.shape[2], head_dim = in.q.shape[3];
   const auto kv_len = in.k.seq(), kv_heads = in.k.heads();
   Require(head_dim > 0, kOp, "q.head_dim", head_dim, "must be > 0");
+  // An empty value row would size the kernel's packed values as 0 bytes.
+  Require(in.v.head_dim() > 0, kOp, "v.head_dim", in.v.head_dim(), "must be > 0");
   Require(in.k.batch() == batch, kOp, "k.batch", in.k.batch(), "must equal q.batch = " + std::to_string(batch));
   Require(in.k.head_dim() == head_dim, kOp, "k.head_dim", in.k.head_dim(),
           "must equal q.head_dim = " + std::to_string(head_dim));
@@ -99,6 +103,14 @@ void ValidateAttention(const AttentionInputs& in, const AttentionOptions& option
   Require(options.logn_train_length != 1, kOp, "logn_train_length", 1, "must not be 1 (log base)");
   Require(options.sink_logits.empty() || static_cast<std::int64_t>(options.sink_logits.size()) == q_heads, kOp,
           "sink_logits.size()", options.sink_logits.size(), "must be 0 or q_heads = " + std::to_string(q_heads));
+  for (std::size_t h = 0; h < options.sink_logits.size(); ++h) {
+    // The kernel holds them as float32: +inf, or a double that rounds to it,
+    // would make every row of the head NaN (exp(inf - inf)).
+    const double sink = options.sink_logits[h];
+    Require(!std::isnan(sink) && sink <= std::numeric_limits<float>::max(), kOp,
+            "sink_logits[" + std::to_string(h) + "]", sink,
+            "must be a number <= float32's largest (-inf: no sink for that head)");
+  }
   Require(options.softcap >= 0 && std::isfinite(options.softcap), kOp, "softcap", options.softcap,
           "must be >= 0 (0: off)");
   if (options.softmax_scale) {

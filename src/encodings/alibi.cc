@@ -4,6 +4,7 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/token_positions.h"
 
 namespace posenc {
@@ -58,7 +59,8 @@ std::vector<double> AlibiBias(const AlibiSpec& spec, std::int64_t q_len, std::in
   Require(q_len >= 0, kOp, "q_len", q_len, "must not be negative");
   Require(k_len >= 0, kOp, "k_len", k_len, "must not be negative");
   Require(query_offset >= 0, kOp, "query_offset", query_offset, "must not be negative");
-  std::vector<double> bias(static_cast<std::size_t>(spec.heads * q_len * k_len));
+  std::vector<double> bias(BufferElements(kOp, "q_len", q_len, "the [heads, q_len, k_len] bias",
+                                          {spec.heads, q_len, k_len}, sizeof(double)));
   std::size_t at = 0;
   for (std::int64_t h = 0; h < spec.heads; ++h) {
     for (std::int64_t i = 0; i < q_len; ++i) {
@@ -75,7 +77,8 @@ std::vector<double> AlibiKeyBiasFromMask(const AlibiSpec& spec, std::span<const 
                                          std::int64_t k_len) {
   const std::vector<double> slopes = AlibiSlopes(spec);
   const std::vector<std::int64_t> positions = PositionIdsFromMask(mask, batch, k_len, 0);
-  std::vector<double> bias(static_cast<std::size_t>(batch * spec.heads * k_len));
+  std::vector<double> bias(BufferElements(kOp, "k_len", k_len, "the [batch, heads, k_len] bias",
+                                          {batch, spec.heads, k_len}, sizeof(double)));
   std::size_t at = 0;
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < spec.heads; ++h) {

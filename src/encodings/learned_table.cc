@@ -8,6 +8,7 @@
 
 #include "kernels/embedding_add_kernel.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/parallel.h"
 
 namespace posenc {
@@ -125,7 +126,9 @@ std::vector<float> LearnedTable::Lookup(const LearnedTableSpec& spec, std::int64
 
 std::vector<float> LearnedTable::Gather(const LearnedTableSpec& spec, std::span<const std::int64_t> positions) const {
   std::vector<float> out;
-  out.reserve(positions.size() * static_cast<std::size_t>(dim_));
+  out.reserve(BufferElements(kOp, "positions.size()", static_cast<std::int64_t>(positions.size()),
+                             "the gathered [positions, dim] rows", {static_cast<std::int64_t>(positions.size()), dim_},
+                             sizeof(float)));
   for (const std::int64_t p : positions) {
     const std::vector<float> row = Lookup(spec, p);
     out.insert(out.end(), row.begin(), row.end());

@@ -22,15 +22,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "the table readers copy little-endian file data as is");
 
-// a * b * c without overflow (all >= 0), or -1.
-std::int64_t CheckedProduct(std::int64_t a, std::int64_t b, std::int64_t c) {
-  const auto max = std::numeric_limits<std::int64_t>::max();
-  if (a != 0 && b > max / a) return -1;
-  const std::int64_t ab = a * b;
-  if (ab != 0 && c > max / ab) return -1;
-  return ab * c;
-}
-
 std::uint64_t ReadLittle(const std::uint8_t* p, int bytes) {
   std::uint64_t value = 0;
   for (int i = bytes - 1; i >= 0; --i) value = (value << 8) | p[i];
@@ -250,7 +241,7 @@ LearnedTable LearnedTable::FromNpy(std::span<const std::uint8_t> bytes) {
   Require(dim > 0, "npy", "header.shape[1]", dim, "must be > 0 (dim)");
   const std::string kind = header.descr.substr(1);
   const std::int64_t item = kind == "f4" ? 4 : kind == "f2" ? 2 : 8;
-  const std::int64_t data_bytes = CheckedProduct(rows, dim, item);
+  const std::int64_t data_bytes = CheckedProduct({rows, dim, item});
   const auto present = static_cast<std::int64_t>(bytes.size() - data_start);
   Require(data_bytes >= 0 && data_bytes == present, "npy", "data size", present,
           "must equal shape[0] * shape[1] * " + std::to_string(item) + " = " +
@@ -299,7 +290,7 @@ LearnedTable LearnedTable::FromSafetensors(std::span<const std::uint8_t> bytes, 
       const std::uint64_t e = extent;
       Require(e <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()), "safetensors",
               where + ".shape", e, "extent too large");
-      count = CheckedProduct(count, static_cast<std::int64_t>(e), 1);
+      count = CheckedProduct({count, static_cast<std::int64_t>(e)});
       Require(count >= 0, "safetensors", where + ".shape", Verbatim{entry["shape"].dump()}, "element count overflows");
     }
     const auto& offsets = entry["data_offsets"];
@@ -308,7 +299,7 @@ LearnedTable LearnedTable::FromSafetensors(std::span<const std::uint8_t> bytes, 
     const std::uint64_t begin = offsets[0], end = offsets[1];
     Require(begin <= end && end <= static_cast<std::uint64_t>(data_size), "safetensors", where + ".data_offsets",
             Verbatim{offsets.dump()}, "must satisfy begin <= end <= data size " + std::to_string(data_size));
-    const std::int64_t expected = CheckedProduct(count, element, 1);
+    const std::int64_t expected = CheckedProduct({count, element});
     Require(expected >= 0 && static_cast<std::uint64_t>(expected) == end - begin, "safetensors",
             where + ".data_offsets", Verbatim{offsets.dump()},
             "must span shape product * " + std::to_string(element) + " = " + std::to_string(expected) + " bytes");

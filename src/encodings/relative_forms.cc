@@ -6,6 +6,7 @@
 
 #include "posenc/deberta_relative.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/shaw_relative.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/xlnet_relative.h"
@@ -37,6 +38,10 @@ std::vector<double> XLNetRelativeDistances(std::int64_t q_len, std::int64_t k_le
           static_cast<int>(type), "must be kBidirectional or kUnidirectional");
   const std::int64_t end = type == XLNetAttnType::kBidirectional ? -q_len : -1;  // exclusive
   std::vector<double> distances;
+  // k_len - end distances: checked in double, where the sum cannot overflow.
+  RequireFitsInMemory("xlnet", "k_len", k_len, "the distances", static_cast<double>(k_len) - static_cast<double>(end),
+                      sizeof(double));
+  distances.reserve(static_cast<std::size_t>(k_len - end));
   for (std::int64_t d = k_len; d > end; --d) {
     const std::int64_t clamped = clamp_len > 0 ? std::clamp(d, -clamp_len, clamp_len) : d;
     distances.push_back(static_cast<double>(clamped));
@@ -94,7 +99,8 @@ std::vector<std::int64_t> DebertaRelativePositions(const DebertaRelativeSpec& sp
   spec.Validate();
   Require(q_len >= 0, "deberta", "q_len", q_len, "must not be negative");
   Require(k_len >= 0, "deberta", "k_len", k_len, "must not be negative");
-  std::vector<std::int64_t> positions(static_cast<std::size_t>(q_len * k_len));
+  std::vector<std::int64_t> positions(
+      BufferElements("deberta", "q_len", q_len, "the [q_len, k_len] positions", {q_len, k_len}, sizeof(std::int64_t)));
   for (std::int64_t i = 0; i < q_len; ++i) {
     for (std::int64_t j = 0; j < k_len; ++j) {
       const std::int64_t d = query_offset + i - j;

@@ -72,9 +72,8 @@ std::vector<std::int32_t> T5BucketMatrix(const T5BucketSpec& spec, std::int64_t 
   Require(query_offset >= 0, kOp, "query_offset", query_offset, "must not be negative");
   Require(query_offset <= kMaxPosition - q_len, kOp, "query_offset", query_offset,
           "query_offset + q_len must be <= 2^53 (positions exact in float64)");
-  RequireFitsInMemory(kOp, "q_len", q_len, "the [q_len, k_len] bucket matrix",
-                      static_cast<double>(q_len) * static_cast<double>(k_len), sizeof(std::int32_t));
-  std::vector<std::int32_t> buckets(static_cast<std::size_t>(q_len * k_len));
+  std::vector<std::int32_t> buckets(
+      BufferElements(kOp, "q_len", q_len, "the [q_len, k_len] bucket matrix", {q_len, k_len}, sizeof(std::int32_t)));
   for (std::int64_t i = 0; i < q_len; ++i) {
     for (std::int64_t j = 0; j < k_len; ++j) {
       buckets[i * k_len + j] = static_cast<std::int32_t>(T5RelativeBucket(spec, j - (query_offset + i)));
@@ -87,10 +86,14 @@ std::vector<double> T5Bias(const T5BucketSpec& spec, std::span<const double> wei
                            std::int64_t q_len, std::int64_t k_len, std::int64_t query_offset) {
   Require(heads > 0, kOp, "heads", heads, "must be > 0");
   const std::vector<std::int32_t> buckets = T5BucketMatrix(spec, q_len, k_len, query_offset);
-  Require(static_cast<std::int64_t>(weights.size()) == spec.num_buckets * heads, kOp, "weights.size()", weights.size(),
-          "must equal num_buckets * heads = " + std::to_string(spec.num_buckets * heads) +
+  // Unchecked, num_buckets * heads could wrap to the size of a short table.
+  const std::int64_t table = CheckedProduct({spec.num_buckets, heads});
+  Require(table >= 0 && static_cast<std::int64_t>(weights.size()) == table, kOp, "weights.size()", weights.size(),
+          "must equal num_buckets * heads = " +
+              (table >= 0 ? std::to_string(table) : std::to_string(spec.num_buckets) + " * " + std::to_string(heads)) +
               " ([num_buckets, heads] as relative_attention_bias.weight)");
-  std::vector<double> bias(static_cast<std::size_t>(heads * q_len * k_len));
+  std::vector<double> bias(
+      BufferElements(kOp, "heads", heads, "the [heads, q_len, k_len] bias", {heads, q_len, k_len}, sizeof(double)));
   for (std::int64_t h = 0; h < heads; ++h) {
     for (std::int64_t x = 0; x < q_len * k_len; ++x) {
       bias[h * q_len * k_len + x] = weights[buckets[x] * heads + h];

@@ -4,8 +4,18 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 
 namespace posenc {
+namespace {
+
+// a * b as a message prints it; one beyond int64 is written as the factors.
+std::string ProductText(std::int64_t a, std::int64_t b) {
+  const std::int64_t product = CheckedProduct({a, b});
+  return product >= 0 ? std::to_string(product) : std::to_string(a) + " * " + std::to_string(b) + " (beyond int64)";
+}
+
+}  // namespace
 
 TokenPositions TokenPositions::Offset(std::int64_t start) {
   TokenPositions p;
@@ -35,8 +45,8 @@ void TokenPositions::Validate(std::string_view op, std::int64_t batch, std::int6
                 "(exact in float64)");
   };
   if (!ids_.empty()) {
-    Require(static_cast<std::int64_t>(ids_.size()) == batch * seq, op, "position_ids.size()", ids_.size(),
-            "must equal batch * seq = " + std::to_string(batch * seq));
+    Require(static_cast<std::int64_t>(ids_.size()) == CheckedProduct({batch, seq}), op, "position_ids.size()",
+            ids_.size(), "must equal batch * seq = " + ProductText(batch, seq));
     for (std::size_t i = 0; i < ids_.size(); ++i) {
       check(ids_[i], "position_ids[" + std::to_string(i) + "]", kMaxPosition);
     }
@@ -62,8 +72,8 @@ std::vector<std::int64_t> PositionIdsFromMask(std::span<const std::uint8_t> mask
                                               std::int64_t pad_position) {
   Require(batch >= 0, "positions", "batch", batch, "must not be negative");
   Require(seq >= 0, "positions", "seq", seq, "must not be negative");
-  Require(static_cast<std::int64_t>(mask.size()) == batch * seq, "positions", "mask.size()", mask.size(),
-          "must equal batch * seq = " + std::to_string(batch * seq));
+  Require(static_cast<std::int64_t>(mask.size()) == CheckedProduct({batch, seq}), "positions", "mask.size()",
+          mask.size(), "must equal batch * seq = " + ProductText(batch, seq));
   Require(pad_position >= 0, "positions", "pad_position", pad_position, "must not be negative");
   std::vector<std::int64_t> ids(mask.size());
   for (std::int64_t b = 0; b < batch; ++b) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "util/tensor_overlap.h"
 
 namespace posenc {
 namespace detail {
@@ -36,6 +37,7 @@ void ValidateEmbeddingAddCall(std::string_view op, const EmbeddingAddCall& call,
           "must equal the input dtype " + std::string(DTypeName(call.in.dtype)));
   Require(call.out.data != call.in.data || call.out.strides == call.in.strides, op, "out.strides", Verbatim{"differ"},
           "an in-place output must have the input's strides");
+  RequireSeparateOutput(op, "out", call.in, call.out);  // each row gets its encoding once
   Require(std::isfinite(call.input_scale), op, "input_scale", call.input_scale, "must be finite");
   call.positions.Validate(op, call.in.batch(), call.in.seq());
 }

@@ -1,46 +1,38 @@
 // Positions and the argument checks shared by both RoPE implementations.
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <utility>
 
 #include "posenc/error.h"
 #include "posenc/rope.h"
+#include "util/tensor_overlap.h"
 
 namespace posenc {
 namespace {
 
-// [first byte, last byte + 1) a view touches (strides are non-negative).
-std::pair<const std::byte*, const std::byte*> ByteRange(const ConstTensorView& view) {
-  const auto* begin = static_cast<const std::byte*>(view.data);
-  std::int64_t last = 0;
-  for (std::size_t d = 0; d < 4; ++d) {
-    if (view.shape[d] == 0) return {begin, begin};
-    last += (view.shape[d] - 1) * view.strides[d];
-  }
-  return {begin, begin + (last + 1) * static_cast<std::int64_t>(DTypeSize(view.dtype))};
-}
-
-// Each element is rotated once: an out-of-place output may not overlap its
-// input, and no operand may write where another reads or writes. Slices of
-// one fused qkv tensor interleave in memory without sharing elements, so
-// across operands the rule is on start addresses (the same tensor passed
-// twice), not on byte ranges.
+// Each element is rotated once: an output is its input or separate memory
+// and holds each element once, and no operand writes memory another reads
+// or writes. Slices of one fused qkv tensor interleave in memory without
+// sharing an element, so the test is on elements, not byte ranges
+// (tensor_overlap.h).
 void RequireNoAliasing(const RopeCall& call) {
   for (std::size_t i = 0; i < call.operands.size(); ++i) {
     const RopeOperand& op = call.operands[i];
     const std::string name = "operands[" + std::to_string(i) + "]";
-    if (op.out.data != op.in.data) {
-      const auto [in_begin, in_end] = ByteRange(op.in);
-      const auto [out_begin, out_end] = ByteRange(static_cast<ConstTensorView>(op.out));
-      Require(out_end <= in_begin || in_end <= out_begin, "rope", name + ".out", Verbatim{"overlaps its input"},
-              "an output is either the input itself (in place) or separate memory");
-    }
+    RequireSeparateOutput("rope", name + ".out", op.in, op.out);
     for (std::size_t j = 0; j < i; ++j) {
       const RopeOperand& other = call.operands[j];
-      const bool shared = op.out.data == other.out.data || op.out.data == other.in.data || op.in.data == other.out.data;
-      Require(!shared || op.in.shape[0] * op.in.shape[1] * op.in.shape[2] * op.in.shape[3] == 0, "rope", name,
-              Verbatim{"the same memory as operands[" + std::to_string(j) + "]"},
-              "each tensor is rotated once: pass it as one operand");
+      Overlap shared = Overlap::kNone;
+      for (const auto& [x, y] :
+           {std::pair<ConstTensorView, ConstTensorView>{op.out, other.out}, {op.out, other.in}, {op.in, other.out}}) {
+        if (shared == Overlap::kNone) shared = SharedMemory(x, y);
+      }
+      Require(
+          shared == Overlap::kNone, "rope", name,
+          Verbatim{std::string(shared == Overlap::kShared ? "memory shared with" : "memory that may be shared with") +
+                   " operands[" + std::to_string(j) + "]"},
+          "each tensor is rotated once: pass it as one operand, and slices of one tensor that do not overlap");
     }
   }
 }
@@ -51,6 +43,11 @@ void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, 
   spec.Validate();
   Require(static_cast<std::int64_t>(frequencies.inv_freq.size()) == spec.Pairs(), "rope", "inv_freq.size()",
           frequencies.inv_freq.size(), "must equal rotary_dim / 2 = " + std::to_string(spec.Pairs()));
+  for (std::size_t k = 0; k < frequencies.inv_freq.size(); ++k) {
+    // A caller's table (frequencies=): a NaN or infinite one would rotate every position to NaN.
+    Require(std::isfinite(frequencies.inv_freq[k]), "rope", "inv_freq[" + std::to_string(k) + "]",
+            frequencies.inv_freq[k], "must be finite");
+  }
   Require(!call.operands.empty(), "rope", "operands", 0, "need at least one tensor to rotate");
   const auto& first = call.operands.front().in;
   for (std::size_t i = 0; i < call.operands.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "posenc/error.h"
 
@@ -79,6 +80,23 @@ void RequireFitsInMemory(std::string_view op, std::string_view parameter, std::i
              std::string(what) + " needs " + Gibibytes(bytes) + " (" + count_text + " values of " +
                  std::to_string(element_bytes) + " bytes), more than this machine's " +
                  Gibibytes(static_cast<double>(memory)) + " of memory");
+}
+
+std::int64_t CheckedProduct(std::initializer_list<std::int64_t> sizes) {
+  std::int64_t product = 1;
+  for (const std::int64_t size : sizes) {
+    if (size != 0 && product > std::numeric_limits<std::int64_t>::max() / size) return -1;
+    product *= size;
+  }
+  return product;
+}
+
+std::size_t BufferElements(std::string_view op, std::string_view parameter, std::int64_t value, std::string_view what,
+                           std::initializer_list<std::int64_t> sizes, std::uint64_t element_bytes) {
+  double count = 1.0;  // a double cannot overflow here; within memory, the int64 product is exact
+  for (const std::int64_t size : sizes) count *= static_cast<double>(size);
+  RequireFitsInMemory(op, parameter, value, what, count, element_bytes);
+  return static_cast<std::size_t>(CheckedProduct(sizes));
 }
 
 }  // namespace posenc

@@ -78,6 +78,16 @@ TEST(AlibiSpec, RejectsBadFields) {
   EXPECT_EQ(ParseAlibiForm("key-position"), AlibiForm::kKeyPosition);
 }
 
+// heads * q_len * k_len is sized without wrapping: 2^32 x 2^32 once wrapped
+// to an empty buffer that the loop then wrote past (posenc.alibi_bias(1,
+// 2**32, 2**32) crashed). Too large for memory is an error naming q_len.
+TEST(AlibiBias, SizesTooLargeForMemoryAreErrors) {
+  const std::int64_t big = std::int64_t{1} << 32;
+  ExpectError([&] { AlibiBias({.heads = 1}, big, big, 0); },
+              {"[alibi] q_len = 4294967296: the [heads, q_len, k_len] bias needs", "GiB"});
+  ExpectError([&] { AlibiBias({.heads = 4}, 1, std::int64_t{1} << 62, 0); }, {"[alibi] q_len = 1", "needs"});
+}
+
 TEST(AlibiBias, FormsAndDecodeOffset) {
   const AlibiSpec distance{.heads = 2};
   const auto bias = AlibiBias(distance, 3, 5, 2);  // queries at 2, 3, 4

@@ -286,7 +286,6 @@ TEST(Attention, NanPropagatesToTheRowsThatSeeIt) {
   t5_weights[1 * 2 + 0] = nan;  // bucket 1 (distance 1), head 0
   std::vector<std::pair<std::string, PositionEncoding>> cases = {
       {"nan in q", NoPositionEncoding{}},
-      {"nan slope", AlibiEncoding{{nan, 0.5}, AlibiForm::kDistance}},
       {"nan t5 weight",
        T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64, .direction = T5Direction::kCausal},
                       t5_weights}},
@@ -299,11 +298,12 @@ TEST(Attention, NanPropagatesToTheRowsThatSeeIt) {
     SCOPED_TRACE(name);
     Tensors t(shape, DType::kF32, 3);
     if (name == "nan in q") t.q.Set((4 * 2 + 0) * 32 + 5, nan);  // token 4, head 0
-    // Rows (token, head 0) that see a NaN score: token 4 for q; every row for
-    // the slope; tokens >= 1 for the distance-1 weight.
+    // Rows (token, head 0) that see a NaN score: token 4 for q; tokens >= 1
+    // for the distance-1 weight. (A NaN ALiBi slope is refused: it is a
+    // parameter of the encoding, like softmax_scale, not data.)
     const auto expect_nan = [&](std::int64_t token, std::int64_t head) {
       if (head != 0) return false;
-      return name == "nan in q" ? token == 4 : name == "nan slope" ? true : token >= 1;
+      return name == "nan in q" ? token == 4 : token >= 1;
     };
     const auto check = [&](Buffer& out) {
       for (std::int64_t token = 0; token < 9; ++token) {
@@ -422,6 +422,33 @@ TEST(Attention, BadArgumentsAreErrors) {
         Attention(t.Inputs(out), {.encoding = RopeEncoding{Rope(64), ComputeRopeFrequencies(Rope(64))}});
       },
       {"rope.head_dim = 64"});
+}
+
+// A value row of width 0 (the kernel's packed values would be 0 bytes: an
+// aborting allocation), a NaN or +inf sink logit and a NaN or overflowing
+// ALiBi slope (every row of its head NaN) are refused, by the kernel and the
+// reference alike, as a head_dim of 0 and a NaN softmax_scale are.
+TEST(Attention, EmptyValuesAndNanTermsAreErrors) {
+  const Shape shape{1, 4, 4, 2, 2, 8};
+  Tensors t(shape, DType::kF32, 1);
+  Buffer out(DType::kF32, 4 * 2 * 8), empty(DType::kF32, 0);
+  const double nan = std::nan("");
+  const auto both = [&](const AttentionInputs& inputs, const AttentionOptions& options,
+                        std::initializer_list<const char*> fragments) {
+    ExpectError([&] { Attention(inputs, options); }, fragments);
+    ExpectError([&] { reference::Attention(inputs, options); }, fragments);
+  };
+  auto inputs = t.Inputs(out);
+  inputs.v = empty.View({1, 4, 2, 0});
+  inputs.out = empty.View({1, 4, 2, 0});
+  both(inputs, {}, {"[attention] v.head_dim = 0", "must be > 0"});
+  both(t.Inputs(out), {.sink_logits = {0.5, nan}}, {"[attention] sink_logits[1] = nan"});
+  both(t.Inputs(out), {.sink_logits = {std::numeric_limits<double>::infinity(), 0.5}}, {"sink_logits[0] = inf"});
+  both(t.Inputs(out), {.sink_logits = {1e300, 0.5}}, {"sink_logits[0] = 1e+300", "float32"});
+  EXPECT_NO_THROW(Attention(t.Inputs(out), {.sink_logits = {-std::numeric_limits<double>::infinity(), 0.5}}));
+  both(t.Inputs(out), {.encoding = AlibiEncoding{{0.5, nan}, AlibiForm::kDistance}},
+       {"[attention] alibi.slopes[1] = nan", "must be finite"});
+  both(t.Inputs(out), {.encoding = AlibiEncoding{{1e39, 0.5}, AlibiForm::kDistance}}, {"alibi.slopes[0] = 1e+39"});
 }
 
 }  // namespace

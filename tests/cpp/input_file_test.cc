@@ -61,5 +61,25 @@ TEST(RequireFitsInMemory, NamesTheSizeAndTheMachine) {
               {"[sinusoidal] dim = 1073741824: the table needs", "GiB", "more than this machine's"});
 }
 
+TEST(CheckedProduct, IsMinusOneWhereTheProductWouldWrap) {
+  EXPECT_EQ(CheckedProduct({}), 1);
+  EXPECT_EQ(CheckedProduct({3, 0, std::int64_t{1} << 62}), 0);
+  EXPECT_EQ(CheckedProduct({std::int64_t{1} << 31, std::int64_t{1} << 31}), std::int64_t{1} << 62);
+  EXPECT_EQ(CheckedProduct({std::int64_t{1} << 32, std::int64_t{1} << 32}), -1);  // wraps to 0 unchecked
+  EXPECT_EQ(CheckedProduct({32, std::int64_t{1} << 59}), -1);
+}
+
+TEST(BufferElements, IsTheProductOrAnError) {
+  EXPECT_EQ(BufferElements("t", "n", 3, "a buffer", {2, 3, 4}, 8), 24u);
+  EXPECT_EQ(BufferElements("t", "n", 0, "a buffer", {0, std::int64_t{1} << 62}, 8), 0u);
+  const std::int64_t big = std::int64_t{1} << 32;
+  ExpectError(
+      [&] {
+        BufferElements("alibi", "q_len", big, "the bias", {1, big, big}, 8);
+      },
+      {"[alibi] q_len = 4294967296: the bias needs 137438953472.0 GiB (18446744073709551616 values of 8 "
+       "bytes)"});
+}
+
 }  // namespace
 }  // namespace posenc

@@ -161,6 +161,17 @@ TEST(XLNetAttention, EqualsRelShiftOfTheMaterializedPositionScores) {
       {"[xlnet] query_offset = 0", "k_len - q_len = 3"});
 }
 
+// Sizes too large for memory are errors, not a wrapped buffer written past
+// (deberta_relative_positions(2**32, 2**32) crashed) or an endless push_back.
+TEST(RelativeForms, SizesTooLargeForMemoryAreErrors) {
+  const std::int64_t big = std::int64_t{1} << 32;
+  ExpectError([&] { DebertaRelativePositions({}, big, big); },
+              {"[deberta] q_len = 4294967296: the [q_len, k_len] positions needs", "GiB"});
+  const std::int64_t huge = std::int64_t{1} << 62;  // k_len + q_len = 2^63: past int64 too
+  ExpectError([&] { XLNetRelativeDistances(huge, huge, XLNetAttnType::kBidirectional); },
+              {"[xlnet] k_len = 4611686018427387904: the distances needs"});
+}
+
 TEST(XLNetEncoding, DistancesAndSinusoid) {
   EXPECT_EQ(XLNetRelativeDistances(2, 3, XLNetAttnType::kBidirectional), (std::vector<double>{3, 2, 1, 0, -1}));
   EXPECT_EQ(XLNetRelativeDistances(2, 3, XLNetAttnType::kUnidirectional), (std::vector<double>{3, 2, 1, 0}));

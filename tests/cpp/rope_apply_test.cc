@@ -241,13 +241,13 @@ TEST(RopeApply, BadCallsAreErrorsAndWriteNothing) {
       [&] {
         ApplyRope(spec, RopeCall{{RopeOperand::InPlace(q_view), RopeOperand::InPlace(q_view)}});
       },
-      {"operands[1] = the same memory as operands[0]", "rotated once"});
+      {"operands[1] = memory shared with operands[0]", "rotated once"});
   Buffer other(DType::kF32, 2 * 3 * 1 * 8);
   ExpectError(
       [&] {
         ApplyRope(spec, RopeCall{{RopeOperand::InPlace(other.View({2, 3, 1, 8})), {q_view, other.View({2, 3, 1, 8})}}});
       },
-      {"operands[1] = the same memory as operands[0]"});
+      {"operands[1] = memory shared with operands[0]"});
   Buffer wider(DType::kF32, 2 * 3 * 1 * 8 + 1);
   const auto shifted =
       TensorView::Contiguous(reinterpret_cast<float*>(wider.bytes.data()) + 1, DType::kF32, {2, 3, 1, 8});
@@ -257,6 +257,46 @@ TEST(RopeApply, BadCallsAreErrorsAndWriteNothing) {
       },
       {"operands[0].out = overlaps its input"});
   EXPECT_EQ(q.bytes, q_before.bytes);
+}
+
+// Overlapping windows of one tensor (x[:, :, 0:4] and x[:, :, 2:6]) would
+// rotate the shared rows twice, and an expanded tensor (stride 0) would
+// rotate its one row at every index: both are refused before anything is
+// written, on the fast kernel and the reference alike (the check compared
+// start addresses only). A NaN in a caller's inv_freq is refused too.
+TEST(RopeApply, RefusesOverlappingWritesAndNanFrequencies) {
+  const RopeSpec spec{.head_dim = 8};
+  Buffer x(DType::kF32, 1 * 4 * 6 * 8);
+  x.FillUniform(3);
+  const Buffer before = x;
+  auto* base = reinterpret_cast<float*>(x.bytes.data());
+  const std::array<std::int64_t, 4> strides{4 * 6 * 8, 6 * 8, 8, 1};  // x [1, 4, 6, 8] bshd
+  const TensorView low{base, DType::kF32, {1, 4, 4, 8}, strides};
+  const TensorView high{base + 2 * 8, DType::kF32, {1, 4, 4, 8}, strides};
+  const TensorView expanded{base, DType::kF32, {1, 4, 3, 8}, {8, 0, 0, 1}};
+  const RopeCall windows{{RopeOperand::InPlace(low), RopeOperand::InPlace(high)}};
+  const RopeCall expand{{RopeOperand::InPlace(expanded)}};
+  ExpectError([&] { ApplyRope(spec, windows); }, {"[rope] operands[1] = memory shared with operands[0]"});
+  ExpectError([&] { reference::ApplyRope(spec, ComputeRopeFrequencies(spec, 4), windows); },
+              {"operands[1] = memory shared with operands[0]"});
+  ExpectError([&] { ApplyRope(spec, expand); },
+              {"[rope] operands[0].out = shape [1, 4, 3, 8], strides [8, 0, 0, 1]", "written more than once"});
+  ExpectError([&] { reference::ApplyRope(spec, ComputeRopeFrequencies(spec, 4), expand); },
+              {"operands[0].out = shape [1, 4, 3, 8]"});
+  RopeFrequencies nan = ComputeRopeFrequencies(spec, 4);
+  nan.inv_freq[2] = std::nan("");
+  ExpectError([&] { ApplyRope(spec, nan, RopeCall{{RopeOperand::InPlace(low)}}); },
+              {"[rope] inv_freq[2] = nan", "must be finite"});
+  EXPECT_EQ(x.bytes, before.bytes);
+}
+
+// batch * seq is compared without wrapping: 7 * 0x6DB6DB6DB6DB6DB7 is 1
+// modulo 2^64, so one position id passed for 7 sequences of that length.
+TEST(RopeApply, PositionCountIsComparedWithoutWrapping) {
+  const std::int64_t seq = 0x6DB6DB6DB6DB6DB7;
+  ExpectError([&] { TokenPositions::Ids({0}).Validate("rope", 7, seq); },
+              {"[rope] position_ids.size() = 1", "batch * seq = 7 * 7905747460161236407 (beyond int64)"});
+  ExpectError([&] { PositionIdsFromMask(std::vector<std::uint8_t>{1}, 7, seq, 0); }, {"[positions] mask.size() = 1"});
 }
 
 // Slices of one fused qkv tensor interleave in memory without sharing an

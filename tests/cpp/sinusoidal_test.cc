@@ -320,6 +320,16 @@ TEST(SinusoidalAdd, RejectsBadCalls) {
         AddSinusoidal(spec, EmbeddingAddCall::InPlace(x.View({2, 3, 1, 8}), TokenPositions::Ids({0, 1, 2})));
       },
       {"position_ids.size() = 3", "batch * seq = 6"});
+  // An output that overlaps its input without being it, or an expanded one
+  // (stride 0), would add the encoding to some rows more than once.
+  const auto* base = reinterpret_cast<float*>(x.bytes.data());
+  const ConstTensorView first{base, DType::kF32, {1, 2, 1, 8}, {16, 8, 8, 1}};
+  const TensorView next{const_cast<float*>(base) + 8, DType::kF32, {1, 2, 1, 8}, {16, 8, 8, 1}};
+  ExpectError([&] { AddSinusoidal(spec, {first, next}); }, {"[sinusoidal] out = overlaps its input"});
+  ExpectError([&] { reference::AddSinusoidal(spec, {first, next}); }, {"[sinusoidal] out = overlaps its input"});
+  const TensorView expanded{const_cast<float*>(base), DType::kF32, {1, 3, 2, 8}, {8, 0, 0, 1}};
+  ExpectError([&] { AddSinusoidal(spec, EmbeddingAddCall::InPlace(expanded)); },
+              {"[sinusoidal] out = shape [1, 3, 2, 8], strides [8, 0, 0, 1]", "written more than once"});
 }
 
 }  // namespace

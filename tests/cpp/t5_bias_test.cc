@@ -103,6 +103,15 @@ TEST(T5Spec, RejectsBadFields) {
   ExpectError([] { T5BucketMatrix({}, 2, 2, -1); }, {"query_offset = -1"});
 }
 
+// num_buckets * heads is compared without wrapping (32 * 2^59 wrapped to
+// 0, the size of an empty table), and the bias is sized by the memory check.
+TEST(T5Bias, SizesAreCheckedWithoutWrapping) {
+  ExpectError([] { T5Bias({}, {}, std::int64_t{1} << 59, 1, 1, 0); },
+              {"weights.size() = 0", "num_buckets * heads = 32 * 576460752303423488"});
+  ExpectError([] { T5Bias({}, std::vector<double>(32), 1, std::int64_t{1} << 31, std::int64_t{1} << 31, 0); },
+              {"[t5_bias] q_len = 2147483648: the [q_len, k_len] bucket matrix needs"});
+}
+
 TEST(T5Buckets, ExtremeDistancesClipInsteadOfOverflowing) {
   // -(-2^63) does not fit int64; such distances are far past max_distance.
   const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();

@@ -434,6 +434,22 @@ TEST(TinyLmFloater, LongerPassesIntegrateFurther) {
   }
 }
 
+// A pass of no position has no rows (the solver once wrote p_l(0) into the
+// empty output) and no gradient.
+TEST(TinyLmFloater, ZeroLengthHasNoRows) {
+  const TinyLmConfig config = TinyConfig(FloaterScheme{}, {12, 3, 2, 13, 6, 1});
+  const TinyLmParams params = RandomTinyParams(config, 5);
+  const auto trainer = tiny_lm::MakeSchemeTrainer(config);
+  const auto rows = trainer->LayerInputPositions(params, 0);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& layer : rows) EXPECT_TRUE(layer.empty());
+  TinyLmParams grads = ZeroTinyLmParams(config);
+  trainer->LayerInputPositionsBackward(params, 0, rows, grads);
+  for (const TinyLmTensor& t : grads.scheme) {
+    for (const float g : t.values) EXPECT_EQ(g, 0.0f) << t.name;
+  }
+}
+
 // The trainer's attention and posenc::Attention under the scheme's lowering
 // (SchemeKernelAttention: input positions stay with the model) give the
 // same loss, per position, for every scheme the kernel has; KERPLE, FIRE,

@@ -3,6 +3,8 @@
 // bias by relative position over the span this call can produce, and URPE
 // that table and a second one of its Toeplitz weights.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "attention/lowering/encoding_lowering.h"
@@ -16,6 +18,12 @@ constexpr const char* kOp = "attention";
 void ValidateEncoding(const AlibiEncoding& e, const EncodingCall& call) {
   Require(static_cast<std::int64_t>(e.slopes.size()) == call.q_heads, kOp, "alibi.slopes.size()", e.slopes.size(),
           "must equal q_heads = " + std::to_string(call.q_heads));
+  for (std::size_t h = 0; h < e.slopes.size(); ++h) {
+    // A NaN or infinite slope (the kernel's float32 one too) times the
+    // diagonal's distance 0 is NaN.
+    Require(std::abs(e.slopes[h]) <= std::numeric_limits<float>::max(), kOp, "alibi.slopes[" + std::to_string(h) + "]",
+            e.slopes[h], "must be finite in float32");
+  }
 }
 
 void ValidateEncoding(const T5BiasEncoding& e, const EncodingCall& call) {

@@ -193,6 +193,7 @@ class FloaterTrainer final : public SchemeTrainer {
   void LayerInputPositionsBackward(const TinyLmParams& params, std::int64_t length,
                                    const std::vector<std::vector<double>>& dpositions,
                                    TinyLmParams& grads) const override {
+    if (length == 0) return;  // no position: no gradient
     std::vector<Rk4Stages> stages;
     Solve(params, length, &stages);
     const Dynamics dynamics(params, config().d_model, scheme_.hidden);
@@ -254,6 +255,7 @@ class FloaterTrainer final : public SchemeTrainer {
         std::copy_n(state.begin() + l * d, d, out[static_cast<std::size_t>(l)].begin() + i * d);
       }
     };
+    if (length == 0) return out;  // no position, not even p_l(0), to record
     record(0);
     const double h = scheme_.dt / static_cast<double>(scheme_.substeps);
     if (stages) stages->resize(static_cast<std::size_t>(std::max<std::int64_t>(length - 1, 0) * scheme_.substeps));
