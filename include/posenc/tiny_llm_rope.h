@@ -13,7 +13,7 @@
 // Frequencies are base^(-2k/dims), as the course's.
 //
 // The course precomputes cos and sin of seq_len positions in float32 (angles
-// rounded to float32, about 1e-7 of the angle: 0.07 at position 10^6). Here
+// rounded to float32: off by up to 0.03 rad at position 10^6). Here
 // only the frequencies are precomputed; each call forms its angles in double
 // (rope.h), so seq_len costs no memory and far positions keep float32
 // accuracy. seq_len still bounds the positions, as the course's table does.

@@ -63,6 +63,7 @@ from importlib import metadata as _metadata
 from . import _args, _posenc
 from . import reference
 from .rope import RopeSpec, apply_rope, permute_qk_weights
+from .tiny_llm import RoPE
 from . import encodings
 from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative references
 from .attention import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention, ShawAttention,
@@ -81,6 +82,7 @@ __all__ = [
     "RopeSpec",
     "apply_rope",
     "permute_qk_weights",
+    "RoPE",
     "reference",
     "set_num_threads",
     "num_threads",
