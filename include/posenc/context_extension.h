@@ -4,101 +4,237 @@
 // options of every layer (a frequency table, a ReRoPE distance map, a mask,
 // log-n query scaling).
 //
-// Parameters not given default from L_train and the target length L (the
-// longest sequence the model will see), with s = max(1, L / L_train):
-//   none          the model as trained (direct extrapolation past L_train)
-//   linear        position interpolation, factor = s
-//   ntk           NTK-aware base change, alpha = s (the lowest frequency is
-//                 interpolated by exactly s)
-//   dynamic-ntk   Hugging Face's dynamic NTK at length L, factor = 2 (the
-//                 value of its documentation; alpha = 2 L / L_train - 1)
-//   yarn          YaRN, factor = s, beta_fast 32, beta_slow 1,
-//                 attention factor 0.1 ln s + 1
-//   rerope        ReRoPE, window = L_train / 2 (Su's w = 256 for a model
-//                 trained on 512 tokens)
-//   leaky-rerope  Leaky ReRoPE, window = L_train / 2, k such that the longest
-//                 distance L - 1 reads as L_train - 1 (k = 1, plain RoPE,
-//                 when L <= L_train)
-//   window        sliding-window truncation, window = L_train keys
-//   lambda        the Λ mask: sinks = 4 first tokens + window = L_train keys;
-//                 the sinks' distances read as L_train - 1 (LM-Infinite's
-//                 distance cap, as a ReRoPE map)
-//   self-extend   Self-Extend (Jin et al. 2024), neighbour window =
-//                 L_train / 2, group = the smallest G that keeps every
-//                 grouped distance inside the training length:
-//                 floor((L - 1) / G) + W - floor(W / G) <= L_train - 1
-//                 (G = 1, plain RoPE, when L <= L_train)
-// and `logn` adds log-n query scaling with L_train to any of them.
+// One struct per method: its name (kName), a line on what it changes
+// (kSummary), its parameters as a field list (VisitFields, config_field.h:
+// the text form's keys and their rules) and, in context_extension.cc, its
+// plan. ExtensionMethod is the variant of them all: parsing, formatting,
+// validation, the help texts and the Python docstrings are loops over the
+// field lists, and the plan visits every alternative by name, so a method
+// added here does not compile until it has one.
+//
+// A parameter not given defaults from L_train and the target length L (the
+// longest sequence the model will see), with s = max(1, L / L_train); each
+// struct says how. `logn` adds log-n query scaling with L_train to any
+// method.
 //
 // Text form (CLI, Python): NAME[:key=value,...][,logn], e.g. "yarn",
 // "yarn:factor=4", "leaky-rerope:window=512,k=16", "lambda:sinks=8,logn",
-// "ntk:logn", "self-extend:group=8,window=1024". Keys: factor (linear,
-// ntk, dynamic-ntk, yarn), window (rerope, leaky-rerope, window, lambda,
-// self-extend), k (leaky-rerope), sinks (lambda), group (self-extend).
+// "ntk:logn", "self-extend:group=8,window=1024". Formatted, the parameters
+// that are set come in the order factor, window, k, sinks, group, then logn.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "posenc/attention.h"
+#include "posenc/config_field.h"
 #include "posenc/rope_spec.h"
 
 namespace posenc {
 
-enum class ExtensionMethod {
-  kNone,
-  kLinear,
-  kNtk,
-  kDynamicNtk,
-  kYarn,
-  kReRope,
-  kLeakyReRope,
-  kWindow,
-  kLambda,
-  kSelfExtend,
+// The parameters of the text form, with their rules: factor (linear, ntk,
+// dynamic-ntk, yarn), window (rerope, leaky-rerope, window, lambda,
+// self-extend: distances or keys kept as trained), k (leaky-rerope: how
+// slowly distances past the window grow), sinks (lambda: the first keys
+// every query sees), group (self-extend: positions that share one past the
+// window).
+inline constexpr ConfigField kExtensionFactor{
+    .key = "factor",
+    .minimum = 1,
+    .rule = "must be a finite number >= 1 (the ratio of the target length to the trained one)"};
+inline constexpr ConfigField kExtensionWindow{.key = "window", .minimum = 1, .rule = "must be >= 1"};
+inline constexpr ConfigField kLambdaWindow{
+    .key = "window", .minimum = 2, .rule = "must be >= 2 for lambda (the sinks read as distance window - 1)"};
+inline constexpr ConfigField kExtensionK{
+    .key = "k", .minimum = 1, .rule = "must be >= 1 (1: plain RoPE, larger: slower growth)"};
+inline constexpr ConfigField kExtensionSinks{.key = "sinks", .minimum = 0, .rule = "must be >= 0"};
+inline constexpr ConfigField kExtensionGroup{.key = "group", .minimum = 1, .rule = "must be >= 1 (1: plain RoPE)"};
+
+// The model as trained (direct extrapolation past L_train).
+struct NoneMethod {
+  static constexpr std::string_view kName = "none";
+  static constexpr std::string_view kSummary = "direct extrapolation: the model's own RoPE at every position";
+  template <class Self, class Visitor>
+  static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
+  bool operator==(const NoneMethod&) const = default;
 };
 
-// The parameters of the text form (NAME:factor=F,window=W,k=K,sinks=S,group=G).
-enum class ExtensionParameter { kFactor, kWindow, kK, kSinks, kGroup };
-std::string_view ExtensionParameterName(ExtensionParameter parameter);  // "factor"
+// Position interpolation; factor = s.
+struct LinearMethod {
+  static constexpr std::string_view kName = "linear";
+  static constexpr std::string_view kSummary = "position interpolation: inv_freq / factor";
+  std::optional<double> factor;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionFactor, self.factor);
+  }
+  bool operator==(const LinearMethod&) const = default;
+};
 
-// The one table of methods: their names, the parameters each takes and a
-// line on what each changes. Parsing, validation messages, the CLI's help
-// and the Python docstrings are all made from it.
+// NTK-aware base change; alpha = factor = s (the lowest frequency is
+// interpolated by exactly s).
+struct NtkMethod {
+  static constexpr std::string_view kName = "ntk";
+  static constexpr std::string_view kSummary = "NTK-aware base: theta * factor^(d/(d-2))";
+  std::optional<double> factor;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionFactor, self.factor);
+  }
+  bool operator==(const NtkMethod&) const = default;
+};
+
+// Hugging Face's dynamic NTK at length L; factor = 2 (the value of its
+// documentation; alpha = 2 L / L_train - 1).
+struct DynamicNtkMethod {
+  static constexpr std::string_view kName = "dynamic-ntk";
+  static constexpr std::string_view kSummary = "NTK base recomputed from the current length (Hugging Face's dynamic)";
+  std::optional<double> factor;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionFactor, self.factor);
+  }
+  bool operator==(const DynamicNtkMethod&) const = default;
+};
+
+// YaRN; factor = s, beta_fast 32, beta_slow 1, attention factor
+// 0.1 ln s + 1.
+struct YarnMethod {
+  static constexpr std::string_view kName = "yarn";
+  static constexpr std::string_view kSummary =
+      "YaRN: interpolate slow pairs, keep fast ones, attention factor 0.1 ln(factor) + 1";
+  std::optional<double> factor;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionFactor, self.factor);
+  }
+  bool operator==(const YarnMethod&) const = default;
+};
+
+// ReRoPE; window = L_train / 2 (Su's w = 256 for a model trained on 512
+// tokens).
+struct ReRopeMethod {
+  static constexpr std::string_view kName = "rerope";
+  static constexpr std::string_view kSummary = "ReRoPE: distances past the window read as the window";
+  std::optional<std::int64_t> window;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionWindow, self.window);
+  }
+  bool operator==(const ReRopeMethod&) const = default;
+};
+
+// Leaky ReRoPE; window = L_train / 2, k such that the longest distance
+// L - 1 reads as L_train - 1 (k = 1, plain RoPE, when L <= L_train).
+struct LeakyReRopeMethod {
+  static constexpr std::string_view kName = "leaky-rerope";
+  static constexpr std::string_view kSummary = "Leaky ReRoPE: distances past the window grow by 1/k";
+  std::optional<std::int64_t> window;
+  std::optional<double> k;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionWindow, self.window);
+    visit(kExtensionK, self.k);
+  }
+  bool operator==(const LeakyReRopeMethod&) const = default;
+};
+
+// Sliding-window truncation; window = L_train keys.
+struct WindowMethod {
+  static constexpr std::string_view kName = "window";
+  static constexpr std::string_view kSummary = "sliding window: each query sees the last `window` keys";
+  std::optional<std::int64_t> window;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionWindow, self.window);
+  }
+  bool operator==(const WindowMethod&) const = default;
+};
+
+// The Λ mask; sinks = 4 first tokens + window = L_train keys; the sinks'
+// distances read as window - 1 (LM-Infinite's distance cap, as a ReRoPE
+// map).
+struct LambdaMethod {
+  static constexpr std::string_view kName = "lambda";
+  static constexpr std::string_view kSummary =
+      "the Λ mask: the first `sinks` keys and the last `window` keys, sinks at distance window - 1";
+  std::optional<std::int64_t> window;
+  std::optional<std::int64_t> sinks;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kLambdaWindow, self.window);
+    visit(kExtensionSinks, self.sinks);
+  }
+  bool operator==(const LambdaMethod&) const = default;
+};
+
+// Self-Extend (Jin et al. 2024); neighbour window = L_train / 2, group =
+// the smallest G that keeps every grouped distance inside the training
+// length: floor((L - 1) / G) + W - floor(W / G) <= L_train - 1 (G = 1,
+// plain RoPE, when L <= L_train).
+struct SelfExtendMethod {
+  static constexpr std::string_view kName = "self-extend";
+  static constexpr std::string_view kSummary =
+      "Self-Extend: exact distances inside the window, positions floor(p / group) beyond it";
+  std::optional<std::int64_t> window;
+  std::optional<std::int64_t> group;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionWindow, self.window);
+    visit(kExtensionGroup, self.group);
+  }
+  bool operator==(const SelfExtendMethod&) const = default;
+};
+
+using ExtensionMethod = std::variant<NoneMethod, LinearMethod, NtkMethod, DynamicNtkMethod, YarnMethod, ReRopeMethod,
+                                     LeakyReRopeMethod, WindowMethod, LambdaMethod, SelfExtendMethod>;
+
+// visitor(ConfigField, member&) for each parameter of the method that
+// `method` holds (const or not); members are std::optional<std::int64_t>
+// or std::optional<double>, unset for "the default".
+template <class Method, class Visitor>
+requires std::is_same_v<std::remove_const_t<Method>, ExtensionMethod>
+void VisitMethodFields(Method& method, Visitor&& visit) {
+  std::visit([&](auto& alternative) { alternative.VisitFields(alternative, visit); }, method);
+}
+
+std::string_view ExtensionMethodName(const ExtensionMethod& method);  // "leaky-rerope"
+// The method called `name`, every parameter unset. Throws posenc::Error
+// listing the known names.
+ExtensionMethod ParseExtensionMethod(std::string_view name);
+// Every method, every parameter unset, in the variant's order.
+const std::vector<ExtensionMethod>& AllExtensionMethods();
+
+// The methods as a table, for the Python docstrings: the name, the keys
+// of its parameters and its summary.
 struct ExtensionMethodInfo {
-  ExtensionMethod method;
-  std::string_view name;                       // "leaky-rerope"
-  std::vector<ExtensionParameter> parameters;  // what NAME:key=value may set
-  std::string_view summary;                    // what changes, one line
+  std::string_view name;                     // "leaky-rerope"
+  std::vector<std::string_view> parameters;  // "window", "k": what NAME:key=value may set
+  std::string_view summary;                  // what changes, one line
 };
 const std::vector<ExtensionMethodInfo>& ExtensionMethodTable();
-
-std::string_view ExtensionMethodName(ExtensionMethod method);  // "leaky-rerope"
-// Throws posenc::Error listing the known names.
-ExtensionMethod ParseExtensionMethod(std::string_view name);
-// Every method, in the order of the table.
-const std::vector<ExtensionMethod>& AllExtensionMethods();
 // "none | linear | ... | self-extend, with optional :factor=F,window=W,k=K,sinks=S,group=G
 // and ,logn": the text form in one line, for help texts.
 std::string ExtensionMethodsSynopsis();
 
 struct ContextExtension {
-  ExtensionMethod method = ExtensionMethod::kNone;
-  std::optional<double> factor;
-  std::optional<std::int64_t> window;
-  std::optional<double> k;
-  std::optional<std::int64_t> sinks;
-  std::optional<std::int64_t> group;
+  ExtensionMethod method;  // none
   bool logn = false;
-  // Throws posenc::Error for a parameter the method does not take or a value
-  // out of range (factor < 1, window < 1, k < 1, sinks < 0, group < 1).
+  // Throws posenc::Error for a parameter out of its range (its field's rule).
   void Validate() const;
 };
 
-// Parses the text form; throws posenc::Error naming the bad part.
+// Whether `extension` leaves the model as trained (none without logn): its
+// own attention runs, whatever its RoPE scaling.
+bool IsModelAsTrained(const ContextExtension& extension);
+
+// Parses the text form; throws posenc::Error naming the bad part (a
+// parameter the method does not take names the methods that do).
 ContextExtension ParseContextExtension(std::string_view text);
 // A list of methods separated by ';' ("none;yarn:factor=2,logn;lambda"): ','
 // already separates a method's parameters. Spaces around items are ignored.

@@ -25,22 +25,29 @@
 #include <type_traits>
 #include <variant>
 
+#include "posenc/config_field.h"
+
 namespace posenc {
 
-// One field of a config: its key (GGUF metadata "posenc-tiny-lm.<key>", the
-// JSON member), its command-line flag ("" for none) and a line of help. An
-// optional field was added after files were written without it: a reader
-// that finds no key keeps the field's default.
-struct ConfigField {
-  std::string_view key;
-  std::string_view flag;
-  std::string_view help;
-  bool optional = false;
-};
+// Each scheme: kName (its name everywhere: CLI, checkpoints, zoo rows),
+// kCapabilities (below) and VisitFields(self, visitor), which calls
+// visitor(ConfigField, member&) for every hyperparameter, in a fixed order.
+// Members are std::int64_t or double.
 
-// Each scheme: kName (its name everywhere: CLI, checkpoints, zoo rows) and
-// VisitFields(self, visitor), which calls visitor(ConfigField, member&) for
-// every hyperparameter, in a fixed order. Members are std::int64_t or double.
+// What the tools ask of a scheme instead of asking which scheme it is: how
+// its model may be run past the training length, and so which variants of
+// it the zoo and the tasks evaluate.
+struct SchemeCapabilities {
+  // A trained row per position: as trained the model runs no position past
+  // its table's rows (an evaluation there fails, and that failure is the
+  // measurement), and Su's hierarchical decomposition
+  // (LearnedPastTable::kHierarchical, the variant "<scheme>+hierarchical")
+  // reaches the square of the rows.
+  bool position_rows = false;
+  // Rotary: the training-free context-extension methods
+  // (context_extension.h) run on it, each the variant "<scheme>+<method>".
+  bool context_extension = false;
+};
 
 // The field list of a scheme without hyperparameters.
 struct NoFields {
@@ -51,21 +58,25 @@ struct NoFields {
 
 struct NopeScheme : NoFields {  // no positional information (Kazemnejad et al. 2023)
   static constexpr std::string_view kName = "nope";
+  static constexpr SchemeCapabilities kCapabilities{};
   bool operator==(const NopeScheme&) const = default;
 };
 
 struct SinusoidalScheme : NoFields {  // Vaswani et al.'s sinusoid added to the input, interleaved, base 10000
   static constexpr std::string_view kName = "sinusoidal";
+  static constexpr SchemeCapabilities kCapabilities{};
   bool operator==(const SinusoidalScheme&) const = default;
 };
 
 struct LearnedScheme : NoFields {  // a trained row per position added to the input (GPT-2)
   static constexpr std::string_view kName = "learned";
+  static constexpr SchemeCapabilities kCapabilities{.position_rows = true};
   bool operator==(const LearnedScheme&) const = default;
 };
 
 struct ShawScheme {  // relative keys and values per clipped distance, a table per layer
   static constexpr std::string_view kName = "shaw";
+  static constexpr SchemeCapabilities kCapabilities{};
   std::int64_t clip = 16;  // distances clip to [-clip, clip]
   template <class Self, class Visitor>
   static void VisitFields(Self& self, Visitor&& visit) {
@@ -76,6 +87,7 @@ struct ShawScheme {  // relative keys and values per clipped distance, a table p
 
 struct T5Scheme {  // T5's causal log buckets, a bias per (bucket, head) shared by the layers
   static constexpr std::string_view kName = "t5";
+  static constexpr SchemeCapabilities kCapabilities{};
   std::int64_t buckets = 32;        // all on the past side (causal)
   std::int64_t max_distance = 128;  // distances from here share the last bucket
   template <class Self, class Visitor>
@@ -88,11 +100,13 @@ struct T5Scheme {  // T5's causal log buckets, a bias per (bucket, head) shared 
 
 struct AlibiScheme : NoFields {  // -slope_h (i - j), the fixed geometric slopes
   static constexpr std::string_view kName = "alibi";
+  static constexpr SchemeCapabilities kCapabilities{};
   bool operator==(const AlibiScheme&) const = default;
 };
 
 struct RopeScheme {  // q and k rotated, half-split pairs (GPT-NeoX, HF Llama)
   static constexpr std::string_view kName = "rope";
+  static constexpr SchemeCapabilities kCapabilities{.context_extension = true};
   double theta = 10000.0;
   template <class Self, class Visitor>
   static void VisitFields(Self& self, Visitor&& visit) {
@@ -103,6 +117,7 @@ struct RopeScheme {  // q and k rotated, half-split pairs (GPT-NeoX, HF Llama)
 
 struct KerpleScheme : NoFields {  // -r1_h log(1 + r2_h (i - j)), trained per layer and head
   static constexpr std::string_view kName = "kerple";
+  static constexpr SchemeCapabilities kCapabilities{};
   bool operator==(const KerpleScheme&) const = default;
 };
 
@@ -115,6 +130,7 @@ struct KerpleScheme : NoFields {  // -r1_h log(1 + r2_h (i - j)), trained per la
 // extrapolate.
 struct FireScheme {
   static constexpr std::string_view kName = "fire";
+  static constexpr SchemeCapabilities kCapabilities{};
   std::int64_t mlp_width = 32;  // the paper's width
   double c = 0.1;               // psi's initial scale (the authors' init)
   template <class Self, class Visitor>
@@ -131,6 +147,7 @@ struct FireScheme {
 // trained per layer (XLNet's r, r_w_bias, r_r_bias). Causal, one segment.
 struct XlnetScheme : NoFields {
   static constexpr std::string_view kName = "xlnet";
+  static constexpr SchemeCapabilities kCapabilities{};
   bool operator==(const XlnetScheme&) const = default;
 };
 
@@ -142,6 +159,7 @@ struct XlnetScheme : NoFields {
 // query projections).
 struct DebertaScheme {
   static constexpr std::string_view kName = "deberta";
+  static constexpr SchemeCapabilities kCapabilities{};
   std::int64_t buckets = 32;                  // position_buckets: distances up to buckets / 2 exact
   std::int64_t max_relative_positions = 128;  // where the log buckets end (the last one beyond)
   template <class Self, class Visitor>
@@ -162,6 +180,7 @@ struct DebertaScheme {
 // blocks stay real (the paper's complex-valued layers are not kept).
 struct ComplexOrderScheme : NoFields {
   static constexpr std::string_view kName = "complex-order";
+  static constexpr SchemeCapabilities kCapabilities{};
   bool operator==(const ComplexOrderScheme&) const = default;
 };
 
@@ -171,6 +190,7 @@ struct ComplexOrderScheme : NoFields {
 // every length has them; C starts at 1 (B alone: T5's bias per layer).
 struct UrpeScheme {
   static constexpr std::string_view kName = "urpe";
+  static constexpr SchemeCapabilities kCapabilities{};
   std::int64_t buckets = 32;
   std::int64_t max_distance = 128;
   template <class Self, class Visitor>
@@ -193,6 +213,7 @@ struct UrpeScheme {
 // authors' 5 (which --floater-substeps 5 gives).
 struct FloaterScheme {
   static constexpr std::string_view kName = "floater";
+  static constexpr SchemeCapabilities kCapabilities{};
   std::int64_t hidden = 32;   // h's hidden width
   std::int64_t substeps = 2;  // RK4 steps between two positions (the authors use 5; see below)
   double dt = 0.1;            // t_{i+1} - t_i
@@ -212,6 +233,10 @@ using PositionScheme =
 
 // The scheme's kName.
 std::string_view PositionSchemeName(const PositionScheme& scheme);
+// The scheme's kCapabilities.
+inline SchemeCapabilities PositionSchemeCapabilities(const PositionScheme& scheme) {
+  return std::visit([](const auto& alternative) { return alternative.kCapabilities; }, scheme);
+}
 // The scheme called `name`, with its default fields. Throws posenc::Error
 // "[op] parameter = "name": must be one of nope, sinusoidal, ..." otherwise.
 PositionScheme ParsePositionScheme(std::string_view name, const char* op = "tiny_lm", const char* parameter = "scheme");

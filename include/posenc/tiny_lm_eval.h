@@ -102,10 +102,6 @@ TinyLmEvalResult EvaluateTinyLmAt(const TinyLmConfig& config, const TinyLmParams
                                   const std::optional<ContextExtension>& method = std::nullopt,
                                   const std::function<void(std::int64_t done, std::int64_t total)>& progress = {});
 
-// Whether `method` leaves the model as trained (ExtensionMethod::kNone
-// without logn): EvaluateTinyLm then runs the model's own attention.
-bool IsModelAsTrained(const ContextExtension& method);
-
 // The plan EvaluateTinyLm runs for `method` at `length` (its `resolved`
 // form names every default). Throws posenc::Error naming the method unless
 // the model is RoPE, and the planner's errors (context_extension.h).

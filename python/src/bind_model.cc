@@ -314,7 +314,7 @@ void BindModel(py::module_& m) {
         py::list table;
         for (const ExtensionMethodInfo& info : ExtensionMethodTable()) {
           py::list parameters;
-          for (const ExtensionParameter p : info.parameters) parameters.append(std::string(ExtensionParameterName(p)));
+          for (const std::string_view key : info.parameters) parameters.append(std::string(key));
           table.append(py::make_tuple(std::string(info.name), py::tuple(parameters), std::string(info.summary)));
         }
         return table;

@@ -1,11 +1,15 @@
-// Context-extension methods as attention options (the defaults are stated in
-// include/posenc/context_extension.h).
+// Context-extension methods: the text form, made from the methods' field
+// lists, and each method's plan as attention options (the defaults are
+// stated at each method in include/posenc/context_extension.h).
 #include "posenc/context_extension.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "posenc/error.h"
@@ -16,58 +20,50 @@ namespace {
 
 constexpr const char* kOp = "context extension";
 
-// The methods and what each takes (the defaults are in PlanContextExtension).
-const std::vector<ExtensionMethodInfo> kMethods = {
-    {ExtensionMethod::kNone, "none", {}, "direct extrapolation: the model's own RoPE at every position"},
-    {ExtensionMethod::kLinear, "linear", {ExtensionParameter::kFactor}, "position interpolation: inv_freq / factor"},
-    {ExtensionMethod::kNtk, "ntk", {ExtensionParameter::kFactor}, "NTK-aware base: theta * factor^(d/(d-2))"},
-    {ExtensionMethod::kDynamicNtk,
-     "dynamic-ntk",
-     {ExtensionParameter::kFactor},
-     "NTK base recomputed from the current length (Hugging Face's dynamic)"},
-    {ExtensionMethod::kYarn,
-     "yarn",
-     {ExtensionParameter::kFactor},
-     "YaRN: interpolate slow pairs, keep fast ones, attention factor 0.1 ln(factor) + 1"},
-    {ExtensionMethod::kReRope,
-     "rerope",
-     {ExtensionParameter::kWindow},
-     "ReRoPE: distances past the window read as the window"},
-    {ExtensionMethod::kLeakyReRope,
-     "leaky-rerope",
-     {ExtensionParameter::kWindow, ExtensionParameter::kK},
-     "Leaky ReRoPE: distances past the window grow by 1/k"},
-    {ExtensionMethod::kWindow,
-     "window",
-     {ExtensionParameter::kWindow},
-     "sliding window: each query sees the last `window` keys"},
-    {ExtensionMethod::kLambda,
-     "lambda",
-     {ExtensionParameter::kWindow, ExtensionParameter::kSinks},
-     "the Λ mask: the first `sinks` keys and the last `window` keys, sinks at distance window - 1"},
-    {ExtensionMethod::kSelfExtend,
-     "self-extend",
-     {ExtensionParameter::kGroup, ExtensionParameter::kWindow},
-     "Self-Extend: exact distances inside the window, positions floor(p / group) beyond it"},
+// A key of the text form and whether its values are whole numbers.
+struct Parameter {
+  std::string_view key;
+  bool whole = false;
 };
 
-const ExtensionMethodInfo& InfoOf(ExtensionMethod method) {
-  for (const auto& info : kMethods) {
-    if (info.method == method) return info;
-  }
-  ThrowError(kOp, "method", std::to_string(static_cast<int>(method)), "is not a known method");
+template <class Member>
+constexpr bool kWhole = std::is_integral_v<typename std::remove_reference_t<Member>::value_type>;
+
+// Every key some method takes, in the order the methods first name them
+// (factor, window, k, sinks, group): the text form's order.
+const std::vector<Parameter>& Parameters() {
+  static const std::vector<Parameter> parameters = [] {
+    std::vector<Parameter> list;
+    for (const ExtensionMethod& method : AllExtensionMethods()) {
+      VisitMethodFields(method, [&](const ConfigField& field, const auto& member) {
+        const auto same = [&](const Parameter& p) { return p.key == field.key; };
+        if (std::none_of(list.begin(), list.end(), same)) list.push_back({field.key, kWhole<decltype(member)>});
+      });
+    }
+    return list;
+  }();
+  return parameters;
 }
 
-bool Takes(ExtensionMethod method, ExtensionParameter parameter) {
-  const auto& parameters = InfoOf(method).parameters;
-  return std::find(parameters.begin(), parameters.end(), parameter) != parameters.end();
+// "factor, window, k, sinks, group".
+std::string ParameterKeys() {
+  std::string text;
+  for (const Parameter& p : Parameters()) text += (text.empty() ? "" : ", ") + std::string(p.key);
+  return text;
 }
 
-// "linear, ntk, dynamic-ntk and yarn": the methods that take `parameter`.
-std::string MethodsTaking(ExtensionParameter parameter) {
+bool Takes(const ExtensionMethod& method, std::string_view key) {
+  bool takes = false;
+  VisitMethodFields(method,
+                    [&](const ConfigField& field, const auto& /*member*/) { takes = takes || field.key == key; });
+  return takes;
+}
+
+// "linear, ntk, dynamic-ntk and yarn": the methods that take `key`.
+std::string MethodsTaking(std::string_view key) {
   std::vector<std::string_view> names;
-  for (const auto& info : kMethods) {
-    if (Takes(info.method, parameter)) names.push_back(info.name);
+  for (const ExtensionMethod& method : AllExtensionMethods()) {
+    if (Takes(method, key)) names.push_back(ExtensionMethodName(method));
   }
   std::string text;
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -76,120 +72,190 @@ std::string MethodsTaking(ExtensionParameter parameter) {
   return text;
 }
 
-// Throws unless `method` takes `parameter`.
-void RequireTakes(ExtensionMethod method, ExtensionParameter parameter, const std::string& value) {
-  Require(Takes(method, parameter), kOp, ExtensionParameterName(parameter), Verbatim{value},
-          "is a parameter of " + MethodsTaking(parameter) + ", not " + std::string(ExtensionMethodName(method)));
-}
+// A parameter as the text gives it, parsed as its key's type says.
+struct GivenValue {
+  std::string_view key;
+  std::int64_t count = 0;  // a whole-number key's
+  double number = 0;       // the others'
+  std::string Formatted(bool whole) const { return whole ? FormatValue(count) : FormatValue(number); }
+};
 
-double ParseNumber(std::string_view key, std::string_view text) {
-  double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  Require(error == std::errc() && end == text.data() + text.size(), kOp, std::string(key), std::string(text),
-          "must be a number");
-  return value;
-}
-
-std::int64_t ParseCount(std::string_view key, std::string_view text) {
-  std::int64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  Require(error == std::errc() && end == text.data() + text.size(), kOp, std::string(key), std::string(text),
-          "must be a whole number");
-  return value;
-}
-
-void SetParameter(ContextExtension& ext, std::string_view item) {
-  if (item == "logn") {
-    ext.logn = true;
-    return;
-  }
-  const auto eq = item.find('=');
-  Require(eq != std::string_view::npos, kOp, "parameter", std::string(item),
-          "must be key=value (keys: factor, window, k, sinks, group) or logn");
-  const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
-  if (key == "factor") {
-    ext.factor = ParseNumber(key, value);
-  } else if (key == "window") {
-    ext.window = ParseCount(key, value);
-  } else if (key == "k") {
-    ext.k = ParseNumber(key, value);
-  } else if (key == "sinks") {
-    ext.sinks = ParseCount(key, value);
-  } else if (key == "group") {
-    ext.group = ParseCount(key, value);
+GivenValue ParseValue(const Parameter& parameter, std::string_view text) {
+  GivenValue given{.key = parameter.key};
+  const char* end = text.data() + text.size();
+  if (parameter.whole) {
+    const auto [stop, error] = std::from_chars(text.data(), end, given.count);
+    Require(error == std::errc() && stop == end, kOp, std::string(parameter.key), std::string(text),
+            "must be a whole number");
   } else {
-    ThrowError(kOp, "parameter", FormatValue(std::string(key)), "is not one of factor, window, k, sinks, group, logn");
+    const auto [stop, error] = std::from_chars(text.data(), end, given.number);
+    Require(error == std::errc() && stop == end, kOp, std::string(parameter.key), std::string(text),
+            "must be a number");
   }
+  return given;
 }
 
+// `value` as the text form writes it.
+std::string FormatNumber(std::int64_t value) { return std::to_string(value); }
 std::string FormatNumber(double value) { return FormatValue(value); }
+
+// What a method changes in the model's attention.
+struct Lowering {
+  RopeSpec spec;  // the model's, with the method's scaling
+  std::optional<ReRopeEncoding> rerope;
+  std::optional<SelfExtendEncoding> self_extend;
+  std::int64_t mask_window = 0;  // the mask's (window and lambda; the distance maps' windows are theirs)
+  std::int64_t sinks = 0;
+};
+
+// Each method's plan: it fills in the defaults of its parameters (in place:
+// the plan's `resolved`) and says what changes. One overload a method: a
+// method without one does not compile.
+struct Planner {
+  const RopeSpec& model;
+  std::int64_t train_length;
+  std::int64_t target_length;
+  double s;  // max(1, L / L_train)
+
+  Lowering Scaled(const RopeScaling& scaling) const {
+    Lowering l{model};
+    l.spec.scaling = scaling;
+    return l;
+  }
+  // The window of a distance map: inside it distances stay exact.
+  std::int64_t ExactWindow(const std::optional<std::int64_t>& window) const {
+    const std::int64_t w = window.value_or(train_length / 2);
+    Require(w < train_length, kOp, "window", w,
+            "must be < the training length " + std::to_string(train_length) + " (distances inside it stay exact)");
+    return w;
+  }
+
+  Lowering operator()(NoneMethod& /*m*/) const { return {model}; }
+  Lowering operator()(LinearMethod& m) const {
+    m.factor = m.factor.value_or(s);
+    return Scaled(LinearScaling{*m.factor});
+  }
+  Lowering operator()(NtkMethod& m) const {
+    m.factor = m.factor.value_or(s);
+    return Scaled(NtkAwareScaling{*m.factor});
+  }
+  Lowering operator()(DynamicNtkMethod& m) const {
+    m.factor = m.factor.value_or(2.0);
+    return Scaled(DynamicNtkScaling{*m.factor, train_length});
+  }
+  Lowering operator()(YarnMethod& m) const {
+    m.factor = m.factor.value_or(s);
+    YarnScaling yarn;
+    yarn.factor = *m.factor;
+    yarn.original_max_position = train_length;
+    return Scaled(yarn);
+  }
+  Lowering operator()(ReRopeMethod& m) const {
+    m.window = ExactWindow(m.window);
+    Lowering l{model};
+    l.rerope = ReRopeEncoding{model, {}, *m.window, std::nullopt};
+    return l;
+  }
+  Lowering operator()(LeakyReRopeMethod& m) const {
+    m.window = ExactWindow(m.window);
+    // k maps the longest distance L - 1 to L_train - 1.
+    const double fit =
+        static_cast<double>(target_length - 1 - *m.window) / static_cast<double>(train_length - 1 - *m.window);
+    m.k = m.k.value_or(std::max(1.0, fit));
+    Lowering l{model};
+    // k = 1: distances grow as trained, plain RoPE.
+    if (*m.k > 1) l.rerope = ReRopeEncoding{model, {}, *m.window, *m.k};
+    return l;
+  }
+  Lowering operator()(WindowMethod& m) const {
+    m.window = m.window.value_or(train_length);
+    Lowering l{model};
+    l.mask_window = *m.window;
+    return l;
+  }
+  Lowering operator()(LambdaMethod& m) const {
+    m.sinks = m.sinks.value_or(4);
+    m.window = m.window.value_or(train_length);
+    Lowering l{model};
+    // LM-Infinite's distance cap: keys outside the window (the sinks) read
+    // as distance window - 1, the largest one inside it.
+    l.rerope = ReRopeEncoding{model, {}, *m.window - 1, std::nullopt};
+    l.mask_window = *m.window;
+    l.sinks = *m.sinks;
+    return l;
+  }
+  Lowering operator()(SelfExtendMethod& m) const {
+    m.window = ExactWindow(m.window);
+    // The smallest group whose longest grouped distance stays trained.
+    const std::int64_t w = *m.window;
+    const auto longest = [&](std::int64_t g) { return (target_length - 1) / g + w - w / g; };
+    std::int64_t g = 1;
+    while (longest(g) > train_length - 1) ++g;
+    m.group = m.group.value_or(g);
+    Lowering l{model};
+    l.self_extend = SelfExtendEncoding{model, {}, *m.group, w};
+    return l;
+  }
+};
 
 }  // namespace
 
-std::string_view ExtensionParameterName(ExtensionParameter parameter) {
-  switch (parameter) {
-    case ExtensionParameter::kFactor: return "factor";
-    case ExtensionParameter::kWindow: return "window";
-    case ExtensionParameter::kK: return "k";
-    case ExtensionParameter::kSinks: return "sinks";
-    case ExtensionParameter::kGroup: return "group";
-  }
-  return "?";
+std::string_view ExtensionMethodName(const ExtensionMethod& method) {
+  return std::visit([](const auto& m) { return m.kName; }, method);
 }
-
-const std::vector<ExtensionMethodInfo>& ExtensionMethodTable() { return kMethods; }
-
-std::string_view ExtensionMethodName(ExtensionMethod method) { return InfoOf(method).name; }
 
 ExtensionMethod ParseExtensionMethod(std::string_view name) {
   std::string known;
-  for (const auto& info : kMethods) {
-    if (info.name == name) return info.method;
-    known += (known.empty() ? "" : ", ") + std::string(info.name);
+  for (const ExtensionMethod& method : AllExtensionMethods()) {
+    if (ExtensionMethodName(method) == name) return method;
+    known += (known.empty() ? "" : ", ") + std::string(ExtensionMethodName(method));
   }
   ThrowError(kOp, "method", FormatValue(std::string(name)), "must be one of " + known);
 }
 
 const std::vector<ExtensionMethod>& AllExtensionMethods() {
-  static const std::vector<ExtensionMethod> all = [] {
-    std::vector<ExtensionMethod> methods;
-    methods.reserve(kMethods.size());
-    for (const auto& info : kMethods) methods.push_back(info.method);
-    return methods;
-  }();
+  static const std::vector<ExtensionMethod> all = []<std::size_t... I>(std::index_sequence<I...>) {
+    return std::vector<ExtensionMethod>{ExtensionMethod(std::in_place_index<I>)...};
+  }
+  (std::make_index_sequence<std::variant_size_v<ExtensionMethod>>{});
   return all;
 }
 
+const std::vector<ExtensionMethodInfo>& ExtensionMethodTable() {
+  static const std::vector<ExtensionMethodInfo> table = [] {
+    std::vector<ExtensionMethodInfo> rows;
+    for (const ExtensionMethod& method : AllExtensionMethods()) {
+      ExtensionMethodInfo& row = rows.emplace_back();
+      row.name = ExtensionMethodName(method);
+      row.summary = std::visit([](const auto& m) { return m.kSummary; }, method);
+      VisitMethodFields(method,
+                        [&](const ConfigField& field, const auto& /*member*/) { row.parameters.push_back(field.key); });
+    }
+    return rows;
+  }();
+  return table;
+}
+
 std::string ExtensionMethodsSynopsis() {
-  std::string text;
-  for (const auto& info : kMethods) text += (text.empty() ? "" : " | ") + std::string(info.name);
-  return text + ", with optional :factor=F,window=W,k=K,sinks=S,group=G and ,logn";
+  std::string names, keys;
+  for (const ExtensionMethod& method : AllExtensionMethods()) {
+    names += (names.empty() ? "" : " | ") + std::string(ExtensionMethodName(method));
+  }
+  for (const Parameter& p : Parameters()) {
+    keys += (keys.empty() ? "" : ",") + std::string(p.key) + "=" +
+            static_cast<char>(std::toupper(static_cast<unsigned char>(p.key.front())));
+  }
+  return names + ", with optional :" + keys + " and ,logn";
 }
 
 void ContextExtension::Validate() const {
-  if (factor) {
-    RequireTakes(method, ExtensionParameter::kFactor, FormatValue(*factor));
-    Require(std::isfinite(*factor) && *factor >= 1, kOp, "factor", *factor,
-            "must be a finite number >= 1 (the ratio of the target length to the trained one)");
-  }
-  if (window) {
-    RequireTakes(method, ExtensionParameter::kWindow, FormatValue(*window));
-    Require(*window >= 1, kOp, "window", *window, "must be >= 1");
-    Require(method != ExtensionMethod::kLambda || *window >= 2, kOp, "window", *window,
-            "must be >= 2 for lambda (the sinks read as distance window - 1)");
-  }
-  if (k) {
-    RequireTakes(method, ExtensionParameter::kK, FormatValue(*k));
-    Require(std::isfinite(*k) && *k >= 1, kOp, "k", *k, "must be >= 1 (1: plain RoPE, larger: slower growth)");
-  }
-  if (sinks) {
-    RequireTakes(method, ExtensionParameter::kSinks, FormatValue(*sinks));
-    Require(*sinks >= 0, kOp, "sinks", *sinks, "must be >= 0");
-  }
-  if (group) {
-    RequireTakes(method, ExtensionParameter::kGroup, FormatValue(*group));
-    Require(*group >= 1, kOp, "group", *group, "must be >= 1 (1: plain RoPE)");
-  }
+  VisitMethodFields(method, [](const ConfigField& field, const auto& member) {
+    if (member) RequireFieldRule(kOp, field, *member);
+  });
+}
+
+bool IsModelAsTrained(const ContextExtension& extension) {
+  return std::holds_alternative<NoneMethod>(extension.method) && !extension.logn;
 }
 
 ContextExtension ParseContextExtension(std::string_view text) {
@@ -199,6 +265,7 @@ ContextExtension ParseContextExtension(std::string_view text) {
   ext.method = ParseExtensionMethod(text.substr(0, split));
   if (split != std::string_view::npos) rest = text.substr(split + 1);
   std::vector<std::string_view> keys;  // each given once: "factor=2,factor=3" is a mistake, not "3"
+  std::vector<GivenValue> given;
   while (!rest.empty()) {
     const auto comma = rest.find_first_of(",+");
     const std::string_view item = rest.substr(0, comma);
@@ -206,12 +273,41 @@ ContextExtension ParseContextExtension(std::string_view text) {
     Require(std::find(keys.begin(), keys.end(), key) == keys.end(), kOp, "method", std::string(text),
             "gives " + std::string(key) + " twice");
     keys.push_back(key);
-    SetParameter(ext, item);
+    if (item == "logn") {
+      ext.logn = true;
+    } else {
+      Require(key.size() < item.size(), kOp, "parameter", std::string(item),
+              "must be key=value (keys: " + ParameterKeys() + ") or logn");
+      const auto parameter =
+          std::find_if(Parameters().begin(), Parameters().end(), [&](const Parameter& p) { return p.key == key; });
+      if (parameter == Parameters().end()) {
+        ThrowError(kOp, "parameter", FormatValue(std::string(key)), "is not one of " + ParameterKeys() + ", logn");
+      }
+      given.push_back(ParseValue(*parameter, item.substr(key.size() + 1)));
+    }
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     Require(comma == std::string_view::npos || !rest.empty(), kOp, "method", std::string(text),
             "must not end with a separator");
   }
-  ext.Validate();
+  // In the text form's order, each taken and then in range, as Validate
+  // checks them.
+  for (const Parameter& parameter : Parameters()) {
+    const auto value =
+        std::find_if(given.begin(), given.end(), [&](const GivenValue& g) { return g.key == parameter.key; });
+    if (value == given.end()) continue;
+    Require(
+        Takes(ext.method, parameter.key), kOp, parameter.key, Verbatim{value->Formatted(parameter.whole)},
+        "is a parameter of " + MethodsTaking(parameter.key) + ", not " + std::string(ExtensionMethodName(ext.method)));
+    VisitMethodFields(ext.method, [&](const ConfigField& field, auto& member) {
+      if (field.key != parameter.key) return;
+      if constexpr (kWhole<decltype(member)>) {
+        member = value->count;
+      } else {
+        member = value->number;
+      }
+      RequireFieldRule(kOp, field, *member);
+    });
+  }
   return ext;
 }
 
@@ -239,11 +335,9 @@ std::vector<ContextExtension> ParseContextExtensionList(std::string_view text) {
 std::string FormatContextExtension(const ContextExtension& ext) {
   std::string params;
   const auto add = [&](const std::string& item) { params += (params.empty() ? "" : ",") + item; };
-  if (ext.factor) add("factor=" + FormatNumber(*ext.factor));
-  if (ext.window) add("window=" + std::to_string(*ext.window));
-  if (ext.k) add("k=" + FormatNumber(*ext.k));
-  if (ext.sinks) add("sinks=" + std::to_string(*ext.sinks));
-  if (ext.group) add("group=" + std::to_string(*ext.group));
+  VisitMethodFields(ext.method, [&](const ConfigField& field, const auto& member) {
+    if (member) add(std::string(field.key) + "=" + FormatNumber(*member));
+  });
   if (ext.logn) add("logn");
   const std::string name(ExtensionMethodName(ext.method));
   return params.empty() ? name : name + ":" + params;
@@ -256,97 +350,28 @@ ExtensionPlan PlanContextExtension(const ContextExtension& extension, const Rope
   Require(train_length >= 2, kOp, "train_length", train_length, "must be >= 2");
   Require(target_length >= 1, kOp, "target_length", target_length, "must be >= 1");
   const bool model_scales = !std::holds_alternative<NoScaling>(model_rope.scaling);
-  Require(extension.method == ExtensionMethod::kNone || !model_scales, kOp, "model rope scaling",
+  Require(std::holds_alternative<NoneMethod>(extension.method) || !model_scales, kOp, "model rope scaling",
           std::string(RopeScalingName(model_rope.scaling)),
           "must be none for an extension method (the model already scales its RoPE)");
 
   ExtensionPlan plan;
-  ContextExtension& r = plan.resolved;
-  r = extension;
+  plan.resolved = extension;
   const double s = std::max(1.0, static_cast<double>(target_length) / static_cast<double>(train_length));
-  RopeSpec spec = model_rope;
-  std::optional<ReRopeEncoding> rerope;
-  std::optional<SelfExtendEncoding> self_extend;
-  switch (extension.method) {
-    case ExtensionMethod::kNone:
-    case ExtensionMethod::kWindow: break;
-    case ExtensionMethod::kLinear:
-      r.factor = extension.factor.value_or(s);
-      spec.scaling = LinearScaling{*r.factor};
-      break;
-    case ExtensionMethod::kNtk:
-      r.factor = extension.factor.value_or(s);
-      spec.scaling = NtkAwareScaling{*r.factor};
-      break;
-    case ExtensionMethod::kDynamicNtk:
-      r.factor = extension.factor.value_or(2.0);
-      spec.scaling = DynamicNtkScaling{*r.factor, train_length};
-      break;
-    case ExtensionMethod::kYarn: {
-      r.factor = extension.factor.value_or(s);
-      YarnScaling yarn;
-      yarn.factor = *r.factor;
-      yarn.original_max_position = train_length;
-      spec.scaling = yarn;
-      break;
-    }
-    case ExtensionMethod::kReRope:
-    case ExtensionMethod::kLeakyReRope: {
-      r.window = extension.window.value_or(train_length / 2);
-      Require(*r.window < train_length, kOp, "window", *r.window,
-              "must be < the training length " + std::to_string(train_length) + " (distances inside it stay exact)");
-      rerope = ReRopeEncoding{spec, {}, *r.window, std::nullopt};
-      if (extension.method == ExtensionMethod::kLeakyReRope) {
-        // k maps the longest distance L - 1 to L_train - 1.
-        const double fit =
-            static_cast<double>(target_length - 1 - *r.window) / static_cast<double>(train_length - 1 - *r.window);
-        r.k = extension.k.value_or(std::max(1.0, fit));
-        if (*r.k > 1) {
-          rerope->leak = *r.k;
-        } else {
-          rerope.reset();  // k = 1: distances grow as trained, plain RoPE
-        }
-      }
-      break;
-    }
-    case ExtensionMethod::kLambda:
-      r.sinks = extension.sinks.value_or(4);
-      r.window = extension.window.value_or(train_length);
-      // LM-Infinite's distance cap: keys outside the window (the sinks) read
-      // as distance window - 1, the largest one inside it.
-      rerope = ReRopeEncoding{spec, {}, *r.window - 1, std::nullopt};
-      break;
-    case ExtensionMethod::kSelfExtend: {
-      r.window = extension.window.value_or(train_length / 2);
-      Require(*r.window < train_length, kOp, "window", *r.window,
-              "must be < the training length " + std::to_string(train_length) + " (distances inside it stay exact)");
-      // The smallest group whose longest grouped distance stays trained.
-      const auto longest = [&](std::int64_t g) { return (target_length - 1) / g + *r.window - *r.window / g; };
-      std::int64_t g = 1;
-      while (longest(g) > train_length - 1) ++g;
-      r.group = extension.group.value_or(g);
-      self_extend = SelfExtendEncoding{spec, {}, *r.group, *r.window};
-      break;
-    }
-  }
-  if (extension.method == ExtensionMethod::kWindow) r.window = extension.window.value_or(train_length);
+  Lowering l = std::visit(Planner{model_rope, train_length, target_length, s}, plan.resolved.method);
 
-  const RopeFrequencies frequencies = ComputeRopeFrequencies(spec, target_length);
-  if (rerope) {
-    rerope->frequencies = frequencies;
-    plan.attention.encoding = *rerope;
-  } else if (self_extend) {
-    self_extend->frequencies = frequencies;
-    plan.attention.encoding = *self_extend;
+  const RopeFrequencies frequencies = ComputeRopeFrequencies(l.spec, target_length);
+  if (l.rerope) {
+    l.rerope->frequencies = frequencies;
+    plan.attention.encoding = *l.rerope;
+  } else if (l.self_extend) {
+    l.self_extend->frequencies = frequencies;
+    plan.attention.encoding = *l.self_extend;
   } else {
-    plan.attention.encoding = RopeEncoding{spec, frequencies};
+    plan.attention.encoding = RopeEncoding{l.spec, frequencies};
   }
-  // The window of the distance maps is theirs; of window and lambda, a mask's.
-  if (r.window && (extension.method == ExtensionMethod::kWindow || extension.method == ExtensionMethod::kLambda)) {
-    plan.attention.mask.window = *r.window;
-  }
-  if (r.sinks) plan.attention.mask.sinks = *r.sinks;
-  if (r.logn) plan.attention.logn_train_length = train_length;
+  plan.attention.mask.window = l.mask_window;
+  plan.attention.mask.sinks = l.sinks;
+  if (plan.resolved.logn) plan.attention.logn_train_length = train_length;
   return plan;
 }
 

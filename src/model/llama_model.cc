@@ -77,7 +77,7 @@ LlamaModel LlamaModel::Load(const std::string& path, WeightStorage storage, DotA
 }
 ExtensionPlan PlanModelExtension(const ContextExtension& method, const LlamaHyperparams& hp, std::int64_t length) {
   ExtensionPlan plan = PlanContextExtension(method, hp.rope, hp.context_length, length);
-  if (method.method == ExtensionMethod::kNone && !method.logn) return plan;  // the model's own attention
+  if (IsModelAsTrained(method)) return plan;  // the model's own attention
   bool global = false;
   for (std::int64_t l = 0; l < hp.block_count; ++l) global = global || !hp.IsLocalLayer(l);
   Require(global, kOp, "method", FormatContextExtension(method),

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <string>
-#include <variant>
 
 #include "posenc/error.h"
 #include "train/tiny_lm_internal.h"
@@ -60,12 +59,8 @@ TinyLmWindows TinyLmSlidingWindows(std::int64_t text_bytes, std::int64_t length,
   return windows;
 }
 
-bool IsModelAsTrained(const ContextExtension& method) {
-  return method.method == ExtensionMethod::kNone && !method.logn;
-}
-
 ExtensionPlan PlanTinyLmExtension(const TinyLmConfig& config, const ContextExtension& method, std::int64_t length) {
-  Require(std::holds_alternative<RopeScheme>(config.scheme), kOp, "method", FormatContextExtension(method),
+  Require(PositionSchemeCapabilities(config.scheme).context_extension, kOp, "method", FormatContextExtension(method),
           "applies to RoPE models only; this model's scheme is " + std::string(PositionSchemeName(config.scheme)) +
               " (evaluate it as trained: no method, or none)");
   return PlanContextExtension(method, TinyLmRopeSpec(config), config.train_length, length);

@@ -24,6 +24,12 @@ ExtensionPlan Plan(const char* text, std::int64_t target) {
   return PlanContextExtension(ParseContextExtension(text), SmolLmRope(), 8192, target);
 }
 
+// The resolved method of a plan, as the method it is.
+template <class Method>
+Method Resolved(const ExtensionPlan& plan) {
+  return std::get<Method>(plan.resolved.method);
+}
+
 TEST(ContextExtension, ParsesAndFormatsTheTextForm) {
   for (const char* text :
        {"none", "linear", "linear:factor=4", "ntk:factor=2.5,logn", "dynamic-ntk", "yarn:logn", "rerope:window=512",
@@ -32,9 +38,9 @@ TEST(ContextExtension, ParsesAndFormatsTheTextForm) {
     EXPECT_EQ(FormatContextExtension(ParseContextExtension(text)), text);
   }
   EXPECT_EQ(FormatContextExtension(ParseContextExtension("ntk+logn")), "ntk:logn");
-  EXPECT_EQ(ParseContextExtension("leaky-rerope:k=16").k, 16.0);
+  EXPECT_EQ(std::get<LeakyReRopeMethod>(ParseContextExtension("leaky-rerope:k=16").method).k, 16.0);
   EXPECT_EQ(AllExtensionMethods().size(), 10u);
-  for (const ExtensionMethod method : AllExtensionMethods()) {
+  for (const ExtensionMethod& method : AllExtensionMethods()) {
     EXPECT_EQ(ParseExtensionMethod(ExtensionMethodName(method)), method);
   }
 }
@@ -77,18 +83,18 @@ TEST(ContextExtension, ParsesAListSeparatedBySemicolons) {
 TEST(ContextExtension, DefaultsFollowTrainingAndTargetLengths) {
   // s = 16384 / 8192 = 2.
   const auto linear = Plan("linear", 16384);
-  EXPECT_EQ(linear.resolved.factor, 2.0);
+  EXPECT_EQ(Resolved<LinearMethod>(linear).factor, 2.0);
   const auto& rope = std::get<RopeEncoding>(linear.attention.encoding);
-  EXPECT_DOUBLE_EQ(rope.frequencies.inv_freq[0], 0.5);   // theta^0 / 2
-  EXPECT_EQ(Plan("linear", 4096).resolved.factor, 1.0);  // never compresses below the training length
-  EXPECT_EQ(Plan("ntk", 12288).resolved.factor, 1.5);
-  EXPECT_EQ(Plan("yarn", 12288).resolved.factor, 1.5);
+  EXPECT_DOUBLE_EQ(rope.frequencies.inv_freq[0], 0.5);                  // theta^0 / 2
+  EXPECT_EQ(Resolved<LinearMethod>(Plan("linear", 4096)).factor, 1.0);  // never compresses below the training length
+  EXPECT_EQ(Resolved<NtkMethod>(Plan("ntk", 12288)).factor, 1.5);
+  EXPECT_EQ(Resolved<YarnMethod>(Plan("yarn", 12288)).factor, 1.5);
   EXPECT_NEAR(std::get<RopeEncoding>(Plan("yarn", 12288).attention.encoding).frequencies.attention_factor,
               0.1 * std::log(1.5) + 1, 1e-12);
-  EXPECT_EQ(Plan("dynamic-ntk", 12288).resolved.factor, 2.0);
+  EXPECT_EQ(Resolved<DynamicNtkMethod>(Plan("dynamic-ntk", 12288)).factor, 2.0);
 
   const auto rerope = Plan("rerope", 16384);
-  EXPECT_EQ(rerope.resolved.window, 4096);
+  EXPECT_EQ(Resolved<ReRopeMethod>(rerope).window, 4096);
   EXPECT_EQ(std::get<ReRopeEncoding>(rerope.attention.encoding).window, 4096);
   EXPECT_FALSE(std::get<ReRopeEncoding>(rerope.attention.encoding).leak.has_value());
   EXPECT_EQ(rerope.attention.mask.window, 0);
@@ -96,11 +102,11 @@ TEST(ContextExtension, DefaultsFollowTrainingAndTargetLengths) {
   // Leaky: the longest distance 16383 reads as 4096 + (16383 - 4096) / k = 8191.
   const auto leaky = Plan("leaky-rerope", 16384);
   const double k = *std::get<ReRopeEncoding>(leaky.attention.encoding).leak;
-  EXPECT_DOUBLE_EQ(*leaky.resolved.k, k);
+  EXPECT_DOUBLE_EQ(*Resolved<LeakyReRopeMethod>(leaky).k, k);
   EXPECT_NEAR(4096 + (16383 - 4096) / k, 8191, 1e-9);
   // Within the training length Leaky ReRoPE is plain RoPE (k = 1).
   const auto short_leaky = Plan("leaky-rerope", 8192);
-  EXPECT_EQ(short_leaky.resolved.k, 1.0);
+  EXPECT_EQ(Resolved<LeakyReRopeMethod>(short_leaky).k, 1.0);
   EXPECT_TRUE(std::holds_alternative<RopeEncoding>(short_leaky.attention.encoding));
 
   const auto window = Plan("window", 16384);
@@ -115,15 +121,15 @@ TEST(ContextExtension, DefaultsFollowTrainingAndTargetLengths) {
   // Self-Extend, W = 4096 at 16384 tokens: G = 3 would read the longest
   // distance as 5461 + 4096 - 1365 = 8192 > 8191, so G = 4 (7167).
   const auto grouped = Plan("self-extend", 16384);
-  EXPECT_EQ(grouped.resolved.window, 4096);
-  EXPECT_EQ(grouped.resolved.group, 4);
+  EXPECT_EQ(Resolved<SelfExtendMethod>(grouped).window, 4096);
+  EXPECT_EQ(Resolved<SelfExtendMethod>(grouped).group, 4);
   const auto& self_extend = std::get<SelfExtendEncoding>(grouped.attention.encoding);
   EXPECT_EQ(self_extend.group, 4);
   EXPECT_EQ(self_extend.window, 4096);
   EXPECT_EQ(grouped.attention.mask.window, 0);
-  EXPECT_EQ(Plan("self-extend", 8192).resolved.group, 1);
-  EXPECT_EQ(Plan("self-extend", 12288).resolved.group, 2);  // 6143 + 4096 - 2048 = 8191
-  EXPECT_EQ(Plan("self-extend:group=16,window=512", 16384).resolved.group, 16);
+  EXPECT_EQ(Resolved<SelfExtendMethod>(Plan("self-extend", 8192)).group, 1);
+  EXPECT_EQ(Resolved<SelfExtendMethod>(Plan("self-extend", 12288)).group, 2);  // 6143 + 4096 - 2048 = 8191
+  EXPECT_EQ(Resolved<SelfExtendMethod>(Plan("self-extend:group=16,window=512", 16384)).group, 16);
 
   EXPECT_EQ(Plan("ntk:logn", 16384).attention.logn_train_length, 8192);
   EXPECT_EQ(Plan("ntk", 16384).attention.logn_train_length, 0);

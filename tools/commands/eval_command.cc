@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "commands.h"
@@ -90,7 +89,7 @@ void Run(EvalOptions o) {
     Require(config.position_range == 0 || length <= config.position_range, kOp, "--lengths", length,
             "must be <= position_range = " + std::to_string(config.position_range) + " of " + o.model +
                 " (trained at randomized positions from [0, position_range))");
-    if (!std::holds_alternative<LearnedScheme>(config.scheme) || length <= rows) continue;
+    if (!PositionSchemeCapabilities(config.scheme).position_rows || length <= rows) continue;
     Require(past_table == LearnedPastTable::kHierarchical, kOp, "--lengths", length,
             "is past the learned position table of " + std::to_string(rows) + " rows of " + o.model +
                 "; pass --learned-past-table hierarchical (Su's decomposition, up to " + std::to_string(rows * rows) +

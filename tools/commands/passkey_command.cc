@@ -24,13 +24,16 @@ namespace posenc::cli {
 namespace {
 
 constexpr const char* kOp = "passkey";
+// The model as trained beside three methods of different kinds: a frequency
+// change, a distance map and a mask.
+constexpr const char* kDefaultMethods = "none;yarn;self-extend;lambda";
 
 struct PasskeyOptions {
   std::string model{kDefaultModel.path};
   std::vector<std::int64_t> lengths{4096, 10240};
   std::vector<double> depths{0.1, 0.5, 0.9};
   std::int64_t trials = 1;
-  std::vector<ContextExtension> methods;  // empty: the default set below
+  std::vector<ContextExtension> methods;  // kDefaultMethods unless --methods
   std::int64_t seed = 0;                  // >= 0 (an unsigned option took -1 as 2^64 - 1)
   std::int64_t max_new_tokens = 12;
   std::string out = "build/passkey";
@@ -110,9 +113,7 @@ void Run(const PasskeyOptions& o) {
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
   std::sort(depths.begin(), depths.end());
   depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
-  std::vector<ContextExtension> methods = o.methods;
-  if (methods.empty()) methods = ParseContextExtensionList("none;yarn;self-extend;lambda");
-  const Grid grid = PlanGrid(o, lengths, depths, methods);
+  const Grid grid = PlanGrid(o, lengths, depths, o.methods);
   GridReport report;
   if (!RunGrid(o.out, grid, *o.executor, &report)) return;
   PrintGridReport(report, o.json);
@@ -132,8 +133,7 @@ void AddPasskeyCommand(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--trials", o->trials, "Keys per (length, depth), 1 to 1000")->capture_default_str();
-  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
-                   "none yarn self-extend lambda");
+  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods), kDefaultMethods, "");
   cmd->add_option("--seed", o->seed, "Seed of the keys")->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens generated per trial, 1 to 256")->capture_default_str();
   cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; passkey.md, passkey.json, passkey.png)")

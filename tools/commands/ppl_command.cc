@@ -46,7 +46,7 @@ void AnnounceWork(const LlamaModel& model, std::int64_t text_tokens, const Perpl
   const LlamaHyperparams& hp = model.hparams();
   const ExtensionPlan plan = PlanModelExtension(options.extension, hp, options.context);
   const std::string method = FormatContextExtension(plan.resolved);
-  if (plan.resolved.method != ExtensionMethod::kNone && SameAsModelRope(plan, hp.rope, options.context)) {
+  if (!std::holds_alternative<NoneMethod>(plan.resolved.method) && SameAsModelRope(plan, hp.rope, options.context)) {
     std::fprintf(stderr,
                  "ppl: %s at ctx %lld is exactly the model's own RoPE, the same as --method none (trained on %lld "
                  "tokens)\n",

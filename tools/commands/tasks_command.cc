@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <variant>
 
 #include "commands.h"
 #include "grid/grid_executor.h"
@@ -60,7 +59,7 @@ struct TasksOptions {
   std::vector<std::string> schemes;  // empty: kDefaultSchemes; "all": every scheme
   std::vector<std::int64_t> seeds{0, 1, 2};
   std::vector<std::int64_t> lengths;      // empty: 1, 2, 4, 8, 16 x L
-  std::vector<ContextExtension> methods;  // empty: kDefaultMethods
+  std::vector<ContextExtension> methods;  // kDefaultMethods unless --methods
   std::int64_t sequences = 32;
   std::vector<double> depths{0, 0.25, 0.5, 0.75, 1};
   // A quarter of a recall model's rows from the previous-byte stream
@@ -111,14 +110,8 @@ Grid PlanGrid(const TasksOptions& o, const std::vector<TinyLmTask>& tasks, const
                          {"recall_tokens", RecallTokens(o)},
                          {"previous_share", o.previous_share}}};
   for (const PositionScheme& scheme : schemes) {
-    const TinyLmConfig config = o.flags.Config(scheme);
-    o.train.Validate(config);
-    const bool rope = std::holds_alternative<RopeScheme>(scheme);
-    if (rope) {
-      for (const ContextExtension& m : methods) {
-        for (const std::int64_t length : lengths) PlanTinyLmExtension(config, m, length);
-      }
-    }
+    const TinyLmGridScheme planned = PlanTinyLmGridScheme(o.flags.Config(scheme), o.train, methods, lengths);
+    const TinyLmConfig& config = planned.config;
     for (const TinyLmTask task : tasks) {
       CheckTinyLmTaskLength(task, train_length, kOp, "--train-len");
       TinyLmTrainOptions train_task = o.train;
@@ -129,8 +122,7 @@ Grid PlanGrid(const TasksOptions& o, const std::vector<TinyLmTask>& tasks, const
           static_cast<double>(train_task.Steps(config)) * TinyLmTrainStepFlops(config, o.train.batch, train_length);
       for (const std::int64_t length : lengths) {
         const double sequences = static_cast<double>(o.sequences) * (needle ? static_cast<double>(o.depths.size()) : 1);
-        flops += sequences * TinyLmTrainStepFlops(config, 1, length) / 3 *
-                 (rope ? 1.0 + static_cast<double>(methods.size()) : 2.0);
+        flops += sequences * TinyLmTrainStepFlops(config, 1, length) / 3 * planned.evaluations;
       }
       const double activations = static_cast<double>(o.train.batch * train_length) *
                                  static_cast<double>(config.layers * (8 * config.d_model + 2 * config.ffn_hidden + 2)) *
@@ -145,7 +137,7 @@ Grid PlanGrid(const TasksOptions& o, const std::vector<TinyLmTask>& tasks, const
                        {"model", ZooConfigJson(config)},
                        {"train", ZooTrainJson(seeded)},
                        {"lengths", lengths},
-                       {"methods", rope ? names : std::vector<std::string>{}},
+                       {"methods", planned.methods},
                        {"sequences", o.sequences},
                        {"depths", needle ? o.depths : std::vector<double>{}}},
             .label = std::string(PositionSchemeName(scheme)) + " " + task_name + " seed " + std::to_string(seed),
@@ -188,9 +180,7 @@ void Run(const TasksOptions& o) {
     Require(length >= 1, kOp, "--lengths", length, "must be >= 1 (bytes a sequence)");
   }
   const std::vector<std::int64_t> lengths = TestLengthsOption(o.lengths, train_length);
-  const std::vector<ContextExtension> methods =
-      o.methods.empty() ? ParseContextExtensionList(kDefaultMethods) : o.methods;
-  RunGridAndReport(kOp, o.out, PlanGrid(sorted, tasks, schemes, lengths, methods), *o.executor, o.json, start);
+  RunGridAndReport(kOp, o.out, PlanGrid(sorted, tasks, schemes, lengths, o.methods), *o.executor, o.json, start);
 }
 
 }  // namespace
@@ -218,8 +208,8 @@ void AddTasksCommand(CLI::App& app) {
                   "Training budget in bytes of a recall model (default " + RecallTokensDefault() + ")")
       ->capture_default_str();
   cmd->add_option("--lengths", o->lengths, "Evaluated lengths (default: 1, 2, 4, 8, 16 x L)")->delimiter(',');
-  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
-                   "linear ntk yarn rerope window self-extend (RoPE models)");
+  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods), kDefaultMethods,
+                   "(RoPE models)");
   cmd->add_option("--sequences", o->sequences, "Sequences scored a (task, length); the needle's a depth")
       ->capture_default_str();
   cmd->add_option("--depths", o->depths, "The needle's depths in [0, 1], comma-separated")

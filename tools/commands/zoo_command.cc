@@ -25,7 +25,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <variant>
 
 #include "commands.h"
 #include "grid/grid_executor.h"
@@ -50,7 +49,7 @@ struct ZooOptions {
   std::vector<std::string> schemes;  // empty: kDefaultSchemes; "all": every scheme
   std::vector<std::int64_t> seeds{0, 1};
   std::vector<std::int64_t> lengths;      // empty: 1, 2, 4, 8, 16 x L
-  std::vector<ContextExtension> methods;  // empty: the default set below
+  std::vector<ContextExtension> methods;  // kDefaultMethods unless --methods
   std::string corpus{kDefaultTrainCorpus.path};
   std::string text{kDefaultValidationText.path};
   std::int64_t eval_bytes = 32768;
@@ -126,14 +125,8 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
                          {"stride_divisor", o.stride_divisor},
                          {"bucket", bucket}}};
   for (const PositionScheme& scheme : schemes) {
-    const TinyLmConfig config = o.flags.Config(scheme);
-    o.train.Validate(config);
-    const bool rope = std::holds_alternative<RopeScheme>(scheme);
-    if (rope) {
-      for (const ContextExtension& m : methods) {
-        for (const std::int64_t length : lengths) PlanTinyLmExtension(config, m, length);
-      }
-    }
+    const TinyLmGridScheme planned = PlanTinyLmGridScheme(o.flags.Config(scheme), o.train, methods, lengths);
+    const TinyLmConfig& config = planned.config;
     CheckZooLengths(config, lengths);
     // The order of work: training, then each evaluation's forward passes.
     double flops =
@@ -141,8 +134,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
     for (const std::int64_t length : lengths) {
       // As the cell computes them: about eval_bytes / stride windows.
       const std::int64_t windows = 1 + (o.eval_bytes - length) / ZooStride(length, o.stride_divisor);
-      flops += static_cast<double>(windows) * TinyLmTrainStepFlops(config, 1, length) / 3 *
-               (rope ? 1.0 + methods.size() : 2.0);
+      flops += static_cast<double>(windows) * TinyLmTrainStepFlops(config, 1, length) / 3 * planned.evaluations;
     }
     const double rows = static_cast<double>(o.train.batch * train_length);
     const double activations =
@@ -170,7 +162,7 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
       seeded.seed = seed;
       const std::string label = std::string(PositionSchemeName(scheme)) + " seed " + std::to_string(seed);
       AddGridEntry(grid, {{"scheme", PositionSchemeName(scheme)}, {"seed", seed}},
-                   cell(seeded, lengths, rope ? names : std::vector<std::string>{}, label, flops));
+                   cell(seeded, lengths, planned.methods, label, flops));
       if (!o.half_budget) continue;
       // The twin: half the bytes (the same seed, schedule shape and
       // batches' start), scored at L alone, as trained.
@@ -208,9 +200,7 @@ void Run(const ZooOptions& o) {
   const std::vector<PositionScheme> schemes = SchemesOption(kOp, "--schemes", o.schemes, kDefaultSchemes);
   const std::vector<std::int64_t> lengths = TestLengthsOption(o.lengths, train_length);
   CheckZooLengths(o.flags.model(), lengths);
-  const std::vector<ContextExtension> methods =
-      o.methods.empty() ? ParseContextExtensionList(kDefaultMethods) : o.methods;
-  RunGridAndReport(kOp, o.out, PlanGrid(sorted, schemes, lengths, methods), *o.executor, o.json, start);
+  RunGridAndReport(kOp, o.out, PlanGrid(sorted, schemes, lengths, o.methods), *o.executor, o.json, start);
 }
 
 }  // namespace
@@ -231,8 +221,8 @@ void AddZooCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tokens", o->train.tokens, "Training budget in bytes, per model")->capture_default_str();
   cmd->add_option("--lengths", o->lengths, "Evaluated lengths (default: 1, 2, 4, 8, 16 x L)")->delimiter(',');
-  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
-                   "linear ntk dynamic-ntk yarn rerope leaky-rerope window lambda none:logn self-extend (RoPE models)");
+  AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods), kDefaultMethods,
+                   "(RoPE models)");
   cmd->add_option("--corpus", o->corpus, "Training corpus (bytes)")->capture_default_str();
   cmd->add_option("--text", o->text, "Held-out text (bytes)")->capture_default_str();
   cmd->add_option("--eval-bytes", o->eval_bytes,

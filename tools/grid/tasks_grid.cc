@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <variant>
 
 #include "grid/grid_kind.h"
 #include "grid/zoo_grid.h"
@@ -84,7 +83,7 @@ TasksLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std
   TasksLength out{.length = length,
                   .depth_answers = std::vector<std::int64_t>(kTaskDepthBins, 0),
                   .depth_correct = std::vector<std::int64_t>(kTaskDepthBins, 0)};
-  try {
+  out.error = MeasuredFailure(config, length, [&] {
     const TinyLmTaskEvalResult r =
         EvaluateTinyLmTask(config, params, p.task, length, p.sequences, kTaskEvalSeed, p.depths, method);
     out.loss = r.loss;
@@ -96,12 +95,7 @@ TasksLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std
       ++out.depth_answers[static_cast<std::size_t>(bin)];
       out.depth_correct[static_cast<std::size_t>(bin)] += o.correct ? 1 : 0;
     }
-  } catch (const Error& e) {
-    // Only a learned table evaluated past its rows may fail: that is the
-    // claim "no extrapolation" measured. Anything else is a real error.
-    if (!std::holds_alternative<LearnedScheme>(config.scheme) || length <= config.train_length) throw;
-    out.error = e.what();
-  }
+  });
   return out;
 }
 

@@ -18,7 +18,6 @@
 #include <map>
 #include <span>
 #include <type_traits>
-#include <variant>
 
 #include "grid/grid_kind.h"
 #include "posenc/byte_ngram.h"
@@ -111,19 +110,14 @@ std::optional<double> LossPastTrain(std::span<const double> losses, std::span<co
 ZooLength Evaluate(const TinyLmConfig& config, const TinyLmParams& params, std::span<const std::uint8_t> text,
                    std::int64_t length, const ZooCellParams& p, const std::optional<ContextExtension>& method) {
   ZooLength out{.length = length};
-  try {
+  out.error = MeasuredFailure(config, length, [&] {
     const TinyLmEvalResult r = EvaluateTinyLmAt(config, params, text, Windows(text, length, p), method);
     out.loss = r.loss;
     out.loss_past_train = LossPastTrain(r.scored_loss, r.scored_position, config.train_length);
     out.windows = r.windows;
     out.position_loss = BucketPositionLoss(r.position_loss, p.bucket);
     out.seconds = r.seconds;
-  } catch (const Error& e) {
-    // Only a learned table evaluated past its rows may fail: that is the
-    // claim "no extrapolation" measured. Anything else is a real error.
-    if (!std::holds_alternative<LearnedScheme>(config.scheme) || length <= config.train_length) throw;
-    out.error = e.what();
-  }
+  });
   return out;
 }
 
@@ -325,21 +319,48 @@ TinyLmRunSettings ReadTinyLmRunSettings(const GridField& at, const Json& setting
 
 std::vector<std::string> TinyLmReportVariants(const GridField& at, const Json& settings, const char* op) {
   const std::vector<std::string> schemes = at.Strings(settings, "schemes");
+  std::vector<SchemeCapabilities> capabilities(schemes.size());
   for (std::size_t i = 0; i < schemes.size(); ++i) {
-    at.Child("schemes").Child(std::to_string(i)).Check([&] { ParsePositionScheme(schemes[i], op, "--schemes"); });
+    at.Child("schemes").Child(std::to_string(i)).Check([&] {
+      capabilities[i] = PositionSchemeCapabilities(ParsePositionScheme(schemes[i], op, "--schemes"));
+    });
   }
   const std::vector<std::string> methods = at.Strings(settings, "methods");
   for (std::size_t i = 0; i < methods.size(); ++i) {
     at.Child("methods").Child(std::to_string(i)).Check([&] { ParseContextExtension(methods[i]); });
   }
   std::vector<std::string> variants;
-  for (const std::string& scheme : schemes) {
-    variants.push_back(scheme);
-    if (scheme == "learned") variants.emplace_back("learned+hierarchical");
-    if (scheme != "rope") continue;
-    for (const std::string& method : methods) variants.push_back("rope+" + method);
+  for (std::size_t i = 0; i < schemes.size(); ++i) {
+    variants.push_back(schemes[i]);
+    if (capabilities[i].position_rows) variants.push_back(schemes[i] + "+hierarchical");
+    if (!capabilities[i].context_extension) continue;
+    for (const std::string& method : methods) variants.push_back(schemes[i] + "+" + method);
   }
   return variants;
+}
+
+TinyLmGridScheme PlanTinyLmGridScheme(const TinyLmConfig& config, const TinyLmTrainOptions& train,
+                                      const std::vector<ContextExtension>& methods,
+                                      const std::vector<std::int64_t>& lengths) {
+  train.Validate(config);
+  TinyLmGridScheme planned{.config = config};
+  if (!PositionSchemeCapabilities(config.scheme).context_extension) return planned;
+  for (const ContextExtension& method : methods) {
+    for (const std::int64_t length : lengths) PlanTinyLmExtension(config, method, length);
+    planned.methods.push_back(FormatContextExtension(method));
+  }
+  planned.evaluations = 1.0 + static_cast<double>(methods.size());
+  return planned;
+}
+
+std::string MeasuredFailure(const TinyLmConfig& config, std::int64_t length, const std::function<void()>& evaluate) {
+  try {
+    evaluate();
+  } catch (const Error& e) {
+    if (!PositionSchemeCapabilities(config.scheme).position_rows || length <= config.train_length) throw;
+    return e.what();
+  }
+  return {};
 }
 
 namespace {
@@ -442,7 +463,7 @@ void CheckTinyLmReach(const TinyLmConfig& config, std::int64_t longest, const ch
                 " (a model trained at randomized positions runs every length at positions from [0, "
                 "position_range))");
   }
-  if (std::holds_alternative<LearnedScheme>(config.scheme)) {
+  if (PositionSchemeCapabilities(config.scheme).position_rows) {
     const std::int64_t rows = config.PositionExtent();
     Require(longest <= rows * rows, op, "--lengths", longest,
             "must be <= " + std::to_string(rows * rows) + ", the square of the learned table's " +

@@ -11,7 +11,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -76,14 +75,38 @@ void CheckZooStrideDivisor(std::int64_t stride_divisor);
 TinyLmRunSettings ReadTinyLmRunSettings(const GridField& at, const nlohmann::json& settings);
 
 // The rows of a tiny-model report (posenc zoo, posenc tasks), in order:
-// each scheme of the settings' "schemes" as trained, "learned+hierarchical"
-// after a learned table, "rope+<method>" for every method of "methods"
-// after RoPE; each name checked as its flag is (errors under `op`).
+// each scheme of the settings' "schemes" as trained, then its variants
+// (SchemeCapabilities): "<scheme>+hierarchical" after a scheme of position
+// rows (a learned table), "<scheme>+<method>" for every method of
+// "methods" after one that takes context extension (RoPE); each name
+// checked as its flag is (errors under `op`).
 std::vector<std::string> TinyLmReportVariants(const GridField& at, const nlohmann::json& settings, const char* op);
+
+// One scheme of a zoo or tasks grid, checked before a minute of training:
+// its model's config (with the training options) and the methods the model
+// runs, each planned at every length: all of `methods` where the scheme
+// takes context extension (SchemeCapabilities), none otherwise.
+struct TinyLmGridScheme {
+  TinyLmConfig config;
+  std::vector<std::string> methods;  // their text forms: the cells' "methods"
+  // Evaluations a length, for the cost: as trained and each method, or as
+  // trained and a second (a position table's hierarchical variant).
+  double evaluations = 2;
+};
+TinyLmGridScheme PlanTinyLmGridScheme(const TinyLmConfig& config, const TinyLmTrainOptions& train,
+                                      const std::vector<ContextExtension>& methods,
+                                      const std::vector<std::int64_t>& lengths);
+
+// Runs `evaluate` (one entry of a model at `length`) and returns "" or, where
+// the failure is what is measured, its message: a scheme of position rows
+// run as trained past the training length (the claim "no extrapolation").
+// Any other error is rethrown.
+std::string MeasuredFailure(const TinyLmConfig& config, std::int64_t length, const std::function<void()>& evaluate);
 
 // The variants of one trained model beside its as-trained evaluation
 // (`as_trained`, one entry a length): a learned table past its rows by Su's
-// hierarchical decomposition, a RoPE model under each method. At a length
+// hierarchical decomposition, a RoPE model under each method (as the
+// scheme's capabilities say). At a length
 // where a variant is the model as trained (a length within the table;
 // SameAsModelRope) the as-trained entry is reused; elsewhere `evaluate`
 // runs (the config to run, the method or none, the length). Length is the
@@ -95,6 +118,7 @@ std::vector<std::pair<std::string, std::vector<Length>>> EvaluateTinyLmVariants(
     const std::vector<Length>& as_trained,
     const std::function<Length(const TinyLmConfig&, const std::optional<ContextExtension>&, std::int64_t)>& evaluate) {
   const std::string scheme(PositionSchemeName(config.scheme));
+  const SchemeCapabilities can = PositionSchemeCapabilities(config.scheme);
   std::vector<std::pair<std::string, std::vector<Length>>> out;
   const auto variant = [&](const std::string& name, const auto& same_as_model, const auto& run) {
     std::vector<Length> entries;
@@ -107,7 +131,7 @@ std::vector<std::pair<std::string, std::vector<Length>>> EvaluateTinyLmVariants(
     }
     out.emplace_back(name, std::move(entries));
   };
-  if (std::holds_alternative<LearnedScheme>(config.scheme)) {
+  if (can.position_rows) {
     TinyLmConfig hierarchical = config;
     hierarchical.learned_past_table = LearnedPastTable::kHierarchical;
     variant(
@@ -117,7 +141,7 @@ std::vector<std::pair<std::string, std::vector<Length>>> EvaluateTinyLmVariants(
         },
         [&](std::int64_t length) { return evaluate(hierarchical, std::nullopt, length); });
   }
-  if (std::holds_alternative<RopeScheme>(config.scheme)) {
+  if (can.context_extension) {
     for (const std::string& name : methods) {
       const ContextExtension method = ParseContextExtension(name);
       variant(

@@ -1,5 +1,6 @@
 #include "options/model_inputs.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "posenc/error.h"
@@ -64,6 +65,14 @@ void AddMethodsOption(CLI::App& command, const std::shared_ptr<std::vector<Conte
       "Methods in the ppl --method form, as separate arguments or separated by ';' (--methods none "
       "yarn:factor=2,logn \"rerope:window=512;lambda\"); default: " +
           default_help);
+}
+
+void AddMethodsOption(CLI::App& command, const std::shared_ptr<std::vector<ContextExtension>>& methods,
+                      std::string_view default_methods, std::string_view note) {
+  *methods = ParseContextExtensionList(default_methods);
+  std::string help(default_methods);
+  std::replace(help.begin(), help.end(), ';', ' ');
+  AddMethodsOption(command, methods, note.empty() ? help : help + " " + std::string(note));
 }
 
 }  // namespace posenc::cli

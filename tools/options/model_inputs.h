@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -49,5 +50,9 @@ void AddModelOption(CLI::App& command, std::string& path);
 // joined by ';', parsed into `methods` (ParseContextExtensionList's rules).
 void AddMethodsOption(CLI::App& command, const std::shared_ptr<std::vector<ContextExtension>>& methods,
                       const std::string& default_help);
+// The same with a default list in that form ("none;yarn;lambda"), written
+// once: `methods` starts as it, and the help shows it, then `note`.
+void AddMethodsOption(CLI::App& command, const std::shared_ptr<std::vector<ContextExtension>>& methods,
+                      std::string_view default_methods, std::string_view note);
 
 }  // namespace posenc::cli
