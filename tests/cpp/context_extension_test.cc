@@ -68,6 +68,46 @@ TEST(ContextExtension, RejectsBadTextWithTheRule) {
   ExpectError([] { ParseContextExtension("yarn:logn,"); }, {"separator"});
 }
 
+// A parameter of either type (whole numbers or not) set to `value`.
+template <class T>
+void Set(std::optional<T>& member, double value) {
+  member = static_cast<T>(value);
+}
+
+// The text form is made from each method's field list: every parameter of
+// every method formats, parses back and keeps its rule, and the keys come
+// in the one order that the grids' cell keys (hashes of these texts) use.
+TEST(ContextExtension, EveryParameterOfEveryMethodRoundTripsWithItsRule) {
+  EXPECT_EQ(ExtensionMethodsSynopsis(),
+            "none | linear | ntk | dynamic-ntk | yarn | rerope | leaky-rerope | window | lambda | self-extend, with "
+            "optional :factor=F,window=W,k=K,sinks=S,group=G and ,logn");
+  for (const ExtensionMethod& method : AllExtensionMethods()) {
+    ContextExtension full{.method = method, .logn = true};
+    std::size_t fields = 0;
+    VisitMethodFields(full.method, [&](const ConfigField& field, auto& member) {
+      Set(member, field.minimum + 3);  // inside every rule
+      ++fields;
+    });
+    const std::string text = FormatContextExtension(full);
+    EXPECT_EQ(FormatContextExtension(ParseContextExtension(text)), text);
+    for (std::size_t i = 0; i < fields; ++i) {
+      ContextExtension bad = full;
+      std::string key, rule;
+      std::size_t at = 0;
+      VisitMethodFields(bad.method, [&](const ConfigField& field, auto& member) {
+        if (at++ != i) return;
+        Set(member, field.minimum - 1);
+        key = field.key;
+        rule = field.rule;
+      });
+      ExpectError([&] { bad.Validate(); }, {(key + " = ").c_str(), rule.c_str()});
+      ExpectError([&] { ParseContextExtension(FormatContextExtension(bad)); }, {(key + " = ").c_str(), rule.c_str()});
+    }
+  }
+  // Lambda's window has lambda's rule below 1 too (it said "must be >= 1").
+  ExpectError([] { ParseContextExtension("lambda:window=0"); }, {"window = 0", "must be >= 2 for lambda"});
+}
+
 TEST(ContextExtension, ParsesAListSeparatedBySemicolons) {
   const auto list = ParseContextExtensionList("none; yarn:factor=2,logn ;rerope:window=512");
   ASSERT_EQ(list.size(), 3u);
