@@ -1,9 +1,10 @@
-// A Llama-family decoder run from a GGUF file in float32: the real model on
-// which posenc measures the context-extension methods. The positional part
-// of every layer's attention is the AttentionOptions the caller passes, so
-// each context-extension method runs through the same engine and the same kernel.
-// The same engine runs Gemma 3 (LlamaArchitecture::kGemma3): one forward with
-// the family's few differences switched on, not a second model class.
+// A decoder run from a GGUF file in float32: the real model on which posenc
+// measures the context-extension methods. The positional part of every
+// layer's attention is the AttentionOptions the caller passes, so each
+// context-extension method runs through the same engine and the same kernel.
+// The forward pass reads the model's features (decoder_features.h), filled
+// from the file by its family's function (src/model/families/: llama,
+// gemma3), never the family itself.
 //
 // One layer, x [n, d] with one token a row (d = embedding_length):
 //   a = rms_norm(x) * attn_norm
@@ -14,16 +15,17 @@
 // then logits = (rms_norm(x) * output_norm) Wout^T [n, vocab], with Wout the
 // token embeddings when the file has no output.weight (tied, as SmolLM2).
 //
-// Gemma 3 (Gemma 3 technical report; Hugging Face transformers'
-// models/gemma3/modeling_gemma3.py; llama.cpp's gemma3 graph) differs in:
-//   x = token_embd[tokens] * sqrt(d)   (sqrt(d) rounded to float32, as HF)
-//   q, k: each head's head_dim vector rms-normed (attn_q_norm, attn_k_norm)
-//         before RoPE
-//   x = x + rms_norm(Attention(...) Wo^T) * post_attention_norm
-//   x = x + rms_norm((gelu_tanh(f Wgate^T) * (f Wup^T)) Wdown^T) * post_ffw_norm
-//   attention per layer kind: global layers (every sliding_window_pattern-th,
-//   5, 11, 17 of the 270M model's 18) take the caller's options; local layers
-//   see a sliding window of the last sliding_window keys with RoPE of base
+// The features change it (Gemma 3: Gemma 3 technical report; Hugging Face
+// transformers' models/gemma3/modeling_gemma3.py; llama.cpp's gemma3 graph):
+//   x = token_embd[tokens] * embedding_scale
+//   qk_norm: q, k: each head's head_dim vector rms-normed (attn_q_norm,
+//         attn_k_norm) before RoPE
+//   post_norms: x = x + rms_norm(Attention(...) Wo^T) * post_attention_norm
+//         and x = x + rms_norm(MLP(f)) * post_ffw_norm
+//   activation: gelu_tanh in place of silu
+//   layer kinds: global layers (every sliding_window_pattern-th, 5, 11, 17
+//   of Gemma 3 270M's 18) take the caller's options; local layers see a
+//   sliding window of the last sliding_window keys with RoPE of base
 //   local_rope_theta, whatever method the global layers use (LayerAttention).
 // The norm weights are used as stored: Hugging Face's Gemma3RMSNorm scales by
 // (1 + weight) and llama.cpp's converter (convert_hf_to_gguf.py, Gemma3Model)
@@ -33,9 +35,9 @@
 // kernels read Q4_0 ... Q8_0, the K-quants, F16 and BF16 as they are), or
 // are dequantized to float32 once at load (kFloat32: the reference, 4 bytes
 // a weight; any type GgufFile can dequantize). GGUF llama-family Q/K
-// weights come permuted by llama.cpp's converter, so RoPE is interleaved
-// (RopeFromGguf says so); Gemma's are not permuted: RoPE is half-split
-// (llama.cpp's LLAMA_ROPE_TYPE_NEOX for gemma3).
+// weights come permuted by llama.cpp's converter, so RoPE is interleaved;
+// other families' (Gemma's) are not: RoPE is half-split (RopeFromGguf
+// follows llama.cpp's rope type per architecture).
 #pragma once
 
 #include <cmath>
@@ -43,27 +45,23 @@
 #include <functional>
 #include <memory>
 #include <span>
-#include <string_view>
 #include <string>
 #include <vector>
 
 #include "posenc/attention.h"
 #include "posenc/context_extension.h"
+#include "posenc/decoder_features.h"
 #include "posenc/gguf.h"
 #include "posenc/matmul.h"
 #include "posenc/rope_spec.h"
 
 namespace posenc {
 
-// The decoder families the engine runs (general.architecture).
-enum class LlamaArchitecture {
-  kLlama,   // "llama"
-  kGemma3,  // "gemma3"
-};
-std::string_view LlamaArchitectureName(LlamaArchitecture architecture);
-
-struct LlamaHyperparams {
-  LlamaArchitecture architecture = LlamaArchitecture::kLlama;
+// The shapes, and the features (DecoderFeatures) the forward pass reads.
+struct LlamaHyperparams : DecoderFeatures {
+  // general.architecture: the family whose function filled the features
+  // (src/model/families/families.h); the forward pass never reads it.
+  std::string architecture;
   std::int64_t vocab_size = 0;
   std::int64_t embedding_length = 0;     // d
   std::int64_t feed_forward_length = 0;  // ffn
@@ -73,32 +71,12 @@ struct LlamaHyperparams {
   std::int64_t head_dim = 0;
   double rms_norm_eps = 1e-5;
   std::int64_t context_length = 0;  // the training length ({arch}.context_length)
-  RopeSpec rope;                    // from RopeFromGguf; of the global layers for Gemma 3
-  bool tied_output = false;         // no output.weight: logits use token_embd
-  // Gemma 3's local layers ({arch}.attention.sliding_window; 0: every layer
-  // global): layer l is global when (l + 1) % sliding_window_pattern == 0
-  // (llama.cpp's {arch}.attention.sliding_window_pattern when the file has
-  // it, else Gemma 3's 6). Local layers rotate with local_rope_theta (Hugging
-  // Face's rope_local_base_freq, which GGUF files do not carry: 10,000 as
-  // in llama.cpp) and no frequency scaling.
-  std::int64_t sliding_window = 0;
-  std::int64_t sliding_window_pattern = 0;
-  double local_rope_theta = 10000;
-  // Gemma 3 scales queries by 1 / sqrt(query_pre_attn_scalar) (Hugging
-  // Face's config field, which GGUF files do not carry) where the attention
-  // default is 1 / sqrt(head_dim): the two agree for Gemma 3 270M to 12B;
-  // the 27B model (62 blocks) has d / heads = 168 against head_dim 128, the
-  // rule llama.cpp applies by block count. 0: head_dim.
-  double query_pre_attn_scalar = 0;
+  RopeSpec rope;                    // from RopeFromGguf; of the global layers when some are local
 
   // What multiplies q (after the QK norm) so that the attention's
   // 1 / sqrt(head_dim) scales by 1 / sqrt(query_pre_attn_scalar): 1 unless set.
   double QueryFactor() const {
     return query_pre_attn_scalar > 0 ? std::sqrt(static_cast<double>(head_dim) / query_pre_attn_scalar) : 1.0;
-  }
-
-  bool IsLocalLayer(std::int64_t layer) const {
-    return sliding_window > 0 && (layer + 1) % sliding_window_pattern != 0;
   }
 };
 
@@ -113,7 +91,7 @@ ExtensionPlan PlanModelExtension(const ContextExtension& method, const LlamaHype
 
 // Reads the hyperparameters from `{arch}.*` metadata; throws posenc::Error
 // naming the key for a missing or inconsistent value, or an architecture
-// other than "llama" and "gemma3".
+// no family runs (src/model/families/families.h: llama, gemma3).
 LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& metadata);
 
 // Receives logits in blocks of rows, so that [n, vocab] is never held whole:

@@ -69,7 +69,7 @@ AttentionOptions PlanAttention(const LlamaModel& model, const std::string& metho
 py::dict Hyperparams(const LlamaModel& model) {
   const LlamaHyperparams& hp = model.hparams();
   py::dict d;
-  d["architecture"] = std::string(LlamaArchitectureName(hp.architecture));
+  d["architecture"] = hp.architecture;
   d["vocab_size"] = hp.vocab_size;
   d["embedding_length"] = hp.embedding_length;
   d["feed_forward_length"] = hp.feed_forward_length;

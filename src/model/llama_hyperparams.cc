@@ -1,8 +1,10 @@
-// LlamaHyperparams from GGUF metadata ({arch}.* keys, as llama.cpp writes them).
+// LlamaHyperparams from GGUF metadata ({arch}.* keys, as llama.cpp writes them):
+// the shapes, then the features from the family of general.architecture.
 #include <cmath>
 #include <string>
 #include <string_view>
 
+#include "model/families/families.h"
 #include "posenc/error.h"
 #include "posenc/gguf_metadata.h"
 #include "posenc/llama_model.h"
@@ -20,42 +22,25 @@ std::int64_t Count(const GgufMetadata& meta, const std::string& key, std::option
   ThrowError(kOp, key, "missing", "the file's architecture needs it");
 }
 
-// Gemma 3's layer kinds, and the features posenc does not run. The window
-// counts the query's own key, as AttentionMask::window does: Hugging Face
-// masks key j for query p when p - j >= sliding_window, and llama.cpp's
-// LLAMA_SWA_TYPE_STANDARD when p - j >= n_swa. Queries are scaled by
-// 1/sqrt(query_pre_attn_scalar), which GGUF files do not carry: head_dim
-// for the 270M ... 12B models, d / heads for the 27B one (62 blocks; its
-// config's 168 = 5376 / 32), as llama.cpp decides by block count.
-constexpr std::int64_t kGemma3_27bBlocks = 62;
-
-void ReadGemma3Attention(const GgufMetadata& meta, const std::string& p, LlamaHyperparams& hp) {
-  if (hp.block_count == kGemma3_27bBlocks) {
-    hp.query_pre_attn_scalar = static_cast<double>(hp.embedding_length) / static_cast<double>(hp.head_count);
+// The family of general.architecture; throws naming the families there are.
+const families::DecoderFamily& FamilyOf(const std::string& architecture) {
+  std::string known;
+  for (const families::DecoderFamily& family : families::kDecoderFamilies) {
+    if (family.architecture == architecture) return family;
+    known += std::string(known.empty() ? "" : ", ") + "the " + std::string(family.architecture) + " family (" +
+             std::string(family.models) + ")";
   }
-  hp.sliding_window = GgufCount(meta, p + "attention.sliding_window", kOp).value_or(0);
-  // Five local layers to one global (Gemma 3 technical report).
-  hp.sliding_window_pattern = Count(meta, p + "attention.sliding_window_pattern", 6);
-  // Gemma 2 capped logits; Gemma 3 does not, and neither does posenc's engine.
-  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-    const double cap = GgufNumber(meta, p + key, kOp).value_or(0.0);
-    Require(cap == 0, kOp, p + key, cap, "must be 0 or absent: posenc's engine runs Gemma 3 without softcapping");
-  }
+  ThrowError(kOp, "general.architecture", FormatValue(architecture), "posenc runs " + known);
 }
 
 }  // namespace
-
-std::string_view LlamaArchitectureName(LlamaArchitecture architecture) {
-  return architecture == LlamaArchitecture::kGemma3 ? "gemma3" : "llama";
-}
 
 LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& meta) {
   LlamaHyperparams hp;
   const std::string& arch_name =
       RequireGgufValue<std::string>(meta, "general.architecture", kOp, "every GGUF model names it");
-  Require(arch_name == "llama" || arch_name == "gemma3", kOp, "general.architecture", arch_name,
-          "posenc runs the llama family (Llama 2/3, SmolLM, TinyLlama, Mistral-style dense models) and gemma3");
-  hp.architecture = arch_name == "gemma3" ? LlamaArchitecture::kGemma3 : LlamaArchitecture::kLlama;
+  const families::DecoderFamily& family = FamilyOf(arch_name);
+  hp.architecture = arch_name;
   const std::string p = arch_name + ".";
   hp.embedding_length = Count(meta, p + "embedding_length");
   hp.feed_forward_length = Count(meta, p + "feed_forward_length");
@@ -82,7 +67,7 @@ LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& meta) {
     hp.vocab_size = static_cast<std::int64_t>(tokens->size());
   }  // else: the token_embd tensor's rows (the loader fills it in)
   hp.rope = RopeFromGguf(meta).spec;
-  if (hp.architecture == LlamaArchitecture::kGemma3) ReadGemma3Attention(meta, p, hp);
+  static_cast<DecoderFeatures&>(hp) = family.features(meta, hp);
   return hp;
 }
 

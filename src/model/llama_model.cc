@@ -1,10 +1,10 @@
-// The Llama forward pass: batched prefill of one sequence at positions 0..n-1.
+// The decoder's forward pass, as its features say (decoder_features.h):
+// batched prefill of one sequence at positions 0..n-1, and decoding.
 #include "posenc/llama_model.h"
 
 #include <algorithm>
 #include <array>
 #include <memory>
-#include <cmath>
 #include <limits>
 #include <string>
 
@@ -306,9 +306,7 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
   in.out = TensorView::Contiguous(attn.data(), DType::kF32, {1, n, hp.head_count, hd});
   in.q_positions = TokenPositions::Offset(start);
 
-  const bool gemma = hp.architecture == LlamaArchitecture::kGemma3;
-  // Hugging Face scales by sqrt(d) cast to the activations' type (float32).
-  if (gemma) model::Scale(x, static_cast<float>(std::sqrt(static_cast<double>(d))));
+  if (hp.embedding_scale != 1.0F) model::Scale(x, hp.embedding_scale);
   RequireFiniteRows(x, d, start, "input embedding", "token_embd holds NaN or infinity in that token's row");
   detail::AttentionPlan fresh_plan{};
 
@@ -324,15 +322,15 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     const std::int64_t first = cache.first_[at], kept = start - first;  // tokens [first, start) held before
     model::RmsNorm(x, layer.attn_norm, hp.rms_norm_eps, normed);
     MatMul(normed, n, layer.qkv, qkv, w.activations);
-    if (gemma) {  // QK norm, before the cache keeps k and before RoPE
+    if (hp.qk_norm) {  // before the cache keeps k and before RoPE
       model::RmsNormHeads(qkv, qkv_dim, 0, hp.head_count, layer.attn_q_norm, hp.rms_norm_eps);
       model::RmsNormHeads(qkv, qkv_dim, q_dim, hp.head_count_kv, layer.attn_k_norm, hp.rms_norm_eps);
-      // The model's query scale (27B): q times a factor, the kernel's 1/sqrt(head_dim) then gives it.
-      if (const auto factor = static_cast<float>(hp.QueryFactor()); factor != 1.0F) {
-        for (std::int64_t t = 0; t < n; ++t) {
-          float* q_row = qkv.data() + t * qkv_dim;
-          for (std::int64_t i = 0; i < q_dim; ++i) q_row[i] *= factor;
-        }
+    }
+    // The model's query scale: q times a factor, the kernel's 1/sqrt(head_dim) then gives it.
+    if (const auto factor = static_cast<float>(hp.QueryFactor()); factor != 1.0F) {
+      for (std::int64_t t = 0; t < n; ++t) {
+        float* q_row = qkv.data() + t * qkv_dim;
+        for (std::int64_t i = 0; i < q_dim; ++i) q_row[i] *= factor;
       }
     }
     for (std::int64_t t = 0; t < n; ++t) {
@@ -360,14 +358,14 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
       Attention(in, layer_attention);
     }
     MatMul(attn, n, layer.attn_output, proj, w.activations);
-    if (gemma) model::RmsNorm(proj, layer.post_attention_norm, hp.rms_norm_eps, proj);
+    if (hp.post_norms) model::RmsNorm(proj, layer.post_attention_norm, hp.rms_norm_eps, proj);
     model::AddInPlace(x, proj);
 
     model::RmsNorm(x, layer.ffn_norm, hp.rms_norm_eps, normed);
     MatMul(normed, n, layer.gate_up, gate_up, w.activations);
-    model::GatedUnit(gate_up, ffn, gemma ? model::GateActivation::kGeluTanh : model::GateActivation::kSilu, hidden);
+    model::GatedUnit(gate_up, ffn, hp.activation, hidden);
     MatMul(hidden, n, layer.down, proj, w.activations);
-    if (gemma) model::RmsNorm(proj, layer.post_ffw_norm, hp.rms_norm_eps, proj);
+    if (hp.post_norms) model::RmsNorm(proj, layer.post_ffw_norm, hp.rms_norm_eps, proj);
     model::AddInPlace(x, proj);
     RequireFiniteRows(x, d, start, "hidden state after layer " + std::to_string(l),
                       "layer " + std::to_string(l) + "'s weights hold NaN or infinity, or its values overflow float32");

@@ -61,6 +61,7 @@ LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file) {
     const std::vector<float> factors = ReadLlamaTensor(file, freqs->name, {hp.rope.Pairs()});
     hp.rope.scaling = FrequencyFactorScaling{std::vector<double>(factors.begin(), factors.end())};
   }
+  hp.tied_output = file.FindTensor("output.weight") == nullptr;
   return hp;
 }
 
@@ -81,11 +82,9 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
 
   PackedWeights token_embd = matrix({{"token_embd.weight", hp.vocab_size}}, d);
   std::vector<float> output_norm = ReadLlamaTensor(file, "output_norm.weight", {d});
-  hp.tied_output = file.FindTensor("output.weight") == nullptr;
   std::optional<PackedWeights> output;
   if (!hp.tied_output) output = matrix({{"output.weight", hp.vocab_size}}, d);
 
-  const bool gemma = hp.architecture == LlamaArchitecture::kGemma3;
   std::vector<LlamaLayerWeights> layers;
   layers.reserve(hp.block_count);
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
@@ -98,9 +97,11 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
         matrix({{name("ffn_gate.weight"), ffn}, {name("ffn_up.weight"), ffn}}, d),
         matrix({{name("ffn_down.weight"), d}}, ffn),
     });
-    if (gemma) {
+    if (hp.qk_norm) {
       layer.attn_q_norm = ReadLlamaTensor(file, name("attn_q_norm.weight"), {hp.head_dim});
       layer.attn_k_norm = ReadLlamaTensor(file, name("attn_k_norm.weight"), {hp.head_dim});
+    }
+    if (hp.post_norms) {
       layer.post_attention_norm = ReadLlamaTensor(file, name("post_attention_norm.weight"), {d});
       layer.post_ffw_norm = ReadLlamaTensor(file, name("post_ffw_norm.weight"), {d});
     }

@@ -21,8 +21,9 @@ struct LlamaLayerWeights {
   PackedWeights attn_output;     // [d, heads*hd]
   PackedWeights gate_up;         // [2 ffn, d]
   PackedWeights down;            // [d, ffn]
-  // Gemma 3 only (empty for llama): the per-head QK norms [head_dim] and the
-  // norms of the attention and MLP outputs [d].
+  // Empty unless the features ask for them: the per-head QK norms
+  // [head_dim] (qk_norm) and the norms of the attention and MLP outputs [d]
+  // (post_norms).
   std::vector<float> attn_q_norm, attn_k_norm;
   std::vector<float> post_attention_norm, post_ffw_norm;
 };
@@ -34,7 +35,7 @@ struct LlamaModel::Weights {
   std::optional<PackedWeights> output;  // [vocab, d]; none when tied
   std::vector<LlamaLayerWeights> layers;
   DotActivations activations = DotActivations::kFloat32;  // of every decode product
-  AttentionOptions local_attention;                       // Gemma 3's local layers (LayerAttention)
+  AttentionOptions local_attention;                       // the local layers' (LayerAttention)
   const PackedWeights& Output() const { return output ? *output : token_embd; }
 };
 
@@ -45,12 +46,13 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
                                                       DotActivations activations);
 
 // The hyperparameters with what only the tensors tell: the vocabulary size
-// when the metadata has none (token_embd's rows) and llama.cpp's rope_freqs
-// tensor (Llama-3 scaling as per-pair frequency divisors).
+// when the metadata has none (token_embd's rows), llama.cpp's rope_freqs
+// tensor (Llama-3 scaling as per-pair frequency divisors) and whether the
+// output is tied (no output.weight).
 LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file);
 
-// Gemma 3's local layers' attention: RoPE of base local_rope_theta without
-// scaling, causal, a window of sliding_window keys.
+// The local layers' attention (DecoderFeatures): RoPE of base
+// local_rope_theta without scaling, causal, a window of sliding_window keys.
 AttentionOptions LocalLayerAttention(const LlamaHyperparams& hp);
 
 // A tensor as float32 in ggml order after checking its shape ({cols, rows}

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "posenc/decoder_features.h"
 #include "posenc/matmul.h"
 
 namespace posenc::model {
@@ -23,7 +24,7 @@ void AddInPlace(std::span<float> x, std::span<const float> y);
 
 // out[i, j] = x[i, j] / sqrt(mean x^2 + eps) * weight[j] for each of the
 // `count` vectors of weight.size() floats at columns begin, begin + hd, ...
-// of every row of rows [n, row_stride], in place: Gemma 3's per-head QK norm
+// of every row of rows [n, row_stride], in place: the per-head QK norm
 // on the q or k heads of the fused q | k | v rows.
 void RmsNormHeads(std::span<float> rows, std::int64_t row_stride, std::int64_t begin, std::int64_t count,
                   std::span<const float> weight, double eps);
@@ -33,10 +34,6 @@ void Scale(std::span<float> x, float scale);
 
 // The MLP's gated unit: gate_up [n, 2 ffn] holds gate | up per row;
 // out[i, j] = act(gate) * up, out [n, ffn] (GatedRow, gated_row.h).
-enum class GateActivation {
-  kSilu,      // SwiGLU (Llama): g / (1 + exp(-g))
-  kGeluTanh,  // GeGLU (Gemma): the tanh approximation of GELU, as PyTorch's gelu(approximate="tanh")
-};
 void GatedUnit(std::span<const float> gate_up, std::int64_t ffn, GateActivation activation, std::span<float> out);
 
 // For each row r of logits [rows, vocab] with a target: -log softmax(row)[target]

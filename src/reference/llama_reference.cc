@@ -1,4 +1,5 @@
-// The Llama and Gemma 3 forwards as written (llama_model.h), in float64
+// The decoder's forward as written (llama_model.h), its features switched as
+// decoder_features.h says, in float64
 // (attention through the float64 reference, which takes its q, k, v in
 // float32).
 #include <cmath>
@@ -39,8 +40,10 @@ Matrix RmsNorm(const Matrix& x, const std::vector<float>& weight, double eps) {
   return y;
 }
 
-double GeluTanh(double g) {
-  return 0.5 * g * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (g + 0.044715 * g * g * g)));
+// The MLP gate's act(g) (decoder_features.h).
+double Gate(GateActivation activation, double g) {
+  if (activation == GateActivation::kSilu) return g / (1 + std::exp(-g));
+  return 0.5 * g * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (g + 0.044715 * g * g * g)));  // kGeluTanh
 }
 
 }  // namespace
@@ -52,7 +55,6 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length, hd = hp.head_dim;
   const std::int64_t q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd;
   Require(n >= 1, "llama", "tokens.size()", n, "must be >= 1");
-  const bool gemma = hp.architecture == LlamaArchitecture::kGemma3;
   const AttentionOptions local_attention = LocalLayerAttention(hp);
 
   const std::vector<float> embd = ReadLlamaTensor(file, "token_embd.weight", {d, hp.vocab_size});
@@ -62,10 +64,7 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
             "must be a token id in [0, vocab_size)");
     for (std::int64_t j = 0; j < d; ++j) x[i * d + j] = embd[tokens[i] * d + j];
   }
-  if (gemma) {  // sqrt(d) as a float32, as Hugging Face's embed_scale tensor holds it
-    const auto scale = static_cast<double>(static_cast<float>(std::sqrt(static_cast<double>(d))));
-    for (double& value : x) value *= scale;
-  }
+  for (double& value : x) value *= static_cast<double>(hp.embedding_scale);
 
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
     const auto tensor = [&](const char* name, const std::vector<std::int64_t>& shape) {
@@ -74,12 +73,12 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
     const Matrix a = RmsNorm(x, tensor("attn_norm.weight", {d}), hp.rms_norm_eps);
     Matrix q = Linear(a, tensor("attn_q.weight", {d, q_dim}), q_dim, d);
     Matrix k = Linear(a, tensor("attn_k.weight", {d, kv_dim}), kv_dim, d);
-    if (gemma) {  // QK norm: each head's head_dim values as one row
+    if (hp.qk_norm) {  // each head's head_dim values as one row
       q = RmsNorm(q, tensor("attn_q_norm.weight", {hd}), hp.rms_norm_eps);
       k = RmsNorm(k, tensor("attn_k_norm.weight", {hd}), hp.rms_norm_eps);
-      // Scaled by 1/sqrt(query_pre_attn_scalar) in all: q times sqrt(head_dim / it).
-      for (double& value : q) value *= hp.QueryFactor();
     }
+    // Scaled by 1/sqrt(query_pre_attn_scalar) in all: q times sqrt(head_dim / it).
+    for (double& value : q) value *= hp.QueryFactor();
     const Matrix v = Linear(a, tensor("attn_v.weight", {d, kv_dim}), kv_dim, d);
     std::vector<float> q32(q.begin(), q.end()), k32(k.begin(), k.end()), v32(v.begin(), v.end());
     std::vector<float> out32(n * q_dim);
@@ -90,21 +89,21 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
     in.out = TensorView::Contiguous(out32.data(), DType::kF32, {1, n, hp.head_count, hd});
     reference::Attention(in, hp.IsLocalLayer(l) ? local_attention : attention);
     Matrix o = Linear(Matrix(out32.begin(), out32.end()), tensor("attn_output.weight", {q_dim, d}), d, q_dim);
-    if (gemma) o = RmsNorm(o, tensor("post_attention_norm.weight", {d}), hp.rms_norm_eps);
+    if (hp.post_norms) o = RmsNorm(o, tensor("post_attention_norm.weight", {d}), hp.rms_norm_eps);
     for (std::int64_t i = 0; i < n * d; ++i) x[i] += o[i];
 
     const Matrix f = RmsNorm(x, tensor("ffn_norm.weight", {d}), hp.rms_norm_eps);
     const Matrix gate = Linear(f, tensor("ffn_gate.weight", {d, ffn}), ffn, d);
     Matrix up = Linear(f, tensor("ffn_up.weight", {d, ffn}), ffn, d);
-    for (std::int64_t i = 0; i < n * ffn; ++i) up[i] *= gemma ? GeluTanh(gate[i]) : gate[i] / (1 + std::exp(-gate[i]));
+    for (std::int64_t i = 0; i < n * ffn; ++i) up[i] *= Gate(hp.activation, gate[i]);
     Matrix down = Linear(up, tensor("ffn_down.weight", {ffn, d}), d, ffn);
-    if (gemma) down = RmsNorm(down, tensor("post_ffw_norm.weight", {d}), hp.rms_norm_eps);
+    if (hp.post_norms) down = RmsNorm(down, tensor("post_ffw_norm.weight", {d}), hp.rms_norm_eps);
     for (std::int64_t i = 0; i < n * d; ++i) x[i] += down[i];
   }
 
   const Matrix out = RmsNorm(x, ReadLlamaTensor(file, "output_norm.weight", {d}), hp.rms_norm_eps);
-  const bool tied = file.FindTensor("output.weight") == nullptr;
-  return Linear(out, tied ? embd : ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size, d);
+  return Linear(out, hp.tied_output ? embd : ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size,
+                d);
 }
 
 }  // namespace posenc::reference

@@ -106,7 +106,7 @@ std::vector<float> PrefillThenDecode(const LlamaModel& model, std::span<const st
 TEST(LlamaModel, ReadsHyperparameters) {
   const RandomModel tiny;
   const LlamaHyperparams& hp = tiny.model.hparams();
-  EXPECT_EQ(hp.architecture, LlamaArchitecture::kLlama);
+  EXPECT_EQ(hp.architecture, "llama");
   EXPECT_EQ(hp.vocab_size, 256);
   EXPECT_EQ(hp.embedding_length, 32);
   EXPECT_EQ(hp.block_count, 2);
@@ -466,7 +466,7 @@ TEST(LlamaModel, RejectsInconsistentHyperparameters) {
 TEST(LlamaModelGemma3, ReadsHyperparametersAndLayerKinds) {
   const RandomModel tiny(TinyGemma3());
   const LlamaHyperparams& hp = tiny.model.hparams();
-  EXPECT_EQ(hp.architecture, LlamaArchitecture::kGemma3);
+  EXPECT_EQ(hp.architecture, "gemma3");
   EXPECT_EQ(hp.rope.layout, RopeLayout::kHalfSplit);  // no Q/K permutation for Gemma
   EXPECT_EQ(hp.sliding_window, 8);
   EXPECT_EQ(hp.sliding_window_pattern, 6);
