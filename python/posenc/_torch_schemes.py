@@ -30,7 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from . import _layout, _posenc
+from . import _args, _layout, _posenc
 from . import rope as _rope
 
 __all__ = ["PositionScheme"]
@@ -105,13 +105,16 @@ class PositionScheme(torch.nn.Module):
 
     def embed(self, tokens: torch.Tensor, token_embd: torch.Tensor) -> torch.Tensor:
         """The input rows ``[batch, T, d]`` of byte ids ``tokens [batch, T]``
-        at positions 0..T-1: ``token_embd[tokens] * scale + positions[t]``,
-        or the scheme's own rows (complex order; token_embd is then the
-        output projection only)."""
+        (integers in [0, 255]) at positions 0..T-1: ``token_embd[tokens] *
+        scale + positions[t]``, or the scheme's own rows (complex order;
+        token_embd is then the output projection only). T is bounded as
+        ``forward``'s length is (a learned table's rows)."""
         batch, length = tokens.shape
         d = self.heads * self.head_dim
         core, named = self._core, self._numpy(self.tensors)
-        inputs = tokens.detach().to(torch.uint8).reshape(-1).numpy()
+        # Checked, not cast: a cast to uint8 would read token 300 as 44 and -1 as 255.
+        inputs = _args.int64_array("scheme", "tokens", tokens.detach().cpu().numpy(), low=0, high=255,
+                                   rule="must be a byte id in [0, 255]").astype(np.uint8).reshape(-1)
         positions = np.arange(length, dtype=np.int64)
         own = core.input_embedding(named, inputs, positions)
         if own is not None:

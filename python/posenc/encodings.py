@@ -142,8 +142,10 @@ def add_sinusoidal(x: np.ndarray, *, offset: int = 0, offsets: Optional[Sequence
 
     Positions: token s of every row at ``offset + s``; or ``offsets[b] + s``;
     or ``position_ids[b, s]`` (left padding: see :func:`position_ids_from_mask`).
-    ``inplace=True`` writes into ``x``. ``reference=True`` runs the float64
-    scalar reference instead of the SIMD kernel.
+    ``inplace=True`` writes into ``x`` (refused where two of its elements
+    share memory, as in a broadcast view; ``out`` must not overlap ``x``).
+    ``reference=True`` runs the float64 scalar reference instead of the SIMD
+    kernel.
     """
     x = np.asarray(x)
     result, in4, out4 = _embedding_views(x, x if inplace else out, "sinusoidal")

@@ -62,7 +62,8 @@ class BpeTokenizer:
         return self._core.decode_bytes(self._ids(ids))
 
     def token(self, id: int) -> str:
-        """The vocabulary string of token ``id``."""
+        """The vocabulary string of token ``id`` (a ValueError if the file
+        holds bytes there that are not UTF-8, as GGUF strings must be)."""
         return self._core.token(self._id(id))
 
     def token_id(self, token: str) -> Optional[int]:

@@ -67,6 +67,7 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from . import _args
 from . import encodings as _encodings
 from . import rope as _rope
 from .attention import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention)
@@ -103,15 +104,27 @@ def _bhsd(t: torch.Tensor, layout: str) -> torch.Tensor:
     return t if layout == "bhsd" else t.transpose(1, 2)
 
 
-def _positions(batch: int, seq: int, offset: Any, positions: Any) -> Optional[np.ndarray]:
+def _integers(op: str, name: str, value: Any) -> np.ndarray:
+    """An int, or an integer array-like or tensor, as int64: a float is
+    refused as posenc's NumPy functions refuse it, never truncated."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if not isinstance(value, np.ndarray) and np.ndim(value) == 0:
+        return np.int64(_args.integer(op, name, value))
+    return _args.int64_array(op, name, value)
+
+
+def _positions(op: str, batch: int, seq: int, offset: Any, positions: Any,
+               names: Tuple[str, str]) -> Optional[np.ndarray]:
     """The [batch, seq] int64 positions that an offset (int or one per row)
-    or explicit positions mean; None when neither is given."""
+    or explicit positions mean (``names``: the two parameters, for
+    messages); None when neither is given."""
     if positions is not None:
-        ids = np.asarray(positions.detach().numpy() if isinstance(positions, torch.Tensor) else positions, np.int64)
+        ids = _integers(op, names[1], positions)
         return np.broadcast_to(ids.reshape(-1, seq), (batch, seq)).copy()
     if offset is None:
         return None
-    start = np.asarray(offset.detach().numpy() if isinstance(offset, torch.Tensor) else offset, np.int64)
+    start = _integers(op, names[0], offset)
     return np.broadcast_to(start.reshape(-1, 1), (batch, 1)) + np.arange(seq, dtype=np.int64)[None, :]
 
 
@@ -195,7 +208,8 @@ def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = Non
     given = sum(x is not None for x in (offsets, position_ids)) + (offset != 0)
     if given > 1:
         raise ValueError("[rope] offset, offsets, position_ids: more than one given; give at most one")
-    positions = _positions(batch, seq, offsets if offsets is not None else offset, position_ids)
+    positions = _positions("rope", batch, seq, offsets if offsets is not None else offset, position_ids,
+                           ("offsets" if offsets is not None else "offset", "position_ids"))
     if frequencies is None:
         frequencies = spec.frequencies(int(positions.max()) + 1 if positions.size else 1)
     if views[0].dtype == torch.float64:  # posenc's checks, on a float32 copy
@@ -459,8 +473,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
     qv, kv = _bhsd(q, layout), _bhsd(k, layout)
     batch, q_len, kv_len = qv.shape[0], qv.shape[2], kv.shape[2]
     lengths = None if kv_lengths is None else np.asarray(kv_lengths, np.int64).reshape(batch)
-    k_grid = _positions(batch, kv_len, 0 if k_offset is None else k_offset, k_positions)
-    q_grid = _positions(batch, q_len, q_offset, q_positions)
+    k_grid = _positions("attention", batch, kv_len, 0 if k_offset is None else k_offset, k_positions,
+                        ("k_offset", "k_positions"))
+    q_grid = _positions("attention", batch, q_len, q_offset, q_positions, ("q_offset", "q_positions"))
     if q_grid is None:  # posenc's default: the queries are the last q_len of the (valid) keys
         keys = np.full(batch, kv_len, np.int64) if lengths is None else lengths
         q_grid = (keys - q_len)[:, None] + np.arange(q_len, dtype=np.int64)[None, :]

@@ -25,6 +25,7 @@
 #include "numpy_views.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_spec.h"
 #include "value_class.h"
@@ -241,7 +242,8 @@ TokenPositions Positions(const std::string& side, std::int64_t batch, std::int64
                      "), (1, " + side + "_len) or (" + side + "_len,)");
     }
     const py::ssize_t rows = ids.ndim() == 1 ? 1 : ids.shape(0);
-    std::vector<std::int64_t> all(static_cast<std::size_t>(batch * seq));
+    std::vector<std::int64_t> all(
+        BufferElements(kOp, name, seq, "the [batch, seq] positions", {batch, seq}, sizeof(std::int64_t)));
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t s = 0; s < seq; ++s) {
         const std::int64_t value = ids.data()[(rows == 1 ? 0 : b) * seq + s];

@@ -26,6 +26,7 @@
 #include "bindings.h"
 #include "numpy_views.h"
 #include "posenc/error.h"
+#include "posenc/input_file.h"
 #include "posenc/parallel.h"
 #include "posenc/rope.h"
 #include "posenc/rope_frequencies.h"
@@ -94,7 +95,8 @@ RopePositions PositionsOf(const Int& offset_arg, const std::optional<ArrayLike>&
         kOp, "position_ids.shape", ids.ndim() == 1 ? "(1, " + std::to_string(ids.shape(0)) + ")" : ShapeOf(ids),
         "must be (batch, seq) = (" + std::to_string(batch) + ", " + std::to_string(seq) + "), (1, seq) or (seq,)");
   }
-  std::vector<std::int64_t> all(static_cast<std::size_t>(batch * seq));
+  std::vector<std::int64_t> all(
+      BufferElements(kOp, "position_ids", seq, "the [batch, seq] positions", {batch, seq}, sizeof(std::int64_t)));
   for (std::int64_t b = 0; b < batch; ++b) std::copy_n(ids.data() + (one_row ? 0 : b * seq), seq, all.data() + b * seq);
   return RopePositions::Ids(std::move(all));
 }
@@ -187,7 +189,8 @@ Args:
         a R(p)^T dy) or ``"inverse"`` (undoes forward), with a the attention
         factor.
     inplace: overwrite the input arrays instead of returning new ones (they
-        must be writeable and must not overlap one another).
+        must be writeable, must share no element with one another, and no
+        two elements of one may share memory, as in a broadcast view).
     frequencies: ``(inv_freq, attention_factor)`` from :meth:`RopeSpec.frequencies`
         to reuse; by default they are computed for this call's length
         (largest position + 1), which is what dynamic NTK and LongRoPE need.
@@ -230,7 +233,8 @@ void PermuteRows(const py::array& weight, std::int64_t heads, std::int64_t head_
                  const std::string& to) {
   constexpr const char* kPermute = "permute";
   Require(weight.ndim() >= 1, kPermute, "w.ndim", weight.ndim(), "must be >= 1 (rows [heads * head_dim, ...])");
-  Require(weight.shape(0) == heads * head_dim, kPermute, "w.shape[0]", weight.shape(0),
+  // Checked: a wrapped heads * head_dim could match a short array.
+  Require(weight.shape(0) == CheckedProduct({heads, head_dim}), kPermute, "w.shape[0]", weight.shape(0),
           "must equal heads * head_dim = " + std::to_string(heads) + " * " + std::to_string(head_dim));
   if ((weight.flags() & py::array::c_style) == 0 || !weight.writeable()) {
     ThrowError(kPermute, "w", "read-only or not C-contiguous",

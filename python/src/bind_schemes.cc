@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "args.h"
@@ -23,6 +24,7 @@
 #include "posenc/rope_config.h"
 #include "posenc/tiny_lm.h"
 #include "train/scheme_trainer.h"
+#include "train/tiny_lm_internal.h"
 
 namespace py = pybind11;
 
@@ -81,6 +83,11 @@ class SchemeCore {
   SchemeCore(const std::string& scheme, const py::dict& fields, std::int64_t heads, std::int64_t head_dim,
              std::int64_t layers, std::int64_t train_length) {
     config_.scheme = ParsePositionScheme(scheme, kOp, "scheme");
+    // Each bounded first, so that heads * head_dim cannot wrap into a valid width.
+    for (const auto& [name, value] : {std::pair{"heads", heads}, std::pair{"head_dim", head_dim}}) {
+      Require(value >= 1 && value <= tiny_lm::kMaxWidth, kOp, name, value,
+              "must be in [1, " + std::to_string(tiny_lm::kMaxWidth) + "]");
+    }
     config_.heads = heads;
     config_.d_model = heads * head_dim;
     config_.layers = layers;
@@ -170,35 +177,46 @@ class SchemeCore {
   double EmbeddingScale() const { return trainer_->EmbeddingScale(); }
 
   py::object InputPositions(const py::dict& tensors, std::int64_t length) const {
+    CheckLength(length, false);
     const std::vector<double> rows = trainer_->InputPositions(Params(tensors, false), length);
     return rows.empty() ? py::none() : py::object(Doubles(rows));
   }
   py::dict InputPositionsBackward(const py::dict& tensors, std::int64_t length, const DoubleArray& drows) const {
+    CheckLength(length, true);
+    RequireSize("drows.size", drows.size(), length * config_.d_model, "length * d_model");
     TinyLmParams grads = ZeroTinyLmParams(config_);
     trainer_->InputPositionsBackward(Params(tensors, false), Span(drows), length, grads);
     return SchemeGrads(grads);
   }
 
   py::object InputEmbedding(const py::dict& tensors, const Bytes& inputs, const Int64Array& positions) const {
+    CheckEmbeddingCall(inputs, positions);
     const std::vector<double> rows = trainer_->InputEmbedding(Params(tensors, false), Span(inputs), Span(positions));
     return rows.empty() ? py::none() : py::object(Doubles(rows));
   }
   py::dict InputEmbeddingBackward(const py::dict& tensors, const Bytes& inputs, const Int64Array& positions,
                                   const DoubleArray& dx) const {
+    CheckEmbeddingCall(inputs, positions);
+    RequireSize("dx.size", dx.size(), inputs.size() * config_.d_model, "inputs.size * d_model");
     TinyLmParams grads = ZeroTinyLmParams(config_);
     trainer_->InputEmbeddingBackward(Params(tensors, false), Span(inputs), Span(positions), Span(dx), grads);
     return SchemeGrads(grads);
   }
 
   py::list LayerInputPositions(const py::dict& tensors, std::int64_t length) const {
+    CheckLength(length, false);
     py::list out;
     for (const auto& rows : trainer_->LayerInputPositions(Params(tensors, false), length)) out.append(Doubles(rows));
     return out;
   }
   py::dict LayerInputPositionsBackward(const py::dict& tensors, std::int64_t length, const py::list& drows) const {
+    CheckLength(length, true);
+    RequireSize("len(drows)", static_cast<py::ssize_t>(drows.size()), config_.layers, "layers");
     std::vector<std::vector<double>> d;
     for (const auto& item : drows) {
       const auto a = py::cast<DoubleArray>(ToArray(item));
+      RequireSize("drows[" + std::to_string(d.size()) + "].size", a.size(), length * config_.d_model,
+                  "length * d_model");
       d.emplace_back(a.data(), a.data() + a.size());
     }
     TinyLmParams grads = ZeroTinyLmParams(config_);
@@ -232,8 +250,34 @@ class SchemeCore {
   void CheckCall(std::int64_t layer, std::int64_t length) const {
     Require(layer >= 0 && layer < config_.layers, kOp, "layer", layer,
             "must be in [0, layers = " + std::to_string(config_.layers) + ")");
-    Require(length >= 1, kOp, "length", length, "must be >= 1");
-    trainer_->CheckLength(length, true);
+    CheckLength(length, true);
+  }
+
+  // A pass's length as the trainer bounds it (ValidateLossCall), then the
+  // scheme's own limit (a learned table's rows).
+  void CheckLength(std::int64_t length, bool gradients) const {
+    Require(length >= 1 && length <= tiny_lm::kMaxLength, kOp, "length", length,
+            "must be in [1, " + std::to_string(tiny_lm::kMaxLength) + "]");
+    trainer_->CheckLength(length, gradients);
+  }
+
+  // The trainer reads these spans by the sizes the other arguments imply.
+  static void RequireSize(const std::string& name, py::ssize_t size, std::int64_t expected, const char* as) {
+    Require(size == expected, kOp, name, size, "must equal " + std::string(as) + " = " + std::to_string(expected));
+  }
+
+  // inputs [n] byte ids at positions [T] (input b T + t at positions[t]).
+  static void CheckEmbeddingCall(const Bytes& inputs, const Int64Array& positions) {
+    const py::ssize_t n = inputs.size(), length = positions.size();
+    Require(length >= 1 && length <= tiny_lm::kMaxLength, kOp, "positions.size", length,
+            "must be in [1, " + std::to_string(tiny_lm::kMaxLength) + "]");
+    Require(n % length == 0, kOp, "inputs.size", n,
+            "must be a multiple of positions.size = " + std::to_string(length) + " (batch * T)");
+    for (py::ssize_t t = 0; t < length; ++t) {
+      const std::int64_t p = positions.data()[t];
+      Require(p >= 0 && p < tiny_lm::kMaxLength, kOp, "positions[" + std::to_string(t) + "]", p,
+              "must be in [0, " + std::to_string(tiny_lm::kMaxLength - 1) + "]");
+    }
   }
 
   // The tensors given by name into a model's parameters (the others zero,

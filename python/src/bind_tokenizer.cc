@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "posenc/error.h"
 #include "posenc/gguf.h"
 #include "posenc/tokenizer.h"
 
@@ -29,6 +30,21 @@ namespace {
 using IdArray = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>;
 
 std::span<const std::int32_t> Ids(const IdArray& ids) { return {ids.data(), static_cast<std::size_t>(ids.size())}; }
+
+// The vocabulary string of `id` as str (what token() documents). GGUF strings
+// are UTF-8 by the format, but a file may hold other bytes: an error quoting
+// them (as \xNN), not Python's UnicodeDecodeError.
+py::str TokenText(const BpeTokenizer& t, std::int32_t id) {
+  const std::string& bytes = t.token(id);
+  if (PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "strict")) {
+    return py::reinterpret_steal<py::str>(text);
+  }
+  PyErr_Clear();
+  const auto shown = py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "backslashreplace"));
+  ThrowError("tokenizer", "token(" + std::to_string(id) + ")", QuoteForMessage(shown.cast<std::string>()),
+             "is not valid UTF-8, as a GGUF string must be (the file's vocabulary holds other bytes)");
+}
 
 }  // namespace
 
@@ -69,7 +85,7 @@ void BindTokenizer(py::module_& m) {
                                if (!t.pre_tokenizer()) return std::nullopt;
                                return std::string(PreTokenizerName(*t.pre_tokenizer()));
                              })
-      .def("token", &BpeTokenizer::token, py::arg("id"))
+      .def("token", &TokenText, py::arg("id"))
       .def("token_id", &BpeTokenizer::TokenId, py::arg("token"))
       .def("is_special", &BpeTokenizer::IsSpecial, py::arg("id"))
       .def_property_readonly("bos_id", &BpeTokenizer::bos_id)
