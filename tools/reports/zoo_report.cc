@@ -155,11 +155,12 @@ std::string Cell(const Spread& s) {
 }
 
 // A difference with its 95% interval: "+0.155 [+0.101, +0.209]", and
-// "within noise" when the interval holds 0 (one seed: no interval).
+// "within noise" unless the interval tells it from 0 (one seed: no
+// interval; seeds that all differ by the same amount: a point, no verdict).
 std::string Difference(const MeanInterval& d) {
   if (!d.HasSpread()) return Number(d.mean, "%+.3f") + " (one seed: no interval)";
   std::string text = Number(d.mean, "%+.3f") + " [" + Number(d.low, "%+.3f") + ", " + Number(d.high, "%+.3f") + "]";
-  return d.ContainsZero() ? text + " within noise" : text;
+  return d.ExcludesZero() ? text : text + " within noise";
 }
 
 std::string ReferenceVariant() { return ZooNgramVariant(std::end(kZooNgramOrders)[-1]); }
