@@ -7,7 +7,8 @@
 // filling them.
 //
 // The baseline: token embeddings looked up; per layer, x = x + attention of
-// rms_norm(x) * attn_norm (q, k, v projections, RoPE, causal), then
+// rms_norm(x) * attn_norm (q, k, v projections without biases, RoPE,
+// causal), then
 // x = x + the gated MLP of rms_norm(x) * ffn_norm; logits of
 // rms_norm(x) * output_norm times the output matrix.
 #pragma once
@@ -29,6 +30,11 @@ struct DecoderFeatures {
   // q and k: each head's head_dim vector rms-normed (attn_q_norm,
   // attn_k_norm, [head_dim]) before the cache keeps k and before RoPE.
   bool qk_norm = false;
+  // Biases added to the q, k and v projections (attn_q.bias, attn_k.bias,
+  // attn_v.bias), before the QK norm: Qwen2's; llama.cpp's llama graph adds
+  // them too where a file has them. Read from the tensors, as tied_output:
+  // true when blk.0.attn_q.bias is there (then every layer needs all three).
+  bool qkv_bias = false;
   // The attention's and the MLP's outputs rms-normed (post_attention_norm,
   // post_ffw_norm, [d]) before their residual adds: with the two pre-norms,
   // four norms a layer (Gemma 2 and 3).

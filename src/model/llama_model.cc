@@ -123,7 +123,7 @@ double LlamaModel::WeightBytes() const {
                  sizeof(float) * static_cast<double>(w.output_norm.size());
   for (const LlamaLayerWeights& l : w.layers) {
     const std::size_t norms = l.attn_norm.size() + l.ffn_norm.size() + l.attn_q_norm.size() + l.attn_k_norm.size() +
-                              l.post_attention_norm.size() + l.post_ffw_norm.size();
+                              l.post_attention_norm.size() + l.post_ffw_norm.size() + l.qkv_bias.size();
     bytes += sizeof(float) * static_cast<double>(norms) + l.qkv.Bytes() + l.attn_output.Bytes() + l.gate_up.Bytes() +
              l.down.Bytes();
   }
@@ -322,6 +322,7 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
     const std::int64_t first = cache.first_[at], kept = start - first;  // tokens [first, start) held before
     model::RmsNorm(x, layer.attn_norm, hp.rms_norm_eps, normed);
     MatMul(normed, n, layer.qkv, qkv, w.activations);
+    if (hp.qkv_bias) model::AddBias(qkv, layer.qkv_bias);
     if (hp.qk_norm) {  // before the cache keeps k and before RoPE
       model::RmsNormHeads(qkv, qkv_dim, 0, hp.head_count, layer.attn_q_norm, hp.rms_norm_eps);
       model::RmsNormHeads(qkv, qkv_dim, q_dim, hp.head_count_kv, layer.attn_k_norm, hp.rms_norm_eps);

@@ -62,6 +62,7 @@ LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file) {
     hp.rope.scaling = FrequencyFactorScaling{std::vector<double>(factors.begin(), factors.end())};
   }
   hp.tied_output = file.FindTensor("output.weight") == nullptr;
+  hp.qkv_bias = file.FindTensor(Block(0, "attn_q.bias")) != nullptr;
   return hp;
 }
 
@@ -100,6 +101,14 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
     if (hp.qk_norm) {
       layer.attn_q_norm = ReadLlamaTensor(file, name("attn_q_norm.weight"), {hp.head_dim});
       layer.attn_k_norm = ReadLlamaTensor(file, name("attn_k_norm.weight"), {hp.head_dim});
+    }
+    if (hp.qkv_bias) {
+      const std::pair<const char*, std::int64_t> biases[] = {
+          {"attn_q.bias", q_dim}, {"attn_k.bias", kv_dim}, {"attn_v.bias", kv_dim}};
+      for (const auto& [tensor, rows] : biases) {
+        const std::vector<float> bias = ReadLlamaTensor(file, name(tensor), {rows});
+        layer.qkv_bias.insert(layer.qkv_bias.end(), bias.begin(), bias.end());
+      }
     }
     if (hp.post_norms) {
       layer.post_attention_norm = ReadLlamaTensor(file, name("post_attention_norm.weight"), {d});

@@ -26,6 +26,7 @@ struct LlamaLayerWeights {
   // (post_norms).
   std::vector<float> attn_q_norm, attn_k_norm;
   std::vector<float> post_attention_norm, post_ffw_norm;
+  std::vector<float> qkv_bias;  // [heads*hd + 2*kv_heads*hd]: q | k | v (qkv_bias)
 };
 
 struct LlamaModel::Weights {
@@ -47,8 +48,8 @@ std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, Weig
 
 // The hyperparameters with what only the tensors tell: the vocabulary size
 // when the metadata has none (token_embd's rows), llama.cpp's rope_freqs
-// tensor (Llama-3 scaling as per-pair frequency divisors) and whether the
-// output is tied (no output.weight).
+// tensor (Llama-3 scaling as per-pair frequency divisors), whether the
+// output is tied (no output.weight) and whether q, k, v have biases.
 LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file);
 
 // The local layers' attention (DecoderFeatures): RoPE of base

@@ -44,6 +44,15 @@ void AddInPlace(std::span<float> x, std::span<const float> y) {
   });
 }
 
+void AddBias(std::span<float> x, std::span<const float> bias) {
+  const auto width = static_cast<std::int64_t>(bias.size());
+  ParallelFor(static_cast<std::int64_t>(x.size()) / width, kRowsPerChunk, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      for (std::int64_t j = 0; j < width; ++j) x[i * width + j] += bias[j];
+    }
+  });
+}
+
 void RmsNormHeads(std::span<float> rows, std::int64_t row_stride, std::int64_t begin, std::int64_t count,
                   std::span<const float> weight, double eps) {
   const auto hd = static_cast<std::int64_t>(weight.size());

@@ -22,6 +22,9 @@ void RmsNorm(std::span<const float> x, std::span<const float> weight, double eps
 // x[i, j] += y[i, j].
 void AddInPlace(std::span<float> x, std::span<const float> y);
 
+// x[i, j] += bias[j] for every row of x [n, bias.size()].
+void AddBias(std::span<float> x, std::span<const float> bias);
+
 // out[i, j] = x[i, j] / sqrt(mean x^2 + eps) * weight[j] for each of the
 // `count` vectors of weight.size() floats at columns begin, begin + hd, ...
 // of every row of rows [n, row_stride], in place: the per-head QK norm

@@ -40,6 +40,11 @@ Matrix RmsNorm(const Matrix& x, const std::vector<float>& weight, double eps) {
   return y;
 }
 
+// x [n, bias.size()] += bias on every row.
+void AddBias(Matrix& x, const std::vector<float>& bias) {
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] += bias[i % bias.size()];
+}
+
 // The MLP gate's act(g) (decoder_features.h).
 double Gate(GateActivation activation, double g) {
   if (activation == GateActivation::kSilu) return g / (1 + std::exp(-g));
@@ -73,13 +78,18 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
     const Matrix a = RmsNorm(x, tensor("attn_norm.weight", {d}), hp.rms_norm_eps);
     Matrix q = Linear(a, tensor("attn_q.weight", {d, q_dim}), q_dim, d);
     Matrix k = Linear(a, tensor("attn_k.weight", {d, kv_dim}), kv_dim, d);
+    Matrix v = Linear(a, tensor("attn_v.weight", {d, kv_dim}), kv_dim, d);
+    if (hp.qkv_bias) {
+      AddBias(q, tensor("attn_q.bias", {q_dim}));
+      AddBias(k, tensor("attn_k.bias", {kv_dim}));
+      AddBias(v, tensor("attn_v.bias", {kv_dim}));
+    }
     if (hp.qk_norm) {  // each head's head_dim values as one row
       q = RmsNorm(q, tensor("attn_q_norm.weight", {hd}), hp.rms_norm_eps);
       k = RmsNorm(k, tensor("attn_k_norm.weight", {hd}), hp.rms_norm_eps);
     }
     // Scaled by 1/sqrt(query_pre_attn_scalar) in all: q times sqrt(head_dim / it).
     for (double& value : q) value *= hp.QueryFactor();
-    const Matrix v = Linear(a, tensor("attn_v.weight", {d, kv_dim}), kv_dim, d);
     std::vector<float> q32(q.begin(), q.end()), k32(k.begin(), k.end()), v32(v.begin(), v.end());
     std::vector<float> out32(n * q_dim);
     AttentionInputs in;

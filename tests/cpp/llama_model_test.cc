@@ -134,6 +134,33 @@ TEST(LlamaModel, MatchesFloat64ReferenceOnEveryTarget) {
   }
 }
 
+// Biases on q, k and v (DecoderFeatures::qkv_bias: Qwen2's; llama.cpp's
+// llama graph adds them where a file has them), read from the tensors: they
+// move the logits as the float64 reference says, in one forward and through
+// the cache, and zero biases change no bit.
+TEST(LlamaModel, QkvBiasesMatchTheReference) {
+  RandomLlamaOptions options;
+  const RandomModel plain(options);
+  options.qkv_bias = 0.0;
+  const RandomModel zero(options);
+  options.qkv_bias = 0.5;
+  const RandomModel biased(options);
+  EXPECT_FALSE(plain.model.hparams().qkv_bias);
+  EXPECT_TRUE(biased.model.hparams().qkv_bias);
+  const auto tokens = RandomTokens(70, 7);  // past the training length, as a method runs
+  const LlamaHyperparams& hp = plain.model.hparams();
+  for (const char* method : {"none", "yarn", "rerope"}) {
+    SCOPED_TRACE(method);
+    const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, 70).attention;
+    const std::vector<float> without = plain.model.Logits(tokens, attention);
+    EXPECT_EQ(zero.model.Logits(tokens, attention), without);
+    const std::vector<float> with = biased.model.Logits(tokens, attention);
+    EXPECT_GT(RelativeDifference(with, without), 0.05);
+    EXPECT_LT(RelativeError(with, reference::LlamaLogits(biased.file, tokens, attention)), 2e-5);
+    EXPECT_LT(RelativeDifference(with, PrefillThenDecode(biased.model, tokens, 61, attention)), 1e-5);
+  }
+}
+
 TEST(LlamaModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
   const RandomModel tiny;
   const auto tokens = RandomTokens(70, 3);  // beyond the training length 32

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ struct RandomLlamaOptions {
   std::string architecture = "llama";  // "gemma3": its QK and post norms, and a sliding window
   std::int64_t sliding_window = 8;     // gemma3's local layers (every layer but each 6th)
   bool nan_in_output_norm = false;     // one NaN weight: what a broken file looks like
+  // Biases on q, k and v (Qwen2's attn_q.bias ...) of this standard deviation
+  // (0: all zero), written after every other tensor so that the other
+  // weights are those of the same options without them.
+  std::optional<double> qkv_bias;
   // F32 tensors multiplied by a factor, by name: a corrupt file (token_embd
   // x 1e20 gave logits near 1e21, a factor of NaN a NaN tensor).
   std::map<std::string, float> scaled;
@@ -153,6 +158,12 @@ inline std::vector<unsigned char> RandomLlamaGguf(const RandomLlamaOptions& o = 
       b.Tensor(blk + "post_attention_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
       b.Tensor(blk + "post_ffw_norm.weight", {u64(o.d)}, kF32Tensor, values(o.d, 0.1, 1.0));
     }
+  }
+  for (std::int64_t l = 0; o.qkv_bias && l < o.blocks; ++l) {
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    b.Tensor(blk + "attn_q.bias", {u64(q_dim)}, kF32Tensor, values(q_dim, *o.qkv_bias));
+    b.Tensor(blk + "attn_k.bias", {u64(kv_dim)}, kF32Tensor, values(kv_dim, *o.qkv_bias));
+    b.Tensor(blk + "attn_v.bias", {u64(kv_dim)}, kF32Tensor, values(kv_dim, *o.qkv_bias));
   }
   return b.Bytes();
 }
