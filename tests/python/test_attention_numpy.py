@@ -23,12 +23,18 @@ no Hugging Face module implements.
   encoder (symmetric distance form, not causal).
 
 All code here is written from those definitions, not copied. Tolerance per
-dtype (rope_oracles.TOLERANCE); the largest errors are printed by
-test_observed_errors (pytest -s).
+dtype (rope_oracles.TOLERANCE). test_observed_errors runs every case again
+(under pytest-xdist the others run in other workers), prints the largest
+errors (pytest -s) and holds them to what the dtype's rounding explains:
+every case seen in every dtype, each error within half an ulp of the
+case's largest output plus the float32 kernel's arithmetic, and larger in
+a coarser dtype.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 from typing import Optional
 
 import numpy as np
@@ -40,6 +46,7 @@ from attention_oracles import (DTYPES, causal, dot_scores, f64, positions_of, pr
 
 DTYPE_NAMES = list(DTYPES)
 OBSERVED: dict = {}
+MAGNITUDE: dict = {}  # (oracle, dtype) -> the largest |posenc output| of the case (its rounding's scale)
 
 HEAD_DIM = 32
 SPEC = posenc.RopeSpec(theta=10000.0, head_dim=HEAD_DIM)
@@ -56,6 +63,12 @@ def qkv(rng, batch, q_len, kv_len, q_heads=4, kv_heads=2, dtype="f32", q_scale=1
     return q, k, v
 
 
+def observe(oracle: str, dtype: str, actual, expected) -> None:
+    """record()'s tolerance check and largest error, and the output's scale for test_observed_errors."""
+    record(OBSERVED, oracle, dtype, actual, expected)
+    MAGNITUDE[(oracle, dtype)] = max(MAGNITUDE.get((oracle, dtype), 0.0), float(np.abs(f64(actual)).max()))
+
+
 def logn(positions: np.ndarray, train_length: int) -> np.ndarray:
     if train_length <= 0:
         return np.ones(positions.shape)
@@ -63,6 +76,11 @@ def logn(positions: np.ndarray, train_length: int) -> np.ndarray:
 
 
 # ---- ReRoPE / Leaky ReRoPE ------------------------------------------------------------
+
+RE_ROPE_WINDOWS = [1, 5, 16, 64]
+LEAKS = [None, 4.0, 16.0]
+IMPLEMENTATIONS = ["kernel", "reference"]
+DECODE_LEAKS = [None, 8.0]
 
 
 def rerope_float64(q, k, v, qp, kp, window: int, leak: Optional[float] = None, train_length: int = 0):
@@ -82,9 +100,9 @@ def rerope_float64(q, k, v, qp, kp, window: int, leak: Optional[float] = None, t
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
-@pytest.mark.parametrize("window", [1, 5, 16, 64])
-@pytest.mark.parametrize("leak", [None, 4.0, 16.0])
-@pytest.mark.parametrize("implementation", ["kernel", "reference"])
+@pytest.mark.parametrize("window", RE_ROPE_WINDOWS)
+@pytest.mark.parametrize("leak", LEAKS)
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_rerope_su(dtype, window, leak, implementation, rng):
     q, k, v = qkv(rng, 2, 45, 45, dtype=dtype)
     qp = kp = positions_of(2, 45)
@@ -92,11 +110,11 @@ def test_rerope_su(dtype, window, leak, implementation, rng):
     run = posenc.attention if implementation == "kernel" else posenc.reference.attention
     out = run(q, k, v, encoding=posenc.ReRopeAttention(SPEC, window, leak=leak))
     name = "ReRoPE" if leak is None else "Leaky ReRoPE"
-    record(OBSERVED, f"{name} vs Su's construction ({implementation})", dtype, out, expected)
+    observe(f"{name} vs Su's construction ({implementation})", dtype, out, expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
-@pytest.mark.parametrize("leak", [None, 8.0])
+@pytest.mark.parametrize("leak", DECODE_LEAKS)
 def test_rerope_decode_with_logn(dtype, leak, rng):
     """Decode: 3 queries after 97 cached keys, log-n past a 64-token training
     length, ragged rows (per-row query offsets and kv_lengths)."""
@@ -108,17 +126,19 @@ def test_rerope_decode_with_logn(dtype, leak, rng):
     expected[1] = rerope_float64(q[1:], k[1:, :71], v[1:, :71], qp[1:], kp[1:, :71], 24, leak, train_length=64)[0]
     out = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, 24, leak=leak), logn_train_length=64,
                            kv_lengths=kv_lengths, layout="bshd")
-    record(OBSERVED, "ReRoPE decode + log-n + kv_lengths", dtype, out, expected)
+    observe("ReRoPE decode + log-n + kv_lengths", dtype, out, expected)
 
 
 def test_rerope_wide_window_is_rope(rng):
     q, k, v = qkv(rng, 1, 30, 30)
     a = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, window=30), layout="bshd")
     b = posenc.attention(q, k, v, encoding=posenc.RopeAttention(SPEC), layout="bshd")
-    record(OBSERVED, "ReRoPE(window >= length) vs RoPE", "f32", a, b)
+    observe("ReRoPE(window >= length) vs RoPE", "f32", a, b)
 
 
 # ---- Self-Extend -------------------------------------------------------------------------
+
+NEIGHBOURS = [4, 15]
 
 
 def self_extend_float64(q, k, v, qp, kp, group: int, neighbours: int):
@@ -134,7 +154,7 @@ def self_extend_float64(q, k, v, qp, kp, group: int, neighbours: int):
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
-@pytest.mark.parametrize("neighbours", [4, 15])
+@pytest.mark.parametrize("neighbours", NEIGHBOURS)
 def test_rerope_is_self_extend_with_infinite_groups(dtype, neighbours, rng):
     q, k, v = qkv(rng, 2, 50, 50, dtype=dtype)
     qp = kp = positions_of(2, 50)
@@ -142,15 +162,18 @@ def test_rerope_is_self_extend_with_infinite_groups(dtype, neighbours, rng):
     expected = self_extend_float64(q, k, v, qp, kp, infinite, neighbours)
     np.testing.assert_allclose(expected, rerope_float64(q, k, v, qp, kp, neighbours), rtol=1e-12, atol=1e-12)
     out = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, neighbours), layout="bshd")
-    record(OBSERVED, "ReRoPE vs Self-Extend(G = inf)", dtype, out, expected)
+    observe("ReRoPE vs Self-Extend(G = inf)", dtype, out, expected)
     # G = 1 is plain RoPE; a finite G > 1 is neither.
     rope = posenc.attention(q, k, v, encoding=SPEC, layout="bshd")
-    record(OBSERVED, "RoPE vs Self-Extend(G = 1)", dtype, rope, self_extend_float64(q, k, v, qp, kp, 1, neighbours))
+    observe("RoPE vs Self-Extend(G = 1)", dtype, rope, self_extend_float64(q, k, v, qp, kp, 1, neighbours))
     grouped = self_extend_float64(q, k, v, qp, kp, 4, neighbours)
     assert np.abs(f64(out) - grouped).max() > 1e-2
 
 
 # ---- the Λ mask ----------------------------------------------------------------------------
+
+LAMBDA_WINDOWS = [(1, 0), (6, 0), (6, 1), (6, 4), (33, 2), (200, 3)]
+LAMBDA_ENCODINGS = ["nope", "rope"]
 
 
 def lambda_mask(qp, kp, window: int, sinks: int, is_causal: bool = True) -> np.ndarray:
@@ -163,8 +186,8 @@ def lambda_mask(qp, kp, window: int, sinks: int, is_causal: bool = True) -> np.n
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
-@pytest.mark.parametrize("window, sinks", [(1, 0), (6, 0), (6, 1), (6, 4), (33, 2), (200, 3)])
-@pytest.mark.parametrize("encoding", ["nope", "rope"])
+@pytest.mark.parametrize("window, sinks", LAMBDA_WINDOWS)
+@pytest.mark.parametrize("encoding", LAMBDA_ENCODINGS)
 def test_lambda_mask(dtype, window, sinks, encoding, rng):
     q, k, v = qkv(rng, 2, 70, 70, dtype=dtype)
     qp = kp = positions_of(2, 70)
@@ -173,7 +196,7 @@ def test_lambda_mask(dtype, window, sinks, encoding, rng):
     scores = (dot_scores(rotate(q, qp, w), rotate(kr, kp, w)) if encoding == "rope" else dot_scores(q, kr))
     expected = softmax_attention(scores / np.sqrt(HEAD_DIM), lambda_mask(qp, kp, window, sinks), repeat_kv(f64(v), 4))
     out = posenc.attention(q, k, v, encoding=SPEC if encoding == "rope" else None, window=window, sinks=sinks, layout="bshd")
-    record(OBSERVED, f"Λ mask ({encoding})", dtype, out, expected)
+    observe(f"Λ mask ({encoding})", dtype, out, expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
@@ -188,7 +211,7 @@ def test_lambda_mask_decode_and_position_ids(dtype, rng):
         expected = softmax_attention(dot_scores(q, kr) / np.sqrt(HEAD_DIM),
                                      lambda_mask(qp, kp, 10, 3, is_causal), vr)
         out = posenc.attention(q, k, v, window=10, sinks=3, causal=is_causal, q_positions=qp, k_positions=kp, layout="bshd")
-        record(OBSERVED, "Λ mask, position ids" + ("" if is_causal else ", not causal"), dtype, out, expected)
+        observe("Λ mask, position ids" + ("" if is_causal else ", not causal"), dtype, out, expected)
 
 
 # ---- sink logits, log-n, softcap; ALiBi encoder -----------------------------------------------
@@ -211,7 +234,7 @@ def test_sink_logits_logn_softcap(dtype, rng):
     expected = softmax_attention(scores, visible, values)
     out = posenc.attention(q, k, v, sink_logits=sinks, logn_train_length=train, softcap=cap, q_offset=40,
                            k_offset=40, layout="bshd")
-    record(OBSERVED, "sink logits + log-n + softcap", dtype, out, expected)
+    observe("sink logits + log-n + softcap", dtype, out, expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
@@ -222,9 +245,67 @@ def test_alibi_encoder_distance_form(dtype, rng):
     bias = -slopes[None, :, None, None] * np.abs(p[:, None] - p[None, :])[None, None]
     expected = softmax_attention(dot_scores(q, k) / np.sqrt(HEAD_DIM) + bias, np.ones((1, 1, 25, 25), bool), v)
     out = posenc.attention(q, k, v, encoding=posenc.AlibiAttention(slopes), causal=False, layout="bshd")
-    record(OBSERVED, "ALiBi encoder (distance form)", dtype, out, expected)
+    observe("ALiBi encoder (distance form)", dtype, out, expected)
 
 
-def test_observed_errors():
-    assert OBSERVED
+# ---- the observed errors --------------------------------------------------------------------
+
+CASES = [f"{name} vs Su's construction ({implementation})" for name in ("ReRoPE", "Leaky ReRoPE")
+         for implementation in IMPLEMENTATIONS] + [
+    "ReRoPE decode + log-n + kv_lengths", "ReRoPE vs Self-Extend(G = inf)", "RoPE vs Self-Extend(G = 1)",
+    "Λ mask (nope)", "Λ mask (rope)", "Λ mask, position ids", "Λ mask, position ids, not causal",
+    "sink logits + log-n + softcap", "ALiBi encoder (distance form)"]
+F32_ONLY = "ReRoPE(window >= length) vs RoPE"  # the kernel against itself, f32 only
+# The dtype's rounding of a value in [1, 2): half an ulp.
+UNIT = {"bf16": 2.0**-8, "f16": 2.0**-11, "f32": 2.0**-24}
+# The kernel's float32 arithmetic (rotation, 32-term dot products, exp, sums over up to 100 keys), absolute:
+# 4 x 2^-20 = 64 units of 2^-24, test_attention_hf.py's float32 budget (seen: up to 14.75 units).
+KERNEL_F32 = 64 * UNIT["f32"]
+# posenc.reference works in float64 like the oracle: only the summation order differs.
+FLOAT64_ORDER = 2.0**-40
+
+
+def half_ulp(dtype: str, magnitude: float) -> float:
+    """The largest rounding error of a value of |x| <= magnitude stored in dtype (round to nearest)."""
+    return UNIT[dtype] * 2.0 ** math.floor(math.log2(magnitude)) if magnitude > 0 else 0.0
+
+
+def bound(oracle: str, dtype: str) -> float:
+    """posenc rounds its result once to the storage dtype: at most half an ulp of the case's largest
+    output, plus what came before the rounding (the float32 kernel, or float64 for the reference)."""
+    before = FLOAT64_ORDER if oracle.endswith("(reference)") else KERNEL_F32
+    return half_ulp(dtype, MAGNITUDE[(oracle, dtype)]) + before
+
+
+def test_observed_errors(rng):
+    # Every case again, here: under pytest-xdist the cases above run in other workers. Each starts
+    # from the rng fixture's state, so it sees the inputs of its own run.
+    start = copy.deepcopy(rng)
+    fresh = lambda: copy.deepcopy(start)  # noqa: E731
+    OBSERVED.clear()
+    MAGNITUDE.clear()
+    for dtype in DTYPE_NAMES:
+        for window in RE_ROPE_WINDOWS:
+            for leak in LEAKS:
+                for implementation in IMPLEMENTATIONS:
+                    test_rerope_su(dtype, window, leak, implementation, fresh())
+        for leak in DECODE_LEAKS:
+            test_rerope_decode_with_logn(dtype, leak, fresh())
+        for neighbours in NEIGHBOURS:
+            test_rerope_is_self_extend_with_infinite_groups(dtype, neighbours, fresh())
+        for window, sinks in LAMBDA_WINDOWS:
+            for encoding in LAMBDA_ENCODINGS:
+                test_lambda_mask(dtype, window, sinks, encoding, fresh())
+        test_lambda_mask_decode_and_position_ids(dtype, fresh())
+        test_sink_logits_logn_softcap(dtype, fresh())
+        test_alibi_encoder_distance_form(dtype, fresh())
+    test_rerope_wide_window_is_rope(fresh())
     print_observed("NumPy float64 oracles", OBSERVED)
+    wanted = {(case, dtype) for case in CASES for dtype in DTYPE_NAMES} | {(F32_ONLY, "f32")}
+    assert set(OBSERVED) == wanted, f"cases not run or unknown: {sorted(wanted ^ set(OBSERVED))}"
+    for (oracle, dtype), error in OBSERVED.items():
+        limit = bound(oracle, dtype)
+        assert error <= limit, f"{oracle} [{dtype}]: max abs error {error:.3g} > {limit:.3g}"
+    # Each dtype reaches the computation: coarser storage, larger errors.
+    for case in CASES:
+        assert OBSERVED[(case, "f32")] < OBSERVED[(case, "f16")] < OBSERVED[(case, "bf16")], case
