@@ -17,12 +17,16 @@ Oracles, with small seeded random configs named after the models they mimic:
 
 Every module runs in float64 (posenc's float64 references must agree to
 ~1e-12) and float32 (TOLERANCE["f32"]); the encodings added to embeddings
-are also checked in float16/bfloat16 with TOLERANCE. The largest errors seen
-are gathered in OBSERVED and printed by test_observed_errors (pytest -s).
+are also checked in float16/bfloat16 with TOLERANCE. test_observed_errors
+runs every case again (under pytest-xdist the others run in other workers),
+prints the largest errors (pytest -s) and holds them to what the dtypes'
+rounding explains: every comparison seen, each error within a budget in
+units of its dtype's rounding, and larger in a coarser dtype.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -38,13 +42,14 @@ from transformers.models.t5.modeling_t5 import T5Attention
 from transformers.models.xlnet.modeling_xlnet import XLNetModel, XLNetRelativeAttention
 
 import posenc
-from rope_oracles import DTYPES, TOLERANCE, f64, to_numpy, to_torch
+from rope_oracles import DTYPES, TOLERANCE, f64, hf_fp32_angle_slack, to_numpy, to_torch
 
 OBSERVED: dict = {}
 
 # float64 modules against float64 references: only summation order differs.
 F64_TOL = 1e-10
 TORCH_DTYPES = {"f64": torch.float64, "f32": torch.float32}
+MODULE_DTYPES = list(TORCH_DTYPES)
 ATTN_TOL = {"f64": F64_TOL, "f32": TOLERANCE["f32"]}
 # T5 and BLOOM take their softmax in float32 even for float64 modules.
 SOFTMAX_F32_TOL = {"f64": 1e-6, "f32": TOLERANCE["f32"]}
@@ -92,10 +97,12 @@ def linear(module: torch.nn.Linear, x: np.ndarray) -> np.ndarray:
 
 T5_BUCKET_CONFIGS = [  # (num_buckets, max_distance): t5-small, t5-v1.1-xl-like, small ones, odd causal
     (32, 128), (64, 256), (16, 32), (8, 20), (32, 64), (33, 100)]
+BIDIRECTIONAL = [True, False]
+IS_DECODER = [False, True]
 
 
 @pytest.mark.parametrize("num_buckets,max_distance", T5_BUCKET_CONFIGS)
-@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("bidirectional", BIDIRECTIONAL)
 def test_t5_relative_position_bucket(num_buckets, max_distance, bidirectional):
     if bidirectional and num_buckets % 2:
         with pytest.raises(ValueError, match=r"\[t5_bias\] num_buckets = 33: must be even"):
@@ -120,8 +127,8 @@ def t5_small_attention(dtype, is_decoder=False):
     return attn
 
 
-@pytest.mark.parametrize("dtype", ["f64", "f32"])
-@pytest.mark.parametrize("is_decoder", [False, True])
+@pytest.mark.parametrize("dtype", MODULE_DTYPES)
+@pytest.mark.parametrize("is_decoder", IS_DECODER)
 def test_t5_compute_bias(dtype, is_decoder):
     seed(1)
     attn = t5_small_attention(TORCH_DTYPES[dtype], is_decoder)
@@ -134,8 +141,8 @@ def test_t5_compute_bias(dtype, is_decoder):
         check(f"t5 compute_bias {dtype}", got, want, 0.0)  # a gather: exact
 
 
-@pytest.mark.parametrize("dtype", ["f64", "f32"])
-@pytest.mark.parametrize("is_decoder", [False, True])
+@pytest.mark.parametrize("dtype", MODULE_DTYPES)
+@pytest.mark.parametrize("is_decoder", IS_DECODER)
 def test_t5_attention(dtype, is_decoder):
     seed(2)
     attn = t5_small_attention(TORCH_DTYPES[dtype], is_decoder)
@@ -157,9 +164,13 @@ def test_t5_attention(dtype, is_decoder):
 
 # ---- BLOOM / ALiBi ----------------------------------------------------------------
 
+BLOOM_HEADS = [16, 8, 12, 5, 6, 20, 24, 1]  # bloom-560m has 16
+BLOOM_TABLE_DTYPES = ["f32", "bf16"]
+LEFT_PADDING = [False, True]
 
-@pytest.mark.parametrize("heads", [16, 8, 12, 5, 6, 20, 24, 1])  # bloom-560m has 16
-@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+
+@pytest.mark.parametrize("heads", BLOOM_HEADS)
+@pytest.mark.parametrize("dtype", BLOOM_TABLE_DTYPES)
 def test_bloom_build_alibi_tensor(heads, dtype):
     mask = torch.tensor([[1] * 9, [0, 0, 0] + [1] * 6, [0] * 8 + [1]])  # left padding
     want = modeling_bloom.build_alibi_tensor(mask, heads, DTYPES[dtype][1])
@@ -171,8 +182,8 @@ def test_bloom_build_alibi_tensor(heads, dtype):
           1e-6 if dtype == "f32" else TOLERANCE["bf16"])
 
 
-@pytest.mark.parametrize("dtype", ["f64", "f32"])
-@pytest.mark.parametrize("left_padding", [False, True])
+@pytest.mark.parametrize("dtype", MODULE_DTYPES)
+@pytest.mark.parametrize("left_padding", LEFT_PADDING)
 def test_bloom_attention(dtype, left_padding):
     seed(3)
     heads, hidden_size, batch, length = 16, 64, 2, 20  # bloom-560m's 16 heads, small width
@@ -207,9 +218,11 @@ def test_bloom_attention(dtype, left_padding):
 
 # ---- BERT relative_key / relative_key_query --------------------------------------
 
+BERT_KINDS = ["relative_key", "relative_key_query"]
 
-@pytest.mark.parametrize("dtype", ["f64", "f32"])
-@pytest.mark.parametrize("kind", ["relative_key", "relative_key_query"])
+
+@pytest.mark.parametrize("dtype", MODULE_DTYPES)
+@pytest.mark.parametrize("kind", BERT_KINDS)
 def test_bert_relative_attention(dtype, kind):
     seed(4)
     max_pos, heads, hidden_size, batch, length = 16, 4, 32, 2, 12
@@ -230,12 +243,15 @@ def test_bert_relative_attention(dtype, kind):
 
 # ---- XLNet ------------------------------------------------------------------------
 
+XLNET_ENCODING_CASES = [(6, 6, -1), (5, 12, -1), (7, 9, 4)]  # qlen, klen, clamp_len
+XLNET_CORE_CASES = [(6, 0, False, False), (5, 7, False, False), (6, 3, True, False), (6, 4, True, True)]
+
 
 def xlnet_config():
     return XLNetConfig(d_model=32, n_head=4, d_head=8, n_layer=1, d_inner=64, dropout=0.0, clamp_len=-1)
 
 
-@pytest.mark.parametrize("qlen,klen,clamp_len", [(6, 6, -1), (5, 12, -1), (7, 9, 4)])
+@pytest.mark.parametrize("qlen,klen,clamp_len", XLNET_ENCODING_CASES)
 def test_xlnet_relative_positional_encoding(qlen, klen, clamp_len):
     config = xlnet_config()
     config.clamp_len = clamp_len
@@ -246,9 +262,8 @@ def test_xlnet_relative_positional_encoding(qlen, klen, clamp_len):
     check("xlnet relative_positional_encoding f32", got, want, 1e-5)
 
 
-@pytest.mark.parametrize("dtype", ["f64", "f32"])
-@pytest.mark.parametrize("qlen,mlen,segments,masked", [(6, 0, False, False), (5, 7, False, False),
-                                                        (6, 3, True, False), (6, 4, True, True)])
+@pytest.mark.parametrize("dtype", MODULE_DTYPES)
+@pytest.mark.parametrize("qlen,mlen,segments,masked", XLNET_CORE_CASES)
 def test_xlnet_rel_attn_core(dtype, qlen, mlen, segments, masked):
     seed(5)
     td = TORCH_DTYPES[dtype]
@@ -290,8 +305,10 @@ def test_xlnet_rel_attn_core(dtype, qlen, mlen, segments, masked):
 
 # ---- DeBERTa-v2 -------------------------------------------------------------------
 
+DEBERTA_BUCKET_CASES = [(256, 512), (8, 16), (32, 100), (6, 10)]  # bucket_size, max_position
 
-@pytest.mark.parametrize("bucket_size,max_position", [(256, 512), (8, 16), (32, 100), (6, 10)])
+
+@pytest.mark.parametrize("bucket_size,max_position", DEBERTA_BUCKET_CASES)
 def test_deberta_make_log_bucket_position(bucket_size, max_position):
     rel = torch.arange(-3000, 3001)
     want = modeling_deberta_v2.make_log_bucket_position(rel, bucket_size, max_position).long().numpy()
@@ -317,7 +334,7 @@ DEBERTA_CASES = {  # deberta-v3-base: share_att_key, p2c|c2p, 256 buckets, 512 p
 }
 
 
-@pytest.mark.parametrize("dtype", ["f64", "f32"])
+@pytest.mark.parametrize("dtype", MODULE_DTYPES)
 @pytest.mark.parametrize("case", list(DEBERTA_CASES))
 def test_deberta_disentangled_attention(dtype, case):
     seed(6)
@@ -349,16 +366,19 @@ def test_deberta_disentangled_attention(dtype, case):
 
 # ---- absolute encodings -----------------------------------------------------------
 
+SINUSOID_DIMS = [4, 32, 768]
+SINUSOID_ORDERS = ["interleaved", "concat"]
 
-@pytest.mark.parametrize("dim", [4, 32, 768])
+
+@pytest.mark.parametrize("dim", SINUSOID_DIMS)
 def test_distilbert_sinusoidal_embeddings(dim):
     out = torch.empty(600, dim)
     modeling_distilbert.create_sinusoidal_embeddings(600, dim, out)
     check("distilbert create_sinusoidal_embeddings f32", posenc.sinusoidal_table(dim, 600), out.numpy(), 1e-6)
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
-@pytest.mark.parametrize("order", ["interleaved", "concat"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("order", SINUSOID_ORDERS)
 def test_add_sinusoidal_against_float64(dtype, order, rng):
     np_dtype = DTYPES[dtype][0]
     x = rng.standard_normal((3, 17, 33)).astype(np.float32).astype(np_dtype)
@@ -408,7 +428,103 @@ def test_npy_table_round_trip(tmp_path):
         posenc.LearnedTable.load(tmp_path / "fortran.npy")
 
 
-def test_observed_errors():
-    """Prints the largest error of each comparison (run with -s)."""
+# ---- the observed errors --------------------------------------------------------------
+
+COMPARISONS = (
+    ["t5 bucket mismatches", "deberta bucket mismatches", "xlnet relative_positional_encoding f32",
+     "distilbert create_sinusoidal_embeddings f32", "opt learned positions f32", "opt learned add f32"]
+    + [f"{stem} {dtype}" for dtype in MODULE_DTYPES for stem in (
+        "t5 compute_bias", "t5 attention probs", "t5 attention output", "bloom attention probs",
+        "bloom attention output", "bloom alibi_attention_reference", "bloom alibi distance form",
+        *(f"bert {kind} {what}" for kind in BERT_KINDS for what in ("probs", "context")),
+        "xlnet probs", "xlnet attn_vec",
+        *(f"deberta {case} {what}" for case in DEBERTA_CASES for what in ("probs", "context")))]
+    + [f"bloom {what} {dtype}" for what in ("build_alibi_tensor", "slopes") for dtype in BLOOM_TABLE_DTYPES]
+    + [f"add_sinusoidal{what} {dtype}" for what in ("", " fast vs reference") for dtype in DTYPES])
+# check()'s error is relative to max(1, |value|), so one rounding of a value to a dtype costs at most
+# one UNIT of it (half an ulp of a value in [1, 2)).
+UNIT = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
+# float64 on both sides: only the order of the sums differs (seen: up to 16 units).
+FLOAT64 = 64 * UNIT["f64"]
+# A Hugging Face module's float32 arithmetic: its projections, sums over up to 150 keys, exp, and pow
+# (BLOOM's slopes: a float32 base raised to up to the 16th power) (seen: up to 9.7 units).
+FLOAT32 = 32 * UNIT["f32"]
+# T5 and BLOOM take their softmax in float32 and DeBERTa its scale, even for float64 modules.
+FLOAT32_IN_FLOAT64 = ("t5 attention", "bloom", "deberta")
+# posenc's add_sinusoidal in float32: sqrt(d) and the table's value rounded, the product, the sum.
+ADD_F32 = 4 * UNIT["f32"]
+
+
+def budget(name: str) -> float:
+    """What the comparison `name` (its stem, then its dtype) may differ by."""
+    if name.endswith("mismatches") or name.startswith(("t5 compute_bias", "opt learned")):
+        return 0.0  # bucket ids and gathers: exact
+    stem, dtype = name.rsplit(" ", 1)
+    if stem == "distilbert create_sinusoidal_embeddings":
+        return UNIT[dtype]  # Hugging Face's float64 table, rounded once
+    if stem == "xlnet relative_positional_encoding":  # float32 angles up to klen radians, then sin, cos
+        return hf_fp32_angle_slack(max(klen for _, klen, _ in XLNET_ENCODING_CASES)) + 2 * UNIT[dtype]
+    if stem == "add_sinusoidal":  # rounded once from float32
+        return ADD_F32 + (UNIT[dtype] if dtype != "f32" else 0.0)
+    if stem == "add_sinusoidal fast vs reference":  # the fast one from float32, the reference from float64
+        return ADD_F32 + (UNIT["f32"] if dtype == "f32" else 2 * UNIT[dtype])
+    if stem.startswith(("bloom build_alibi_tensor", "bloom slopes")):  # float32, then bf16 once
+        return FLOAT32 + (UNIT[dtype] if dtype == "bf16" else 0.0)
+    if dtype == "f64" and not stem.startswith(FLOAT32_IN_FLOAT64):
+        return FLOAT64
+    return FLOAT32
+
+
+# Whose error the dtype does not order: both dtypes round the same way (the exact ones; fast vs
+# reference), or the float32 softmax that both of T5's and BLOOM's dtypes take dominates.
+UNORDERED = ("t5 compute_bias", "opt learned", "add_sinusoidal fast vs reference", "t5 attention",
+             "bloom attention", "bloom alibi")
+
+
+def test_observed_errors(rng, tmp_path):
+    # Every case again, here: under pytest-xdist the cases above run in other workers.
+    start = copy.deepcopy(rng)
+    OBSERVED.clear()
+    for num_buckets, max_distance in T5_BUCKET_CONFIGS:
+        for bidirectional in BIDIRECTIONAL:
+            test_t5_relative_position_bucket(num_buckets, max_distance, bidirectional)
+    for heads in BLOOM_HEADS:
+        for dtype in BLOOM_TABLE_DTYPES:
+            test_bloom_build_alibi_tensor(heads, dtype)
+    for qlen, klen, clamp_len in XLNET_ENCODING_CASES:
+        test_xlnet_relative_positional_encoding(qlen, klen, clamp_len)
+    for bucket_size, max_position in DEBERTA_BUCKET_CASES:
+        test_deberta_make_log_bucket_position(bucket_size, max_position)
+    for dtype in MODULE_DTYPES:
+        for is_decoder in IS_DECODER:
+            test_t5_compute_bias(dtype, is_decoder)
+            test_t5_attention(dtype, is_decoder)
+        for left_padding in LEFT_PADDING:
+            test_bloom_attention(dtype, left_padding)
+        for kind in BERT_KINDS:
+            test_bert_relative_attention(dtype, kind)
+        for case in XLNET_CORE_CASES:
+            test_xlnet_rel_attn_core(dtype, *case)
+        for case in DEBERTA_CASES:
+            test_deberta_disentangled_attention(dtype, case)
+    for dim in SINUSOID_DIMS:
+        test_distilbert_sinusoidal_embeddings(dim)
+    for dtype in DTYPES:
+        for order in SINUSOID_ORDERS:
+            test_add_sinusoidal_against_float64(dtype, order, copy.deepcopy(start))
+    test_opt_learned_positions_with_left_padding(tmp_path)
     for name in sorted(OBSERVED):
-        print(f"{name:50s} {OBSERVED[name]:.3g}")
+        print(f"{name:50s} {OBSERVED[name]:.3g}   (budget {budget(name):.3g})")
+    assert set(OBSERVED) == set(COMPARISONS), f"not run or unknown: {sorted(set(COMPARISONS) ^ set(OBSERVED))}"
+    for name, error in OBSERVED.items():
+        assert error <= budget(name), f"{name}: max error {error:.3g} > {budget(name):.3g}"
+    # Each dtype reaches the computation: coarser storage, larger errors.
+    by_stem: dict = {}
+    for name in COMPARISONS:
+        stem, dtype = name.rsplit(" ", 1)
+        if dtype in UNIT:
+            by_stem.setdefault(stem, []).append(dtype)
+    for stem, dtypes in by_stem.items():
+        if len(dtypes) > 1 and not stem.startswith(UNORDERED):
+            errors = [OBSERVED[f"{stem} {dtype}"] for dtype in sorted(dtypes, key=list(UNIT).index)]
+            assert errors == sorted(errors) and len(set(errors)) == len(errors), f"{stem}: {dtypes} {errors}"
