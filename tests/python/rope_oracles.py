@@ -3,6 +3,8 @@ and a float64 NumPy RoPE written from the definition (the ground truth)."""
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 import torch
@@ -25,6 +27,14 @@ DTYPES = {
 #        roundings), hence 2e-3.
 #  bf16: the same with 8 significant bits (2^-8 = 3.9e-3 per rounding): 2e-2.
 TOLERANCE = {"f32": 1e-5, "f16": 2e-3, "bf16": 2e-2}
+
+# One rounding of a value in [1, 2) to the dtype, at most (round to nearest): half an ulp.
+UNIT = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
+
+
+def half_ulp(dtype: str, magnitude: float) -> float:
+    """The largest rounding error of a value with |x| <= magnitude stored in dtype."""
+    return UNIT[dtype] * 2.0 ** math.floor(math.log2(magnitude)) if magnitude > 0 else 0.0
 
 
 def to_torch(x: np.ndarray) -> torch.Tensor:

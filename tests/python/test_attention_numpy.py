@@ -34,7 +34,6 @@ a coarser dtype.
 from __future__ import annotations
 
 import copy
-import math
 from typing import Optional
 
 import numpy as np
@@ -43,6 +42,7 @@ import pytest
 import posenc
 from attention_oracles import (DTYPES, causal, dot_scores, f64, positions_of, print_observed, record, repeat_kv,
                                rotate, rounded, softmax_attention)
+from rope_oracles import UNIT, half_ulp
 
 DTYPE_NAMES = list(DTYPES)
 OBSERVED: dict = {}
@@ -256,18 +256,11 @@ CASES = [f"{name} vs Su's construction ({implementation})" for name in ("ReRoPE"
     "Λ mask (nope)", "Λ mask (rope)", "Λ mask, position ids", "Λ mask, position ids, not causal",
     "sink logits + log-n + softcap", "ALiBi encoder (distance form)"]
 F32_ONLY = "ReRoPE(window >= length) vs RoPE"  # the kernel against itself, f32 only
-# The dtype's rounding of a value in [1, 2): half an ulp.
-UNIT = {"bf16": 2.0**-8, "f16": 2.0**-11, "f32": 2.0**-24}
 # The kernel's float32 arithmetic (rotation, 32-term dot products, exp, sums over up to 100 keys), absolute:
 # 4 x 2^-20 = 64 units of 2^-24, test_attention_hf.py's float32 budget (seen: up to 14.75 units).
 KERNEL_F32 = 64 * UNIT["f32"]
 # posenc.reference works in float64 like the oracle: only the summation order differs.
 FLOAT64_ORDER = 2.0**-40
-
-
-def half_ulp(dtype: str, magnitude: float) -> float:
-    """The largest rounding error of a value of |x| <= magnitude stored in dtype (round to nearest)."""
-    return UNIT[dtype] * 2.0 ** math.floor(math.log2(magnitude)) if magnitude > 0 else 0.0
 
 
 def bound(oracle: str, dtype: str) -> float:

@@ -42,7 +42,7 @@ from transformers.models.t5.modeling_t5 import T5Attention
 from transformers.models.xlnet.modeling_xlnet import XLNetModel, XLNetRelativeAttention
 
 import posenc
-from rope_oracles import DTYPES, TOLERANCE, f64, hf_fp32_angle_slack, to_numpy, to_torch
+from rope_oracles import DTYPES, TOLERANCE, UNIT, f64, hf_fp32_angle_slack, to_numpy, to_torch
 
 OBSERVED: dict = {}
 
@@ -442,8 +442,7 @@ COMPARISONS = (
     + [f"bloom {what} {dtype}" for what in ("build_alibi_tensor", "slopes") for dtype in BLOOM_TABLE_DTYPES]
     + [f"add_sinusoidal{what} {dtype}" for what in ("", " fast vs reference") for dtype in DTYPES])
 # check()'s error is relative to max(1, |value|), so one rounding of a value to a dtype costs at most
-# one UNIT of it (half an ulp of a value in [1, 2)).
-UNIT = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
+# one UNIT of it (rope_oracles: half an ulp of a value in [1, 2)).
 # float64 on both sides: only the order of the sums differs (seen: up to 16 units).
 FLOAT64 = 64 * UNIT["f64"]
 # A Hugging Face module's float32 arithmetic: its projections, sums over up to 150 keys, exp, and pow
