@@ -12,6 +12,8 @@ foreach(consumer "consumer;." "core_consumer;core")
   list(GET consumer 0 program)
   list(GET consumer 1 folder)
   set(build ${WORK_DIR}/build_${program})
+  # The core project also links all of core, and all of engine, into
+  # whole_core and whole_engine (tests/install/core/CMakeLists.txt).
   foreach(step
       "${CMAKE_COMMAND};-S;${SOURCE_DIR}/${folder};-B;${build};-G;Ninja;-DCMAKE_MAKE_PROGRAM=${NINJA};-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
       "${CMAKE_COMMAND};--build;${build}"
