@@ -17,8 +17,18 @@
 // Here we go. There and back again." repeated (joined by spaces) and cut to
 // a number of characters, that many times `depth` before the key line and
 // the rest after it. The answer is " K".
+//
+// Trials that share that one filler are not independent: the outcome is set
+// by the depth and the text, not by the key. An independent trial
+// (DrawPasskeyTrial) draws its own key, its own depth and its own filler:
+// the same five sentences in an order drawn for the trial, so that the task
+// stays the published one (the sentences, their share of the text and the
+// key's place among them are the papers'; only the text differs between
+// trials). run_test.py too draws the depth uniformly per trial
+// (n_garbage_prefix = randint(0, n_garbage)).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +54,25 @@ struct PasskeyPrompt {
 // distributions).
 std::string PasskeyKey(std::uint64_t seed, std::int64_t trial);
 
+// One independent trial: its key, its depth (the filler's share before the
+// key line, uniform in [0, 1)) and the seed of its filler's order, each a
+// pure function of (seed, trial) by a fixed integer hash: the same trial for
+// every method and on every machine. The key is PasskeyKey(seed, trial).
+// Throws posenc::Error for a negative trial.
+struct PasskeyTrial {
+  std::int64_t trial = 0;
+  std::string key;
+  double depth = 0;
+  std::uint64_t filler_seed = 0;
+};
+PasskeyTrial DrawPasskeyTrial(std::uint64_t seed, std::int64_t trial);
+
+// The first `characters` characters of a trial's filler: the five sentences
+// of the landmark filler in blocks of five, each block in an order drawn
+// from `filler_seed` (Fisher-Yates), joined by spaces as the published
+// filler is. Every sentence keeps its share of the text.
+std::string ShuffledPasskeyFiller(std::uint64_t filler_seed, std::size_t characters);
+
 // The longest prompt whose tokens plus `reserve` (room for the answer and
 // the generated tokens) fit in `length` tokens, with the key at `depth` in
 // [0, 1]. Throws posenc::Error naming the parameter for a depth outside
@@ -51,6 +80,11 @@ std::string PasskeyKey(std::uint64_t seed, std::int64_t trial);
 // prompt's fixed parts plus `reserve`.
 PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t length, double depth,
                                 const std::string& key, std::int64_t reserve);
+// The same for an independent trial: its key at its depth in its own filler
+// (ShuffledPasskeyFiller; the text after the key line continues the text
+// before it).
+PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t length, const PasskeyTrial& trial,
+                                std::int64_t reserve);
 
 struct PasskeyScore {
   bool generated_has_key = false;  // the greedy continuation contains K (the YaRN paper's rule)

@@ -2,9 +2,12 @@
 #include "posenc/passkey.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <string_view>
+#include <utility>
 
 #include "model/model_ops.h"
 #include "posenc/chat_template.h"
@@ -23,6 +26,10 @@ constexpr std::string_view kFiller =
     "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 constexpr std::string_view kQuestion = "What is the pass key? The pass key is";
 
+// The five sentences of kFiller, in its order.
+constexpr std::array<std::string_view, 5> kSentences{"The grass is green.", "The sky is blue.", "The sun is yellow.",
+                                                     "Here we go.", "There and back again."};
+
 // The first n characters of the filler repeated forever, joined by spaces.
 std::string Filler(std::size_t n) {
   std::string out;
@@ -35,30 +42,33 @@ std::string Filler(std::size_t n) {
   return out;
 }
 
+// The filler before and after the key line, of `characters` characters in all.
+struct FillerParts {
+  std::string before, after;
+};
+
 struct PromptText {
   std::string before_key;  // the task line and the filler prefix, each ended by "\n"
   std::string text;        // the whole prompt
 };
 
-PromptText TextWithFiller(std::size_t filler, double depth, const std::string& key) {
-  const auto prefix = static_cast<std::size_t>(static_cast<double>(filler) * depth);
+PromptText TextWithFiller(const FillerParts& filler, const std::string& key) {
   PromptText p;
-  p.before_key = std::string(kTask) + "\n" + Filler(prefix) + "\n";
-  p.text = p.before_key + "The pass key is " + key + ". Remember it. " + key + " is the pass key.\n" +
-           Filler(filler - prefix) + "\n" + std::string(kQuestion);
+  p.before_key = std::string(kTask) + "\n" + filler.before + "\n";
+  p.text = p.before_key + "The pass key is " + key + ". Remember it. " + key + " is the pass key.\n" + filler.after +
+           "\n" + std::string(kQuestion);
   return p;
 }
 
-}  // namespace
-
-std::string PasskeyKey(std::uint64_t seed, std::int64_t trial) {
-  Require(trial >= 0, kOp, "trial", trial, "must be >= 0");
-  const std::uint64_t x = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(trial)));
-  return std::to_string(10000 + x % 90000);
+// The filler's characters before the key: `depth` of them, rounded down.
+std::size_t Prefix(std::size_t characters, double depth) {
+  return static_cast<std::size_t>(static_cast<double>(characters) * depth);
 }
 
-PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t length, double depth,
-                                const std::string& key, std::int64_t reserve) {
+// The longest prompt whose tokens plus `reserve` fit in `length`, with the
+// filler that split(characters) gives.
+PasskeyPrompt MakePrompt(const BpeTokenizer& tokenizer, std::int64_t length, double depth, const std::string& key,
+                         std::int64_t reserve, const std::function<FillerParts(std::size_t)>& split) {
   Require(std::isfinite(depth) && depth >= 0 && depth <= 1, kOp, "depth", depth,
           "must be in [0, 1] (the share of the filler before the key)");
   Require(key.size() == 5 && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }), kOp,
@@ -67,7 +77,7 @@ PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t leng
   // BOS first for a model trained so (EncodePrompt): it counts in the length.
   const std::int64_t bos = tokenizer.add_bos() ? 1 : 0;
   const auto tokens_with = [&](std::size_t filler) {
-    return static_cast<std::int64_t>(EncodePrompt(tokenizer, TextWithFiller(filler, depth, key).text).size());
+    return static_cast<std::int64_t>(EncodePrompt(tokenizer, TextWithFiller(split(filler), key).text).size());
   };
   const std::int64_t fixed = tokens_with(0);
   Require(length >= fixed + reserve, kOp, "length", length,
@@ -81,7 +91,7 @@ PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t leng
     const std::size_t mid = lo + (hi - lo) / 2;
     (tokens_with(mid) + reserve <= length ? lo : hi) = mid;
   }
-  const PromptText text = TextWithFiller(lo, depth, key);
+  const PromptText text = TextWithFiller(split(lo), key);
   PasskeyPrompt p;
   p.key = key;
   p.depth = depth;
@@ -103,6 +113,66 @@ PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t leng
     p.answer = tokenizer.Encode(" " + key);
   }
   return p;
+}
+
+// Salts that give a trial's depth and filler words other than its key's.
+constexpr std::uint64_t kDepthSalt = 0x6465707468ULL;     // "depth"
+constexpr std::uint64_t kFillerSalt = 0x66696c6c6572ULL;  // "filler"
+
+}  // namespace
+
+std::string PasskeyKey(std::uint64_t seed, std::int64_t trial) {
+  Require(trial >= 0, kOp, "trial", trial, "must be >= 0");
+  const std::uint64_t x = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(trial)));
+  return std::to_string(10000 + x % 90000);
+}
+
+PasskeyTrial DrawPasskeyTrial(std::uint64_t seed, std::int64_t trial) {
+  PasskeyTrial t{.trial = trial, .key = PasskeyKey(seed, trial)};  // checks trial >= 0
+  const std::uint64_t x = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(trial)));
+  // The top 53 bits: a double uniform in [0, 1), every value exact.
+  t.depth = static_cast<double>(SplitMix64(x ^ kDepthSalt) >> 11) * 0x1.0p-53;
+  t.filler_seed = SplitMix64(x ^ kFillerSalt);
+  return t;
+}
+
+std::string ShuffledPasskeyFiller(std::uint64_t filler_seed, std::size_t characters) {
+  std::string out;
+  out.reserve(characters + kFiller.size() + 1);
+  std::array<std::size_t, kSentences.size()> order{};
+  for (std::uint64_t block = 0; out.size() < characters; ++block) {
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    // Fisher-Yates from the block's own words: block b's order does not depend on how much was cut.
+    std::uint64_t word = SplitMix64(filler_seed ^ SplitMix64(block));
+    for (std::size_t i = order.size() - 1; i > 0; --i) {
+      std::swap(order[i], order[word % (i + 1)]);
+      word = SplitMix64(word);
+    }
+    for (const std::size_t s : order) {
+      if (!out.empty()) out += ' ';
+      out += kSentences[s];
+    }
+  }
+  out.resize(characters);
+  return out;
+}
+
+PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t length, double depth,
+                                const std::string& key, std::int64_t reserve) {
+  // The published filler: prefix and suffix both from its start (run_test.py's garbage_inf[:n]).
+  return MakePrompt(tokenizer, length, depth, key, reserve, [&](std::size_t characters) {
+    const std::size_t prefix = Prefix(characters, depth);
+    return FillerParts{Filler(prefix), Filler(characters - prefix)};
+  });
+}
+
+PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t length, const PasskeyTrial& trial,
+                                std::int64_t reserve) {
+  return MakePrompt(tokenizer, length, trial.depth, trial.key, reserve, [&](std::size_t characters) {
+    const std::string filler = ShuffledPasskeyFiller(trial.filler_seed, characters);
+    const std::size_t prefix = Prefix(characters, trial.depth);
+    return FillerParts{filler.substr(0, prefix), filler.substr(prefix)};
+  });
 }
 
 PasskeyScore ScorePasskey(const LlamaModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,

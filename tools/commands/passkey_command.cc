@@ -1,14 +1,18 @@
-// posenc passkey [--lengths L,...] [--depths D,...] [--trials N] [--methods M;...]
-//                [--seed S] [--max-new-tokens T] [--out DIR] [--model FILE] [--json]
+// posenc passkey [--lengths L,...] [--trials N] [--seed S] [--depths D,...] [--methods M;...]
+//                [--max-new-tokens T] [--out DIR] [--model FILE] [--json]
 //                [--executor local|slurm ...]
 //
 // Passkey retrieval (include/posenc/passkey.h) over a grid: every method at
-// every length, the key at every depth, N trials (keys) each. Each trial is
-// a cell of a grid in DIR (grid.h): a rerun, or a run that adds methods or
-// lengths, computes only what is missing; the table, the JSON and the heat
-// maps are merged from all cells at the end.
+// every length on the same N independent trials, each its own filler, key
+// and depth drawn from --seed (DrawPasskeyTrial), so that methods compare
+// paired. With --depths, the fixed-depth design of the first grids instead:
+// N keys at each depth in the one published filler (not independent trials:
+// a look by depth, not a rate). Each trial is a cell of a grid in DIR
+// (grid.h): a rerun, or a run that adds methods or lengths, computes only
+// what is missing; the report is merged from all cells at the end.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "commands.h"
 #include "grid/grid_executor.h"
@@ -28,11 +32,15 @@ constexpr const char* kOp = "passkey";
 // change, a distance map and a mask.
 constexpr const char* kDefaultMethods = "none;yarn;self-extend;lambda";
 
+// Independent trials per length by default: the fewest the results' rule
+// (docs/results/README.md) takes for a rate.
+constexpr std::int64_t kDefaultTrials = 12;
+
 struct PasskeyOptions {
   std::string model{kDefaultModel.path};
   std::vector<std::int64_t> lengths{4096, 10240};
-  std::vector<double> depths{0.1, 0.5, 0.9};
-  std::int64_t trials = 1;
+  std::vector<double> depths;             // empty: independent trials; else the fixed-depth design
+  std::optional<std::int64_t> trials;     // kDefaultTrials, or 1 key a depth with --depths
   std::vector<ContextExtension> methods;  // kDefaultMethods unless --methods
   std::int64_t seed = 0;                  // >= 0 (an unsigned option took -1 as 2^64 - 1)
   std::int64_t max_new_tokens = 12;
@@ -41,12 +49,34 @@ struct PasskeyOptions {
   std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
 };
 
+// One trial of the grid: its depth, and whether it is an independent one.
+struct TrialPlan {
+  double depth = 0;
+  std::int64_t trial = 0;
+  bool independent = false;
+};
+
+// The trials at every length, the same for every method: the independent
+// design's draws, or every depth x trials keys.
+std::vector<TrialPlan> PlanTrials(std::uint64_t seed, std::int64_t trials, const std::vector<double>& depths) {
+  std::vector<TrialPlan> plans;
+  if (depths.empty()) {
+    for (std::int64_t trial = 0; trial < trials; ++trial) {
+      plans.push_back({.depth = DrawPasskeyTrial(seed, trial).depth, .trial = trial, .independent = true});
+    }
+  }
+  for (const double depth : depths) {
+    for (std::int64_t trial = 0; trial < trials; ++trial) plans.push_back({.depth = depth, .trial = trial});
+  }
+  return plans;
+}
+
 // The grid: every plan and prompt is made here, before any trial runs, so a
 // method that cannot work at a length, or a length too short for the
 // prompt, fails at once. A method that is the model's own RoPE at a length
 // asks for `none`'s cell.
-Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths, const std::vector<double>& depths,
-              const std::vector<ContextExtension>& methods) {
+Grid PlanGrid(const PasskeyOptions& o, std::int64_t trials, const std::vector<std::int64_t>& lengths,
+              const std::vector<double>& depths, const std::vector<ContextExtension>& methods) {
   const LoadedModel loaded = LoadModel(o.model);
   const LlamaModel& model = loaded.model;
   const LlamaHyperparams& hp = model.hparams();
@@ -62,8 +92,13 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
                          {"max_new_tokens", o.max_new_tokens},
                          {"methods", names},
                          {"lengths", lengths},
-                         {"depths", depths},
-                         {"trials", o.trials}}};
+                         {"trials", trials}}};
+  if (depths.empty()) {
+    grid.settings["design"] = kPasskeyIndependent;
+  } else {
+    grid.settings["depths"] = depths;
+  }
+  const std::vector<TrialPlan> plans = PlanTrials(static_cast<std::uint64_t>(o.seed), trials, depths);
   for (const auto length : lengths) {
     const GridCell cost{.flops = model.ForwardFlops(length),
                         .memory_bytes = model.WeightBytes() + model.ActivationBytes(length) + model.CacheBytes(length)};
@@ -76,24 +111,24 @@ Grid PlanGrid(const PasskeyOptions& o, const std::vector<std::int64_t>& lengths,
       const ExtensionPlan plan = PlanModelExtension(methods[m], hp, length);
       const bool same = SameAsModelRope(plan, hp.rope, length);
       const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
-      for (const double depth : depths) {
-        for (std::int64_t trial = 0; trial < o.trials; ++trial) {
-          GridCell cell = cost;
-          cell.params = {{"method", computed}, {"length", length}, {"depth", depth},
-                         {"trial", trial},     {"seed", o.seed},   {"max_new_tokens", o.max_new_tokens}};
-          char label[160];
-          std::snprintf(label, sizeof label, "L %lld depth %.2f trial %lld %s", static_cast<long long>(length), depth,
-                        static_cast<long long>(trial), computed.c_str());
-          cell.label = label;
-          AddGridEntry(grid,
-                       {{"method", names[m]},
-                        {"resolved", resolved},
-                        {"same_as_none", same},
-                        {"length", length},
-                        {"depth", depth},
-                        {"trial", trial}},
-                       cell);
-        }
+      for (const TrialPlan& t : plans) {
+        GridCell cell = cost;
+        // The fixed-depth cells' parameters as they were: the committed grids keep their keys.
+        cell.params = {{"method", computed}, {"length", length}, {"depth", t.depth},
+                       {"trial", t.trial},   {"seed", o.seed},   {"max_new_tokens", o.max_new_tokens}};
+        if (t.independent) cell.params["design"] = kPasskeyIndependent;
+        char label[160];
+        std::snprintf(label, sizeof label, "L %lld depth %.2f trial %lld %s", static_cast<long long>(length), t.depth,
+                      static_cast<long long>(t.trial), computed.c_str());
+        cell.label = label;
+        AddGridEntry(grid,
+                     {{"method", names[m]},
+                      {"resolved", resolved},
+                      {"same_as_none", same},
+                      {"length", length},
+                      {"depth", t.depth},
+                      {"trial", t.trial}},
+                     cell);
       }
     }
   }
@@ -105,7 +140,8 @@ void Run(const PasskeyOptions& o) {
   CheckPasskeySeed(o.seed);
   for (const std::int64_t length : o.lengths) CheckPasskeyLength(length);
   for (const double depth : o.depths) CheckPasskeyDepth(depth);
-  CheckPasskeyTrials(o.trials);
+  const std::int64_t trials = o.trials.value_or(o.depths.empty() ? kDefaultTrials : 1);
+  CheckPasskeyTrials(trials);
   CheckPasskeyMaxNewTokens(o.max_new_tokens);
   std::vector<std::int64_t> lengths = o.lengths;
   std::vector<double> depths = o.depths;
@@ -113,7 +149,7 @@ void Run(const PasskeyOptions& o) {
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
   std::sort(depths.begin(), depths.end());
   depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
-  const Grid grid = PlanGrid(o, lengths, depths, o.methods);
+  const Grid grid = PlanGrid(o, trials, lengths, depths, o.methods);
   GridReport report;
   if (!RunGrid(o.out, grid, *o.executor, &report)) return;
   PrintGridReport(report, o.json);
@@ -129,12 +165,16 @@ void AddPasskeyCommand(CLI::App& app) {
   cmd->add_option("--lengths", o->lengths, "Prompt lengths in tokens, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--depths", o->depths, "Depths of the key in [0, 1], comma-separated")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--trials", o->trials, "Keys per (length, depth), 1 to 1000")->capture_default_str();
+  cmd->add_option("--trials", o->trials,
+                  "Independent trials per length, 1 to 1000 (default 12), each its own filler (the landmark "
+                  "sentences in an order of its own), key and depth (uniform in [0, 1]); the same trials for every "
+                  "method. With --depths: keys per depth (default 1)");
+  cmd->add_option("--depths", o->depths,
+                  "The fixed-depth design instead (the first grids'): these depths in [0, 1], comma-separated, "
+                  "--trials keys each, all in the one published filler; not independent trials")
+      ->delimiter(',');
   AddMethodsOption(*cmd, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods), kDefaultMethods, "");
-  cmd->add_option("--seed", o->seed, "Seed of the keys")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the trials (their keys, depths and fillers)")->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens generated per trial, 1 to 256")->capture_default_str();
   cmd->add_option("--out", o->out, "Grid directory (grid.json, cells/; passkey.md, passkey.json, passkey.png)")
       ->capture_default_str();

@@ -1,8 +1,9 @@
 // The passkey grid kind: one cell is one trial (a method at a length, the
-// key at a depth), computed by ScorePasskey; the merge is passkey_report's
-// table, JSON and heat maps.
+// key at a depth in a filler), computed by ScorePasskey; the merge is
+// passkey_report's table, comparisons, JSON and picture.
 #include <cstdio>
 
+#include "grid/file_digest.h"
 #include "grid/grid_kind.h"
 #include "reports/passkey_report.h"
 #include "posenc/context_extension.h"
@@ -37,6 +38,18 @@ void CheckPasskeyMaxNewTokens(std::int64_t max_new_tokens) {
   Require(max_new_tokens >= 1 && max_new_tokens <= 256, kOp, "--max-new-tokens", max_new_tokens, "must be in [1, 256]");
 }
 
+void CheckPasskeyDesign(const std::string& design) {
+  Require(design == kPasskeyIndependent, kOp, "design", design,
+          std::string("must be \"") + kPasskeyIndependent + "\" (or absent: the fixed-depth design)");
+}
+
+void CheckPasskeyDrawnDepth(std::int64_t seed, std::int64_t trial, double depth) {
+  const double drawn = DrawPasskeyTrial(static_cast<std::uint64_t>(seed), trial).depth;
+  Require(depth == drawn, kOp, "depth", depth,
+          "must be the depth drawn for trial " + std::to_string(trial) + " from seed " + std::to_string(seed) + " (" +
+              FormatValue(drawn) + ")");
+}
+
 namespace {
 
 // What a trial is computed from (and a report row is keyed by), each value
@@ -66,6 +79,21 @@ std::uint64_t ReadSeed(const GridField& at, const nlohmann::json& object) {
   return static_cast<std::uint64_t>(seed);
 }
 
+// Whether `object` (settings or a cell's params) is of the independent
+// design; absent is the fixed-depth design, whose cells never had the field.
+bool ReadIndependent(const GridField& at, const nlohmann::json& object) {
+  if (!object.contains("design")) return false;
+  const std::string design = at.String(object, "design");
+  at.Child("design").Check([&] { CheckPasskeyDesign(design); });
+  return true;
+}
+
+// An independent trial's depth must be its draw: the report pairs trials by
+// index, and a depth edited in grid.json would describe another trial.
+void CheckDrawnDepth(const GridField& at, std::uint64_t seed, const TrialParams& t) {
+  at.Child("depth").Check([&] { CheckPasskeyDrawnDepth(static_cast<std::int64_t>(seed), t.trial, t.depth); });
+}
+
 std::int64_t ReadMaxNewTokens(const GridField& at, const nlohmann::json& object) {
   const std::int64_t max_new_tokens = at.Int(object, "max_new_tokens");
   at.Child("max_new_tokens").Check([&] { CheckPasskeyMaxNewTokens(max_new_tokens); });
@@ -77,10 +105,12 @@ PasskeyReport ReadSettings(const GridField& at, const nlohmann::json& s) {
                        .train_length = at.Int(s, "train_length"),
                        .seed = ReadSeed(at, s),
                        .max_new_tokens = ReadMaxNewTokens(at, s),
+                       .independent = ReadIndependent(at, s),
                        .methods = at.Strings(s, "methods"),
                        .lengths = at.Ints(s, "lengths"),
-                       .depths = at.Numbers(s, "depths"),
                        .trials = at.Int(s, "trials")};
+  // An independent grid's depths are drawn per trial, not listed.
+  if (!report.independent) report.depths = at.Numbers(s, "depths");
   for (std::size_t i = 0; i < report.lengths.size(); ++i) {
     at.Child("lengths").Child(std::to_string(i)).Check([&] { CheckPasskeyLength(report.lengths[i]); });
   }
@@ -92,20 +122,35 @@ PasskeyReport ReadSettings(const GridField& at, const nlohmann::json& s) {
 }
 
 void Check(const Grid& grid, const GridField& file) {
-  ReadSettings(file.Child("settings"), grid.settings);
+  const PasskeyReport settings = ReadSettings(file.Child("settings"), grid.settings);
   for (const auto& [key, cell] : grid.cells) {
     const GridField at = file.Child("cells").Child(key).Child("params");
-    ReadTrialParams(at, cell.params);
-    ReadSeed(at, cell.params);
+    const TrialParams t = ReadTrialParams(at, cell.params);
+    const std::uint64_t seed = ReadSeed(at, cell.params);
     ReadMaxNewTokens(at, cell.params);
+    if (ReadIndependent(at, cell.params) != settings.independent) {
+      at.Fail(cell.params.value("design", std::string("(absent)")), "must be the design of the grid's settings");
+    }
+    if (settings.independent) CheckDrawnDepth(at, seed, t);
   }
   for (std::size_t i = 0; i < grid.entries.size(); ++i) {
     const GridField at = file.Child("entries").Child(std::to_string(i));
     const nlohmann::json& row = grid.entries[i].row;
-    ReadTrialParams(at, row);
+    const TrialParams t = ReadTrialParams(at, row);
     at.String(row, "resolved");
     at.Bool(row, "same_as_none");
+    if (settings.independent) CheckDrawnDepth(at, settings.seed, t);
   }
+}
+
+// The SHA-256 of the prompt's token ids, each as 4 little-endian bytes.
+std::string PromptDigest(const std::vector<std::int32_t>& tokens) {
+  std::string bytes;
+  bytes.reserve(tokens.size() * 4);
+  for (const std::int32_t token : tokens) {
+    for (int b = 0; b < 4; ++b) bytes += static_cast<char>((static_cast<std::uint32_t>(token) >> (8 * b)) & 0xFFu);
+  }
+  return Sha256Hex(bytes);
 }
 
 nlohmann::json ComputeTrial(const Grid& grid, const GridCell& cell) {
@@ -116,16 +161,23 @@ nlohmann::json ComputeTrial(const Grid& grid, const GridCell& cell) {
   const LoadedModel loaded = LoadGridModel(grid);
   const LlamaHyperparams& hp = loaded.model.hparams();
   const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(t.method), hp, length);
-  const std::string key = PasskeyKey(ReadSeed(at, cell.params), trial);
-  const PasskeyPrompt prompt = MakePasskeyPrompt(loaded.tokenizer, length, t.depth, key, max_new_tokens);
+  const std::uint64_t seed = ReadSeed(at, cell.params);
+  const bool independent = ReadIndependent(at, cell.params);
+  const PasskeyPrompt prompt =
+      independent ? MakePasskeyPrompt(loaded.tokenizer, length, DrawPasskeyTrial(seed, trial), max_new_tokens)
+                  : MakePasskeyPrompt(loaded.tokenizer, length, t.depth, PasskeyKey(seed, trial), max_new_tokens);
   const PasskeyScore score = ScorePasskey(loaded.model, loaded.tokenizer, prompt, plan.attention, max_new_tokens);
-  return {{"key", key},
-          {"prompt_tokens", static_cast<std::int64_t>(prompt.prompt.size())},
-          {"found", score.generated_has_key},
-          {"exact", score.answer_exact},
-          {"answer_nll", score.answer_nll},
-          {"generated", score.generated},
-          {"seconds", score.seconds}};
+  nlohmann::json result{{"key", prompt.key},
+                        {"prompt_tokens", static_cast<std::int64_t>(prompt.prompt.size())},
+                        {"found", score.generated_has_key},
+                        {"exact", score.answer_exact},
+                        {"answer_nll", score.answer_nll},
+                        {"generated", score.generated},
+                        {"seconds", score.seconds}};
+  // What the report pairs by: every method's trial must be the same prompt
+  // (the fixed-depth cells of the first grids predate it).
+  if (independent) result["prompt_sha256"] = PromptDigest(prompt.prompt);
+  return result;
 }
 
 std::string Summary(const nlohmann::json& r) {
@@ -144,7 +196,7 @@ GridReport Merge(const Grid& grid, const std::map<std::string, nlohmann::json>& 
   }
   report.seconds = TotalCellSeconds(results);
   return WriteGridReport(grid, report.seconds, dir, "passkey", "trials", PasskeyMarkdown(report), PasskeyJson(report),
-                         [&](const std::string& png, OutputFiles& files) { DrawPasskeyHeatmaps(report, png, files); });
+                         [&](const std::string& png, OutputFiles& files) { DrawPasskeyPicture(report, png, files); });
 }
 
 }  // namespace

@@ -4,8 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace posenc::cli {
+
+// The design of a grid of independent trials (settings.design and every
+// cell's params.design): each trial its own filler, key and depth, drawn
+// from (--seed, trial) by DrawPasskeyTrial, the same trials for every
+// method. A grid without the field has the fixed-depth design of the first
+// grids (every --depths value x --trials keys in the one published filler;
+// its trials are not independent), and its cells keep their keys.
+inline constexpr const char* kPasskeyIndependent = "independent";
 
 void CheckPasskeyLength(std::int64_t length);                // --lengths, each
 void CheckPasskeyDepth(double depth);                        // --depths, each
@@ -13,5 +22,8 @@ void CheckPasskeySeed(std::int64_t seed);                    // --seed
 void CheckPasskeyTrials(std::int64_t trials);                // --trials
 void CheckPasskeyTrial(std::int64_t trial);                  // a trial's index: [0, the most --trials allows)
 void CheckPasskeyMaxNewTokens(std::int64_t max_new_tokens);  // --max-new-tokens
+void CheckPasskeyDesign(const std::string& design);          // a grid file's design: kPasskeyIndependent
+// An independent trial's depth in a grid file: the one drawn for it.
+void CheckPasskeyDrawnDepth(std::int64_t seed, std::int64_t trial, double depth);
 
 }  // namespace posenc::cli

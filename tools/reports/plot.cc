@@ -156,6 +156,7 @@ std::string LinePlotPanel(const LinePlot& plot, const TempDir& dir, int index) {
   if (plot.log_x) script << "set logscale x\nset format x '10^{%L}'\n";
   if (plot.log_y) script << "set logscale y\nset format y '10^{%L}'\n";
   if (plot.y_min != 0.0 || plot.y_max != 0.0) script << "set yrange [" << plot.y_min << ":" << plot.y_max << "]\n";
+  if (plot.x_min != 0.0 || plot.x_max != 0.0) script << "set xrange [" << plot.x_min << ":" << plot.x_max << "]\n";
   bool any_y2 = false;
   for (const auto& s : plot.series) any_y2 = any_y2 || s.right_axis;
   if (any_y2) {

@@ -25,6 +25,9 @@ struct LinePlot {
   // A fixed y range (an accuracy's 0..100, so that panels compare); both
   // 0: from the data.
   double y_min = 0.0, y_max = 0.0;
+  // A fixed x range (room around points that sit at the first and last x);
+  // both 0: from the data, fixed to its ends.
+  double x_min = 0.0, x_max = 0.0;
   // gnuplot `set key` placement: "inside top right", "outside right" ...;
   // "off" draws no legend (a panel that shares another panel's colours).
   std::string key_position = "inside top right";
