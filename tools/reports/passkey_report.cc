@@ -167,8 +167,8 @@ std::string FixedDepthMarkdown(const PasskeyReport& r) {
   }
   std::string md = "Passkey retrieval, " + r.model + " (trained on " + std::to_string(r.train_length) +
                    " tokens), the fixed-depth design: keys found by greedy generation at each depth (" + depths +
-                   "), of " + std::to_string(r.trials) +
-                   " keys a depth, all in the one published filler. The keys at one depth share one filler and are "
+                   "), of " + std::to_string(r.trials) + (r.trials == 1 ? " key" : " keys") +
+                   " a depth, all in the one published filler. The keys at one depth share one filler and are "
                    "not independent trials: no interval is given and no rate compared (independent trials: posenc "
                    "passkey without --depths). * = the model's own RoPE at this length (none's trials).\n\n";
   md += TableHead(r);
