@@ -3,6 +3,9 @@
 # (posenc::posenc, tests/install/CMakeLists.txt) and one of the core layer
 # alone (posenc::core, tests/install/core).
 find_program(NINJA NAMES ninja ninja-build REQUIRED)
+# A fresh prefix: nothing left from an earlier install (the one libposenc.a
+# before the layers) can stand in for what this one installs.
+file(REMOVE_RECURSE ${WORK_DIR}/prefix)
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
                 RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT result EQUAL 0)
