@@ -258,7 +258,7 @@ void DrawIndependent(const PasskeyReport& r, const std::string& png_path, Output
                  .y_max = 102,
                  .x_min = x_min,
                  .x_max = x_max,
-                 .key_position = "outside right"};
+                 .key_position = "below"};
   std::vector<LinePlot> panels;
   for (const std::string& method : r.methods) {
     PlotSeries line{.title = method, .style = "linespoints lw 2 pt 7"};
@@ -284,7 +284,7 @@ void DrawIndependent(const PasskeyReport& r, const std::string& png_path, Output
                    .y_max = 1.02,
                    .x_min = x_min,
                    .x_max = x_max,
-                   .key_position = "outside right"};
+                   .key_position = "below"};
     for (PlotSeries* s : {&found, &missed}) {
       if (!s->x.empty()) panel.series.push_back(std::move(*s));
     }
