@@ -132,9 +132,10 @@ class ScalingReader {
                                 " is the model's, not the scaling's: it belongs at the top level of config.json, "
                                 "or in transformers v5's rope_parameters)"
                           : "";
-      ThrowError(
-          op_, Path(key), value.dump(),
-          "unknown key for rope_type \"" + type + "\"; known keys: " + (known.empty() ? "none" : known) + model_key);
+      std::string rule = "unknown key for rope_type \"" + type + "\"; known keys: ";
+      rule += known.empty() ? "none" : known;
+      rule += model_key;
+      ThrowError(op_, Path(key), value.dump(), rule);
     }
     if (!missing_.empty()) ThrowError(op_, Path(missing_.front()), "missing", "rope_type \"" + type + "\" needs it");
   }
