@@ -4,7 +4,7 @@ import sys
 import posenc
 from posenc.tokenizer import BpeTokenizer
 
-m = posenc.LlamaModel(sys.argv[1])
+m = posenc.DecoderModel(sys.argv[1])
 ids = BpeTokenizer.from_gguf(sys.argv[1]).encode(open(sys.argv[2], encoding="utf-8").read())
 train = m.context_length
 print(posenc.perplexity(m, ids, context=2 * train, method="ntk:logn", max_windows=1))   # {"ppl", "mean_nll", "scored", ...}

@@ -9,7 +9,7 @@
 #include "posenc/error.h"  // posenc::Error
 #include "posenc/gguf.h"
 #include "posenc/input_file.h"
-#include "posenc/perplexity.h"  // LlamaModel, ContextExtension, EvaluatePerplexity
+#include "posenc/perplexity.h"  // DecoderModel, ContextExtension, EvaluatePerplexity
 #include "posenc/tokenizer.h"   // BpeTokenizer
 
 int main(int argc, char** argv) try {
@@ -18,7 +18,7 @@ int main(int argc, char** argv) try {
     return 2;
   }
   const posenc::GgufFile file = posenc::GgufFile::Open(argv[1]);
-  const posenc::LlamaModel model = posenc::LlamaModel::FromGguf(file);
+  const posenc::DecoderModel model = posenc::DecoderModel::FromGguf(file);
   const std::string text = posenc::ReadRegularFile("example", "text", argv[2], 1 << 30, "read into memory");
   const std::vector<std::int32_t> tokens = posenc::BpeTokenizer::FromGguf(file.metadata()).Encode(text);
   const std::int64_t train_length = model.hparams().context_length;

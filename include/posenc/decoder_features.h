@@ -1,7 +1,7 @@
 // A decoder described by its features: what its layers do beyond the
 // baseline every family shares, filled once from GGUF metadata (and the
 // tensors a file holds) by its family's function, src/model/families/. The
-// engine (LlamaModel), its decode path and its float64 reference read these
+// engine (DecoderModel), its decode path and its float64 reference read these
 // features and never ask which family a model is, as gemma.cpp's
 // ModelConfig (post_norm, use_qk_norm) does: a new family is a new way of
 // filling them.

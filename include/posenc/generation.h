@@ -1,4 +1,4 @@
-// Greedy decoding with a Llama model and its key/value cache (llama_model.h):
+// Greedy decoding with a Llama model and its key/value cache (decoder_model.h):
 // the prompt is prefilled in one batched pass, then each new token is the
 // argmax of the previous logits (the lowest id among equal ones) and is run
 // through the model alone, attending to the cache.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "posenc/attention.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 
 namespace posenc {
 
@@ -38,7 +38,7 @@ std::int32_t Argmax(std::span<const float> logits);
 
 // Appends `prompt` to `cache` in one pass and returns the logits [vocab] of
 // its last token: what predicts the first new token.
-std::vector<float> Prefill(const LlamaModel& model, LlamaCache& cache, std::span<const std::int32_t> prompt,
+std::vector<float> Prefill(const DecoderModel& model, DecoderCache& cache, std::span<const std::int32_t> prompt,
                            const AttentionOptions& attention, const LayerProgress& progress = {});
 
 // Greedy continuation of the cache's tokens, `next_logits` being the logits
@@ -47,15 +47,15 @@ std::vector<float> Prefill(const LlamaModel& model, LlamaCache& cache, std::span
 // passes (prompt_tokens and prefill_seconds stay 0). Throws posenc::Error,
 // before any work, when the cache would outgrow this machine's memory by
 // max_tokens, and when next_logits hold a NaN, an infinity or a value of
-// magnitude 2^16 or more (LlamaModel::Forward's rule for the logits of every
+// magnitude 2^16 or more (DecoderModel::Forward's rule for the logits of every
 // step: an all-NaN row once decoded token 0 forever).
-GenerateResult DecodeGreedy(const LlamaModel& model, LlamaCache& cache, std::span<const float> next_logits,
+GenerateResult DecodeGreedy(const DecoderModel& model, DecoderCache& cache, std::span<const float> next_logits,
                             const AttentionOptions& attention, const GenerateOptions& options,
                             const TokenCallback& on_token = {});
 
 // Prefill then DecodeGreedy on a new cache, both timed (the memory check
 // comes before the prefill).
-GenerateResult Generate(const LlamaModel& model, std::span<const std::int32_t> prompt,
+GenerateResult Generate(const DecoderModel& model, std::span<const std::int32_t> prompt,
                         const AttentionOptions& attention, const GenerateOptions& options,
                         const TokenCallback& on_token = {}, const LayerProgress& progress = {});
 

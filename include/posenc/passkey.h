@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "posenc/attention.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 #include "posenc/tokenizer.h"
 
 namespace posenc {
@@ -97,7 +97,7 @@ struct PasskeyScore {
 // One trial: the prompt prefilled once; the answer scored by teacher
 // forcing from its logits (only the answer's rows computed); the cache
 // rewound and `max_new_tokens` generated greedily.
-PasskeyScore ScorePasskey(const LlamaModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,
+PasskeyScore ScorePasskey(const DecoderModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,
                           const AttentionOptions& attention, std::int64_t max_new_tokens);
 
 }  // namespace posenc

@@ -23,14 +23,14 @@
 #include <vector>
 
 #include "posenc/context_extension.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 
 namespace posenc {
 
 // How a window runs through the model.
 enum class PerplexityPass {
-  kPrefill,  // one forward pass (LlamaModel::NextTokenNll)
-  // token by token through a LlamaCache, as generation runs: what the decode
+  kPrefill,  // one forward pass (DecoderModel::NextTokenNll)
+  // token by token through a DecoderCache, as generation runs: what the decode
   // kernels and DotActivations::kInt8 change is what is scored (one step per
   // token: slow for long windows)
   kDecode,
@@ -75,10 +75,10 @@ std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions&
 
 // Throws posenc::Error for context < 2, stride outside [1, context], a text
 // shorter than one window (naming the token count), values a forward pass
-// refuses (LlamaModel::Forward: NaN or infinite activations, logits past
+// refuses (DecoderModel::Forward: NaN or infinite activations, logits past
 // 2^16; naming the position, the window and where it starts in the text), or
 // a perplexity too large for a double (a mean loss past 709 nats).
-PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
+PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const std::int32_t> tokens,
                                     const PerplexityOptions& options, const PerplexityProgress& progress = {});
 
 }  // namespace posenc

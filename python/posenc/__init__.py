@@ -18,10 +18,10 @@ a copy, and the results come back as the caller's kind (posenc/_tensors.py).
 * :class:`GgufFile` reads GGUF metadata and dequantizes its tensors;
   :func:`write_gguf` writes metadata and float32 tensors (checkpoints).
 * :mod:`posenc.reference` has the plain float64 reference kernels.
-* :class:`LlamaModel` runs a Llama-family GGUF model (logits, next-token
+* :class:`DecoderModel` runs a Llama-family GGUF model (logits, next-token
   losses, greedy generation through a key/value cache) under a
   context-extension method; :func:`perplexity` evaluates it in windows.
-* :func:`passkey_prompt` and :meth:`LlamaModel.score_passkey`: passkey
+* :func:`passkey_prompt` and :meth:`DecoderModel.score_passkey`: passkey
   retrieval (a key hidden in filler at a depth, asked for at the end).
 * :func:`permute_qk_weights` converts Q/K projection rows between the
   interleaved and half-split pair layouts.
@@ -72,7 +72,7 @@ from .gguf import GgufFile, write_gguf
 from . import tokenizer
 from . import analysis
 from .tokenizer import BpeTokenizer
-from .model import LlamaModel, extension_attention, perplexity
+from .model import DecoderModel, extension_attention, perplexity
 from . import passkey
 from .passkey import PasskeyPrompt, passkey_key, passkey_prompt
 
@@ -97,7 +97,7 @@ __all__ = [
     "write_gguf",
     "BpeTokenizer",
     "analysis",
-    "LlamaModel",
+    "DecoderModel",
     "perplexity",
     "extension_attention",
     "passkey_key",

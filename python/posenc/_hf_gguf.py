@@ -121,7 +121,7 @@ def from_gguf(path: Union[str, os.PathLike], **config: Any):
         rule = f"from_gguf loads {known}"
         if arch == "gemma3":
             rule += (f"; transformers {transformers.__version__} has no Gemma 3 class (it came in 4.50, which "
-                     f"the pinned torch 1.13 cannot run): posenc.LlamaModel runs Gemma 3 GGUFs")
+                     f"the pinned torch 1.13 cannot run): posenc.DecoderModel runs Gemma 3 GGUFs")
         raise _error(f"{file.path}: general.architecture", repr(arch), rule)
     shapes = {name: shape for name, shape, _ in file.tensors}
     # As posenc's engine reads it: the vocab_size key, else the tokenizer's tokens, else the embedding's rows.

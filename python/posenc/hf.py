@@ -29,7 +29,7 @@ posenc the **unrotated** keys: the cache (HF's ``DynamicCache``) stores them
 so, and each call rotates them at their positions inside the kernel. That is
 what ReRoPE and Self-Extend need (a key is read at more than one position)
 and what keeps every method one pass. The method is planned once, for
-``target_length``, exactly as :class:`posenc.LlamaModel` plans it
+``target_length``, exactly as :class:`posenc.DecoderModel` plans it
 (:func:`posenc.extension_attention`), so the two engines compute one
 function: the tests hold HF-patched perplexity to posenc's own.
 
@@ -204,7 +204,7 @@ def from_gguf(path, **config):
             interleaved Q/K rows are permuted back to HF's half-split
             order) or ``qwen2`` (``Qwen2ForCausalLM``). ``gemma3`` is
             refused: transformers 4.49 has no Gemma 3 class
-            (:class:`posenc.LlamaModel` runs it).
+            (:class:`posenc.DecoderModel` runs it).
         **config: fields of the HF config that override the file's, e.g.
             ``rope_scaling={"rope_type": "yarn", "factor": 4.0}`` or
             ``max_position_embeddings``.

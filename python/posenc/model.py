@@ -1,7 +1,7 @@
 """A Llama-family model from a GGUF file; perplexity, greedy generation and
 passkey retrieval under a context-extension method.
 
-:class:`LlamaModel` runs a llama- or gemma3-architecture GGUF (SmolLM2,
+:class:`DecoderModel` runs a llama- or gemma3-architecture GGUF (SmolLM2,
 TinyLlama, Llama 2/3, Gemma 3, ...) in float32 with the C++ engine: weights
 dequantized once at load, SIMD matmuls and posenc's attention kernel,
 multithreaded, GIL released. Its RoPE is whatever the chosen
@@ -14,21 +14,21 @@ form of ``posenc/context_extension.h``,
 
 Parameters not given default from the model's training length
 (``hparams["context_length"]``) and the target length (the longest sequence
-the method must serve; :meth:`LlamaModel.logits` uses the sequence's own
-length unless told, :meth:`LlamaModel.generate` the prompt plus the tokens
+the method must serve; :meth:`DecoderModel.logits` uses the sequence's own
+length unless told, :meth:`DecoderModel.generate` the prompt plus the tokens
 to generate), e.g. ``"yarn"`` at twice the training length is YaRN with
 factor 2.
 
 :func:`perplexity` evaluates ``exp(mean NLL)`` over a token stream in
 windows of ``context`` tokens, each one forward pass from position 0.
-:meth:`LlamaModel.generate` continues a prompt greedily through a key/value
-cache; :meth:`LlamaModel.score_passkey` runs one passkey-retrieval trial on
+:meth:`DecoderModel.generate` continues a prompt greedily through a key/value
+cache; :meth:`DecoderModel.score_passkey` runs one passkey-retrieval trial on
 a prompt from :func:`posenc.passkey_prompt`.
 
 Example::
 
     >>> import posenc
-    >>> model = posenc.LlamaModel("SmolLM2-135M-Instruct.Q4_1.gguf")        # doctest: +SKIP
+    >>> model = posenc.DecoderModel("SmolLM2-135M-Instruct.Q4_1.gguf")        # doctest: +SKIP
     >>> tok = posenc.BpeTokenizer.from_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")  # doctest: +SKIP
     >>> ids = tok.encode(open("/usr/share/common-licenses/GPL-3").read())   # doctest: +SKIP
     >>> posenc.perplexity(model, ids, context=512, max_windows=2)["ppl"]    # doctest: +SKIP
@@ -49,7 +49,7 @@ import numpy as np
 from . import _args, _posenc
 from . import _tensors
 
-__all__ = ["LlamaModel", "perplexity", "extension_attention"]
+__all__ = ["DecoderModel", "perplexity", "extension_attention"]
 
 
 def _method_list() -> str:
@@ -106,7 +106,7 @@ def _index(name: str, value: Any, op: str) -> int:
     return _args.integer(op, name, value, allow_bool=False)
 
 
-class LlamaModel:
+class DecoderModel:
     """A Llama-family decoder loaded from a GGUF file (float32 activations).
 
     Args:
@@ -146,7 +146,7 @@ class LlamaModel:
 
     Example::
 
-        >>> m = posenc.LlamaModel("SmolLM2-135M-Instruct.Q4_1.gguf")    # doctest: +SKIP
+        >>> m = posenc.DecoderModel("SmolLM2-135M-Instruct.Q4_1.gguf")    # doctest: +SKIP
         >>> m.hparams["context_length"], m.hparams["rope"].theta        # doctest: +SKIP
         (8192, 100000.0)
         >>> m.logits([1, 504, 3458]).shape                               # doctest: +SKIP
@@ -164,7 +164,7 @@ class LlamaModel:
         if not isinstance(activations, str):
             raise TypeError(f"[llama] activations = {activations!r}: must be \"f32\" or \"int8\" (a str)")
         self.path: str = path
-        self._model = _posenc.LlamaModel(path, weights, activations)
+        self._model = _posenc.DecoderModel(path, weights, activations)
         self._hparams: Dict[str, Any] = self._model.hparams()
 
     @property
@@ -303,12 +303,12 @@ class LlamaModel:
 
     def __repr__(self) -> str:
         h = self._hparams
-        return (f"LlamaModel({self.path!r}, vocab={h['vocab_size']}, d={h['embedding_length']}, "
+        return (f"DecoderModel({self.path!r}, vocab={h['vocab_size']}, d={h['embedding_length']}, "
                 f"blocks={h['block_count']}, heads={h['head_count']}/{h['head_count_kv']}, "
                 f"context_length={h['context_length']})")
 
 
-def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optional[int] = None,
+def perplexity(model: DecoderModel, tokens: Any, context: int = 512, stride: Optional[int] = None,
                method: str = "none", max_windows: int = 0, bos: Optional[int] = None) -> Dict[str, Any]:
     """Perplexity of ``model`` over a token stream, in windows of ``context`` tokens.
 
@@ -319,7 +319,7 @@ def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optio
     count. ``ppl = exp(mean over scored tokens of -ln p(token | window before it))``.
 
     Args:
-        model: a :class:`LlamaModel`.
+        model: a :class:`DecoderModel`.
         tokens: the text's token ids (any integer array-like), at least
             ``context`` of them.
         context: window length in tokens, >= 2; the method's target length.
@@ -338,8 +338,8 @@ def perplexity(model: LlamaModel, tokens: Any, context: int = 512, stride: Optio
         (the text form with every default filled in, e.g.
         ``"yarn:factor=2"`` for ``"yarn"`` at twice the training length).
     """
-    if not isinstance(model, LlamaModel):
-        raise ValueError(f"[perplexity] model = {type(model).__name__}: must be a posenc.LlamaModel")
+    if not isinstance(model, DecoderModel):
+        raise ValueError(f"[perplexity] model = {type(model).__name__}: must be a posenc.DecoderModel")
     ids = _tokens(tokens, "perplexity")
     stride_value = 0 if stride is None else _index("stride", stride, "perplexity")
     if stride is not None and stride_value < 1:
@@ -353,7 +353,7 @@ def extension_attention(method: str, spec: Any, *, train_length: int, target_len
     """What a context-extension method is as :func:`posenc.attention`'s
     keyword arguments, for a model with RoPE ``spec`` trained on
     ``train_length`` tokens and run up to ``target_length``: the same plan
-    :class:`LlamaModel` runs (``posenc::PlanContextExtension``).
+    :class:`DecoderModel` runs (``posenc::PlanContextExtension``).
 
     Returns:
         dict with ``encoding`` (a :class:`posenc.RopeAttention`,
@@ -376,4 +376,4 @@ def extension_attention(method: str, spec: Any, *, train_length: int, target_len
 
 # Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
 _tensors.wrap_functions(globals(), ["perplexity"])
-_tensors.wrap_methods(LlamaModel, ["logits", "next_token_nll", "generate"])
+_tensors.wrap_methods(DecoderModel, ["logits", "next_token_nll", "generate"])

@@ -17,7 +17,7 @@ The filler is "The grass is green. The sky is blue. The sun is yellow. Here
 we go. There and back again." repeated (joined by spaces) and cut to a number
 of characters, ``int(n * depth)`` of them before the key line and the rest
 after it; :func:`passkey_prompt` takes the most filler that fits a token
-budget. The answer is ``" K"``. :meth:`posenc.LlamaModel.score_passkey` runs
+budget. The answer is ``" K"``. :meth:`posenc.DecoderModel.score_passkey` runs
 one trial.
 
 Example::
@@ -25,7 +25,7 @@ Example::
     >>> posenc.passkey_key(seed=0, trial=0)
     '27055'
     >>> tok = posenc.BpeTokenizer.from_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")       # doctest: +SKIP
-    >>> model = posenc.LlamaModel("SmolLM2-135M-Instruct.Q4_1.gguf")                 # doctest: +SKIP
+    >>> model = posenc.DecoderModel("SmolLM2-135M-Instruct.Q4_1.gguf")                 # doctest: +SKIP
     >>> p = posenc.passkey_prompt(tok, 2048, 0.5, posenc.passkey_key(0, 0))          # doctest: +SKIP
     >>> model.score_passkey(tok, p, method="self-extend")["generated_has_key"]       # doctest: +SKIP
     True

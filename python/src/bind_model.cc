@@ -1,7 +1,7 @@
 // Bindings for the Llama-family model, perplexity, greedy generation and
-// passkey retrieval (posenc/llama_model.h, posenc/context_extension.h,
+// passkey retrieval (posenc/decoder_model.h, posenc/context_extension.h,
 // posenc/perplexity.h, posenc/generation.h, posenc/passkey.h):
-// posenc.LlamaModel, posenc.perplexity and posenc.passkey wrap these
+// posenc.DecoderModel, posenc.perplexity and posenc.passkey wrap these
 // (python/posenc/model.py, python/posenc/passkey.py).
 //
 // Tokens cross as a C-contiguous int32 NumPy array (model.py converts any
@@ -34,7 +34,7 @@
 #include "posenc/context_extension.h"
 #include "posenc/error.h"
 #include "posenc/generation.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 #include "posenc/passkey.h"
 #include "posenc/perplexity.h"
 #include "posenc/rope_config.h"
@@ -58,16 +58,16 @@ std::span<const std::int32_t> TokenSpan(const TokenArray& tokens) {
 
 // The attention that runs `method` on `model` for sequences up to
 // `target_length` tokens (default: the sequence's own length).
-AttentionOptions PlanAttention(const LlamaModel& model, const std::string& method,
+AttentionOptions PlanAttention(const DecoderModel& model, const std::string& method,
                                std::optional<std::int64_t> target_length, std::int64_t n) {
   const std::int64_t target = target_length.value_or(n);
   Require(target >= 1, kOp, "target_length", target, "must be >= 1 (tokens)");
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderHyperparams& hp = model.hparams();
   return PlanModelExtension(ParseContextExtension(method), hp, target).attention;
 }
 
-py::dict Hyperparams(const LlamaModel& model) {
-  const LlamaHyperparams& hp = model.hparams();
+py::dict Hyperparams(const DecoderModel& model) {
+  const DecoderHyperparams& hp = model.hparams();
   py::dict d;
   d["architecture"] = hp.architecture;
   d["vocab_size"] = hp.vocab_size;
@@ -90,7 +90,7 @@ py::dict Hyperparams(const LlamaModel& model) {
   return d;
 }
 
-py::array_t<float> Logits(const LlamaModel& model, const TokenArray& tokens, const std::string& method,
+py::array_t<float> Logits(const DecoderModel& model, const TokenArray& tokens, const std::string& method,
                           std::optional<std::int64_t> target_length) {
   const auto ids = TokenSpan(tokens);
   const AttentionOptions attention = PlanAttention(model, method, target_length, static_cast<std::int64_t>(ids.size()));
@@ -106,7 +106,7 @@ py::array_t<float> Logits(const LlamaModel& model, const TokenArray& tokens, con
   return out;
 }
 
-py::array_t<double> NextTokenNll(const LlamaModel& model, const TokenArray& tokens, const std::string& method,
+py::array_t<double> NextTokenNll(const DecoderModel& model, const TokenArray& tokens, const std::string& method,
                                  std::optional<std::int64_t> target_length) {
   const auto ids = TokenSpan(tokens);
   const AttentionOptions attention = PlanAttention(model, method, target_length, static_cast<std::int64_t>(ids.size()));
@@ -120,7 +120,7 @@ py::array_t<double> NextTokenNll(const LlamaModel& model, const TokenArray& toke
   return out;
 }
 
-py::dict Perplexity(const LlamaModel& model, const TokenArray& tokens, std::int64_t context, std::int64_t stride,
+py::dict Perplexity(const DecoderModel& model, const TokenArray& tokens, std::int64_t context, std::int64_t stride,
                     const std::string& method, std::int64_t max_windows, std::optional<std::int32_t> bos) {
   const auto ids = TokenSpan(tokens);
   Require(max_windows >= 0, "perplexity", "max_windows", max_windows, "must be >= 0 (0: every whole window)");
@@ -163,14 +163,14 @@ py::str Utf8Replace(const std::string& bytes) {
 
 // Greedy generation, as posenc generate: the method planned for the prompt
 // plus max_tokens, prefill then one token at a time through the cache.
-py::dict GenerateTokens(const LlamaModel& model, const TokenArray& tokens, std::int64_t max_tokens,
+py::dict GenerateTokens(const DecoderModel& model, const TokenArray& tokens, std::int64_t max_tokens,
                         const std::string& method, const std::vector<std::int32_t>& stop_tokens) {
   constexpr const char* kGenerate = "generate";
   const auto ids = TokenSpan(tokens);
   Require(max_tokens >= 1, kGenerate, "max_tokens", max_tokens, "must be >= 1");
   const std::int64_t n = static_cast<std::int64_t>(ids.size());
   const std::int64_t length = LengthWith(kGenerate, "max_tokens", n, max_tokens);
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderHyperparams& hp = model.hparams();
   const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(method), hp, length);
   GenerateOptions options;
   options.max_tokens = max_tokens;
@@ -194,7 +194,7 @@ py::dict GenerateTokens(const LlamaModel& model, const TokenArray& tokens, std::
 // One passkey trial. The method is planned for `target_length`, by default
 // the longest sequence the trial runs: the prompt plus the longer of the
 // answer (teacher forcing) and the generated tokens.
-py::dict ScorePasskeyTrial(const LlamaModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,
+py::dict ScorePasskeyTrial(const DecoderModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,
                            const std::string& method, std::int64_t max_new_tokens,
                            std::optional<std::int64_t> target_length) {
   constexpr const char* kPasskey = "passkey";
@@ -203,7 +203,7 @@ py::dict ScorePasskeyTrial(const LlamaModel& model, const BpeTokenizer& tokenize
   const std::int64_t target =
       target_length.value_or(LengthWith(kPasskey, "max_new_tokens", n, std::max(answer, max_new_tokens)));
   Require(target >= 1, kPasskey, "target_length", target, "must be >= 1 (tokens)");
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderHyperparams& hp = model.hparams();
   const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(method), hp, target);
   PasskeyScore score;
   {
@@ -254,16 +254,16 @@ py::dict ExtensionAttention(const std::string& method, const RopeModelConfig& ro
 }  // namespace
 
 void BindModel(py::module_& m) {
-  py::class_<LlamaModel>(m, "LlamaModel",
-                         "posenc::LlamaModel: a Llama-family decoder from a GGUF file, float32 "
-                         "(wrapped by posenc.LlamaModel)")
+  py::class_<DecoderModel>(m, "DecoderModel",
+                         "posenc::DecoderModel: a Llama-family decoder from a GGUF file, float32 "
+                         "(wrapped by posenc.DecoderModel)")
       .def(py::init([](const std::string& path, const std::string& weights, const std::string& activations) {
              Require(weights == "stored" || weights == "f32", "llama", "weights", weights,
                      "must be \"stored\" (as the file stores them) or \"f32\" (dequantized to float32)");
              Require(activations == "f32" || activations == "int8", "llama", "activations", activations,
                      "must be \"f32\" (as they are) or \"int8\" (rounded for integer dot products)");
              py::gil_scoped_release release;
-             return LlamaModel::Load(path, weights == "f32" ? WeightStorage::kFloat32 : WeightStorage::kAsStored,
+             return DecoderModel::Load(path, weights == "f32" ? WeightStorage::kFloat32 : WeightStorage::kAsStored,
                                      activations == "int8" ? DotActivations::kInt8 : DotActivations::kFloat32);
            }),
            py::arg("path"), py::arg("weights") = "stored", py::arg("activations") = "f32",
@@ -275,7 +275,7 @@ void BindModel(py::module_& m) {
       .def("next_token_nll", &NextTokenNll, py::arg("tokens"), py::arg("method"), py::arg("target_length"),
            "n - 1 float64 values -log p(tokens[i + 1] | tokens[:i + 1]).")
       .def(
-          "forward_flops", [](const LlamaModel& model, std::int64_t n) { return model.ForwardFlops(n); }, py::arg("n"),
+          "forward_flops", [](const DecoderModel& model, std::int64_t n) { return model.ForwardFlops(n); }, py::arg("n"),
           "Floating-point operations of one forward pass over n tokens.")
       .def("generate", &GenerateTokens, py::arg("tokens"), py::arg("max_tokens"), py::arg("method"),
            py::arg("stop_tokens"),

@@ -12,7 +12,7 @@
 // C++ (apply_rope and attention take a RopeSpec or an encoding), so a bound
 // class is the object itself, while a Python class would hold a C++ core and
 // forward every attribute to it, one class written twice. The resources
-// (LlamaModel, GgufFile, BpeTokenizer, LearnedTable: a file or a large table,
+// (DecoderModel, GgufFile, BpeTokenizer, LearnedTable: a file or a large table,
 // neither compared nor pickled) are Python classes over a C++ core, where
 // their Python conveniences (paths, NumPy conversions) live.
 #pragma once
@@ -50,7 +50,7 @@ void BindTokenizer(pybind11::module_& m);
 // dot matrices (bind_analysis.cc).
 void BindAnalysis(pybind11::module_& m);
 
-// posenc.LlamaModel and posenc.perplexity: the Llama-family model from GGUF,
+// posenc.DecoderModel and posenc.perplexity: the Llama-family model from GGUF,
 // its logits, next-token losses and greedy generation under a
 // context-extension method, windowed perplexity, passkey retrieval prompts and
 // trials, and the table of context-extension methods (bind_model.cc).

@@ -25,7 +25,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // The cache a run to max_tokens grows to (every generated token but the last
 // is appended after `held` tokens) must fit this machine, checked before any
 // work: --max-tokens 10^12 was accepted and ran until memory ran out.
-void RequireCacheFits(const LlamaModel& model, std::int64_t held, std::int64_t max_tokens) {
+void RequireCacheFits(const DecoderModel& model, std::int64_t held, std::int64_t max_tokens) {
   const double tokens = static_cast<double>(held) + static_cast<double>(max_tokens) - 1;  // no int64 overflow
   char count[32];
   std::snprintf(count, sizeof count, "%.0f", tokens);
@@ -67,7 +67,7 @@ std::int32_t Argmax(std::span<const float> logits) {
   return at == logits.end() ? 0 : static_cast<std::int32_t>(at - logits.begin());  // the end: every logit NaN
 }
 
-std::vector<float> Prefill(const LlamaModel& model, LlamaCache& cache, std::span<const std::int32_t> prompt,
+std::vector<float> Prefill(const DecoderModel& model, DecoderCache& cache, std::span<const std::int32_t> prompt,
                            const AttentionOptions& attention, const LayerProgress& progress) {
   Require(!prompt.empty(), kOp, "prompt.size()", 0, "must be >= 1 token");
   std::vector<float> last;
@@ -79,13 +79,13 @@ std::vector<float> Prefill(const LlamaModel& model, LlamaCache& cache, std::span
   return last;
 }
 
-GenerateResult DecodeGreedy(const LlamaModel& model, LlamaCache& cache, std::span<const float> next_logits,
+GenerateResult DecodeGreedy(const DecoderModel& model, DecoderCache& cache, std::span<const float> next_logits,
                             const AttentionOptions& attention, const GenerateOptions& options,
                             const TokenCallback& on_token) {
   Require(options.max_tokens >= 1, kOp, "max_tokens", options.max_tokens, "must be >= 1");
   Require(static_cast<std::int64_t>(next_logits.size()) == model.hparams().vocab_size, kOp, "next_logits.size()",
           next_logits.size(), "must equal vocab_size = " + std::to_string(model.hparams().vocab_size));
-  // The model checks the logits of every step it runs (LlamaModel::Forward);
+  // The model checks the logits of every step it runs (DecoderModel::Forward);
   // these come from the caller. A NaN one is never chosen by Argmax, so all
   // NaN would decode token 0 forever.
   const auto vocab = static_cast<std::int64_t>(next_logits.size());
@@ -114,12 +114,12 @@ GenerateResult DecodeGreedy(const LlamaModel& model, LlamaCache& cache, std::spa
   return result;
 }
 
-GenerateResult Generate(const LlamaModel& model, std::span<const std::int32_t> prompt,
+GenerateResult Generate(const DecoderModel& model, std::span<const std::int32_t> prompt,
                         const AttentionOptions& attention, const GenerateOptions& options,
                         const TokenCallback& on_token, const LayerProgress& progress) {
   Require(options.max_tokens >= 1, kOp, "max_tokens", options.max_tokens, "must be >= 1");
   RequireCacheFits(model, static_cast<std::int64_t>(prompt.size()), options.max_tokens);  // before the prefill's work
-  LlamaCache cache = model.NewCache();
+  DecoderCache cache = model.NewCache();
   const auto start = std::chrono::steady_clock::now();
   const std::vector<float> logits = Prefill(model, cache, prompt, attention, progress);
   const double prefill_seconds = SecondsSince(start);

@@ -175,14 +175,14 @@ PasskeyPrompt MakePasskeyPrompt(const BpeTokenizer& tokenizer, std::int64_t leng
   });
 }
 
-PasskeyScore ScorePasskey(const LlamaModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,
+PasskeyScore ScorePasskey(const DecoderModel& model, const BpeTokenizer& tokenizer, const PasskeyPrompt& prompt,
                           const AttentionOptions& attention, std::int64_t max_new_tokens) {
   Require(max_new_tokens >= 1, kOp, "max_new_tokens", max_new_tokens, "must be >= 1");
   Require(!prompt.answer.empty(), kOp, "answer.size()", 0, "must be >= 1");
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t vocab = model.hparams().vocab_size;
   const auto answer = static_cast<std::int64_t>(prompt.answer.size());
-  LlamaCache cache = model.NewCache();
+  DecoderCache cache = model.NewCache();
   const std::vector<float> first = Prefill(model, cache, prompt.prompt, attention);
 
   // Teacher forcing: the prompt's last logits predict answer[0]; answer[i]

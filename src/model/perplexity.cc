@@ -15,12 +15,12 @@ constexpr const char* kOp = "perplexity";
 // NextTokenNll's values computed token by token through a cache: step i
 // feeds window[i] and scores window[i + 1]. progress(done, total) counts
 // steps.
-std::vector<double> DecodedNextTokenNll(const LlamaModel& model, std::span<const std::int32_t> window,
+std::vector<double> DecodedNextTokenNll(const DecoderModel& model, std::span<const std::int32_t> window,
                                         const AttentionOptions& attention, const LayerProgress& progress) {
   const auto n = static_cast<std::int64_t>(window.size());
   const std::int64_t vocab = model.hparams().vocab_size;
   std::vector<double> nll(static_cast<std::size_t>(n - 1));
-  LlamaCache cache = model.NewCache();
+  DecoderCache cache = model.NewCache();
   const std::int64_t row = 0;
   for (std::int64_t i = 0; i + 1 < n; ++i) {
     model.Extend(cache, window.subspan(i, 1), attention, std::span(&row, 1),
@@ -47,7 +47,7 @@ std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions&
   return options.max_windows > 0 ? std::min(windows, options.max_windows) : windows;
 }
 
-PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
+PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const std::int32_t> tokens,
                                     const PerplexityOptions& options, const PerplexityProgress& progress) {
   const std::int64_t ctx = options.context, text = TextTokensPerWindow(options);
   const std::int64_t stride = options.stride == 0 ? text : options.stride;
@@ -64,7 +64,7 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
                            : "context = " + std::to_string(text) + " tokens"));
   const std::int64_t windows = PerplexityWindowCount(n, options);
 
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderHyperparams& hp = model.hparams();
   const ExtensionPlan plan = PlanModelExtension(options.extension, hp, ctx);
 
   const auto start = std::chrono::steady_clock::now();
@@ -83,7 +83,7 @@ PerplexityResult EvaluatePerplexity(const LlamaModel& model, std::span<const std
       if (progress) progress(w * ctx + ctx * done / total, windows * ctx);
     };
     // The model refuses a NaN, an infinity or a logit past what a
-    // log-softmax resolves (llama_model.h), naming the position in the window;
+    // log-softmax resolves (decoder_model.h), naming the position in the window;
     // the window and where it starts in the text are added here. Every nll
     // is then finite.
     std::vector<double> nll;

@@ -28,12 +28,12 @@ using testing::RandomLlamaGguf;
 struct Tiny {
   std::vector<unsigned char> bytes = RandomLlamaGguf({});
   GgufFile file = GgufFile::Parse(std::as_bytes(std::span(bytes)));
-  LlamaModel model = LlamaModel::FromGguf(file);
+  DecoderModel model = DecoderModel::FromGguf(file);
   BpeTokenizer tokenizer = BpeTokenizer::FromGguf(file.metadata());
 };
 
 // Argmax of one full forward pass over the prompt and what was generated.
-std::vector<std::int32_t> GreedyByFullForwards(const LlamaModel& model, std::vector<std::int32_t> tokens,
+std::vector<std::int32_t> GreedyByFullForwards(const DecoderModel& model, std::vector<std::int32_t> tokens,
                                                const AttentionOptions& attention, std::int64_t count) {
   const std::int64_t vocab = model.hparams().vocab_size;
   std::vector<std::int32_t> generated;
@@ -49,7 +49,7 @@ std::vector<std::int32_t> GreedyByFullForwards(const LlamaModel& model, std::vec
 TEST(Generation, GreedyDecodingWithTheCacheEqualsFullForwards) {
   const Tiny tiny;
   const std::vector<std::int32_t> prompt = tiny.tokenizer.Encode("The pass key is 12345. What is it?");
-  const LlamaHyperparams& hp = tiny.model.hparams();
+  const DecoderHyperparams& hp = tiny.model.hparams();
   for (const char* method : {"none", "yarn", "self-extend:group=2,window=8", "lambda:sinks=2,window=9"}) {
     SCOPED_TRACE(method);
     const std::int64_t count = 12;
@@ -91,11 +91,11 @@ TEST(Generation, CorruptLogitsAndImpossibleLengthsAreErrors) {
   testing::RandomLlamaOptions broken;
   broken.nan_in_output_norm = true;
   const auto bytes = RandomLlamaGguf(broken);
-  const LlamaModel nan_model = LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
+  const DecoderModel nan_model = DecoderModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
   ExpectError([&] { Generate(nan_model, prompt, nan_model.DefaultAttention(), {.max_tokens = 4}); },
               {"[llama] logits[position 4, token 0] = nan: must be finite and of magnitude < 65536"});
   std::vector<float> logits(static_cast<std::size_t>(tiny.model.hparams().vocab_size), 0.5F);
-  LlamaCache cache = tiny.model.NewCache();
+  DecoderCache cache = tiny.model.NewCache();
   Prefill(tiny.model, cache, prompt, tiny.model.DefaultAttention());
   logits[7] = 1e30F;
   ExpectError([&] { DecodeGreedy(tiny.model, cache, logits, tiny.model.DefaultAttention(), {.max_tokens = 2}); },

@@ -15,7 +15,7 @@ using testing::ExpectError;
 
 struct Fixture {
   std::vector<unsigned char> bytes = testing::RandomLlamaGguf();
-  LlamaModel model = LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
+  DecoderModel model = DecoderModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
   std::vector<std::int32_t> tokens;
   Fixture() {
     std::mt19937 rng(5);
@@ -172,7 +172,7 @@ TEST(Perplexity, NonFiniteLossIsAnErrorNotAPerplexity) {
   testing::RandomLlamaOptions broken;
   broken.nan_in_output_norm = true;
   const auto bytes = testing::RandomLlamaGguf(broken);
-  const LlamaModel model = LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
+  const DecoderModel model = DecoderModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
   const Fixture f;
   PerplexityOptions options;
   options.context = 20;
@@ -180,11 +180,11 @@ TEST(Perplexity, NonFiniteLossIsAnErrorNotAPerplexity) {
               {"[llama] logits[position 0, token 0] = nan: must be finite", "(window 0, from token 0 of the text)"});
 }
 
-LlamaModel CorruptModel(const std::string& tensor, float factor) {
+DecoderModel CorruptModel(const std::string& tensor, float factor) {
   testing::RandomLlamaOptions corrupt;
   corrupt.scaled[tensor] = factor;
   const auto bytes = testing::RandomLlamaGguf(corrupt);
-  return LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
+  return DecoderModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes))));
 }
 
 // A corrupt model is an error naming where it shows, never a perplexity. An

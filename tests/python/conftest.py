@@ -47,7 +47,7 @@ def smollm_hf(smollm_path):
 @pytest.fixture(scope="session")
 def smollm_ours(smollm_path):
     start = time.perf_counter()
-    model = posenc.LlamaModel(smollm_path)
+    model = posenc.DecoderModel(smollm_path)
     print(f"\nposenc load of SmolLM2: {time.perf_counter() - start:.1f} s")
     return model
 

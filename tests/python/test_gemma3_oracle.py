@@ -1,4 +1,4 @@
-"""posenc.LlamaModel on Gemma 3 270M (Q4_K_M GGUF) against a float64 NumPy
+"""posenc.DecoderModel on Gemma 3 270M (Q4_K_M GGUF) against a float64 NumPy
 transcription of Hugging Face transformers' Gemma 3 forward
 (src/transformers/models/gemma3/modeling_gemma3.py).
 
@@ -163,7 +163,7 @@ def gemma3_hidden(w: GgufWeights, embed: np.ndarray, ids: np.ndarray, query_pre_
 
 def test_gemma3_270m_logits_match_the_float64_transcription_of_hugging_face():
     path = gemma3_path()
-    model = posenc.LlamaModel(str(path))
+    model = posenc.DecoderModel(str(path))
     hp = model.hparams
     assert hp["architecture"] == "gemma3"
     assert (hp["sliding_window"], hp["sliding_window_pattern"], hp["local_rope_theta"]) == (512, 6, 10000.0)
@@ -226,7 +226,7 @@ def test_gemma3_27b_query_scale_matches_the_transcription(tmp_path):
                         blk + "post_ffw_norm.weight": norm(d)})
     path = tmp_path / "gemma3-62-blocks.gguf"
     posenc.write_gguf(path, meta, tensors)
-    model = posenc.LlamaModel(str(path))
+    model = posenc.DecoderModel(str(path))
     assert model.hparams["query_pre_attn_scalar"] == d / heads
 
     ids = rng.integers(0, vocab, size=24).astype(np.int32)  # past the window of 8

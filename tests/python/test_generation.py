@@ -1,4 +1,4 @@
-"""posenc.LlamaModel.generate: greedy decoding through the key/value cache,
+"""posenc.DecoderModel.generate: greedy decoding through the key/value cache,
 on the tiny random Llama (random_llama_gguf.py: context_length 64).
 
 Oracles:
@@ -8,7 +8,7 @@ Oracles:
   attention patched into every layer (test_self_extend.py) — past the
   training length, so the method matters. The smallest top-2 logit margin
   of the oracle is printed; it is far above the float32 error.
-* posenc's own full forward passes (LlamaModel.logits, planned for the
+* posenc's own full forward passes (DecoderModel.logits, planned for the
   same length) for every method, where no HF module exists.
 * Stop tokens, the result's fields, errors, threads.
 SmolLM2 against transformers' model.generate: test_model_hf.py.
@@ -39,8 +39,8 @@ def tiny_path(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def model(tiny_path) -> posenc.LlamaModel:
-    return posenc.LlamaModel(tiny_path)
+def model(tiny_path) -> posenc.DecoderModel:
+    return posenc.DecoderModel(tiny_path)
 
 
 def prompt(n: int, seed: int = 0) -> list:

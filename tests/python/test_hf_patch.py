@@ -11,7 +11,7 @@
     own engine (posenc.perplexity on the same GGUF, text and windows)
     within 1e-4 relative.
 (c) generate: greedy decoding under Self-Extend through HF's generate and
-    its cache equals posenc's LlamaModel.generate; the module docstring's
+    its cache equals posenc's DecoderModel.generate; the module docstring's
     example runs as shipped, in a fresh interpreter, with nothing patched
     by the test (transformers' generate on torch 1.13 under Python 3.11).
 (d) from_gguf: the model equals, tensor for tensor and in its config, what
@@ -159,7 +159,7 @@ def test_patched_hf_perplexity_is_posencs(random_gguf, method):
     ids = np.random.default_rng(8).integers(0, VOCAB, context * windows)
     model = posenc.hf.apply(hf_llama(random_gguf), method, target_length=context)
     hf_ppl = hf_perplexity(model, ids, context, windows)
-    ours = posenc.perplexity(posenc.LlamaModel(random_gguf), ids, context=context, max_windows=windows,
+    ours = posenc.perplexity(posenc.DecoderModel(random_gguf), ids, context=context, max_windows=windows,
                              method=method)
     assert abs(hf_ppl - ours["ppl"]) <= 1e-4 * ours["ppl"], (hf_ppl, ours["ppl"], ours["method"])
 
@@ -194,9 +194,9 @@ def test_patched_smollm_perplexity_is_posencs(smollm_hf, smollm_ours, smollm_pat
 def test_generate_under_self_extend_is_posencs(random_gguf):
     """A 60-token prompt and 40 new tokens (past the training length of 64):
     HF's generate through the patched model and its DynamicCache, and
-    posenc's LlamaModel.generate, both planned for 100 tokens."""
+    posenc's DecoderModel.generate, both planned for 100 tokens."""
     prompt = np.random.default_rng(9).integers(0, VOCAB - 3, 60)
-    ours = posenc.LlamaModel(random_gguf).generate(prompt, max_tokens=40, method="self-extend")
+    ours = posenc.DecoderModel(random_gguf).generate(prompt, max_tokens=40, method="self-extend")
     model = posenc.hf.apply(hf_llama(random_gguf), "self-extend", target_length=100)
     out = model.generate(torch.as_tensor(prompt)[None], max_new_tokens=40, do_sample=False, eos_token_id=None,
                          pad_token_id=0)

@@ -213,8 +213,8 @@ def tiny_path(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def model(tiny_path) -> posenc.LlamaModel:
-    return posenc.LlamaModel(tiny_path)
+def model(tiny_path) -> posenc.DecoderModel:
+    return posenc.DecoderModel(tiny_path)
 
 
 @pytest.fixture(scope="module")

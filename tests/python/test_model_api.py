@@ -1,4 +1,4 @@
-"""posenc.LlamaModel and posenc.perplexity: the Python API on small random-weight
+"""posenc.DecoderModel and posenc.perplexity: the Python API on small random-weight
 models (random_llama_gguf.py), without Hugging Face.
 
 Shapes and dtypes, the token array-likes accepted, losses against a float64
@@ -35,8 +35,8 @@ def random_dir(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def model(random_dir) -> posenc.LlamaModel:
-    return posenc.LlamaModel(random_dir / "tied.gguf")
+def model(random_dir) -> posenc.DecoderModel:
+    return posenc.DecoderModel(random_dir / "tied.gguf")
 
 
 def tokens(n: int, seed: int = 0) -> np.ndarray:
@@ -60,30 +60,30 @@ def test_stored_weights_forward_is_the_float32_models(tmp_path):
     model's (the kernels dequantize exactly); generation (decode kernels)
     gives the same tokens."""
     path = write_random_llama(tmp_path / "q8_0.gguf", dtype="q8_0")
-    stored, f32 = posenc.LlamaModel(path), posenc.LlamaModel(path, weights="f32")
+    stored, f32 = posenc.DecoderModel(path), posenc.DecoderModel(path, weights="f32")
     ids = tokens(40, seed=3)
     np.testing.assert_array_equal(stored.logits(ids), f32.logits(ids))
     assert stored.generate(ids[:8], max_tokens=12)["tokens"] == f32.generate(ids[:8], max_tokens=12)["tokens"]
     with pytest.raises(ValueError, match=re.escape('[llama] weights = "f16": must be "stored"')):
-        posenc.LlamaModel(path, weights="f16")
+        posenc.DecoderModel(path, weights="f16")
     with pytest.raises(TypeError, match=re.escape("[llama] weights = 1")):
-        posenc.LlamaModel(path, weights=1)
+        posenc.DecoderModel(path, weights=1)
 
 
 def test_int8_activations_are_a_choice_for_stored_weights(tmp_path):
     """activations="int8": prefill (logits) is unchanged, decoding runs the
     integer products; float32 weights cannot take it."""
     path = write_random_llama(tmp_path / "q8_0.gguf", dtype="q8_0")
-    f32_x, int8_x = posenc.LlamaModel(path), posenc.LlamaModel(path, activations="int8")
+    f32_x, int8_x = posenc.DecoderModel(path), posenc.DecoderModel(path, activations="int8")
     ids = tokens(40, seed=4)
     np.testing.assert_array_equal(f32_x.logits(ids), int8_x.logits(ids))
     assert len(int8_x.generate(ids[:8], max_tokens=6)["tokens"]) == 6
     with pytest.raises(ValueError, match=re.escape('[llama] activations = "int4": must be "f32"')):
-        posenc.LlamaModel(path, activations="int4")
+        posenc.DecoderModel(path, activations="int4")
     with pytest.raises(ValueError, match=r"activations = int8: needs the weights kept as stored"):
-        posenc.LlamaModel(path, weights="f32", activations="int8")
+        posenc.DecoderModel(path, weights="f32", activations="int8")
     with pytest.raises(TypeError, match=re.escape("[llama] activations = 8")):
-        posenc.LlamaModel(path, activations=8)
+        posenc.DecoderModel(path, activations=8)
 
 
 def test_hparams(random_dir, model):
@@ -98,7 +98,7 @@ def test_hparams(random_dir, model):
         10000.0, HEAD_DIM, HEAD_DIM, "interleaved")
     assert h["rope"].scaling is None
     assert h["tied_output"] is True
-    assert posenc.LlamaModel(str(random_dir / "untied.gguf")).hparams["tied_output"] is False
+    assert posenc.DecoderModel(str(random_dir / "untied.gguf")).hparams["tied_output"] is False
     h["vocab_size"] = 1  # a copy
     assert model.hparams["vocab_size"] == VOCAB
     assert model.vocab_size == VOCAB and model.context_length == CONTEXT
@@ -378,13 +378,13 @@ def test_bad_perplexity_arguments(model):
 
 def test_bad_files(random_dir, tmp_path):
     with pytest.raises(ValueError, match=r"missing\.gguf"):
-        posenc.LlamaModel(tmp_path / "missing.gguf")
+        posenc.DecoderModel(tmp_path / "missing.gguf")
     data = (random_dir / "tied.gguf").read_bytes()
     for size in (10, 1000, len(data) // 2, len(data) - 1):
         path = tmp_path / f"cut-{size}.gguf"
         path.write_bytes(data[:size])
         with pytest.raises(ValueError, match=r"cut-"):
-            posenc.LlamaModel(path)
+            posenc.DecoderModel(path)
     # A valid GGUF that is not a complete llama model: names what is missing.
     import gguf
 
@@ -404,7 +404,7 @@ def test_bad_files(random_dir, tmp_path):
     w.write_tensors_to_file()
     w.close()
     with pytest.raises(ValueError, match=r"blk\.0|output_norm"):
-        posenc.LlamaModel(path)
+        posenc.DecoderModel(path)
     path = tmp_path / "gpt2.gguf"
     w = gguf.GGUFWriter(str(path), "gpt2")
     w.add_context_length(64)
@@ -413,4 +413,4 @@ def test_bad_files(random_dir, tmp_path):
     w.write_tensors_to_file()
     w.close()
     with pytest.raises(ValueError, match=r"gpt2|architecture"):
-        posenc.LlamaModel(path)
+        posenc.DecoderModel(path)

@@ -1,4 +1,4 @@
-"""posenc.LlamaModel and posenc.perplexity against Hugging Face transformers
+"""posenc.DecoderModel and posenc.perplexity against Hugging Face transformers
 4.49 (LlamaForCausalLM, torch 1.13, float32 and float64) on the same GGUF files.
 
 The oracle is HF's model of the GGUF as posenc.hf.from_gguf builds it
@@ -20,7 +20,7 @@ different summation orders), and under an absolute bound.
 (b) SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model; skipped with the reason
     when it cannot be had): logits over 128 tokens of the GPL-3,
     perplexity at context 512 over 2 non-overlapping windows, greedy
-    generation (LlamaModel.generate vs HF's generate(do_sample=False)
+    generation (DecoderModel.generate vs HF's generate(do_sample=False)
     through its own key/value cache) and a passkey trial (the
     key found; the answer's NLL vs HF's).
 """
@@ -92,7 +92,7 @@ def random_tokens(n: int, seed: int = 3) -> np.ndarray:
 def test_random_logits_match_hf(random_dir, tied, dtype):
     path = random_dir / f"{tied}-{dtype}.gguf"
     hf = hf_llama(path)
-    ours = posenc.LlamaModel(path)
+    ours = posenc.DecoderModel(path)
     assert ours.hparams["tied_output"] == (tied == "tied") == hf.config.tie_word_embeddings
     tokens = random_tokens(40)
     got = ours.logits(tokens)
@@ -124,7 +124,7 @@ EXTENSIONS = [
 def test_random_context_extension_matches_hf(random_dir, method, scaling, n):
     path = random_dir / "untied-f32.gguf"
     hf = hf_llama(path, scaling)
-    ours = posenc.LlamaModel(path)
+    ours = posenc.DecoderModel(path)
     tokens = random_tokens(n, seed=n)
     got = ours.logits(tokens, method=method)
     e = compare(got, hf_logits(hf, tokens), hf_logits(hf_float64(hf), tokens), f"random {method} n={n}")
@@ -139,7 +139,7 @@ def test_random_context_extension_matches_hf(random_dir, method, scaling, n):
 def test_random_extension_changes_logits(random_dir):
     # The methods above must really change the model past L_train (else the
     # comparison would be vacuous), and "none" must equal HF without scaling.
-    ours = posenc.LlamaModel(random_dir / "untied-f32.gguf")
+    ours = posenc.DecoderModel(random_dir / "untied-f32.gguf")
     tokens = random_tokens(100)
     base = ours.logits(tokens)
     for method in ("linear:factor=2", "yarn:factor=2", "dynamic-ntk"):
@@ -152,7 +152,7 @@ def test_random_nll_matches_hf(random_dir):
     tokens = random_tokens(60)
     logp = torch.log_softmax(torch.from_numpy(hf_logits(hf_float64(hf), tokens)), -1).numpy()
     expected = -logp[np.arange(59), tokens[1:]]
-    got = posenc.LlamaModel(path).next_token_nll(tokens)
+    got = posenc.DecoderModel(path).next_token_nll(tokens)
     assert got.dtype == np.float64 and got.shape == (59,)
     print(f"\ntiny next_token_nll: max|posenc - HF f64| = {np.abs(got - expected).max():.3g}")
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
@@ -240,7 +240,7 @@ def hf_greedy(model, ids, max_tokens: int, stops) -> list:
 
 
 def test_smollm_greedy_generation_matches_hf(smollm_ours, smollm_hf, smollm_path):
-    """posenc's LlamaModel.generate (prefill + one token at a time through its
+    """posenc's DecoderModel.generate (prefill + one token at a time through its
     cache) vs HF greedy decoding through HF's cache, ChatML prompts,
     stopping at <|im_end|> or end of text."""
     tok = posenc.BpeTokenizer.from_gguf(str(smollm_path))

@@ -1,5 +1,5 @@
 """Passkey retrieval (posenc.passkey_key, posenc.passkey_prompt,
-posenc.LlamaModel.score_passkey).
+posenc.DecoderModel.score_passkey).
 
 * The prompt text against a transcription of the landmark-attention prompt
   as the YaRN repository's eval/passkey.py builds it (generate_prompt, from
@@ -14,7 +14,7 @@ posenc.LlamaModel.score_passkey).
 * The keys: five digits from SplitMix64 (Steele, Lea & Flood 2014), pinned
   by a transcription, so they are the same on every machine.
 * A trial on the tiny model against the model's own full forward passes:
-  the answer's NLL and argmax by teacher forcing from posenc.LlamaModel.logits
+  the answer's NLL and argmax by teacher forcing from posenc.DecoderModel.logits
   over prompt + answer, and the generated text from an argmax loop.
   (SmolLM2 against Hugging Face: test_model_hf.py.)
 """
@@ -73,8 +73,8 @@ def tiny_tokenizer(tiny_path) -> posenc.BpeTokenizer:
 
 
 @pytest.fixture(scope="module")
-def random_model(tiny_path) -> posenc.LlamaModel:
-    return posenc.LlamaModel(tiny_path)
+def random_model(tiny_path) -> posenc.DecoderModel:
+    return posenc.DecoderModel(tiny_path)
 
 
 @pytest.fixture(scope="module", params=["tiny", "smollm2"])

@@ -384,7 +384,7 @@ def longlm_attention_forward(group_size_1: int, group_size_2: int):
 
 @pytest.mark.parametrize("group,window,n", [(4, 16, 100), (3, 10, 77), (2, 32, 64)])
 def test_llama_method_matches_hf_with_longlm_patch(tiny_path, group, window, n):
-    """posenc.LlamaModel(method="self-extend:group=G,window=W") vs HF
+    """posenc.DecoderModel(method="self-extend:group=G,window=W") vs HF
     LlamaForCausalLM (float64) with LongLM's attention in every layer."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -397,7 +397,7 @@ def test_llama_method_matches_hf_with_longlm_patch(tiny_path, group, window, n):
     tokens = np.random.default_rng(n).integers(0, 320, n)
     with torch.no_grad():
         expected = hf(torch.as_tensor(tokens)[None]).logits[0].numpy()
-    model = posenc.LlamaModel(tiny_path)
+    model = posenc.DecoderModel(tiny_path)
     method = f"self-extend:group={group},window={window}"
     got = model.logits(tokens, method=method)
     plain = model.logits(tokens)
@@ -418,7 +418,7 @@ def test_llama_method_matches_hf_with_longlm_patch(tiny_path, group, window, n):
 def test_method_defaults(tiny_path):
     """context_extension.h: window L_train / 2; group the smallest G with
     floor((L - 1) / G) + W - floor(W / G) <= L_train - 1 (1 within L_train)."""
-    model = posenc.LlamaModel(tiny_path)
+    model = posenc.DecoderModel(tiny_path)
     train = model.context_length                     # 64
     for target in (40, 64, 65, 100, 200, 1000):
         window = train // 2

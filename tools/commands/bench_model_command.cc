@@ -4,7 +4,7 @@
 //
 // Prefill throughput of the default model (SmolLM2-135M) over one window of
 // N tokens (2048 by default), the model FLOPs per token (linear layers,
-// causal attention and logits: LlamaModel::ForwardFlops), and the ratio of
+// causal attention and logits: DecoderModel::ForwardFlops), and the ratio of
 // the FLOP/s achieved to the FMA peak measured in the same run.
 //
 // Decode throughput: for each cache size C (0, 2048 and 8192 by default) the
@@ -13,7 +13,7 @@
 // the cached keys for the method), and D timed single-token steps, best of R
 // such runs (as the prefill). A step reads every weight in its stored type
 // and the whole cache once, so it is bound by memory: its bytes
-// (LlamaModel::WeightBytes + the float32 keys and values of the cache) times
+// (DecoderModel::WeightBytes + the float32 keys and values of the cache) times
 // tokens/s are compared with the copy bandwidth, the best of copies run
 // between the decode repetitions (at least kCopyRuns of them). On a shared
 // host the memory's speed moves from minute to minute (a virtual machine of
@@ -99,16 +99,16 @@ class StepLog {
 
 // Decode speed for each cache size and method (see the top of the file).
 // A copy runs after each timed repetition (`copy`).
-std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const LlamaModel& model, std::mt19937& rng,
+std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const DecoderModel& model, std::mt19937& rng,
                                      bench::CopyProbe& copy, const StepLog& log) {
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderHyperparams& hp = model.hparams();
   std::vector<DecodeRun> runs;
   for (const std::int64_t cached : o.decode_caches) {
     const std::int64_t filled = std::max<std::int64_t>(1, cached);  // a step needs a token before it
     std::vector<std::int32_t> context(static_cast<std::size_t>(filled));
     for (auto& t : context) t = static_cast<std::int32_t>(rng() % hp.vocab_size);
     log("decode: a cache of " + std::to_string(filled) + " tokens");
-    LlamaCache cache = model.NewCache();
+    DecoderCache cache = model.NewCache();
     std::int32_t next = 0;
     const auto take_argmax = [&](std::span<const std::int64_t>, std::span<const float> logits) {
       next = Argmax(logits);
@@ -151,7 +151,7 @@ void Run(const BenchModelOptions& o) {
   const LoadedModel loaded = LoadModel(o.model, o.weights);
   const double resident_bytes = ResidentBytes() - resident_before;
   const auto file_bytes = static_cast<double>(std::filesystem::file_size(o.model));
-  const LlamaModel& model = loaded.model;
+  const DecoderModel& model = loaded.model;
   // Token ids do not change the work; a fixed random sequence keeps runs alike.
   std::mt19937 rng(1);
   std::vector<std::int32_t> tokens(o.ctx);
@@ -236,7 +236,7 @@ void Run(const BenchModelOptions& o) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderHyperparams& hp = model.hparams();
   std::printf("model %s: %lld layers, d %lld, %lld/%lld heads x %lld, ffn %lld, vocab %lld (loaded in %.1f s)\n",
               o.model.c_str(), static_cast<long long>(hp.block_count), static_cast<long long>(hp.embedding_length),
               static_cast<long long>(hp.head_count), static_cast<long long>(hp.head_count_kv),

@@ -66,7 +66,7 @@ void Run(const GenerateCommandOptions& o) {
   }
   Require(!prompt.empty(), kOp, "--prompt", Verbatim{"\"\""}, "must have at least one token");
 
-  const LlamaHyperparams& hp = loaded.model.hparams();
+  const DecoderHyperparams& hp = loaded.model.hparams();
   const auto prompt_tokens = static_cast<std::int64_t>(prompt.size());
   Require(o.max_tokens <= std::numeric_limits<std::int64_t>::max() - prompt_tokens, kOp, "--max-tokens", o.max_tokens,
           "the prompt's " + std::to_string(prompt_tokens) + " tokens + --max-tokens = " +

@@ -78,8 +78,8 @@ std::vector<TrialPlan> PlanTrials(std::uint64_t seed, std::int64_t trials, const
 Grid PlanGrid(const PasskeyOptions& o, std::int64_t trials, const std::vector<std::int64_t>& lengths,
               const std::vector<double>& depths, const std::vector<ContextExtension>& methods) {
   const LoadedModel loaded = LoadModel(o.model);
-  const LlamaModel& model = loaded.model;
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderModel& model = loaded.model;
+  const DecoderHyperparams& hp = model.hparams();
   std::vector<std::string> names;
   names.reserve(methods.size());
   for (const auto& m : methods) names.push_back(FormatContextExtension(m));

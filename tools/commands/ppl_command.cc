@@ -40,10 +40,10 @@ struct PplOptions {
 // an estimate of the time, and a method that is the model's own RoPE at
 // this length said as such (its defaults give factor 1 within the training
 // length), so that a long run or a no-op method is no surprise.
-void AnnounceWork(const LlamaModel& model, std::int64_t text_tokens, const PerplexityOptions& options) {
+void AnnounceWork(const DecoderModel& model, std::int64_t text_tokens, const PerplexityOptions& options) {
   const std::int64_t windows = PerplexityWindowCount(text_tokens, options);
   if (windows == 0) return;  // EvaluatePerplexity says why
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderHyperparams& hp = model.hparams();
   const ExtensionPlan plan = PlanModelExtension(options.extension, hp, options.context);
   const std::string method = FormatContextExtension(plan.resolved);
   if (!std::holds_alternative<NoneMethod>(plan.resolved.method) && SameAsModelRope(plan, hp.rope, options.context)) {

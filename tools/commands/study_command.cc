@@ -74,8 +74,8 @@ std::string DefaultStudyDirectory(const Grid& grid, const std::string& model,
 // the model's own RoPE at a length asks for `none`'s cell.
 Grid PlanGrid(const StudyOptions& o, const LoadedModel& loaded, const std::vector<std::int32_t>& tokens,
               const std::vector<std::int64_t>& lengths, const std::vector<ContextExtension>& extensions) {
-  const LlamaModel& model = loaded.model;
-  const LlamaHyperparams& hp = model.hparams();
+  const DecoderModel& model = loaded.model;
+  const DecoderHyperparams& hp = model.hparams();
   for (const auto length : lengths) {
     Require(length * o.windows <= static_cast<std::int64_t>(tokens.size()), kOp, "lengths", length,
             "needs " + std::to_string(o.windows) + " window(s) within the text's " + std::to_string(tokens.size()) +

@@ -181,7 +181,7 @@ bool IsLossName(std::string_view name) {
 }
 
 // The most a loss in a cell may be. posenc refuses logits of magnitude 2^16
-// or more (LlamaModel::Forward, the tiny models' evaluation), so a loss it
+// or more (DecoderModel::Forward, the tiny models' evaluation), so a loss it
 // computes is below 2^17 + ln(vocabulary): anything past 2^18 was not
 // computed by posenc.
 constexpr double kMaxCellLoss = 262144.0;

@@ -159,7 +159,7 @@ nlohmann::json ComputeTrial(const Grid& grid, const GridCell& cell) {
   const TrialParams t = ReadTrialParams(at, cell.params);
   const std::int64_t length = t.length, trial = t.trial, max_new_tokens = ReadMaxNewTokens(at, cell.params);
   const LoadedModel loaded = LoadGridModel(grid);
-  const LlamaHyperparams& hp = loaded.model.hparams();
+  const DecoderHyperparams& hp = loaded.model.hparams();
   const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(t.method), hp, length);
   const std::uint64_t seed = ReadSeed(at, cell.params);
   const bool independent = ReadIndependent(at, cell.params);

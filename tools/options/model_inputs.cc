@@ -14,7 +14,7 @@ constexpr std::uint64_t kMaxTextBytes = std::uint64_t{1} << 30;
 LoadedModel LoadModel(const std::string& path, WeightOptions weights) {
   const auto start = std::chrono::steady_clock::now();
   const GgufFile file = GgufFile::Open(path);
-  LoadedModel loaded{LlamaModel::FromGguf(file, weights.storage, weights.activations),
+  LoadedModel loaded{DecoderModel::FromGguf(file, weights.storage, weights.activations),
                      BpeTokenizer::FromGguf(file.metadata())};
   loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return loaded;

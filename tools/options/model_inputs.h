@@ -12,13 +12,13 @@
 
 #include "options/default_inputs.h"
 #include "posenc/context_extension.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 #include "posenc/tokenizer.h"
 
 namespace posenc::cli {
 
 struct LoadedModel {
-  LlamaModel model;
+  DecoderModel model;
   BpeTokenizer tokenizer;
   double load_seconds = 0;
 };

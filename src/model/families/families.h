@@ -11,13 +11,13 @@
 
 #include "posenc/decoder_features.h"
 #include "posenc/gguf_metadata.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 
 namespace posenc::families {
 
 // `shapes`: the hyperparameters from `{arch}.*` without the features. Throws
 // posenc::Error naming the key for a value the family cannot run.
-using FeaturesFromGguf = DecoderFeatures (*)(const GgufMetadata& metadata, const LlamaHyperparams& shapes);
+using FeaturesFromGguf = DecoderFeatures (*)(const GgufMetadata& metadata, const DecoderHyperparams& shapes);
 
 struct DecoderFamily {
   std::string_view architecture;  // general.architecture, and the prefix of its keys
@@ -25,8 +25,8 @@ struct DecoderFamily {
   FeaturesFromGguf features;
 };
 
-DecoderFeatures LlamaFeatures(const GgufMetadata& metadata, const LlamaHyperparams& shapes);   // llama.cc
-DecoderFeatures Gemma3Features(const GgufMetadata& metadata, const LlamaHyperparams& shapes);  // gemma3.cc
+DecoderFeatures LlamaFeatures(const GgufMetadata& metadata, const DecoderHyperparams& shapes);   // llama.cc
+DecoderFeatures Gemma3Features(const GgufMetadata& metadata, const DecoderHyperparams& shapes);  // gemma3.cc
 
 inline constexpr DecoderFamily kDecoderFamilies[] = {
     {"llama", "Llama 2/3, SmolLM, TinyLlama, Mistral-style dense models", &LlamaFeatures},

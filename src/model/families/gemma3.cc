@@ -21,7 +21,7 @@ constexpr std::int64_t kGemma3_27bBlocks = 62;
 
 }  // namespace
 
-DecoderFeatures Gemma3Features(const GgufMetadata& meta, const LlamaHyperparams& shapes) {
+DecoderFeatures Gemma3Features(const GgufMetadata& meta, const DecoderHyperparams& shapes) {
   const std::string p = "gemma3.";
   DecoderFeatures f;
   // Hugging Face scales by sqrt(d) cast to the activations' type (float32).

@@ -3,7 +3,7 @@
 // reference forward, for the model's own RoPE and every context-extension
 // method; thread-count invariance; loading errors. The same for a tiny
 // Gemma 3 (local and global layers).
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 #include "posenc/perplexity.h"
 
 #include <algorithm>
@@ -33,11 +33,11 @@ class ThreadCount {
 struct RandomModel {
   std::vector<unsigned char> bytes;
   GgufFile file;
-  LlamaModel model;
+  DecoderModel model;
   explicit RandomModel(const RandomLlamaOptions& options = {}, WeightStorage storage = WeightStorage::kAsStored,
                        DotActivations activations = DotActivations::kFloat32)
       : bytes(RandomLlamaGguf(options)), file(GgufFile::Parse(std::as_bytes(std::span(bytes)))),
-        model(LlamaModel::FromGguf(file, storage, activations)) {}
+        model(DecoderModel::FromGguf(file, storage, activations)) {}
 };
 
 std::vector<std::int32_t> RandomTokens(std::int64_t n, std::uint32_t seed) {
@@ -81,7 +81,7 @@ double RelativeDifference(const std::vector<float>& a, const std::vector<float>&
 
 // The logits of `tokens` from a prefill of `prefill` tokens, then one decode
 // step a token.
-std::vector<float> PrefillThenDecode(const LlamaModel& model, std::span<const std::int32_t> tokens,
+std::vector<float> PrefillThenDecode(const DecoderModel& model, std::span<const std::int32_t> tokens,
                                      std::int64_t prefill, const AttentionOptions& attention) {
   const std::int64_t vocab = model.hparams().vocab_size, n = static_cast<std::int64_t>(tokens.size());
   std::vector<float> decoded(n * vocab, std::nanf(""));
@@ -92,7 +92,7 @@ std::vector<float> PrefillThenDecode(const LlamaModel& model, std::span<const st
       }
     };
   };
-  LlamaCache cache = model.NewCache();
+  DecoderCache cache = model.NewCache();
   std::vector<std::int64_t> all(prefill);
   for (std::int64_t r = 0; r < prefill; ++r) all[r] = r;
   model.Extend(cache, tokens.first(prefill), attention, all, keep(0));
@@ -103,9 +103,9 @@ std::vector<float> PrefillThenDecode(const LlamaModel& model, std::span<const st
   return decoded;
 }
 
-TEST(LlamaModel, ReadsHyperparameters) {
+TEST(DecoderModel, ReadsHyperparameters) {
   const RandomModel tiny;
-  const LlamaHyperparams& hp = tiny.model.hparams();
+  const DecoderHyperparams& hp = tiny.model.hparams();
   EXPECT_EQ(hp.architecture, "llama");
   EXPECT_EQ(hp.vocab_size, 256);
   EXPECT_EQ(hp.embedding_length, 32);
@@ -119,13 +119,13 @@ TEST(LlamaModel, ReadsHyperparameters) {
   EXPECT_DOUBLE_EQ(hp.rope.theta, 10000);
 }
 
-TEST(LlamaModel, MatchesFloat64ReferenceOnEveryTarget) {
+TEST(DecoderModel, MatchesFloat64ReferenceOnEveryTarget) {
   for (const bool tied : {true, false}) {
     RandomLlamaOptions options;
     options.tied = tied;
     const RandomModel tiny(options);
     const auto tokens = RandomTokens(37, 7);
-    const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, tiny.model.DefaultAttention());
+    const std::vector<double> ref = reference::DecoderLogits(tiny.file, tokens, tiny.model.DefaultAttention());
     testing::ForEachTarget([&] {
       const std::vector<float> fast = tiny.model.Logits(tokens, tiny.model.DefaultAttention());
       ASSERT_EQ(fast.size(), ref.size());
@@ -138,7 +138,7 @@ TEST(LlamaModel, MatchesFloat64ReferenceOnEveryTarget) {
 // llama graph adds them where a file has them), read from the tensors: they
 // move the logits as the float64 reference says, in one forward and through
 // the cache, and zero biases change no bit.
-TEST(LlamaModel, QkvBiasesMatchTheReference) {
+TEST(DecoderModel, QkvBiasesMatchTheReference) {
   RandomLlamaOptions options;
   const RandomModel plain(options);
   options.qkv_bias = 0.0;
@@ -148,7 +148,7 @@ TEST(LlamaModel, QkvBiasesMatchTheReference) {
   EXPECT_FALSE(plain.model.hparams().qkv_bias);
   EXPECT_TRUE(biased.model.hparams().qkv_bias);
   const auto tokens = RandomTokens(70, 7);  // past the training length, as a method runs
-  const LlamaHyperparams& hp = plain.model.hparams();
+  const DecoderHyperparams& hp = plain.model.hparams();
   for (const char* method : {"none", "yarn", "rerope"}) {
     SCOPED_TRACE(method);
     const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, 70).attention;
@@ -156,29 +156,29 @@ TEST(LlamaModel, QkvBiasesMatchTheReference) {
     EXPECT_EQ(zero.model.Logits(tokens, attention), without);
     const std::vector<float> with = biased.model.Logits(tokens, attention);
     EXPECT_GT(RelativeDifference(with, without), 0.05);
-    EXPECT_LT(RelativeError(with, reference::LlamaLogits(biased.file, tokens, attention)), 2e-5);
+    EXPECT_LT(RelativeError(with, reference::DecoderLogits(biased.file, tokens, attention)), 2e-5);
     EXPECT_LT(RelativeDifference(with, PrefillThenDecode(biased.model, tokens, 61, attention)), 1e-5);
   }
 }
 
-TEST(LlamaModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
+TEST(DecoderModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
   const RandomModel tiny;
   const auto tokens = RandomTokens(70, 3);  // beyond the training length 32
-  const LlamaHyperparams& hp = tiny.model.hparams();
+  const DecoderHyperparams& hp = tiny.model.hparams();
   for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
                              "rerope:window=5", "window", "window:window=9", "lambda", "lambda:sinks=2,window=9",
                              "ntk:logn", "yarn,logn", "self-extend", "self-extend:group=3,window=7"}) {
     SCOPED_TRACE(method);
     const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(method), hp, 70);
-    const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, plan.attention);
+    const std::vector<double> ref = reference::DecoderLogits(tiny.file, tokens, plan.attention);
     EXPECT_LT(RelativeError(tiny.model.Logits(tokens, plan.attention), ref), 2e-5);
   }
 }
 
-TEST(LlamaModel, ExtensionMethodsChangeTheOutputOnlyWhereTheyShould) {
+TEST(DecoderModel, ExtensionMethodsChangeTheOutputOnlyWhereTheyShould) {
   const RandomModel tiny;
   const auto tokens = RandomTokens(70, 4);
-  const LlamaHyperparams& hp = tiny.model.hparams();
+  const DecoderHyperparams& hp = tiny.model.hparams();
   const auto logits = [&](const char* method) {
     return tiny.model.Logits(tokens, PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length,
                                                           static_cast<std::int64_t>(tokens.size()))
@@ -228,7 +228,7 @@ RandomLlamaOptions QuantizedLlama(GgmlType type) {
 // on the exactly dequantized weights, so it is bitwise the float32 model's;
 // both are near the float64 reference; the stored model holds the file's
 // bytes, not 4 a weight.
-TEST(LlamaModel, StoredWeightsForwardIsBitwiseTheFloat32Model) {
+TEST(DecoderModel, StoredWeightsForwardIsBitwiseTheFloat32Model) {
   for (const GgmlType type :
        {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
         GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
@@ -238,7 +238,7 @@ TEST(LlamaModel, StoredWeightsForwardIsBitwiseTheFloat32Model) {
     const auto tokens = RandomTokens(37, 11);
     const std::vector<float> logits = stored.model.Logits(tokens, stored.model.DefaultAttention());
     EXPECT_EQ(logits, as_f32.model.Logits(tokens, as_f32.model.DefaultAttention()));
-    const std::vector<double> ref = reference::LlamaLogits(stored.file, tokens, stored.model.DefaultAttention());
+    const std::vector<double> ref = reference::DecoderLogits(stored.file, tokens, stored.model.DefaultAttention());
     // float32 sums over k = 256 for the K-quant models, 32 to 64 otherwise.
     EXPECT_LT(RelativeError(logits, ref), stored.model.hparams().embedding_length == 256 ? 1e-4 : 2e-5);
     const double block_bytes = static_cast<double>(TraitsOf(type).block_bytes) / TraitsOf(type).block_elements;
@@ -249,12 +249,12 @@ TEST(LlamaModel, StoredWeightsForwardIsBitwiseTheFloat32Model) {
 // max |decode - forward| / max |forward| over the logits of tokens
 // [prefill, n): the first `prefill` tokens in one Extend, then one token a
 // call, against one forward pass (Logits) of all n.
-double DecodeVsForward(const LlamaModel& model, std::span<const std::int32_t> tokens, std::int64_t prefill) {
+double DecodeVsForward(const DecoderModel& model, std::span<const std::int32_t> tokens, std::int64_t prefill) {
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t vocab = model.hparams().vocab_size;
   const AttentionOptions attention = model.DefaultAttention();
   const std::vector<float> full = model.Logits(tokens, attention);
-  LlamaCache cache = model.NewCache();
+  DecoderCache cache = model.NewCache();
   model.Extend(cache, tokens.first(prefill), attention, {},
                [](std::span<const std::int64_t>, std::span<const float>) {});
   double max_diff = 0, max_abs = 0;
@@ -273,7 +273,7 @@ double DecodeVsForward(const LlamaModel& model, std::span<const std::int32_t> to
 
 // Decode (one token a call: the kernels that read the stored blocks in
 // registers) matches one forward pass.
-TEST(LlamaModel, StoredWeightsDecodeMatchesOneForward) {
+TEST(DecoderModel, StoredWeightsDecodeMatchesOneForward) {
   for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kBF16}) {
     SCOPED_TRACE(std::string(TraitsOf(type).name));
     const RandomModel tiny(QuantizedLlama(type));
@@ -284,7 +284,7 @@ TEST(LlamaModel, StoredWeightsDecodeMatchesOneForward) {
 // Int8 activations change only decode, by the rounding of x: near one
 // forward pass of float32 activations, but not equal to it; float32 weights
 // have no integer product to use them (an error naming the parameter).
-TEST(LlamaModel, Int8ActivationsDecodeNearOneForward) {
+TEST(DecoderModel, Int8ActivationsDecodeNearOneForward) {
   for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ6_K}) {
     SCOPED_TRACE(std::string(TraitsOf(type).name));
     const RandomModel tiny(QuantizedLlama(type), WeightStorage::kAsStored, DotActivations::kInt8);
@@ -294,11 +294,11 @@ TEST(LlamaModel, Int8ActivationsDecodeNearOneForward) {
   }
   const std::vector<unsigned char> bytes = RandomLlamaGguf(QuantizedLlama(GgmlType::kQ4_1));
   const GgufFile file = GgufFile::Parse(std::as_bytes(std::span(bytes)));
-  ExpectError([&] { LlamaModel::FromGguf(file, WeightStorage::kFloat32, DotActivations::kInt8); },
+  ExpectError([&] { DecoderModel::FromGguf(file, WeightStorage::kFloat32, DotActivations::kInt8); },
               {"activations", "int8", "stored"});
 }
 
-TEST(LlamaModel, NextTokenNllIsTheLogSoftmaxOfTheLogits) {
+TEST(DecoderModel, NextTokenNllIsTheLogSoftmaxOfTheLogits) {
   const RandomModel tiny;
   const auto tokens = RandomTokens(150, 9);  // > 64 rows: two logit blocks
   const auto attention = tiny.model.DefaultAttention();
@@ -313,7 +313,7 @@ TEST(LlamaModel, NextTokenNllIsTheLogSoftmaxOfTheLogits) {
   }
 }
 
-TEST(LlamaModel, BitwiseIdenticalForAnyThreadCount) {
+TEST(DecoderModel, BitwiseIdenticalForAnyThreadCount) {
   const RandomModel tiny;
   const auto tokens = RandomTokens(97, 11);
   const auto attention = tiny.model.DefaultAttention();
@@ -328,7 +328,7 @@ TEST(LlamaModel, BitwiseIdenticalForAnyThreadCount) {
   }
 }
 
-TEST(LlamaModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
+TEST(DecoderModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
   // Counted from the file, not from the hyperparameters: every matrix is one
   // multiply-add per element per token (token_embd is a lookup, but the
   // tied output multiplies by it once more); attention adds q.k and p.v,
@@ -351,7 +351,7 @@ TEST(LlamaModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
   }
 }
 
-TEST(LlamaModel, ForwardFlopsCountsOnlyTheWindowInGemmaLocalLayers) {
+TEST(DecoderModel, ForwardFlopsCountsOnlyTheWindowInGemmaLocalLayers) {
   // Gemma 3's local layers attend to the keys of their window: the count of
   // causal pairs per layer comes from the layer's own mask, enumerated.
   RandomLlamaOptions options;
@@ -380,11 +380,11 @@ TEST(LlamaModel, ForwardFlopsCountsOnlyTheWindowInGemmaLocalLayers) {
 // Prefill then one token at a time through the cache gives the logits of
 // one full forward pass, for the model's RoPE and every method (planned for
 // the final length, as a decoder must).
-TEST(LlamaModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
+TEST(DecoderModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
   const RandomModel tiny;
   const std::int64_t n = 70, prefill = 61;
   const auto tokens = RandomTokens(n, 5);
-  const LlamaHyperparams& hp = tiny.model.hparams();
+  const DecoderHyperparams& hp = tiny.model.hparams();
   for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
                              "window:window=9", "lambda:sinks=2,window=9", "yarn,logn", "self-extend"}) {
     SCOPED_TRACE(method);
@@ -396,13 +396,13 @@ TEST(LlamaModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
 }
 
 // Only the listed rows' logits are made; a rewind replays exactly.
-TEST(LlamaModel, ExtendScoresChosenRowsAndTruncateRewinds) {
+TEST(DecoderModel, ExtendScoresChosenRowsAndTruncateRewinds) {
   const RandomModel tiny;
   const auto tokens = RandomTokens(20, 6);
   const auto attention = tiny.model.DefaultAttention();
   const std::int64_t vocab = tiny.model.hparams().vocab_size;
   const std::vector<float> full = tiny.model.Logits(tokens, attention);
-  LlamaCache cache = tiny.model.NewCache();
+  DecoderCache cache = tiny.model.NewCache();
   const std::vector<std::int64_t> rows{3, 4, 11, 19};
   std::vector<std::int64_t> seen;
   const auto check = [&](std::int64_t offset) {
@@ -437,7 +437,7 @@ TEST(LlamaModel, ExtendScoresChosenRowsAndTruncateRewinds) {
   EXPECT_EQ(cache.tokens(), 20);
 }
 
-TEST(LlamaModel, RejectsBadTokens) {
+TEST(DecoderModel, RejectsBadTokens) {
   const RandomModel tiny;
   const auto attention = tiny.model.DefaultAttention();
   ExpectError([&] { tiny.model.Logits({}, attention); }, {"tokens.size()", ">= 1"});
@@ -449,7 +449,7 @@ TEST(LlamaModel, RejectsBadTokens) {
 
 // A context too long for this machine is an error that names the size,
 // before anything is allocated (it was a bare std::bad_alloc after 5 GB).
-TEST(LlamaModel, ContextsTooLongForMemoryAreRefusedUpFront) {
+TEST(DecoderModel, ContextsTooLongForMemoryAreRefusedUpFront) {
   const RandomModel tiny;
   EXPECT_NO_THROW(tiny.model.RequireActivationsFit(100000));
   ExpectError(
@@ -462,10 +462,10 @@ TEST(LlamaModel, ContextsTooLongForMemoryAreRefusedUpFront) {
 
 // A GGUF with one change, for the loading errors.
 void ExpectLoadError(const std::vector<unsigned char>& bytes, std::initializer_list<const char*> fragments) {
-  ExpectError([&] { LlamaModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes)))); }, fragments);
+  ExpectError([&] { DecoderModel::FromGguf(GgufFile::Parse(std::as_bytes(std::span(bytes)))); }, fragments);
 }
 
-TEST(LlamaModel, RejectsOtherArchitecturesAndBrokenFiles) {
+TEST(DecoderModel, RejectsOtherArchitecturesAndBrokenFiles) {
   RandomLlamaOptions gpt2;
   gpt2.architecture = "gpt2";
   ExpectLoadError(RandomLlamaGguf(gpt2), {"general.architecture", "\"gpt2\"", "llama family", "gemma3"});
@@ -484,15 +484,15 @@ TEST(LlamaModel, RejectsOtherArchitecturesAndBrokenFiles) {
   ExpectLoadError(renamed, {"blk.1.ffn_up.weight", "missing"});
 }
 
-TEST(LlamaModel, RejectsInconsistentHyperparameters) {
+TEST(DecoderModel, RejectsInconsistentHyperparameters) {
   RandomLlamaOptions odd;
   odd.kv_heads = 3;  // does not divide 4 heads
   ExpectLoadError(RandomLlamaGguf(odd), {"attention.head_count_kv = 3", "must divide"});
 }
 
-TEST(LlamaModelGemma3, ReadsHyperparametersAndLayerKinds) {
+TEST(DecoderModelGemma3, ReadsHyperparametersAndLayerKinds) {
   const RandomModel tiny(TinyGemma3());
-  const LlamaHyperparams& hp = tiny.model.hparams();
+  const DecoderHyperparams& hp = tiny.model.hparams();
   EXPECT_EQ(hp.architecture, "gemma3");
   EXPECT_EQ(hp.rope.layout, RopeLayout::kHalfSplit);  // no Q/K permutation for Gemma
   EXPECT_EQ(hp.sliding_window, 8);
@@ -512,7 +512,7 @@ TEST(LlamaModelGemma3, ReadsHyperparametersAndLayerKinds) {
   // With every layer local (a pattern above the block count) a method would
   // change nothing: refused, naming the layers and why; the model's own
   // attention still plans.
-  LlamaHyperparams all_local = hp;
+  DecoderHyperparams all_local = hp;
   all_local.sliding_window_pattern = 8;
   ExpectError(
       [&] { PlanModelExtension(ParseContextExtension("yarn"), all_local, 70); },
@@ -521,21 +521,21 @@ TEST(LlamaModelGemma3, ReadsHyperparametersAndLayerKinds) {
   EXPECT_NO_THROW(PlanModelExtension(ParseContextExtension("none"), all_local, 70));
 }
 
-TEST(LlamaModelGemma3, MatchesFloat64ReferenceOnEveryTarget) {
+TEST(DecoderModelGemma3, MatchesFloat64ReferenceOnEveryTarget) {
   const RandomModel tiny(TinyGemma3());
-  const LlamaHyperparams& hp = tiny.model.hparams();
+  const DecoderHyperparams& hp = tiny.model.hparams();
   const auto tokens = RandomTokens(70, 7);  // past the window and the training length 32
   for (const char* method : {"none", "rerope", "yarn", "self-extend"}) {
     SCOPED_TRACE(method);
     const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, 70).attention;
-    const std::vector<double> ref = reference::LlamaLogits(tiny.file, tokens, attention);
+    const std::vector<double> ref = reference::DecoderLogits(tiny.file, tokens, attention);
     testing::ForEachTarget([&] { EXPECT_LT(RelativeError(tiny.model.Logits(tokens, attention), ref), 2e-5); });
   }
 }
 
-TEST(LlamaModelGemma3, DecodingWithTheCacheMatchesOneForward) {
+TEST(DecoderModelGemma3, DecodingWithTheCacheMatchesOneForward) {
   const RandomModel tiny(TinyGemma3());
-  const LlamaHyperparams& hp = tiny.model.hparams();
+  const DecoderHyperparams& hp = tiny.model.hparams();
   const auto tokens = RandomTokens(70, 5);
   // The local layers forget what their window has passed as the cache grows
   // (61 tokens, then one at a time): the decode steps read the rest.
@@ -554,7 +554,7 @@ TEST(LlamaModelGemma3, DecodingWithTheCacheMatchesOneForward) {
 // after 2,000 tokens it holds a fraction of a Llama's of the same shapes; a
 // rewind within the window's reach replays exactly, one past it is refused
 // and changes nothing.
-TEST(LlamaModelGemma3, LocalLayersKeepOnlyWhatTheirWindowSees) {
+TEST(DecoderModelGemma3, LocalLayersKeepOnlyWhatTheirWindowSees) {
   RandomLlamaOptions options = TinyGemma3();
   options.blocks = 5;  // every layer local
   const RandomModel gemma(options);
@@ -562,12 +562,12 @@ TEST(LlamaModelGemma3, LocalLayersKeepOnlyWhatTheirWindowSees) {
   const RandomModel llama(options);
   const std::int64_t n = 2000, prefill = 1900;
   const auto tokens = RandomTokens(n, 9);
-  const auto run = [&](const LlamaModel& model, LlamaCache& cache) {
+  const auto run = [&](const DecoderModel& model, DecoderCache& cache) {
     const AttentionOptions attention = model.DefaultAttention();
     model.Extend(cache, std::span(tokens).first(prefill), attention, {}, {});
     for (std::int64_t t = prefill; t < n; ++t) model.Extend(cache, std::span(tokens).subspan(t, 1), attention, {}, {});
   };
-  LlamaCache bounded = gemma.model.NewCache(), full = llama.model.NewCache();
+  DecoderCache bounded = gemma.model.NewCache(), full = llama.model.NewCache();
   run(gemma.model, bounded);
   run(llama.model, full);
   EXPECT_EQ(bounded.tokens(), n);
@@ -594,12 +594,12 @@ TEST(LlamaModelGemma3, LocalLayersKeepOnlyWhatTheirWindowSees) {
 // 168 = 5376 / 32). A tiny 62-block model with d / heads = 8 against
 // head_dim 16: the engine matches the float64 reference with the scale,
 // and a 6-block model of the same shape keeps head_dim.
-TEST(LlamaModelGemma3, TwentySevenBQueryScale) {
+TEST(DecoderModelGemma3, TwentySevenBQueryScale) {
   RandomLlamaOptions options = TinyGemma3();
   options.head_dim = 16;
   options.blocks = 62;
   const RandomModel deep(options);
-  const LlamaHyperparams& hp = deep.model.hparams();
+  const DecoderHyperparams& hp = deep.model.hparams();
   EXPECT_DOUBLE_EQ(hp.query_pre_attn_scalar, 8.0);
   EXPECT_DOUBLE_EQ(hp.QueryFactor(), std::sqrt(2.0));
   options.blocks = 6;
@@ -608,14 +608,14 @@ TEST(LlamaModelGemma3, TwentySevenBQueryScale) {
 
   const auto tokens = RandomTokens(20, 3);
   const AttentionOptions attention = deep.model.DefaultAttention();
-  const std::vector<double> ref = reference::LlamaLogits(deep.file, tokens, attention);
+  const std::vector<double> ref = reference::DecoderLogits(deep.file, tokens, attention);
   testing::ForEachTarget([&] { EXPECT_LT(RelativeError(deep.model.Logits(tokens, attention), ref), 2e-5); });
   EXPECT_LT(
       RelativeDifference(deep.model.Logits(tokens, attention), PrefillThenDecode(deep.model, tokens, 15, attention)),
       1e-5);
 }
 
-TEST(LlamaModelGemma3, RejectsAMissingGemmaTensor) {
+TEST(DecoderModelGemma3, RejectsAMissingGemmaTensor) {
   std::vector<unsigned char> renamed = RandomLlamaGguf(TinyGemma3());
   const std::string from = "blk.3.post_ffw_norm.weight";
   auto it = std::search(renamed.begin(), renamed.end(), from.begin(), from.end());

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "posenc/gguf.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 #include "posenc/matmul.h"
 
 namespace posenc {
 
-struct LlamaLayerWeights {
+struct DecoderLayerWeights {
   std::vector<float> attn_norm;  // [d]
   std::vector<float> ffn_norm;   // [d]
   PackedWeights qkv;             // [heads*hd + 2*kv_heads*hd, d]
@@ -29,12 +29,12 @@ struct LlamaLayerWeights {
   std::vector<float> qkv_bias;  // [heads*hd + 2*kv_heads*hd]: q | k | v (qkv_bias)
 };
 
-struct LlamaModel::Weights {
-  LlamaHyperparams hp;
+struct DecoderModel::Weights {
+  DecoderHyperparams hp;
   PackedWeights token_embd;             // [vocab, d]: rows looked up, and the tied output
   std::vector<float> output_norm;       // [d]
   std::optional<PackedWeights> output;  // [vocab, d]; none when tied
-  std::vector<LlamaLayerWeights> layers;
+  std::vector<DecoderLayerWeights> layers;
   DotActivations activations = DotActivations::kFloat32;  // of every decode product
   AttentionOptions local_attention;                       // the local layers' (LayerAttention)
   const PackedWeights& Output() const { return output ? *output : token_embd; }
@@ -43,27 +43,27 @@ struct LlamaModel::Weights {
 // Reads every tensor, checking names, shapes and types; throws posenc::Error
 // naming the tensor.
 // Throws for int8 activations with float32 weights (nothing to apply them to).
-std::unique_ptr<LlamaModel::Weights> LoadLlamaWeights(const GgufFile& file, WeightStorage storage,
+std::unique_ptr<DecoderModel::Weights> LoadDecoderWeights(const GgufFile& file, WeightStorage storage,
                                                       DotActivations activations);
 
 // The hyperparameters with what only the tensors tell: the vocabulary size
 // when the metadata has none (token_embd's rows), llama.cpp's rope_freqs
 // tensor (Llama-3 scaling as per-pair frequency divisors), whether the
 // output is tied (no output.weight) and whether q, k, v have biases.
-LlamaHyperparams LlamaHyperparamsOf(const GgufFile& file);
+DecoderHyperparams DecoderHyperparamsOf(const GgufFile& file);
 
 // The local layers' attention (DecoderFeatures): RoPE of base
 // local_rope_theta without scaling, causal, a window of sliding_window keys.
-AttentionOptions LocalLayerAttention(const LlamaHyperparams& hp);
+AttentionOptions LocalLayerAttention(const DecoderHyperparams& hp);
 
 // A tensor as float32 in ggml order after checking its shape ({cols, rows}
 // for a matrix, {len} for a vector). Shared with the reference model.
-std::vector<float> ReadLlamaTensor(const GgufFile& file, const std::string& name,
+std::vector<float> ReadDecoderTensor(const GgufFile& file, const std::string& name,
                                    const std::vector<std::int64_t>& shape);
 
 // A matrix tensor's rows as stored, after checking its shape and that it can
 // be kept as `storage` says (a type without a kernel names the tensor).
-WeightRows LlamaTensorRows(const GgufFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
+WeightRows DecoderTensorRows(const GgufFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
                            WeightStorage storage);
 
 }  // namespace posenc

@@ -1,4 +1,4 @@
-// The decoder's forward as written (llama_model.h), its features switched as
+// The decoder's forward as written (decoder_model.h), its features switched as
 // decoder_features.h says, in float64
 // (attention through the float64 reference, which takes its q, k, v in
 // float32).
@@ -6,9 +6,9 @@
 #include <numbers>
 #include <string>
 
-#include "model/llama_weights.h"
+#include "model/decoder_weights.h"
 #include "posenc/error.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 
 namespace posenc::reference {
 namespace {
@@ -53,16 +53,16 @@ double Gate(GateActivation activation, double g) {
 
 }  // namespace
 
-std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
+std::vector<double> DecoderLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
                                 const AttentionOptions& attention) {
-  const LlamaHyperparams hp = LlamaHyperparamsOf(file);
+  const DecoderHyperparams hp = DecoderHyperparamsOf(file);
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length, hd = hp.head_dim;
   const std::int64_t q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd;
   Require(n >= 1, "llama", "tokens.size()", n, "must be >= 1");
   const AttentionOptions local_attention = LocalLayerAttention(hp);
 
-  const std::vector<float> embd = ReadLlamaTensor(file, "token_embd.weight", {d, hp.vocab_size});
+  const std::vector<float> embd = ReadDecoderTensor(file, "token_embd.weight", {d, hp.vocab_size});
   Matrix x(n * d);
   for (std::int64_t i = 0; i < n; ++i) {
     Require(tokens[i] >= 0 && tokens[i] < hp.vocab_size, "llama", "tokens[" + std::to_string(i) + "]", tokens[i],
@@ -73,7 +73,7 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
 
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
     const auto tensor = [&](const char* name, const std::vector<std::int64_t>& shape) {
-      return ReadLlamaTensor(file, "blk." + std::to_string(l) + "." + name, shape);
+      return ReadDecoderTensor(file, "blk." + std::to_string(l) + "." + name, shape);
     };
     const Matrix a = RmsNorm(x, tensor("attn_norm.weight", {d}), hp.rms_norm_eps);
     Matrix q = Linear(a, tensor("attn_q.weight", {d, q_dim}), q_dim, d);
@@ -111,8 +111,8 @@ std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32
     for (std::int64_t i = 0; i < n * d; ++i) x[i] += down[i];
   }
 
-  const Matrix out = RmsNorm(x, ReadLlamaTensor(file, "output_norm.weight", {d}), hp.rms_norm_eps);
-  return Linear(out, hp.tied_output ? embd : ReadLlamaTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size,
+  const Matrix out = RmsNorm(x, ReadDecoderTensor(file, "output_norm.weight", {d}), hp.rms_norm_eps);
+  return Linear(out, hp.tied_output ? embd : ReadDecoderTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size,
                 d);
 }
 

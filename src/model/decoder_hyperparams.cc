@@ -1,4 +1,4 @@
-// LlamaHyperparams from GGUF metadata ({arch}.* keys, as llama.cpp writes them):
+// DecoderHyperparams from GGUF metadata ({arch}.* keys, as llama.cpp writes them):
 // the shapes, then the features from the family of general.architecture.
 #include <cmath>
 #include <string>
@@ -7,7 +7,7 @@
 #include "model/families/families.h"
 #include "posenc/error.h"
 #include "posenc/gguf_metadata.h"
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 #include "posenc/rope_config.h"
 
 namespace posenc {
@@ -35,8 +35,8 @@ const families::DecoderFamily& FamilyOf(const std::string& architecture) {
 
 }  // namespace
 
-LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& meta) {
-  LlamaHyperparams hp;
+DecoderHyperparams ReadDecoderHyperparams(const GgufMetadata& meta) {
+  DecoderHyperparams hp;
   const std::string& arch_name =
       RequireGgufValue<std::string>(meta, "general.architecture", kOp, "every GGUF model names it");
   const families::DecoderFamily& family = FamilyOf(arch_name);

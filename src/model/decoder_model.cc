@@ -1,6 +1,6 @@
 // The decoder's forward pass, as its features say (decoder_features.h):
 // batched prefill of one sequence at positions 0..n-1, and decoding.
-#include "posenc/llama_model.h"
+#include "posenc/decoder_model.h"
 
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 
 #include "attention/decode_keys.h"
 #include "kernels/logit_range.h"
-#include "model/llama_weights.h"
+#include "model/decoder_weights.h"
 #include "model/model_ops.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
@@ -67,15 +67,15 @@ void RequireFiniteRows(std::span<const float> values, std::int64_t width, std::i
 
 }  // namespace
 
-LlamaModel::LlamaModel(std::unique_ptr<Weights> weights) : weights_(std::move(weights)) {}
-LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
-LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
-LlamaModel::~LlamaModel() = default;
+DecoderModel::DecoderModel(std::unique_ptr<Weights> weights) : weights_(std::move(weights)) {}
+DecoderModel::DecoderModel(DecoderModel&&) noexcept = default;
+DecoderModel& DecoderModel::operator=(DecoderModel&&) noexcept = default;
+DecoderModel::~DecoderModel() = default;
 
-LlamaModel LlamaModel::Load(const std::string& path, WeightStorage storage, DotActivations activations) {
+DecoderModel DecoderModel::Load(const std::string& path, WeightStorage storage, DotActivations activations) {
   return FromGguf(GgufFile::Open(path), storage, activations);
 }
-ExtensionPlan PlanModelExtension(const ContextExtension& method, const LlamaHyperparams& hp, std::int64_t length) {
+ExtensionPlan PlanModelExtension(const ContextExtension& method, const DecoderHyperparams& hp, std::int64_t length) {
   ExtensionPlan plan = PlanContextExtension(method, hp.rope, hp.context_length, length);
   if (IsModelAsTrained(method)) return plan;  // the model's own attention
   bool global = false;
@@ -89,24 +89,24 @@ ExtensionPlan PlanModelExtension(const ContextExtension& method, const LlamaHype
   return plan;
 }
 
-LlamaModel LlamaModel::FromGguf(const GgufFile& file, WeightStorage storage, DotActivations activations) {
-  return LlamaModel(LoadLlamaWeights(file, storage, activations));
+DecoderModel DecoderModel::FromGguf(const GgufFile& file, WeightStorage storage, DotActivations activations) {
+  return DecoderModel(LoadDecoderWeights(file, storage, activations));
 }
 
-const LlamaHyperparams& LlamaModel::hparams() const { return weights_->hp; }
+const DecoderHyperparams& DecoderModel::hparams() const { return weights_->hp; }
 
-const AttentionOptions& LlamaModel::LayerAttention(const AttentionOptions& attention, std::int64_t layer) const {
+const AttentionOptions& DecoderModel::LayerAttention(const AttentionOptions& attention, std::int64_t layer) const {
   return hparams().IsLocalLayer(layer) ? weights_->local_attention : attention;
 }
 
-AttentionOptions LlamaModel::DefaultAttention() const {
+AttentionOptions DecoderModel::DefaultAttention() const {
   AttentionOptions options;
   options.encoding = RopeEncoding{hparams().rope, ComputeRopeFrequencies(hparams().rope)};
   return options;
 }
 
-double LlamaModel::ActivationBytes(std::int64_t n) const {
-  const LlamaHyperparams& hp = hparams();
+double DecoderModel::ActivationBytes(std::int64_t n) const {
+  const DecoderHyperparams& hp = hparams();
   const std::int64_t q_dim = hp.head_count * hp.head_dim, kv_dim = hp.head_count_kv * hp.head_dim;
   // Per token: x, normed, proj (3 d), qkv, attn, gate_up, hidden (as Forward
   // allocates them), and the attention kernel's float32 copies of q, k, v.
@@ -117,11 +117,11 @@ double LlamaModel::ActivationBytes(std::int64_t n) const {
          (static_cast<double>(n) * per_token + static_cast<double>(LogitRows(hp.vocab_size) * hp.vocab_size));
 }
 
-double LlamaModel::WeightBytes() const {
+double DecoderModel::WeightBytes() const {
   const Weights& w = *weights_;
   double bytes = w.token_embd.Bytes() + (w.output ? w.output->Bytes() : 0.0) +
                  sizeof(float) * static_cast<double>(w.output_norm.size());
-  for (const LlamaLayerWeights& l : w.layers) {
+  for (const DecoderLayerWeights& l : w.layers) {
     const std::size_t norms = l.attn_norm.size() + l.ffn_norm.size() + l.attn_q_norm.size() + l.attn_k_norm.size() +
                               l.post_attention_norm.size() + l.post_ffw_norm.size() + l.qkv_bias.size();
     bytes += sizeof(float) * static_cast<double>(norms) + l.qkv.Bytes() + l.attn_output.Bytes() + l.gate_up.Bytes() +
@@ -130,8 +130,8 @@ double LlamaModel::WeightBytes() const {
   return bytes;
 }
 
-double LlamaModel::KeyValueBytes(std::int64_t n) const {
-  const LlamaHyperparams& hp = hparams();
+double DecoderModel::KeyValueBytes(std::int64_t n) const {
+  const DecoderHyperparams& hp = hparams();
   double tokens = 0;  // a local layer's query reads the last W
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
     tokens += static_cast<double>(hp.IsLocalLayer(l) ? std::min(n, hp.sliding_window) : n);
@@ -139,29 +139,29 @@ double LlamaModel::KeyValueBytes(std::int64_t n) const {
   return 2.0 * sizeof(float) * tokens * static_cast<double>(hp.head_count_kv * hp.head_dim);
 }
 
-double LlamaModel::CacheBytes(std::int64_t n) const {
-  const LlamaHyperparams& hp = hparams();
+double DecoderModel::CacheBytes(std::int64_t n) const {
+  const DecoderHyperparams& hp = hparams();
   // During the Extend that brings it to n tokens every layer holds all n
   // (a local layer forgets what its window passed at the end).
   return 2.5 * 2.0 * sizeof(float) * static_cast<double>(n) * static_cast<double>(hp.block_count) *
          static_cast<double>(hp.head_count_kv * hp.head_dim);
 }
 
-void LlamaModel::RequireActivationsFit(std::int64_t n) const {
+void DecoderModel::RequireActivationsFit(std::int64_t n) const {
   RequireFitsInMemory(kOp, "tokens", n, "the activations of one forward pass", ActivationBytes(n) / sizeof(float),
                       sizeof(float));
 }
 
-struct LlamaCache::LoweredKeys {
+struct DecoderCache::LoweredKeys {
   std::vector<detail::DecodeKeys> layers;
 };
 
-LlamaCache::LlamaCache() = default;
-LlamaCache::LlamaCache(LlamaCache&&) noexcept = default;
-LlamaCache& LlamaCache::operator=(LlamaCache&&) noexcept = default;
-LlamaCache::~LlamaCache() = default;
+DecoderCache::DecoderCache() = default;
+DecoderCache::DecoderCache(DecoderCache&&) noexcept = default;
+DecoderCache& DecoderCache::operator=(DecoderCache&&) noexcept = default;
+DecoderCache::~DecoderCache() = default;
 
-void LlamaCache::Truncate(std::int64_t tokens) {
+void DecoderCache::Truncate(std::int64_t tokens) {
   Require(tokens >= 0 && tokens <= tokens_, kOp, "cache.truncate", tokens,
           "must be in [0, cached tokens = " + std::to_string(tokens_) + "]");
   for (std::size_t l = 0; l < first_.size(); ++l) {
@@ -181,7 +181,7 @@ void LlamaCache::Truncate(std::int64_t tokens) {
   }
 }
 
-double LlamaCache::Bytes() const {
+double DecoderCache::Bytes() const {
   double bytes = 0;
   for (std::size_t l = 0; l < keys_.size(); ++l) {
     bytes += sizeof(float) * static_cast<double>(keys_[l].capacity() + values_[l].capacity());
@@ -192,15 +192,15 @@ double LlamaCache::Bytes() const {
   return bytes;
 }
 
-LlamaCache LlamaModel::NewCache() const {
-  const LlamaHyperparams& hp = hparams();
-  LlamaCache cache;
+DecoderCache DecoderModel::NewCache() const {
+  const DecoderHyperparams& hp = hparams();
+  DecoderCache cache;
   cache.kv_dim_ = hp.head_count_kv * hp.head_dim;
   cache.keys_.resize(static_cast<std::size_t>(hp.block_count));
   cache.values_.resize(static_cast<std::size_t>(hp.block_count));
   cache.first_.assign(static_cast<std::size_t>(hp.block_count), 0);
   for (std::int64_t l = 0; l < hp.block_count; ++l) cache.window_.push_back(hp.IsLocalLayer(l) ? hp.sliding_window : 0);
-  cache.lowered_ = std::make_unique<LlamaCache::LoweredKeys>();
+  cache.lowered_ = std::make_unique<DecoderCache::LoweredKeys>();
   cache.lowered_->layers.resize(static_cast<std::size_t>(hp.block_count));
   return cache;
 }
@@ -223,7 +223,7 @@ void SyncLoweredKeys(detail::DecodeKeys& kept, const std::vector<float>& keys, c
 
 }  // namespace
 
-void LlamaCache::ForgetPastWindow() {
+void DecoderCache::ForgetPastWindow() {
   for (std::size_t l = 0; l < window_.size(); ++l) {
     const std::int64_t keep_from = LocalKeepFrom(tokens_, window_[l]);
     if (window_[l] == 0 || keep_from - first_[l] < window_[l]) continue;
@@ -238,11 +238,11 @@ void LlamaCache::ForgetPastWindow() {
   }
 }
 
-void LlamaModel::Extend(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+void DecoderModel::Extend(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                         std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
                         const LayerProgress& progress) const {
   const Weights& w = *weights_;
-  const LlamaHyperparams& hp = w.hp;
+  const DecoderHyperparams& hp = w.hp;
   CheckTokens(tokens, hp.vocab_size);
   const auto n = static_cast<std::int64_t>(tokens.size());
   for (std::size_t r = 0; r < logit_rows.size(); ++r) {
@@ -283,11 +283,11 @@ void LlamaModel::Extend(LlamaCache& cache, std::span<const std::int32_t> tokens,
   }
 }
 
-void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> tokens,
+void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_t> tokens,
                               const AttentionOptions& attention, std::span<const std::int64_t> logit_rows,
                               const RowLogitsSink& sink, const LayerProgress& progress) const {
   const Weights& w = *weights_;
-  const LlamaHyperparams& hp = w.hp;
+  const DecoderHyperparams& hp = w.hp;
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length, hd = hp.head_dim;
   const std::int64_t q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd, qkv_dim = q_dim + 2 * kv_dim;
@@ -311,9 +311,9 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
   detail::AttentionPlan fresh_plan{};
 
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
-    const LlamaLayerWeights& layer = w.layers[l];
+    const DecoderLayerWeights& layer = w.layers[l];
     const AttentionOptions& layer_attention = LayerAttention(attention, static_cast<std::int64_t>(l));
-    // Keys kept lowered (LlamaCache) when the method allows it; a single new
+    // Keys kept lowered (DecoderCache) when the method allows it; a single new
     // token then attends over them with the decode kernel.
     const bool keep_lowered = cache.lowered_ != nullptr && detail::DecodeKeys::Supports(layer_attention);
     const std::size_t at = cache.keys_.size() == 1 ? 0 : l;
@@ -401,10 +401,10 @@ void LlamaModel::ExtendCached(LlamaCache& cache, std::span<const std::int32_t> t
   if (cache.lowered_) cache.ForgetPastWindow();  // not Forward's scratch cache
 }
 
-void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+void DecoderModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                          const LogitsSink& sink, const LayerProgress& progress) const {
   // A scratch cache with one layer's keys and values, shared by the layers.
-  LlamaCache scratch = NewCache();
+  DecoderCache scratch = NewCache();
   scratch.keys_.resize(1);
   scratch.values_.resize(1);
   scratch.lowered_.reset();  // nothing decodes from it
@@ -418,7 +418,7 @@ void LlamaModel::Forward(std::span<const std::int32_t> tokens, const AttentionOp
       progress);
 }
 
-std::vector<float> LlamaModel::Logits(std::span<const std::int32_t> tokens, const AttentionOptions& attention) const {
+std::vector<float> DecoderModel::Logits(std::span<const std::int32_t> tokens, const AttentionOptions& attention) const {
   const std::int64_t vocab = hparams().vocab_size;
   std::vector<float> out(tokens.size() * vocab);
   Forward(tokens, attention, [&](std::int64_t row, std::int64_t, std::span<const float> logits) {
@@ -427,7 +427,7 @@ std::vector<float> LlamaModel::Logits(std::span<const std::int32_t> tokens, cons
   return out;
 }
 
-std::vector<double> LlamaModel::NextTokenNll(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+std::vector<double> DecoderModel::NextTokenNll(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                                              const LayerProgress& progress) const {
   const std::int64_t vocab = hparams().vocab_size;
   const auto n = static_cast<std::int64_t>(tokens.size());
@@ -446,9 +446,9 @@ std::vector<double> LlamaModel::NextTokenNll(std::span<const std::int32_t> token
   return nll;
 }
 
-double LlamaModel::ForwardFlops(std::int64_t n) const {
+double DecoderModel::ForwardFlops(std::int64_t n) const {
   Require(n >= 0, kOp, "tokens", n, "must be >= 0 (the number of tokens in the forward pass)");
-  const LlamaHyperparams& hp = hparams();
+  const DecoderHyperparams& hp = hparams();
   const double d = hp.embedding_length, hd = hp.head_dim, ffn = hp.feed_forward_length;
   const double q_dim = hp.head_count * hd, kv_dim = hp.head_count_kv * hd;
   const double tokens = static_cast<double>(n);

@@ -58,7 +58,7 @@
 namespace posenc {
 
 // The shapes, and the features (DecoderFeatures) the forward pass reads.
-struct LlamaHyperparams : DecoderFeatures {
+struct DecoderHyperparams : DecoderFeatures {
   // general.architecture: the family whose function filled the features
   // (src/model/families/families.h); the forward pass never reads it.
   std::string architecture;
@@ -87,12 +87,12 @@ struct LlamaHyperparams : DecoderFeatures {
 // model's own RoPE on a model without a global layer (every layer local: a
 // sliding_window_pattern above the block count), where it would change
 // nothing while a study reported it as a method.
-ExtensionPlan PlanModelExtension(const ContextExtension& method, const LlamaHyperparams& hp, std::int64_t length);
+ExtensionPlan PlanModelExtension(const ContextExtension& method, const DecoderHyperparams& hp, std::int64_t length);
 
 // Reads the hyperparameters from `{arch}.*` metadata; throws posenc::Error
 // naming the key for a missing or inconsistent value, or an architecture
 // no family runs (src/model/families/families.h: llama, gemma3).
-LlamaHyperparams ReadLlamaHyperparams(const GgufMetadata& metadata);
+DecoderHyperparams ReadDecoderHyperparams(const GgufMetadata& metadata);
 
 // Receives logits in blocks of rows, so that [n, vocab] is never held whole:
 // rows [row_begin, row_begin + rows) as rows * vocab floats.
@@ -107,7 +107,7 @@ using RowLogitsSink = std::function<void(std::span<const std::int64_t> rows, std
 // The decoding state of one sequence: every layer's keys (before RoPE, so
 // any positional method can rotate them at the positions it needs) and
 // values for the tokens run so far, at positions 0..tokens()-1. Made empty
-// by LlamaModel::NewCache; LlamaModel::Extend appends to it.
+// by DecoderModel::NewCache; DecoderModel::Extend appends to it.
 //
 // For NoPE and the RoPE family (every frequency scaling, ReRoPE, Leaky
 // ReRoPE, Self-Extend) it also keeps each key as the method lowers it
@@ -120,12 +120,12 @@ using RowLogitsSink = std::function<void(std::span<const std::int64_t> rows, std
 // still see and some before it: at most 3 W + 16 tokens after an Extend
 // (during one, also its new tokens), the oldest forgotten every W tokens (a
 // rewind by Truncate of up to W tokens stays possible).
-class LlamaCache {
+class DecoderCache {
  public:
-  LlamaCache();
-  LlamaCache(LlamaCache&&) noexcept;
-  LlamaCache& operator=(LlamaCache&&) noexcept;
-  ~LlamaCache();
+  DecoderCache();
+  DecoderCache(DecoderCache&&) noexcept;
+  DecoderCache& operator=(DecoderCache&&) noexcept;
+  ~DecoderCache();
 
   std::int64_t tokens() const { return tokens_; }
   // Forgets tokens [tokens, this->tokens()): a rewind, e.g. after scoring
@@ -137,7 +137,7 @@ class LlamaCache {
   double Bytes() const;
 
  private:
-  friend class LlamaModel;
+  friend class DecoderModel;
   // The local layers' tokens that their windows have passed, forgotten (the
   // rule above) at the end of an Extend: one that throws leaves the cache as
   // it was.
@@ -151,11 +151,11 @@ class LlamaCache {
   // [layer]: the position of the first kept token, and the sliding window
   // (0: a global layer, which keeps every token).
   std::vector<std::int64_t> first_, window_;
-  struct LoweredKeys;                     // per layer, the keys as the method lowers them (src/model/llama_model.cc)
+  struct LoweredKeys;                     // per layer, the keys as the method lowers them (src/model/decoder_model.cc)
   std::unique_ptr<LoweredKeys> lowered_;  // null: none kept (Forward's scratch cache)
 };
 
-class LlamaModel {
+class DecoderModel {
  public:
   // Opens, checks (every tensor present with its expected shape and a type
   // `storage` can keep) and loads; throws posenc::Error naming the tensor or
@@ -163,16 +163,16 @@ class LlamaModel {
   // `activations`: of the decode products (matmul.h); kInt8 rounds them to
   // int8 as llama.cpp does (faster decode, a small cost in perplexity) and
   // needs the weights kept as stored.
-  static LlamaModel Load(const std::string& path, WeightStorage storage = WeightStorage::kAsStored,
+  static DecoderModel Load(const std::string& path, WeightStorage storage = WeightStorage::kAsStored,
                          DotActivations activations = DotActivations::kFloat32);
-  static LlamaModel FromGguf(const GgufFile& file, WeightStorage storage = WeightStorage::kAsStored,
+  static DecoderModel FromGguf(const GgufFile& file, WeightStorage storage = WeightStorage::kAsStored,
                              DotActivations activations = DotActivations::kFloat32);
 
-  LlamaModel(LlamaModel&&) noexcept;
-  LlamaModel& operator=(LlamaModel&&) noexcept;
-  ~LlamaModel();
+  DecoderModel(DecoderModel&&) noexcept;
+  DecoderModel& operator=(DecoderModel&&) noexcept;
+  ~DecoderModel();
 
-  const LlamaHyperparams& hparams() const;
+  const DecoderHyperparams& hparams() const;
 
   // The model's own attention: RoPE with its spec, causal (of the global
   // layers for Gemma 3).
@@ -202,7 +202,7 @@ class LlamaModel {
                const LayerProgress& progress = {}) const;
 
   // An empty decoding cache for this model.
-  LlamaCache NewCache() const;
+  DecoderCache NewCache() const;
 
   // Runs `tokens` after the cache's tokens (at positions cache.tokens()
   // onwards) and appends their keys and values to the cache: prefill with
@@ -215,7 +215,7 @@ class LlamaModel {
   // Throws posenc::Error (bad tokens or rows, a cache too large for this
   // machine) before changing the cache; one for values out of range (see
   // Forward) leaves the cache as it was.
-  void Extend(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+  void Extend(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
               std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
               const LayerProgress& progress = {}) const;
 
@@ -237,7 +237,7 @@ class LlamaModel {
   // Bytes, for sizing work before doing it: the weights as held (what one
   // decode step reads); the activations of a Forward or Extend of n tokens
   // (the residual stream, q/k/v, attention output, gate/up, a block of
-  // logits); the most a decoding cache of n tokens holds (LlamaCache: the
+  // logits); the most a decoding cache of n tokens holds (DecoderCache: the
   // keys and values before RoPE, and up to two lowered keys and the values
   // again, for every layer while they come in one Extend; a local layer
   // keeps at most 3 W + 16 after it); the keys and values a decode step
@@ -251,12 +251,12 @@ class LlamaModel {
   // error before anything is allocated, not a bad_alloc halfway through.
   void RequireActivationsFit(std::int64_t n) const;
 
-  struct Weights;  // opaque: src/model/llama_weights.h
+  struct Weights;  // opaque: src/model/decoder_weights.h
 
  private:
-  explicit LlamaModel(std::unique_ptr<Weights> weights);
+  explicit DecoderModel(std::unique_ptr<Weights> weights);
   // Extend after the checks, with the cache already grown to hold `tokens`.
-  void ExtendCached(LlamaCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+  void ExtendCached(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                     std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
                     const LayerProgress& progress) const;
   std::unique_ptr<Weights> weights_;
@@ -266,7 +266,7 @@ namespace reference {
 // The same model as written: float64 everywhere, weights dequantized from
 // the file, reference::Attention. Returns [n, vocab] logits. For tiny models
 // (tests): it holds every activation of every layer.
-std::vector<double> LlamaLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
+std::vector<double> DecoderLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
                                 const AttentionOptions& attention);
 }  // namespace reference
 
