@@ -164,9 +164,9 @@ class DecoderModel {
   // int8 as llama.cpp does (faster decode, a small cost in perplexity) and
   // needs the weights kept as stored.
   static DecoderModel Load(const std::string& path, WeightStorage storage = WeightStorage::kAsStored,
-                         DotActivations activations = DotActivations::kFloat32);
+                           DotActivations activations = DotActivations::kFloat32);
   static DecoderModel FromGguf(const GgufFile& file, WeightStorage storage = WeightStorage::kAsStored,
-                             DotActivations activations = DotActivations::kFloat32);
+                               DotActivations activations = DotActivations::kFloat32);
 
   DecoderModel(DecoderModel&&) noexcept;
   DecoderModel& operator=(DecoderModel&&) noexcept;
@@ -267,7 +267,7 @@ namespace reference {
 // the file, reference::Attention. Returns [n, vocab] logits. For tiny models
 // (tests): it holds every activation of every layer.
 std::vector<double> DecoderLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
-                                const AttentionOptions& attention);
+                                  const AttentionOptions& attention);
 }  // namespace reference
 
 }  // namespace posenc

@@ -255,8 +255,8 @@ py::dict ExtensionAttention(const std::string& method, const RopeModelConfig& ro
 
 void BindModel(py::module_& m) {
   py::class_<DecoderModel>(m, "DecoderModel",
-                         "posenc::DecoderModel: a Llama-family decoder from a GGUF file, float32 "
-                         "(wrapped by posenc.DecoderModel)")
+                           "posenc::DecoderModel: a Llama-family decoder from a GGUF file, float32 "
+                           "(wrapped by posenc.DecoderModel)")
       .def(py::init([](const std::string& path, const std::string& weights, const std::string& activations) {
              Require(weights == "stored" || weights == "f32", "llama", "weights", weights,
                      "must be \"stored\" (as the file stores them) or \"f32\" (dequantized to float32)");
@@ -264,7 +264,7 @@ void BindModel(py::module_& m) {
                      "must be \"f32\" (as they are) or \"int8\" (rounded for integer dot products)");
              py::gil_scoped_release release;
              return DecoderModel::Load(path, weights == "f32" ? WeightStorage::kFloat32 : WeightStorage::kAsStored,
-                                     activations == "int8" ? DotActivations::kInt8 : DotActivations::kFloat32);
+                                       activations == "int8" ? DotActivations::kInt8 : DotActivations::kFloat32);
            }),
            py::arg("path"), py::arg("weights") = "stored", py::arg("activations") = "f32",
            "Loads and checks a llama GGUF model file; weights kept as stored or as float32; the decode products' "
@@ -275,8 +275,8 @@ void BindModel(py::module_& m) {
       .def("next_token_nll", &NextTokenNll, py::arg("tokens"), py::arg("method"), py::arg("target_length"),
            "n - 1 float64 values -log p(tokens[i + 1] | tokens[:i + 1]).")
       .def(
-          "forward_flops", [](const DecoderModel& model, std::int64_t n) { return model.ForwardFlops(n); }, py::arg("n"),
-          "Floating-point operations of one forward pass over n tokens.")
+          "forward_flops", [](const DecoderModel& model, std::int64_t n) { return model.ForwardFlops(n); },
+          py::arg("n"), "Floating-point operations of one forward pass over n tokens.")
       .def("generate", &GenerateTokens, py::arg("tokens"), py::arg("max_tokens"), py::arg("method"),
            py::arg("stop_tokens"),
            "Greedy generation after int32 `tokens` as a dict (tokens, prompt_tokens, prefill_tokens_per_s, "

@@ -239,8 +239,8 @@ void DecoderCache::ForgetPastWindow() {
 }
 
 void DecoderModel::Extend(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
-                        std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
-                        const LayerProgress& progress) const {
+                          std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+                          const LayerProgress& progress) const {
   const Weights& w = *weights_;
   const DecoderHyperparams& hp = w.hp;
   CheckTokens(tokens, hp.vocab_size);
@@ -284,8 +284,8 @@ void DecoderModel::Extend(DecoderCache& cache, std::span<const std::int32_t> tok
 }
 
 void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_t> tokens,
-                              const AttentionOptions& attention, std::span<const std::int64_t> logit_rows,
-                              const RowLogitsSink& sink, const LayerProgress& progress) const {
+                                const AttentionOptions& attention, std::span<const std::int64_t> logit_rows,
+                                const RowLogitsSink& sink, const LayerProgress& progress) const {
   const Weights& w = *weights_;
   const DecoderHyperparams& hp = w.hp;
   const auto n = static_cast<std::int64_t>(tokens.size());
@@ -402,7 +402,7 @@ void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_
 }
 
 void DecoderModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
-                         const LogitsSink& sink, const LayerProgress& progress) const {
+                           const LogitsSink& sink, const LayerProgress& progress) const {
   // A scratch cache with one layer's keys and values, shared by the layers.
   DecoderCache scratch = NewCache();
   scratch.keys_.resize(1);
@@ -428,7 +428,7 @@ std::vector<float> DecoderModel::Logits(std::span<const std::int32_t> tokens, co
 }
 
 std::vector<double> DecoderModel::NextTokenNll(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
-                                             const LayerProgress& progress) const {
+                                               const LayerProgress& progress) const {
   const std::int64_t vocab = hparams().vocab_size;
   const auto n = static_cast<std::int64_t>(tokens.size());
   std::vector<double> nll(n - (n > 0 ? 1 : 0));

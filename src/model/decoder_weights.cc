@@ -32,12 +32,12 @@ const GgufTensorInfo& CheckedTensor(const GgufFile& file, const std::string& nam
 }  // namespace
 
 std::vector<float> ReadDecoderTensor(const GgufFile& file, const std::string& name,
-                                   const std::vector<std::int64_t>& shape) {
+                                     const std::vector<std::int64_t>& shape) {
   return file.Dequantize(CheckedTensor(file, name, shape));
 }
 
 WeightRows DecoderTensorRows(const GgufFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
-                           WeightStorage storage) {
+                             WeightStorage storage) {
   const GgufTensorInfo& info = CheckedTensor(file, name, shape);
   Require(storage == WeightStorage::kFloat32 || PackedWeights::HasKernel(info.type), kOp, name + ".type",
           TraitsOf(info.type).name, "has no matmul kernel: load the model with float32 weights");
@@ -67,7 +67,7 @@ DecoderHyperparams DecoderHyperparamsOf(const GgufFile& file) {
 }
 
 std::unique_ptr<DecoderModel::Weights> LoadDecoderWeights(const GgufFile& file, WeightStorage storage,
-                                                      DotActivations activations) {
+                                                          DotActivations activations) {
   Require(activations == DotActivations::kFloat32 || storage == WeightStorage::kAsStored, kOp, "activations",
           Verbatim{"int8"}, "needs the weights kept as stored (float32 weights have no integer product)");
   DecoderHyperparams hp = DecoderHyperparamsOf(file);
@@ -116,9 +116,9 @@ std::unique_ptr<DecoderModel::Weights> LoadDecoderWeights(const GgufFile& file, 
     }
   }
   AttentionOptions local = LocalLayerAttention(hp);
-  return std::make_unique<DecoderModel::Weights>(DecoderModel::Weights{std::move(hp), std::move(token_embd),
-                                                                   std::move(output_norm), std::move(output),
-                                                                   std::move(layers), activations, std::move(local)});
+  return std::make_unique<DecoderModel::Weights>(
+      DecoderModel::Weights{std::move(hp), std::move(token_embd), std::move(output_norm), std::move(output),
+                            std::move(layers), activations, std::move(local)});
 }
 
 }  // namespace posenc

@@ -44,7 +44,7 @@ struct DecoderModel::Weights {
 // naming the tensor.
 // Throws for int8 activations with float32 weights (nothing to apply them to).
 std::unique_ptr<DecoderModel::Weights> LoadDecoderWeights(const GgufFile& file, WeightStorage storage,
-                                                      DotActivations activations);
+                                                          DotActivations activations);
 
 // The hyperparameters with what only the tensors tell: the vocabulary size
 // when the metadata has none (token_embd's rows), llama.cpp's rope_freqs
@@ -59,11 +59,11 @@ AttentionOptions LocalLayerAttention(const DecoderHyperparams& hp);
 // A tensor as float32 in ggml order after checking its shape ({cols, rows}
 // for a matrix, {len} for a vector). Shared with the reference model.
 std::vector<float> ReadDecoderTensor(const GgufFile& file, const std::string& name,
-                                   const std::vector<std::int64_t>& shape);
+                                     const std::vector<std::int64_t>& shape);
 
 // A matrix tensor's rows as stored, after checking its shape and that it can
 // be kept as `storage` says (a type without a kernel names the tensor).
 WeightRows DecoderTensorRows(const GgufFile& file, const std::string& name, const std::vector<std::int64_t>& shape,
-                           WeightStorage storage);
+                             WeightStorage storage);
 
 }  // namespace posenc

@@ -54,7 +54,7 @@ double Gate(GateActivation activation, double g) {
 }  // namespace
 
 std::vector<double> DecoderLogits(const GgufFile& file, std::span<const std::int32_t> tokens,
-                                const AttentionOptions& attention) {
+                                  const AttentionOptions& attention) {
   const DecoderHyperparams hp = DecoderHyperparamsOf(file);
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t d = hp.embedding_length, ffn = hp.feed_forward_length, hd = hp.head_dim;
@@ -112,8 +112,8 @@ std::vector<double> DecoderLogits(const GgufFile& file, std::span<const std::int
   }
 
   const Matrix out = RmsNorm(x, ReadDecoderTensor(file, "output_norm.weight", {d}), hp.rms_norm_eps);
-  return Linear(out, hp.tied_output ? embd : ReadDecoderTensor(file, "output.weight", {d, hp.vocab_size}), hp.vocab_size,
-                d);
+  return Linear(out, hp.tied_output ? embd : ReadDecoderTensor(file, "output.weight", {d, hp.vocab_size}),
+                hp.vocab_size, d);
 }
 
 }  // namespace posenc::reference
