@@ -75,21 +75,28 @@ from .attention import ShawAttention as _FixedShaw
 from .attention import T5BiasAttention as _FixedT5
 from .attention import attention as _kernel_attention
 from . import _layout
+from ._posenc import check_attention as _check_attention
 
 __all__ = ["apply_rope", "attention", "T5BiasAttention", "ShawAttention", "PositionScheme"]
 
 _KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
+#: The two ways a call runs (the ``backend=`` argument): posenc's CPU kernel,
+#: or torch operations on the tensors' own device (posenc's frequencies,
+#: positions and masks moved there; the attention materialized).
+BACKENDS = ("kernel", "torch")
+
 
 def _check_tensors(op: str, names: Sequence[str], tensors: Sequence[Any]) -> torch.dtype:
-    """Every tensor a 4-D CPU torch tensor of one supported dtype; that dtype."""
+    """Every tensor a 4-D torch tensor of one supported dtype, all on one
+    device; that dtype."""
     for name, t in zip(names, tensors):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"[{op}] {name} = a {type(t).__name__}: must be a torch.Tensor (posenc.torch "
                              f"records gradients; posenc.{op} takes NumPy arrays)")
-        if t.device.type != "cpu":
-            raise ValueError(f"[{op}] {name} = a tensor on {t.device}: must be on the CPU (posenc computes on "
-                             f"the CPU; move it with .cpu())")
+        if t.device != tensors[0].device:
+            raise ValueError(f"[{op}] {name} = a tensor on {t.device}: must be on {names[0]}'s device, "
+                             f"{tensors[0].device}")
         if t.dim() != 4:
             raise ValueError(f"[{op}] {name}.shape = {tuple(t.shape)}: must have 4 axes")
         if t.dtype not in _KERNEL_DTYPES + (torch.float64,):
@@ -97,6 +104,45 @@ def _check_tensors(op: str, names: Sequence[str], tensors: Sequence[Any]) -> tor
         if t.dtype != tensors[0].dtype:
             raise ValueError(f"[{op}] {name}.dtype = {t.dtype}: must equal {names[0]}.dtype = {tensors[0].dtype}")
     return tensors[0].dtype
+
+
+def _backend(op: str, backend: Optional[str], first: str, x: torch.Tensor) -> str:
+    """The backend a call runs on (`x`: its first tensor, named `first`).
+    By default posenc's kernel on the CPU, torch operations on any other
+    device and for float64 (which the kernels do not take)."""
+    if backend is None:
+        return "kernel" if x.device.type == "cpu" and x.dtype in _KERNEL_DTYPES else "torch"
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"[{op}] backend = {backend!r}: must be None (the kernel on the CPU, torch operations "
+                         f"elsewhere), \"kernel\" or \"torch\"")
+    if backend == "kernel" and x.device.type != "cpu":
+        raise ValueError(f"[{op}] {first} = a tensor on {x.device}: backend \"kernel\" computes on the CPU (move "
+                         f"the tensors with .cpu(), or run torch operations there: backend=None or \"torch\")")
+    if backend == "kernel" and x.dtype not in _KERNEL_DTYPES:
+        raise ValueError(f"[{op}] {first}.dtype = {x.dtype}: backend \"kernel\" takes float32, float16 or "
+                         f"bfloat16 (float64 runs as torch operations: backend=None or \"torch\")")
+    return backend
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What the torch backend computes in: float32 for every storage type
+    the kernels take (as they do), float64 for float64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _proxy(shape: Sequence[int]) -> np.ndarray:
+    """A float32 array of `shape` [batch, seq, heads, dim] that holds one row
+    (zero strides elsewhere): what posenc's checks read in place of a tensor
+    on another device, without its memory."""
+    row = np.zeros(max(int(shape[3]), 1), np.float32)
+    return np.lib.stride_tricks.as_strided(row, shape=tuple(int(n) for n in shape), strides=(0, 0, 0, 4),
+                                           writeable=False)
+
+
+def _on_cpu(value: Any) -> Any:
+    """A tensor argument (positions, lengths) as a CPU NumPy array, so that
+    posenc's checks read it wherever it lives; anything else as it is."""
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
 
 
 def _bhsd(t: torch.Tensor, layout: str) -> torch.Tensor:
@@ -129,14 +175,17 @@ def _positions(op: str, batch: int, seq: int, offset: Any, positions: Any,
 
 
 def _rotate(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, layout: str) -> torch.Tensor:
-    """x [batch, heads, seq, head_dim] rotated at float64 positions
-    [batch, seq] (or broadcastable): pair k is (k, k + r/2) in half-split and
-    (2k, 2k+1) in interleaved, the angle position * inv_freq[k] formed in
-    float64; the dimensions past r = 2 len(inv_freq) pass through."""
+    """x [batch, heads, seq, head_dim] (any device) rotated at positions
+    [batch, seq] (or broadcastable; a CPU tensor): pair k is (k, k + r/2) in
+    half-split and (2k, 2k+1) in interleaved, the angle position * inv_freq[k]
+    (a CPU float64 tensor) formed and its cos and sin taken in float64 on the
+    CPU, then moved to x's device and dtype (a device without float64, MPS,
+    gets the same tables); the dimensions past r = 2 len(inv_freq) pass
+    through."""
     pairs = inv_freq.shape[0]
     r = 2 * pairs
     angle = positions.to(torch.float64)[..., None] * inv_freq  # [batch, seq, pairs]
-    cos, sin = angle.cos().to(x.dtype)[:, None], angle.sin().to(x.dtype)[:, None]
+    cos, sin = (f(angle).to(x.device, x.dtype)[:, None] for f in (torch.cos, torch.sin))
     if layout == "half-split":
         a, b = x[..., :pairs], x[..., pairs:r]
         rotated = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
@@ -150,40 +199,38 @@ def _rotate(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, la
 
 
 class _Rope(torch.autograd.Function):
-    """y = a R(p) x per tensor; dx = a R(p)^T dy."""
+    """The kernel backend: y = a R(p) x per tensor; dx = a R(p)^T dy."""
 
     @staticmethod
     def forward(ctx, spec, positions: np.ndarray, frequencies, *tensors):
         ctx.spec, ctx.positions, ctx.frequencies = spec, positions, frequencies
-        if tensors[0].dtype == torch.float64:
-            return tuple(_rope_float64(spec, t, positions, frequencies, sign=1.0) for t in tensors)
-        out = _rope.apply_rope(spec, *[t.detach() for t in tensors], position_ids=positions, frequencies=frequencies, layout="bshd")
+        out = _rope.apply_rope(spec, *[t.detach() for t in tensors], position_ids=positions, frequencies=frequencies,
+                               layout="bshd")
         return out if isinstance(out, tuple) else (out,)
 
     @staticmethod
     def backward(ctx, *grads):
         grads = [torch.zeros_like(g) if g is None else g for g in grads]
-        if grads[0].dtype == torch.float64:
-            dx = tuple(_rope_float64(ctx.spec, g, ctx.positions, ctx.frequencies, sign=-1.0) for g in grads)
-        else:
-            dx = _rope.apply_rope(ctx.spec, *[g.contiguous() for g in grads], position_ids=ctx.positions,
-                                  frequencies=ctx.frequencies, direction="backward", layout="bshd")
-            dx = dx if isinstance(dx, tuple) else (dx,)
+        dx = _rope.apply_rope(ctx.spec, *[g.contiguous() for g in grads], position_ids=ctx.positions,
+                              frequencies=ctx.frequencies, direction="backward", layout="bshd")
+        dx = dx if isinstance(dx, tuple) else (dx,)
         return (None, None, None) + tuple(dx)
 
 
-def _rope_float64(spec, x: torch.Tensor, positions: np.ndarray, frequencies, sign: float) -> torch.Tensor:
-    """x [batch, seq, heads, head_dim] float64: a R(sign p) x."""
+def _rope_torch(spec, x: torch.Tensor, positions: np.ndarray, frequencies) -> torch.Tensor:
+    """The torch backend: x [batch, seq, heads, head_dim] on any device,
+    a R(p) x computed in float32 (float64 for float64) and rounded once to
+    x's dtype, as the kernel does; autograd differentiates it."""
     inv_freq, factor = frequencies
-    rotated = _rotate(x.transpose(1, 2), sign * torch.from_numpy(positions).to(torch.float64),
-                      torch.as_tensor(inv_freq, dtype=torch.float64), spec.layout)
+    rotated = _rotate(x.to(_compute_dtype(x.dtype)).transpose(1, 2), torch.from_numpy(positions),
+                      torch.as_tensor(np.asarray(inv_freq), dtype=torch.float64), spec.layout)
     r = 2 * len(inv_freq)
     scaled = torch.cat([rotated[..., :r] * factor, rotated[..., r:]], dim=-1)
-    return scaled.transpose(1, 2)
+    return scaled.transpose(1, 2).to(x.dtype)
 
 
 def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = None, position_ids: Any = None,
-               frequencies: Any = None, layout: Optional[str] = None):
+               frequencies: Any = None, layout: Optional[str] = None, backend: Optional[str] = None):
     """:func:`posenc.apply_rope` with gradients (returns new tensors; no
     ``inplace``, which autograd cannot record on leaves).
 
@@ -195,13 +242,20 @@ def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = Non
         frequencies: ``(inv_freq, attention_factor)``; by default those of
             this call's length (largest position + 1).
         layout: ``"bshd"`` or ``"bhsd"``; required when the shapes fit both.
+        backend: ``"kernel"`` (posenc's RoPE kernel; CPU tensors),
+            ``"torch"`` (torch operations on the tensors' device: the
+            cos/sin tables posenc's frequencies give, in float64 on the CPU,
+            moved there) or None: the kernel on the CPU, torch elsewhere and
+            for float64.
 
     Returns:
         The rotated tensor, or a tuple of them.
     """
     if not tensors:
         raise ValueError("[rope] tensors: none given; pass at least one [batch, seq, heads, head_dim] tensor")
-    _check_tensors("rope", [f"tensors[{i}]" for i in range(len(tensors))], tensors)
+    names = [f"tensors[{i}]" for i in range(len(tensors))]
+    _check_tensors("rope", names, tensors)
+    backend = _backend("rope", backend, names[0], tensors[0])
     layout = _layout.resolve("apply_rope", layout, _layout.rope_fits, tensors, {"position_ids": position_ids})
     views = [t if layout == "bshd" else t.transpose(1, 2) for t in tensors]
     batch, seq = views[0].shape[0], views[0].shape[1]
@@ -212,9 +266,12 @@ def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = Non
                            ("offsets" if offsets is not None else "offset", "position_ids"))
     if frequencies is None:
         frequencies = spec.frequencies(int(positions.max()) + 1 if positions.size else 1)
-    if views[0].dtype == torch.float64:  # posenc's checks, on a float32 copy
-        _rope.apply_rope(spec, *[v.detach().float() for v in views], position_ids=positions, frequencies=frequencies, layout="bshd")
-    out = _Rope.apply(spec, positions, frequencies, *views)
+    if backend == "kernel":
+        out = _Rope.apply(spec, positions, frequencies, *views)
+    else:  # posenc's checks on one head of each tensor (the heads are alike to them), then torch
+        _rope.apply_rope(spec, *[_proxy((*v.shape[:2], 1, v.shape[3])) for v in views], position_ids=positions,
+                         frequencies=frequencies, layout="bshd")
+        out = tuple(_rope_torch(spec, v, positions, frequencies) for v in views)
     out = tuple(o if layout == "bshd" else o.transpose(1, 2) for o in out)
     return out[0] if len(out) == 1 else out
 
@@ -235,7 +292,7 @@ class T5BiasAttention:
         return (self.weights,)
 
     def kernel_encoding(self):
-        return _FixedT5(self.weights.detach().double().numpy(), self.max_distance,
+        return _FixedT5(self.weights.detach().cpu().double().numpy(), self.max_distance,
                                           self.bidirectional)
 
 
@@ -255,7 +312,7 @@ class ShawAttention:
         return tuple(t for t in (self.rel_k, self.rel_v) if t is not None)
 
     def kernel_encoding(self):
-        table = lambda t: None if t is None else t.detach().double().numpy()  # noqa: E731
+        table = lambda t: None if t is None else t.detach().cpu().double().numpy()  # noqa: E731
         return _FixedShaw(table(self.rel_k), table(self.rel_v), max_distance=self.max_distance,
                                         query_minus_key=self.query_minus_key, key_term=self.key_term,
                                         query_term=self.query_term)
@@ -295,7 +352,7 @@ def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torc
     if spec is None:
         scores = q @ k.transpose(-1, -2)
         if isinstance(enc, ShawAttention) and enc.rel_k is not None:
-            a = tables[0][_shaw_rows(call, enc)]  # [batch, q_len, kv_len, head_dim]
+            a = tables[0][_shaw_rows(call, enc).to(tables[0].device)]  # [batch, q_len, kv_len, head_dim]
             if enc.key_term:
                 scores = scores + torch.einsum("bhid,bijd->bhij", q, a)
             if enc.query_term:
@@ -314,7 +371,7 @@ def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torc
     exact = dot(p, j)
     if isinstance(enc, (_rope.RopeSpec, RopeAttention)):
         return exact, factor * factor
-    distance = (p[:, :, None] - j[:, None, :])[:, None]  # [batch, 1, q_len, kv_len]
+    distance = (p[:, :, None] - j[:, None, :])[:, None].to(q.device)  # [batch, 1, q_len, kv_len]
     if isinstance(enc, ReRopeAttention):
         w = float(enc.window)
         if enc.leak is None:  # the distance reads as w
@@ -335,19 +392,19 @@ def _shaw_rows(call: _Call, enc: ShawAttention) -> torch.Tensor:
     return torch.from_numpy(np.clip(d, -enc.max_distance, enc.max_distance) + enc.max_distance)
 
 
-def _bias(call: _Call, heads: int, tables: Sequence[torch.Tensor], dtype: torch.dtype):
-    """The additive bias [batch or 1, heads, q_len, kv_len], or None."""
+def _bias(call: _Call, tables: Sequence[torch.Tensor], dtype: torch.dtype, device: torch.device):
+    """The additive bias [batch or 1, heads, q_len, kv_len] on `device`, or None."""
     enc = call.encoding
-    p = torch.from_numpy(call.q_positions)[:, None, :, None].to(dtype)
-    j = torch.from_numpy(call.k_positions)[:, None, None, :].to(dtype)
+    p = torch.from_numpy(call.q_positions)[:, None, :, None].to(device, dtype)
+    j = torch.from_numpy(call.k_positions)[:, None, None, :].to(device, dtype)
     if isinstance(enc, AlibiAttention):
-        slopes = torch.as_tensor(np.asarray(enc.slopes), dtype=dtype)[None, :, None, None]
+        slopes = torch.as_tensor(np.asarray(enc.slopes), dtype=dtype, device=device)[None, :, None, None]
         return -slopes * (p - j).abs() if enc.form == "distance" else slopes * j
     if isinstance(enc, T5BiasAttention):
         relative = call.k_positions[:, None, :] - call.q_positions[:, :, None]
         buckets = _encodings.t5_relative_bucket(relative, num_buckets=enc.weights.shape[0],
                                                 max_distance=enc.max_distance, bidirectional=enc.bidirectional)
-        return tables[0][torch.from_numpy(buckets)].permute(0, 3, 1, 2)  # [batch, heads, q_len, kv_len]
+        return tables[0][torch.from_numpy(buckets).to(device)].permute(0, 3, 1, 2)  # [batch, heads, q_len, kv_len]
     return None
 
 
@@ -374,20 +431,21 @@ def _materialized(call: _Call, q, k, v, sink_logits, tables):
     tables = [t.to(q.dtype) for t in tables]
     heads, head_dim = q.shape[1], q.shape[3]
     group = heads // k.shape[1]
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    # q head h reads kv head h // group (repeat_interleave, written as expand: meta tensors take it)
+    k, v = (x[:, :, None].expand(x.shape[0], x.shape[1], group, *x.shape[2:]).flatten(1, 2) for x in (k, v))
     scores, factor_squared = _scores(call, q, k, tables)
     scale = kw["softmax_scale"] if kw["softmax_scale"] is not None else 1.0 / math.sqrt(head_dim)
     q_scale = torch.full(call.q_positions.shape, scale * factor_squared, dtype=torch.float64)
     if kw["logn_train_length"] > 0:
         logn = np.log(call.q_positions + 1.0) / math.log(kw["logn_train_length"])
         q_scale = q_scale * torch.from_numpy(np.maximum(1.0, logn))
-    logits = q_scale.to(q.dtype)[:, None, :, None] * scores
-    bias = _bias(call, heads, tables, q.dtype)
+    logits = q_scale.to(q.device, q.dtype)[:, None, :, None] * scores
+    bias = _bias(call, tables, q.dtype, q.device)
     if bias is not None:
         logits = logits + bias
     if kw["softcap"] > 0:
         logits = kw["softcap"] * torch.tanh(logits / kw["softcap"])
-    visible = _visible(call, kw["causal"], kw["window"], kw["sinks"]).expand_as(logits)
+    visible = _visible(call, kw["causal"], kw["window"], kw["sinks"]).to(q.device).expand_as(logits)
     logits = logits.masked_fill(~visible, -math.inf)
     if sink_logits is not None:  # a virtual key with a zero value in every softmax of its head
         sink = sink_logits.to(q.dtype)[None, :, None, None].expand(*logits.shape[:3], 1)
@@ -398,30 +456,39 @@ def _materialized(call: _Call, q, k, v, sink_logits, tables):
     out = probs @ v
     enc = call.encoding
     if isinstance(enc, ShawAttention) and enc.rel_v is not None:
-        out = out + torch.einsum("bhij,bijd->bhid", probs, tables[-1][_shaw_rows(call, enc)])
+        out = out + torch.einsum("bhij,bijd->bhid", probs, tables[-1][_shaw_rows(call, enc).to(q.device)])
     return out
 
 
+def _torch_attention(call: _Call, layout: str, q, k, v, sink_logits, tables) -> torch.Tensor:
+    """The torch backend: the materialized form on q's device, in float32
+    (float64 for float64) and rounded once to q's dtype, as the kernel
+    computes; autograd differentiates it."""
+    compute = _compute_dtype(q.dtype)
+    q32, k32, v32 = (_bhsd(t.to(compute), layout) for t in (q, k, v))
+    sink = None if sink_logits is None else sink_logits.to(q.device, compute)
+    out = _materialized(call, q32, k32, v32, sink, [t.to(q.device, compute) for t in tables])
+    return _bhsd(out, layout).to(q.dtype)
+
+
 class _Attention(torch.autograd.Function):
-    """Forward: posenc's kernel. Backward: the materialized form, differentiated."""
+    """The kernel backend. Forward: posenc's kernel. Backward: the
+    materialized form, differentiated."""
 
     @staticmethod
     def forward(ctx, call: _Call, layout: str, q, k, v, sink_logits, *tables):
         ctx.call, ctx.layout = call, layout
         ctx.save_for_backward(q, k, v, sink_logits, *tables)
-        if q.dtype == torch.float64:
-            out = _materialized(call, _bhsd(q, layout), _bhsd(k, layout), _bhsd(v, layout), sink_logits, tables)
-            return _bhsd(out, layout)
         kw = dict(call.kernel_kwargs)
         if sink_logits is not None:
-            kw["sink_logits"] = sink_logits.detach().double().numpy()
+            kw["sink_logits"] = sink_logits.detach().cpu().double().numpy()
         return _kernel_attention(q.detach(), k.detach(), v.detach(), encoding=_kernel_encoding(call.encoding),
                                     layout=layout, **kw)
 
     @staticmethod
     def backward(ctx, grad):
         saved = ctx.saved_tensors
-        compute = torch.float64 if saved[0].dtype == torch.float64 else torch.float32
+        compute = torch.float32
         leaves = [None if t is None else t.detach().to(compute).requires_grad_(ctx.needs_input_grad[2 + i])
                   for i, t in enumerate(saved)]
         q, k, v, sink, *tables = leaves
@@ -440,7 +507,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
               window: int = 0, sinks: int = 0, softmax_scale: Optional[float] = None, logn_train_length: int = 0,
               sink_logits: Optional[torch.Tensor] = None, softcap: float = 0.0, q_offset: Any = None,
               q_positions: Any = None, k_offset: Any = None, k_positions: Any = None, kv_lengths: Any = None,
-              layout: Optional[str] = None) -> torch.Tensor:
+              layout: Optional[str] = None, backend: Optional[str] = None) -> torch.Tensor:
     """:func:`posenc.attention` with gradients (same arguments and rules).
 
     ``encoding`` is any of posenc's encodings (None, a :class:`RopeSpec`,
@@ -451,11 +518,22 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
     their tables then fixed). ``sink_logits`` ``[q_heads]`` may require
     grad (gpt-oss's learned sinks).
 
+    ``backend``: ``"kernel"`` (posenc's tiled kernel forward, the
+    materialized backward; CPU tensors of the kernels' dtypes),
+    ``"torch"`` (the materialized form as torch operations on the tensors'
+    device, forward and backward: posenc computes the frequencies,
+    positions, masks and biases on the CPU and moves them there; memory
+    ``q_len x kv_len`` per head) or None: the kernel on the CPU, torch on
+    any other device and for float64. Both check the arguments with
+    posenc's own rules (the torch backend without touching the tensors'
+    memory) and compute in float32 (float64 for float64).
+
     Returns:
         ``[batch, q_len, q_heads, v_dim]`` (``layout="bhsd"``:
         ``[batch, q_heads, q_len, v_dim]``) in q's dtype.
     """
     _check_tensors("attention", ["q", "k", "v"], [q, k, v])
+    backend = _backend("attention", backend, "q", q)
     tables = encoding.tensors() if isinstance(encoding, (T5BiasAttention, ShawAttention)) else ()
     for name, t in zip(("sink_logits",) + tuple(f"encoding tensor {i}" for i in range(len(tables))),
                        (sink_logits,) + tables):
@@ -465,14 +543,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
                          logn_train_length=logn_train_length, softcap=softcap, q_offset=q_offset,
                          q_positions=q_positions, k_offset=k_offset, k_positions=k_positions, kv_lengths=kv_lengths)
     layout = _layout.resolve("attention", layout, _layout.attention_fits, (q, k, v), kernel_kwargs)
-    if q.dtype == torch.float64:  # posenc's checks, on float32 copies
-        _kernel_attention(q.detach().float(), k.detach().float(), v.detach().float(),
-                             encoding=_kernel_encoding(encoding), layout=layout,
-                             sink_logits=None if sink_logits is None else sink_logits.detach().double().numpy(),
-                             **kernel_kwargs)
+    if backend == "torch":  # posenc's checks, on proxies of the tensors' shapes
+        kernel_kwargs = {name: _on_cpu(value) for name, value in kernel_kwargs.items()}
+        bshd = [t.shape if layout == "bshd" else t.transpose(1, 2).shape for t in (q, k, v)]
+        _check_attention(*map(_proxy, bshd), encoding=_kernel_encoding(encoding),
+                         sink_logits=None if sink_logits is None else _on_cpu(sink_logits.double()),
+                         **kernel_kwargs)
     qv, kv = _bhsd(q, layout), _bhsd(k, layout)
     batch, q_len, kv_len = qv.shape[0], qv.shape[2], kv.shape[2]
-    lengths = None if kv_lengths is None else np.asarray(kv_lengths, np.int64).reshape(batch)
+    lengths = None if kv_lengths is None else np.asarray(_on_cpu(kv_lengths), np.int64).reshape(batch)
     k_grid = _positions("attention", batch, kv_len, 0 if k_offset is None else k_offset, k_positions,
                         ("k_offset", "k_positions"))
     q_grid = _positions("attention", batch, q_len, q_offset, q_positions, ("q_offset", "q_positions"))
@@ -489,6 +568,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
         call.encoding = ShawAttention(table(encoding.rel_k), table(encoding.rel_v), encoding.max_distance,
                                       encoding.query_minus_key, encoding.key_term, encoding.query_term)
         tables = call.encoding.tensors()
+    if backend == "torch":
+        return _torch_attention(call, layout, q, k, v, sink_logits, tables)
     return _Attention.apply(call, layout, q, k, v, sink_logits, *tables)
 
 

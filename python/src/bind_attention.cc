@@ -1,9 +1,11 @@
 // Bindings for attention (posenc/attention.h): posenc.attention and
 // posenc.reference.attention (the tiled kernel and the float64 reference) on
 // NumPy arrays, and the encoding classes that choose the positional encoding
-// (RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention,
-// T5BiasAttention, ShawAttention), with their Python signatures and docstrings.
-// python/posenc/attention.py only re-exports them under its module docstring.
+// (RopeEncoding, ReRopeEncoding, SelfExtendEncoding, AlibiEncoding,
+// T5BiasEncoding, ShawEncoding, UrpeEncoding: each the Python class of the
+// library struct of the same name, bound by a Py* struct here), with their
+// Python signatures and docstrings. python/posenc/attention.py only
+// re-exports them under its module docstring.
 //
 // Arguments are converted here (args.h) and every rule about them is the
 // library's (ValidateAttention), so errors are posenc::Error ("[attention]
@@ -65,8 +67,8 @@ std::optional<std::int64_t> SeqLen(const std::optional<Int>& seq_len) {
   return n;
 }
 
-struct RopeAttention : AttentionEncoding {
-  RopeAttention(const SpecArg& spec_arg, const std::optional<Int>& seq_len_arg)
+struct PyRopeEncoding : AttentionEncoding {
+  PyRopeEncoding(const SpecArg& spec_arg, const std::optional<Int>& seq_len_arg)
       : spec(spec_arg.object), core(ToRopeSpec(kOp, spec)), seq_len(SeqLen(seq_len_arg)) {}
   PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
     return RopeEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length))};
@@ -77,9 +79,9 @@ struct RopeAttention : AttentionEncoding {
   std::optional<std::int64_t> seq_len;
 };
 
-struct ReRopeAttention : AttentionEncoding {
-  ReRopeAttention(const SpecArg& spec_arg, const Int& window_arg, const std::optional<Float>& leak_arg,
-                  const std::optional<Int>& seq_len_arg)
+struct PyReRopeEncoding : AttentionEncoding {
+  PyReRopeEncoding(const SpecArg& spec_arg, const Int& window_arg, const std::optional<Float>& leak_arg,
+                   const std::optional<Int>& seq_len_arg)
       : spec(spec_arg.object), core(ToRopeSpec(kOp, spec)), window(ToInt(kOp, "window", window_arg.object)),
         leak(leak_arg ? std::optional(ToFloat(kOp, "leak", leak_arg->object)) : std::nullopt),
         seq_len(SeqLen(seq_len_arg)) {}
@@ -94,9 +96,9 @@ struct ReRopeAttention : AttentionEncoding {
   std::optional<std::int64_t> seq_len;
 };
 
-struct SelfExtendAttention : AttentionEncoding {
-  SelfExtendAttention(const SpecArg& spec_arg, const Int& group_arg, const Int& window_arg,
-                      const std::optional<Int>& seq_len_arg)
+struct PySelfExtendEncoding : AttentionEncoding {
+  PySelfExtendEncoding(const SpecArg& spec_arg, const Int& group_arg, const Int& window_arg,
+                       const std::optional<Int>& seq_len_arg)
       : spec(spec_arg.object), core(ToRopeSpec(kOp, spec)), group(ToInt(kOp, "group", group_arg.object)),
         window(ToInt(kOp, "window", window_arg.object)), seq_len(SeqLen(seq_len_arg)) {}
   PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
@@ -110,8 +112,8 @@ struct SelfExtendAttention : AttentionEncoding {
   std::optional<std::int64_t> seq_len;
 };
 
-struct AlibiAttention : AttentionEncoding {
-  AlibiAttention(const ArrayLike& slopes_arg, const Str& form_arg) {
+struct PyAlibiEncoding : AttentionEncoding {
+  PyAlibiEncoding(const ArrayLike& slopes_arg, const Str& form_arg) {
     const py::object& form = form_arg.object;
     const DoubleArray slopes(slopes_arg.object);
     Require(slopes.ndim() == 1, kOp, "slopes.shape", Verbatim{ShapeOf(slopes)},
@@ -129,19 +131,25 @@ struct AlibiAttention : AttentionEncoding {
   AlibiEncoding encoding;
 };
 
-struct T5BiasAttention : AttentionEncoding {
-  T5BiasAttention(const ArrayLike& weights_arg, const Int& max_distance_arg, const Bool& bidirectional_arg)
+// The buckets of a [num_buckets, q_heads] table (T5's bias, URPE's two
+// tables, HF's relative_attention_bias.weight layout) for a call with
+// q_heads query heads.
+T5BucketSpec TableBuckets(const DoubleArray& table, const std::string& name, std::int64_t max_distance,
+                          bool bidirectional, std::int64_t q_heads) {
+  Require(table.shape(1) == q_heads, kOp, name + ".shape[1]", table.shape(1),
+          "must equal q_heads = " + std::to_string(q_heads) + " (tables are [num_buckets, q_heads])");
+  return {table.shape(0), max_distance, bidirectional ? T5Direction::kBidirectional : T5Direction::kCausal};
+}
+
+struct PyT5BiasEncoding : AttentionEncoding {
+  PyT5BiasEncoding(const ArrayLike& weights_arg, const Int& max_distance_arg, const Bool& bidirectional_arg)
       : weights(ReadOnlyCopy(weights_arg.object)) {
     Require(weights.ndim() == 2, kOp, "weights.shape", Verbatim{ShapeOf(weights)}, "must be (num_buckets, q_heads)");
     bidirectional = ToBool(kOp, "bidirectional", bidirectional_arg.object);
     max_distance = ToInt(kOp, "max_distance", max_distance_arg.object);
   }
   PositionEncoding ForCall(std::int64_t, std::int64_t q_heads) const override {
-    Require(weights.shape(1) == q_heads, kOp, "t5.weights.shape[1]", weights.shape(1),
-            "must equal q_heads = " + std::to_string(q_heads) + " (weights are [num_buckets, q_heads])");
-    const T5BucketSpec buckets{weights.shape(0), max_distance,
-                               bidirectional ? T5Direction::kBidirectional : T5Direction::kCausal};
-    return T5BiasEncoding{buckets, ToVector(weights)};
+    return T5BiasEncoding{TableBuckets(weights, "t5.weights", max_distance, bidirectional, q_heads), ToVector(weights)};
   }
 
   DoubleArray weights;  // [num_buckets, q_heads], read-only
@@ -149,9 +157,31 @@ struct T5BiasAttention : AttentionEncoding {
   bool bidirectional = true;
 };
 
-struct ShawAttention : AttentionEncoding {
-  ShawAttention(const std::optional<ArrayLike>& rel_k_arg, const std::optional<ArrayLike>& rel_v_arg,
-                const Int& max_distance_arg, bool query_minus_key, bool key_term, bool query_term) {
+struct PyUrpeEncoding : AttentionEncoding {
+  PyUrpeEncoding(const ArrayLike& bias_arg, const ArrayLike& scale_arg, const Int& max_distance_arg,
+                 const Bool& bidirectional_arg)
+      : bias(ReadOnlyCopy(bias_arg.object)), scale(ReadOnlyCopy(scale_arg.object)) {
+    Require(bias.ndim() == 2, kOp, "bias.shape", Verbatim{ShapeOf(bias)}, "must be (num_buckets, q_heads)");
+    if (scale.ndim() != 2 || scale.shape(0) != bias.shape(0) || scale.shape(1) != bias.shape(1)) {
+      ThrowError(kOp, "scale.shape", ShapeOf(scale), "must equal bias.shape = " + ShapeOf(bias));
+    }
+    bidirectional = ToBool(kOp, "bidirectional", bidirectional_arg.object);
+    max_distance = ToInt(kOp, "max_distance", max_distance_arg.object);
+  }
+  PositionEncoding ForCall(std::int64_t, std::int64_t q_heads) const override {
+    return UrpeEncoding{TableBuckets(bias, "urpe.bias", max_distance, bidirectional, q_heads), ToVector(bias),
+                        ToVector(scale)};
+  }
+
+  DoubleArray bias;   // B [num_buckets, q_heads], read-only
+  DoubleArray scale;  // C, the same shape
+  std::int64_t max_distance = 0;
+  bool bidirectional = true;
+};
+
+struct PyShawEncoding : AttentionEncoding {
+  PyShawEncoding(const std::optional<ArrayLike>& rel_k_arg, const std::optional<ArrayLike>& rel_v_arg,
+                 const Int& max_distance_arg, bool query_minus_key, bool key_term, bool query_term) {
     spec.max_distance = ToInt(kOp, "max_distance", max_distance_arg.object);
     spec.distance = query_minus_key ? RelativeDistance::kQueryMinusKey : RelativeDistance::kKeyMinusQuery;
     spec.key_term = key_term;
@@ -185,15 +215,15 @@ struct ShawAttention : AttentionEncoding {
 };
 
 // The encoding argument: None (NoPE), an encoding object, or a RopeSpec as
-// shorthand for RopeAttention(spec). None or an AttentionEncoding comes back.
+// shorthand for RopeEncoding(spec). None or an AttentionEncoding comes back.
 py::object CheckEncoding(const py::object& encoding) {
   if (encoding.is_none() || py::isinstance<AttentionEncoding>(encoding)) return encoding;
   if (py::isinstance(encoding, py::module_::import("posenc.rope").attr("RopeSpec"))) {
-    return py::cast(RopeAttention(SpecArg{encoding}, std::nullopt));
+    return py::cast(PyRopeEncoding(SpecArg{encoding}, std::nullopt));
   }
   ThrowError(kOp, "encoding", TypeName(encoding),
-             "must be None, a RopeSpec, RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention, "
-             "T5BiasAttention or ShawAttention");
+             "must be None, a RopeSpec, RopeEncoding, ReRopeEncoding, SelfExtendEncoding, AlibiEncoding, "
+             "T5BiasEncoding, ShawEncoding or UrpeEncoding");
 }
 
 // ---- positions ----------------------------------------------------------------
@@ -271,14 +301,22 @@ TokenPositions Positions(const std::string& side, std::int64_t batch, std::int64
 
 // ---- the call -------------------------------------------------------------------
 
-template <bool kReference>
-py::array AttentionArrays(const ArrayLike& q_arg, const ArrayLike& k_arg, const ArrayLike& v_arg,
-                          const EncodingArg& encoding_arg, const Bool& causal, const Int& window, const Int& sinks,
-                          const std::optional<Float>& softmax_scale, const Int& logn_train_length,
-                          const std::optional<ArrayLike>& sink_logits, const Float& softcap,
-                          const std::optional<ArrayLike>& q_offset, const std::optional<ArrayLike>& q_positions,
-                          const std::optional<ArrayLike>& k_offset, const std::optional<ArrayLike>& k_positions,
-                          const std::optional<ArrayLike>& kv_lengths) {
+// What a call runs after converting and checking its arguments.
+enum class Run {
+  kKernel,     // posenc.attention: the tiled kernel
+  kReference,  // posenc.reference.attention: the float64 reference
+  kCheck,      // posenc.torch's torch path: the library's checks only (the
+               // arrays may be zero-stride proxies of tensors on another device)
+};
+
+template <Run kRun>
+py::object AttentionArrays(const ArrayLike& q_arg, const ArrayLike& k_arg, const ArrayLike& v_arg,
+                           const EncodingArg& encoding_arg, const Bool& causal, const Int& window, const Int& sinks,
+                           const std::optional<Float>& softmax_scale, const Int& logn_train_length,
+                           const std::optional<ArrayLike>& sink_logits, const Float& softcap,
+                           const std::optional<ArrayLike>& q_offset, const std::optional<ArrayLike>& q_positions,
+                           const std::optional<ArrayLike>& k_offset, const std::optional<ArrayLike>& k_positions,
+                           const std::optional<ArrayLike>& kv_lengths) {
   // The arguments, converted in the order of the signature.
   const py::object encoding = CheckEncoding(encoding_arg.object);
   AttentionOptions options;
@@ -327,11 +365,18 @@ py::array AttentionArrays(const ArrayLike& q_arg, const ArrayLike& k_arg, const 
       std::max(QueryPositions(in).Length(batch, q_len), in.k_positions.Length(batch, kv_len));
   if (!encoding.is_none()) options.encoding = encoding.cast<const AttentionEncoding&>().ForCall(call_length, q_heads);
 
+  if constexpr (kRun == Run::kCheck) {
+    // No output is allocated: a view of one row repeated stands for it.
+    std::vector<char> row(static_cast<std::size_t>(std::max<std::int64_t>(in.v.head_dim(), 1)) * 4);
+    in.out = {row.data(), in.q.dtype, {batch, q_len, q_heads, in.v.head_dim()}, {0, 0, 0, 1}};
+    ValidateAttention(in, options);
+    return py::none();
+  }
   py::array out(q.dtype(), std::vector<py::ssize_t>{batch, q_len, q_heads, in.v.head_dim()});
   in.out = TensorView::Contiguous(out.mutable_data(), in.q.dtype, {batch, q_len, q_heads, in.v.head_dim()});
   {
     py::gil_scoped_release release;  // q, k, v are kept alive by the references above
-    if constexpr (kReference) {
+    if constexpr (kRun == Run::kReference) {
       reference::Attention(in, options);
     } else {
       Attention(in, options);
@@ -347,10 +392,10 @@ Args:
         ``[batch, kv_len, kv_heads, head_dim]``, ``[batch, kv_len, kv_heads, v_dim]``
         of one dtype (float32, float16, ``ml_dtypes.bfloat16``).
     encoding: ``None`` (NoPE), a :class:`RopeSpec` (shorthand for
-        ``RopeAttention(spec)``), :class:`RopeAttention`,
-        :class:`ReRopeAttention`, :class:`SelfExtendAttention`,
-        :class:`AlibiAttention`, :class:`T5BiasAttention` or
-        :class:`ShawAttention`.
+        ``RopeEncoding(spec)``), :class:`RopeEncoding`,
+        :class:`ReRopeEncoding`, :class:`SelfExtendEncoding`,
+        :class:`AlibiEncoding`, :class:`T5BiasEncoding`,
+        :class:`ShawEncoding` or :class:`UrpeEncoding`.
     causal: a query at position p sees keys at positions j <= p.
     window: if > 0, a query sees only keys with ``p - j < window``
         (``|p - j|`` when not causal): exactly ``window`` keys up to and
@@ -393,14 +438,20 @@ writes it), one rounding to the output
 dtype at the end. Single-threaded and slow; same arguments and rules.
 )doc";
 
-template <bool kReference>
-void DefAttention(py::module_& m, const char* module_name, const char* doc) {
-  m.def("attention", &AttentionArrays<kReference>, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
+constexpr const char* kCheckDoc = R"doc(:func:`posenc.attention`'s conversions and checks, without computing: the
+same arguments and errors, returns None. posenc.torch checks a call it runs
+as torch operations with it (q, k and v may then be zero-stride proxies of
+the tensors' shapes, read by no one).
+)doc";
+
+template <Run kRun>
+void DefAttention(py::module_& m, const char* name, const char* module_name, const char* doc) {
+  m.def(name, &AttentionArrays<kRun>, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
         py::arg("encoding") = py::none(), py::arg("causal") = true, py::arg("window") = 0, py::arg("sinks") = 0,
         py::arg("softmax_scale") = py::none(), py::arg("logn_train_length") = 0, py::arg("sink_logits") = py::none(),
         py::arg("softcap") = 0.0, py::arg("q_offset") = py::none(), py::arg("q_positions") = py::none(),
         py::arg("k_offset") = py::none(), py::arg("k_positions") = py::none(), py::arg("kv_lengths") = py::none(), doc);
-  m.attr("attention").attr("__module__") = module_name;
+  m.attr(name).attr("__module__") = module_name;
 }
 
 // The encoding classes live in posenc.attention (where attention.py
@@ -411,10 +462,20 @@ py::class_<T, AttentionEncoding> EncodingClass(py::module_& m, const char* name,
   return ValueClass<T, AttentionEncoding>(m, "posenc.attention", name, std::move(fields), doc);
 }
 
-// T5BiasAttention's weights in repr: "<32 buckets x 8 heads>".
+// A [num_buckets, q_heads] table in repr: "<32 buckets x 8 heads>".
+std::string TableShown(const DoubleArray& table) {
+  return "<" + std::to_string(table.shape(0)) + " buckets x " + std::to_string(table.shape(1)) + " heads>";
+}
+
+// T5BiasEncoding's weights in repr: "weights=<32 buckets x 8 heads>".
 std::optional<std::string> T5WeightsShown(const py::object& self) {
-  const auto& weights = self.cast<const T5BiasAttention&>().weights;
-  return "weights=<" + std::to_string(weights.shape(0)) + " buckets x " + std::to_string(weights.shape(1)) + " heads>";
+  return "weights=" + TableShown(self.cast<const PyT5BiasEncoding&>().weights);
+}
+
+// UrpeEncoding's two tables in repr: "bias=<...>, scale=<...>".
+std::optional<std::string> UrpeTablesShown(const py::object& self) {
+  const auto& urpe = self.cast<const PyUrpeEncoding&>();
+  return "bias=" + TableShown(urpe.bias) + ", scale=" + TableShown(urpe.scale);
 }
 
 }  // namespace
@@ -422,8 +483,8 @@ std::optional<std::string> T5WeightsShown(const py::object& self) {
 void BindAttention(py::module_& m) {
   py::class_<AttentionEncoding>(m, "AttentionEncoding", "The base of posenc.attention's encoding classes.");
 
-  EncodingClass<RopeAttention>(m, "RopeAttention", {Positional("spec"), KeywordUnlessNone("seq_len")},
-                               R"doc(RoPE inside attention: q at position p and k at position j are rotated
+  EncodingClass<PyRopeEncoding>(m, "RopeEncoding", {Positional("spec"), KeywordUnlessNone("seq_len")},
+                                R"doc(RoPE inside attention: q at position p and k at position j are rotated
 by ``spec``'s frequencies (any scaling method, either pair layout, partial
 rotary), so the score depends on ``p - j`` only. YaRN's and LongRoPE's
 attention factor scales q and k (logits by its square), as in Hugging Face.
@@ -435,11 +496,11 @@ Args:
         position + 1, which is what Hugging Face does for a forward pass.
 )doc")
       .def(py::init<const SpecArg&, const std::optional<Int>&>(), py::arg("spec"), py::arg("seq_len") = py::none())
-      .def_readonly("spec", &RopeAttention::spec)
-      .def_readonly("seq_len", &RopeAttention::seq_len);
+      .def_readonly("spec", &PyRopeEncoding::spec)
+      .def_readonly("seq_len", &PyRopeEncoding::seq_len);
 
-  EncodingClass<ReRopeAttention>(
-      m, "ReRopeAttention",
+  EncodingClass<PyReRopeEncoding>(
+      m, "ReRopeEncoding",
       {Positional("spec"), Keyword("window"), KeywordUnlessNone("leak"), KeywordUnlessNone("seq_len")},
       R"doc(ReRoPE and Leaky ReRoPE (Su Jianlin 2023, "Rectified Rotary Position
 Embeddings", github.com/bojone/rerope): relative distances ``d = p - j``
@@ -453,17 +514,17 @@ Args:
     window: the distance below which RoPE is exact, > 0 (Su used 512 for
         a 4096-token model).
     leak: ``None`` for ReRoPE, or k > 1 for Leaky ReRoPE.
-    seq_len: as in :class:`RopeAttention`.
+    seq_len: as in :class:`RopeEncoding`.
 )doc")
       .def(py::init<const SpecArg&, const Int&, const std::optional<Float>&, const std::optional<Int>&>(),
            py::arg("spec"), py::arg("window"), py::arg("leak") = py::none(), py::arg("seq_len") = py::none())
-      .def_readonly("spec", &ReRopeAttention::spec)
-      .def_readonly("window", &ReRopeAttention::window)
-      .def_readonly("leak", &ReRopeAttention::leak)
-      .def_readonly("seq_len", &ReRopeAttention::seq_len);
+      .def_readonly("spec", &PyReRopeEncoding::spec)
+      .def_readonly("window", &PyReRopeEncoding::window)
+      .def_readonly("leak", &PyReRopeEncoding::leak)
+      .def_readonly("seq_len", &PyReRopeEncoding::seq_len);
 
-  EncodingClass<SelfExtendAttention>(
-      m, "SelfExtendAttention", {Positional("spec"), Keyword("group"), Keyword("window"), KeywordUnlessNone("seq_len")},
+  EncodingClass<PySelfExtendEncoding>(
+      m, "SelfExtendEncoding", {Positional("spec"), Keyword("group"), Keyword("window"), KeywordUnlessNone("seq_len")},
       R"doc(Self-Extend (Jin et al. 2024, "LLM Maybe LongLM: Self-Extend LLM Context
 Window Without Tuning", github.com/datamllab/LongLM): a query at position
 p and a key at position j closer than ``window`` (``p - j < window``, the
@@ -480,24 +541,24 @@ Args:
     group: the group size G >= 1 (LongLM used 2 to 64).
     window: the neighbour window W >= 1 (LongLM used 512 to 2048 for
         Llama-2 models trained on 4096 tokens).
-    seq_len: as in :class:`RopeAttention`.
+    seq_len: as in :class:`RopeEncoding`.
 
 Example:
     >>> import numpy as np, posenc
     >>> spec = posenc.RopeSpec(head_dim=8)
     >>> q = k = v = np.ones((1, 6, 2, 8), np.float32)
-    >>> posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=2, window=4), layout="bshd").shape
+    >>> posenc.attention(q, k, v, encoding=posenc.SelfExtendEncoding(spec, group=2, window=4), layout="bshd").shape
     (1, 6, 2, 8)
 )doc")
       .def(py::init<const SpecArg&, const Int&, const Int&, const std::optional<Int>&>(), py::arg("spec"),
            py::arg("group"), py::arg("window"), py::arg("seq_len") = py::none())
-      .def_readonly("spec", &SelfExtendAttention::spec)
-      .def_readonly("group", &SelfExtendAttention::group)
-      .def_readonly("window", &SelfExtendAttention::window)
-      .def_readonly("seq_len", &SelfExtendAttention::seq_len);
+      .def_readonly("spec", &PySelfExtendEncoding::spec)
+      .def_readonly("group", &PySelfExtendEncoding::group)
+      .def_readonly("window", &PySelfExtendEncoding::window)
+      .def_readonly("seq_len", &PySelfExtendEncoding::seq_len);
 
-  EncodingClass<AlibiAttention>(
-      m, "AlibiAttention",
+  EncodingClass<PyAlibiEncoding>(
+      m, "AlibiEncoding",
       {Shown("slopes", FieldRole::kArgument,
              [](const py::object& self) { return "slopes=" + python::Repr(py::list(self.attr("slopes"))); }),
        Keyword("form")},
@@ -516,11 +577,11 @@ Args:
     form: ``"distance"`` or ``"key-position"``.
 )doc")
       .def(py::init<const ArrayLike&, const Str&>(), py::arg("slopes"), py::arg("form") = "distance")
-      .def_property_readonly("slopes", &AlibiAttention::Slopes)
-      .def_property_readonly("form", &AlibiAttention::Form);
+      .def_property_readonly("slopes", &PyAlibiEncoding::Slopes)
+      .def_property_readonly("form", &PyAlibiEncoding::Form);
 
-  EncodingClass<T5BiasAttention>(
-      m, "T5BiasAttention",
+  EncodingClass<PyT5BiasEncoding>(
+      m, "T5BiasEncoding",
       {Shown("weights", FieldRole::kArgument, T5WeightsShown), Keyword("max_distance"), Keyword("bidirectional")},
       R"doc(T5's relative position bias (Raffel et al. 2020): a learned scalar per
 (bucket, head) added to the logits, the bucket of ``j - p`` as Hugging
@@ -537,15 +598,47 @@ Args:
 )doc")
       .def(py::init<const ArrayLike&, const Int&, const Bool&>(), py::arg("weights"), py::arg("max_distance") = 128,
            py::arg("bidirectional") = true)
-      .def_readonly("weights", &T5BiasAttention::weights)
-      .def_readonly("max_distance", &T5BiasAttention::max_distance)
-      .def_readonly("bidirectional", &T5BiasAttention::bidirectional)
-      .def_property_readonly("num_buckets", [](const T5BiasAttention& t5) { return t5.weights.shape(0); });
+      .def_readonly("weights", &PyT5BiasEncoding::weights)
+      .def_readonly("max_distance", &PyT5BiasEncoding::max_distance)
+      .def_readonly("bidirectional", &PyT5BiasEncoding::bidirectional)
+      .def_property_readonly("num_buckets", [](const PyT5BiasEncoding& t5) { return t5.weights.shape(0); });
 
-  EncodingClass<ShawAttention>(m, "ShawAttention",
-                               {Hidden("rel_k"), Hidden("rel_v"), Keyword("max_distance"), Keyword("query_minus_key"),
-                                Keyword("key_term"), Keyword("query_term"), Keyword("value_term", FieldRole::kDerived)},
-                               R"doc(Shaw et al. (2018) relative position representations, and BERT's
+  EncodingClass<PyUrpeEncoding>(m, "UrpeEncoding",
+                                {Shown("bias", FieldRole::kArgument, UrpeTablesShown), Hidden("scale"),
+                                 Keyword("max_distance"), Keyword("bidirectional")},
+                                R"doc(URPE (Luo et al., NeurIPS 2022, "Your Transformer May Not be as Powerful
+as You Expect"): a relative bias B inside the softmax and a Toeplitz
+weight C on each probability, on the value side, per head::
+
+    out_i = sum_j softmax_j(s_ij + B_h(j - i)) * C_h(j - i) * v_j
+
+The rows are not renormalized after C (the paper's point: the weights no
+longer sum to 1). B and C are read by T5's buckets of ``j - i``, as
+:class:`T5BiasEncoding` reads its weights (the paper's exact distances are
+the buckets below ``num_buckets / 2``, or ``/ 4`` per side when
+bidirectional); ``scale`` of ones is T5's bias exactly.
+
+Args:
+    bias: B, ``[num_buckets, q_heads]`` (HF's ``relative_attention_bias``
+        layout).
+    scale: C, the same shape (URPE starts it at ones).
+    max_distance: as in :class:`T5BiasEncoding`.
+    bidirectional: True for encoders (half the buckets per sign), False
+        for causal decoders.
+)doc")
+      .def(py::init<const ArrayLike&, const ArrayLike&, const Int&, const Bool&>(), py::arg("bias"), py::arg("scale"),
+           py::arg("max_distance") = 128, py::arg("bidirectional") = true)
+      .def_readonly("bias", &PyUrpeEncoding::bias)
+      .def_readonly("scale", &PyUrpeEncoding::scale)
+      .def_readonly("max_distance", &PyUrpeEncoding::max_distance)
+      .def_readonly("bidirectional", &PyUrpeEncoding::bidirectional)
+      .def_property_readonly("num_buckets", [](const PyUrpeEncoding& u) { return u.bias.shape(0); });
+
+  EncodingClass<PyShawEncoding>(
+      m, "ShawEncoding",
+      {Hidden("rel_k"), Hidden("rel_v"), Keyword("max_distance"), Keyword("query_minus_key"), Keyword("key_term"),
+       Keyword("query_term"), Keyword("value_term", FieldRole::kDerived)},
+      R"doc(Shaw et al. (2018) relative position representations, and BERT's
 ``relative_key`` / ``relative_key_query``: learned vectors per relative
 distance clipped to ``[-K, K]``, shared by all heads.
 
@@ -562,25 +655,27 @@ Args:
 Example:
     >>> import numpy as np, posenc
     >>> q = k = v = np.ones((1, 4, 2, 8), np.float32)
-    >>> enc = posenc.ShawAttention(np.zeros((5, 8)), None, max_distance=2)
+    >>> enc = posenc.ShawEncoding(np.zeros((5, 8)), None, max_distance=2)
     >>> posenc.attention(q, k, v, encoding=enc, causal=False, layout="bshd").shape
     (1, 4, 2, 8)
 )doc")
       .def(py::init<const std::optional<ArrayLike>&, const std::optional<ArrayLike>&, const Int&, bool, bool, bool>(),
            py::arg("rel_k"), py::arg("rel_v") = py::none(), py::kw_only(), py::arg("max_distance"),
            py::arg("query_minus_key") = false, py::arg("key_term") = true, py::arg("query_term") = false)
-      .def_readonly("rel_k", &ShawAttention::rel_k)
-      .def_readonly("rel_v", &ShawAttention::rel_v)
-      .def_property_readonly("max_distance", [](const ShawAttention& s) { return s.spec.max_distance; })
-      .def_property_readonly("query_minus_key",
-                             [](const ShawAttention& s) { return s.spec.distance == RelativeDistance::kQueryMinusKey; })
-      .def_property_readonly("key_term", [](const ShawAttention& s) { return s.spec.key_term; })
-      .def_property_readonly("query_term", [](const ShawAttention& s) { return s.spec.query_term; })
-      .def_property_readonly("value_term", [](const ShawAttention& s) { return s.spec.value_term; });
+      .def_readonly("rel_k", &PyShawEncoding::rel_k)
+      .def_readonly("rel_v", &PyShawEncoding::rel_v)
+      .def_property_readonly("max_distance", [](const PyShawEncoding& s) { return s.spec.max_distance; })
+      .def_property_readonly(
+          "query_minus_key",
+          [](const PyShawEncoding& s) { return s.spec.distance == RelativeDistance::kQueryMinusKey; })
+      .def_property_readonly("key_term", [](const PyShawEncoding& s) { return s.spec.key_term; })
+      .def_property_readonly("query_term", [](const PyShawEncoding& s) { return s.spec.query_term; })
+      .def_property_readonly("value_term", [](const PyShawEncoding& s) { return s.spec.value_term; });
 
-  DefAttention<false>(m, "posenc.attention", kAttentionDoc);
+  DefAttention<Run::kKernel>(m, "attention", "posenc.attention", kAttentionDoc);
+  DefAttention<Run::kCheck>(m, "check_attention", "posenc._posenc", kCheckDoc);
   py::module_ reference = m.def_submodule("reference", "The float64 reference kernels (posenc.reference).");
-  DefAttention<true>(reference, "posenc.reference", kReferenceDoc);
+  DefAttention<Run::kReference>(reference, "attention", "posenc.reference", kReferenceDoc);
 }
 
 }  // namespace posenc::python

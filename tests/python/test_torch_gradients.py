@@ -339,8 +339,15 @@ def test_bad_input_names_the_parameter():
         pt.attention(q, q, q, layout="hsbd")
     with pytest.raises(ValueError, match=r"\[attention\] mask.window = -1"):
         pt.attention(q.double(), q.double(), q.double(), window=-1, layout="bshd")  # posenc's own check, float64 too
-    with pytest.raises(ValueError, match=r"\[attention\] q = a tensor on meta: must be on the CPU"):
+    with pytest.raises(ValueError, match=r"\[attention\] k = a tensor on cpu: must be on q's device, meta"):
         pt.attention(torch.empty(1, 4, 2, 8, device="meta"), q, q, layout="bshd")
+    with pytest.raises(ValueError, match=r"\[attention\] q = a tensor on meta: backend \"kernel\" computes on the "
+                                         r"CPU"):
+        pt.attention(*[torch.empty(1, 4, 2, 8, device="meta")] * 3, layout="bshd", backend="kernel")
+    with pytest.raises(ValueError, match=r"\[attention\] q.dtype = torch.float64: backend \"kernel\" takes"):
+        pt.attention(q.double(), q.double(), q.double(), layout="bshd", backend="kernel")
+    with pytest.raises(ValueError, match=r"\[rope\] backend = 'cuda': must be None"):
+        pt.apply_rope(SPEC, q, layout="bshd", backend="cuda")
     with pytest.raises(ValueError, match=r"\[rope\] tensors\[1\].dtype = torch.float64"):
         pt.apply_rope(SPEC, q, q.double(), layout="bshd")
     with pytest.raises(ValueError, match=r"\[rope\] offset, offsets, position_ids: more than one"):
