@@ -15,7 +15,9 @@ back as the caller's kind.
   other array-API libraries, NumPy otherwise. A result that is an input
   (``inplace=True``) comes back as the caller's own tensor object.
 * A tensor on another device (CUDA, MPS, ...) is a ValueError that names the
-  argument and the device: posenc computes on the CPU.
+  argument and the device: these functions compute on the CPU.
+  :mod:`posenc.torch` runs PyTorch tensors on any device (its torch
+  backend) and :mod:`posenc.hf` a model on any device.
 * A PyTorch tensor that requires grad is read through ``detach()``, with a
   warning: these functions record no gradients; ``posenc.torch`` has the
   ones that do (``apply_rope``, ``attention``).
@@ -56,8 +58,9 @@ def to_numpy(x: Any, op: str, name: str) -> np.ndarray:
     """A NumPy view of tensor `x` (the argument `name` of `op`), no copy."""
     on_cpu = x.device.type == "cpu" if _is_torch(x) else int(x.__dlpack_device__()[0]) == _DLPACK_CPU
     if not on_cpu:
-        raise ValueError(f"[{op}] {name} = a tensor on {_device_name(x)}: must be on the CPU (posenc computes on "
-                         f"the CPU; move it with .cpu() or its library's equivalent)")
+        raise ValueError(f"[{op}] {name} = a tensor on {_device_name(x)}: must be on the CPU (posenc's array "
+                         f"functions compute there; move it with .cpu() or its library's equivalent, or run "
+                         f"PyTorch tensors on their device through posenc.torch.attention / apply_rope)")
     if not _is_torch(x):
         return np.from_dlpack(x)
     import torch

@@ -1,7 +1,8 @@
 """Hugging Face models through posenc: one call runs every attention layer of a
-loaded ``transformers`` Llama-family model (Llama, Mistral, Qwen2) on
-posenc's kernel under any context-extension method, ReRoPE, Leaky ReRoPE,
-the Λ mask and Self-Extend included, which transformers does not have::
+loaded ``transformers`` Llama-family model (Llama, Mistral, Qwen2, Phi-3)
+under any context-extension method, ReRoPE, Leaky ReRoPE, the Λ mask and
+Self-Extend included, which transformers does not have; on posenc's kernel
+on the CPU, as torch operations on any other device (a model on CUDA)::
 
     import torch, posenc, posenc.hf
     path = "SmolLM2-135M-Instruct.Q4_1.gguf"                          # scripts/fetch-model
@@ -31,7 +32,10 @@ what ReRoPE and Self-Extend need (a key is read at more than one position)
 and what keeps every method one pass. The method is planned once, for
 ``target_length``, exactly as :class:`posenc.DecoderModel` plans it
 (:func:`posenc.extension_attention`), so the two engines compute one
-function: the tests hold HF-patched perplexity to posenc's own.
+function: the tests hold HF-patched perplexity to posenc's own. Method
+``"none"`` is the model's own RoPE of each forward pass, as HF computes it
+(LongRoPE's short or long factors and dynamic NTK's base follow the
+pass's length).
 
 Positions: each query sits at its ``position_ids`` (HF's: ``cache_position``
 by default, the left-padding-aware ids in ``generate``); each cached key
@@ -39,6 +43,13 @@ keeps the position it was inserted at (a record kept beside the cache).
 Padding keys (those HF's mask hides from every query of a call) are never
 seen. Gradients flow through :func:`posenc.torch.attention` (materialized
 backward: training sizes). float32, float16 and bfloat16 models.
+
+Devices: a model on the CPU runs posenc's kernel; a model anywhere else
+(CUDA, MPS) runs the same method as torch operations on its device
+(:func:`posenc.torch.attention`'s torch backend: posenc's frequencies,
+positions and masks, moved there; the attention materialized, memory
+``q_len x kv_len`` per head). ``apply(..., backend="torch")`` forces that
+path on the CPU (the tests hold it to the kernel's).
 
 Masks: posenc applies causality by position, padding, the model's own
 sliding window and the method's mask; it takes no arbitrary bias. A 4-D
@@ -78,8 +89,21 @@ _hf_compat.install()  # before anything calls generate (the module docstring's "
 __all__ = ["apply", "remove", "from_gguf", "nll_by_position", "SUPPORTED"]
 
 #: The attention classes posenc patches (transformers 4.49): q_proj, k_proj,
-#: v_proj, o_proj, RoPE given as position_embeddings, a layer_idx.
-SUPPORTED = ("LlamaAttention", "MistralAttention", "Qwen2Attention")
+#: v_proj (Phi-3: one fused qkv_proj), o_proj, RoPE given as
+#: position_embeddings, a layer_idx. transformers 4.49 has no Gemma 3 class.
+SUPPORTED = ("LlamaAttention", "MistralAttention", "Qwen2Attention", "Phi3Attention")
+
+
+def _projections(attn, hidden_states: torch.Tensor):
+    """q, k, v [batch, seq, heads * head_dim] from the layer's own weights:
+    three projections, or Phi-3's fused one split as Phi3Attention splits it
+    (q rows, then k's, then v's)."""
+    if not hasattr(attn, "qkv_proj"):
+        return attn.q_proj(hidden_states), attn.k_proj(hidden_states), attn.v_proj(hidden_states)
+    qkv = attn.qkv_proj(hidden_states)
+    q_size = attn.config.num_attention_heads * attn.head_dim
+    kv_size = attn.num_key_value_heads * attn.head_dim
+    return qkv[..., :q_size], qkv[..., q_size:q_size + kv_size], qkv[..., q_size + kv_size:]
 
 
 def _decoder_layers(model) -> list:
@@ -101,13 +125,13 @@ def _model_window(attn, config) -> int:
 
 
 def apply(model, method: str = "none", *, target_length: Optional[int] = None,
-          train_length: Optional[int] = None):
+          train_length: Optional[int] = None, backend: Optional[str] = None):
     """Runs every attention layer of ``model`` through posenc under ``method``.
 
     Args:
         model: a loaded ``transformers`` model whose attention layers are
             one of :data:`SUPPORTED` (``LlamaForCausalLM``, ``LlamaModel``,
-            Mistral, Qwen2).
+            Mistral, Qwen2, Phi-3), on any device.
         method: a context-extension method in posenc's text form
             (``"none"``, ``"yarn"``, ``"rerope:window=512"``,
             ``"self-extend:group=8,window=1024"``, ``"lambda,logn"``, ...;
@@ -118,6 +142,10 @@ def apply(model, method: str = "none", *, target_length: Optional[int] = None,
             ``"none"``.
         train_length: the training length (default
             ``config.max_position_embeddings``).
+        backend: how each layer's attention runs
+            (:func:`posenc.torch.attention`'s ``backend``): None (posenc's
+            kernel for a model on the CPU, torch operations on the model's
+            device otherwise: CUDA, MPS, ...), ``"kernel"`` or ``"torch"``.
 
     Returns:
         ``model`` (patched in place; :func:`remove` undoes it).
@@ -131,6 +159,9 @@ def apply(model, method: str = "none", *, target_length: Optional[int] = None,
             and a cache it does not know (the module docstring's Masks and
             Caches).
     """
+    if backend is not None and backend not in _torch.BACKENDS:
+        raise ValueError(f"[hf] backend = {backend!r}: must be None (the kernel on the CPU, torch operations "
+                         f"elsewhere), {', '.join(map(repr, _torch.BACKENDS))}")
     config = model.config
     layers = _decoder_layers(model)
     for index, layer in enumerate(layers):
@@ -147,10 +178,15 @@ def apply(model, method: str = "none", *, target_length: Optional[int] = None,
                              f"come from the longest sequence it must serve)")
         target_length = train
     plan = _model.extension_attention(method, spec, train_length=train, target_length=int(target_length))
+    if method.split(":")[0].split(",")[0] == "none":
+        # The model's own RoPE as HF computes it: the frequencies of each
+        # forward pass's length (LongRoPE's short or long factors, dynamic
+        # NTK's base), not of target_length.
+        plan["encoding"] = type(plan["encoding"])(spec)
     remove(model)
     for layer in layers:
         attn = layer.self_attn
-        kwargs: Dict[str, Any] = dict(plan)
+        kwargs: Dict[str, Any] = dict(plan, backend=backend)
         window = _model_window(attn, config)
         if window and plan["window"]:
             raise ValueError(f"[hf] method = {method!r}: sets a window of {plan['window']} on a model with its own "
@@ -320,6 +356,7 @@ def _check_mask(mask: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor, pa
     layer's window and the config's (see apply)."""
     window, config_window = windows
     batch, kv_len = k_pos.shape
+    q_pos, k_pos = q_pos.to(mask.device), k_pos.to(mask.device)  # the mask stays where it is
     k = k_pos[:, None, :]
     for start in range(0, q_pos.shape[1], _CHECK_ROWS):
         rows = mask[..., start:start + _CHECK_ROWS, :kv_len]
@@ -373,14 +410,13 @@ def _forward(self, hidden_states: torch.Tensor, position_embeddings=None, attent
         raise ValueError(f"[hf] attention_dropout = {self.attention_dropout}: posenc.hf has no attention dropout; "
                          f"set config.attention_dropout = 0 to train through it")
     batch, seq, _ = hidden_states.shape
-    shape = (batch, seq, -1, self.head_dim)
-    q = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # [batch, heads, seq, head_dim]
-    k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
-    v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+    q, k, v = (x.view(batch, seq, -1, self.head_dim).transpose(1, 2)  # [batch, heads, seq, head_dim]
+               for x in _projections(self, hidden_states))
     positions = kwargs.get("position_ids")
     if positions is None:
         positions = cache_position if cache_position is not None else torch.arange(seq)
-    positions = positions.reshape(-1, seq).expand(batch, seq).to(torch.int64)
+    # Positions are posenc's bookkeeping: on the CPU, whatever the model's device.
+    positions = positions.reshape(-1, seq).expand(batch, seq).to("cpu", torch.int64)
     if past_key_value is not None:
         cache_class = type(past_key_value)
         if cache_class.__name__ != "DynamicCache":
@@ -397,7 +433,7 @@ def _forward(self, hidden_states: torch.Tensor, position_embeddings=None, attent
         k, v = _insert(past_key_value, self.layer_idx, k, v, key_positions, cache_position)
     key_positions = key_positions.numpy().copy()
     if pads is not None:  # past every query: the causal mask hides them
-        key_positions[pads.numpy()] = int(max(key_positions.max(), positions.max())) + 1
+        key_positions[pads.cpu().numpy()] = int(max(key_positions.max(), positions.max())) + 1
     dtype = q.dtype
     out = _torch.attention(q, k.to(dtype), v.to(dtype), layout="bhsd", softmax_scale=self.scaling,
                            q_positions=positions.numpy(), k_positions=key_positions, **self._posenc_kwargs)

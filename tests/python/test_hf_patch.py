@@ -2,10 +2,17 @@
 
 (a) With method "none" the patched model is the model: logits equal HF's
     own eager attention (float32, within 1e-5 of the logit scale) on small
-    random Llama, Mistral and Qwen2 models and on a GGUF loaded by
-    transformers (the random GGUF; SmolLM2 too when scripts/fetch-model has
-    it), through generate's cache and with left padding; parameter
-    gradients equal HF's (training through posenc.torch).
+    random Llama, Mistral, Qwen2 and Phi-3 models (Phi-3's fused qkv_proj;
+    its LongRoPE within and past the original length; Llama with llama3
+    frequencies and with dynamic NTK past its length) and on a GGUF loaded
+    by transformers (the random GGUF; SmolLM2 too when scripts/fetch-model
+    has it), through generate's cache and with left padding; parameter
+    gradients equal HF's (training through posenc.torch). Phi-3 under a
+    method equals the Llama built from its weights under that method.
+    transformers 4.49 has no Gemma 3 class (Gemma3Attention arrived in 4.50).
+(a') The torch backend (a model on CUDA runs it; backend="torch" on the
+    CPU here) gives the kernel's logits and parameter gradients for every
+    method, and generate's tokens through the cache with left padding.
 (b) Two engines, one answer: for every context-extension method the
     HF-patched model's perplexity past the training length equals posenc's
     own engine (posenc.perplexity on the same GGUF, text and windows)
@@ -51,12 +58,24 @@ def hf_perplexity(model, ids, context: int, windows: int) -> float:
 def tiny(kind: str, seed: int = 0, **extra):
     torch.manual_seed(seed)
     common = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=32, attn_implementation="eager", **extra)
+                  num_key_value_heads=2, max_position_embeddings=32, attn_implementation="eager")
+    if kind == "phi3":
+        common["pad_token_id"] = 0  # Phi3Config's default (32000) is past this vocabulary
     config = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig,
-              "qwen2": transformers.Qwen2Config}[kind](**common)
+              "qwen2": transformers.Qwen2Config, "phi3": transformers.Phi3Config}[kind](**{**common, **extra})
     model = {"llama": transformers.LlamaForCausalLM, "mistral": transformers.MistralForCausalLM,
-             "qwen2": transformers.Qwen2ForCausalLM}[kind](config)
+             "qwen2": transformers.Qwen2ForCausalLM, "phi3": transformers.Phi3ForCausalLM}[kind](config)
     return model.eval()
+
+
+# Phi-3-128k's form (LongRoPE: short factors up to original_max_position_embeddings, long ones past it,
+# the attention factor of max/original), and Llama 3.1's llama3 frequencies; head_dim 16: 8 factors.
+LONGROPE = dict(max_position_embeddings=64, original_max_position_embeddings=16,
+                rope_scaling={"type": "longrope", "short_factor": [1.0 + 0.1 * i for i in range(8)],
+                              "long_factor": [1.5 + 0.4 * i for i in range(8)]})
+LLAMA3 = dict(max_position_embeddings=64, rope_theta=500000.0,
+              rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                            "original_max_position_embeddings": 16})
 
 
 def logits(model, ids, **kw) -> torch.Tensor:
@@ -68,12 +87,20 @@ def close(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-5) -> bool:
     return float((a - b).abs().max()) <= rel * float(b.abs().max())
 
 
-@pytest.mark.parametrize("kind,extra", [("llama", {}), ("mistral", {"sliding_window": None}),
-                                        ("mistral", {"sliding_window": 8}), ("qwen2", {})],
-                         ids=["llama", "mistral", "mistral-window-8", "qwen2"])
-def test_method_none_is_the_model(kind, extra):
+@pytest.mark.parametrize("kind,extra,length", [
+    ("llama", {}, 24), ("mistral", {"sliding_window": None}, 24), ("mistral", {"sliding_window": 8}, 24),
+    ("qwen2", {}, 24), ("phi3", {}, 24), ("phi3", {"sliding_window": 8}, 24), ("phi3", LONGROPE, 12),
+    ("phi3", LONGROPE, 40), ("llama", LLAMA3, 40), ("llama", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
+                                                     48)],
+    ids=["llama", "mistral", "mistral-window-8", "qwen2", "phi3", "phi3-window-8", "phi3-longrope-short",
+         "phi3-longrope-long", "llama3-scaling", "llama-dynamic-past-length"])
+def test_method_none_is_the_model(kind, extra, length):
+    """Lengths past the original one where the config scales (LongRoPE's
+    long factors, llama3's frequencies, dynamic NTK's base of the call's
+    length) and within it (LongRoPE's short factors): method "none" is the
+    model's RoPE of each forward pass, as HF computes it."""
     model = tiny(kind, **extra)
-    ids = torch.randint(0, 97, (2, 24), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 97, (2, length), generator=torch.Generator().manual_seed(1))
     expected = logits(model, ids)
     posenc.hf.apply(model)
     assert close(logits(model, ids), expected)
@@ -81,7 +108,49 @@ def test_method_none_is_the_model(kind, extra):
     assert torch.equal(logits(model, ids), expected)
 
 
-def test_generate_and_left_padding_match_hf():
+def phi3_as_llama(phi3):
+    """The Llama with Phi-3's weights: the fused qkv_proj split into q, k, v
+    rows and gate_up_proj into gate and up halves, as Phi3Attention and
+    Phi3MLP split them; everything else is one architecture."""
+    c = phi3.config
+    llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+        num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_key_value_heads, max_position_embeddings=c.max_position_embeddings,
+        rms_norm_eps=c.rms_norm_eps, rope_theta=c.rope_theta, attn_implementation="eager")).eval()
+    state = {}
+    q_rows, kv_rows = c.hidden_size, c.num_key_value_heads * (c.hidden_size // c.num_attention_heads)
+    for name, tensor in phi3.state_dict().items():
+        if name.endswith("qkv_proj.weight"):
+            stem = name[:-len("qkv_proj.weight")]
+            q, k, v = tensor.split([q_rows, kv_rows, kv_rows])
+            state.update({stem + "q_proj.weight": q, stem + "k_proj.weight": k, stem + "v_proj.weight": v})
+        elif name.endswith("gate_up_proj.weight"):
+            gate, up = tensor.chunk(2)
+            stem = name[:-len("gate_up_proj.weight")]
+            state.update({stem + "gate_proj.weight": gate, stem + "up_proj.weight": up})
+        else:
+            state[name] = tensor
+    llama.load_state_dict(state)
+    return llama
+
+
+@pytest.mark.parametrize("method", ["yarn", "rerope:window=6", "self-extend:group=3,window=6", "lambda:sinks=2,logn"])
+def test_phi3_under_a_method_is_the_same_llama(method):
+    """Phi-3 is Llama with fused projections: the Llama built from its
+    weights gives its logits unpatched (the oracle is sound), and the two
+    patched with one method agree past the training length (the patched
+    Llama is held to posenc's engine by test_patched_hf_perplexity_is_posencs)."""
+    phi3 = tiny("phi3")
+    llama = phi3_as_llama(phi3)
+    ids = torch.randint(0, 97, (2, 80), generator=torch.Generator().manual_seed(12))
+    assert close(logits(llama, ids), logits(phi3, ids))
+    expected = logits(posenc.hf.apply(llama, method, target_length=96), ids)
+    assert close(logits(posenc.hf.apply(phi3, method, target_length=96), ids), expected)
+
+
+@pytest.mark.parametrize("backend", ["kernel", "torch"])
+def test_generate_and_left_padding_match_hf(backend):
     model = tiny("llama")
     ids = torch.randint(3, 97, (2, 12), generator=torch.Generator().manual_seed(2))
     mask = torch.ones_like(ids)
@@ -89,7 +158,7 @@ def test_generate_and_left_padding_match_hf():
     ids[1, :5] = 0
     expected_logits = logits(model, ids, attention_mask=mask)
     expected = model.generate(ids, attention_mask=mask, max_new_tokens=16, do_sample=False, pad_token_id=0)
-    posenc.hf.apply(model)
+    posenc.hf.apply(model, backend=backend)
     got = logits(model, ids, attention_mask=mask)
     assert close(got[0], expected_logits[0]) and close(got[1, 5:], expected_logits[1, 5:])
     assert torch.equal(model.generate(ids, attention_mask=mask, max_new_tokens=16, do_sample=False, pad_token_id=0),
@@ -164,6 +233,27 @@ def test_patched_hf_perplexity_is_posencs(random_gguf, method):
     assert abs(hf_ppl - ours["ppl"]) <= 1e-4 * ours["ppl"], (hf_ppl, ours["ppl"], ours["method"])
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_the_torch_backend_is_the_kernel(method):
+    """apply(..., backend="torch") runs each layer as torch operations (the
+    path a model on CUDA takes); on the CPU it must give the kernel's logits
+    (1e-5 of the logit scale) and parameter gradients (1e-5 relative),
+    past the training length."""
+    model = tiny("phi3" if method == "yarn" else "llama").train()
+    ids = torch.randint(0, 97, (2, 72), generator=torch.Generator().manual_seed(13))
+    results = {}
+    for backend in ("kernel", "torch"):
+        posenc.hf.apply(model, method, target_length=96, backend=backend)
+        model.zero_grad()
+        out = model(ids, labels=ids)
+        out.loss.backward()
+        results[backend] = (out.logits.detach().double(),
+                            {name: p.grad.clone() for name, p in model.named_parameters()})
+    assert close(results["torch"][0], results["kernel"][0])
+    for name, g in results["kernel"][1].items():
+        assert close(results["torch"][1][name].double(), g.double()), name
+
+
 def test_patched_smollm_logits_are_hfs(smollm_hf, smollm_path):
     """SmolLM2 (30 layers) loaded by transformers from the GGUF: method none
     gives HF's own logits over 128 tokens of the GPL-3, within 1e-5 of the
@@ -218,6 +308,8 @@ def test_errors_name_the_problem():
     scaled = tiny("llama", rope_scaling={"rope_type": "linear", "factor": 2.0})
     with pytest.raises(ValueError, match=r"model rope scaling = \"?linear\"?: must be none"):
         posenc.hf.apply(scaled, "yarn", target_length=64)
+    with pytest.raises(ValueError, match=r"\[hf\] backend = 'cuda': must be None"):
+        posenc.hf.apply(model, backend="cuda")
     windowed = tiny("mistral", sliding_window=8)
     with pytest.raises(ValueError, match=r"sets a window of 32 on a model with its own sliding_window = 8"):
         posenc.hf.apply(windowed, "window", target_length=64)
