@@ -29,7 +29,7 @@ def run_example(name, monkeypatch, *args):
 
 
 @pytest.mark.parametrize("name", ["rope.py", "attention.py", "encodings.py", "analysis.py", "torch_gradients.py",
-                                  "hf_patch.py", "tiny_llm_rope.py"])
+                                  "hf_patch.py", "tiny_llm_rope.py", "torch_devices.py"])
 def test_example_without_model(name, monkeypatch):
     run_example(name, monkeypatch)
 
@@ -48,5 +48,5 @@ def test_model_example(random_model, tmp_path, monkeypatch):
 def test_every_example_is_run():
     """A new examples/*.py is added to the tests above, not left unrun."""
     run = {"rope.py", "attention.py", "encodings.py", "analysis.py", "gguf.py", "tokenizer.py", "model.py",
-           "torch_gradients.py", "hf_patch.py", "tiny_llm_rope.py"}
+           "torch_gradients.py", "hf_patch.py", "tiny_llm_rope.py", "torch_devices.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == run
