@@ -11,13 +11,15 @@ a copy, and the results come back as the caller's kind (posenc/_tensors.py).
 * :func:`apply_rope` rotates q and k arrays ``[batch, seq, heads, head_dim]``
   (float32, float16, ``ml_dtypes.bfloat16``) by offsets or position ids.
 * :func:`attention` computes attention with a positional encoding
-  (:class:`RopeAttention`, :class:`ReRopeAttention`,
-  :class:`SelfExtendAttention`, :class:`AlibiAttention`,
-  :class:`T5BiasAttention`, :class:`ShawAttention`) and masks (causal,
-  sliding window, sinks).
+  (:class:`RopeEncoding`, :class:`ReRopeEncoding`,
+  :class:`SelfExtendEncoding`, :class:`AlibiEncoding`,
+  :class:`T5BiasEncoding`, :class:`ShawEncoding`, :class:`UrpeEncoding`:
+  the C++ structs of the same names) and masks (causal, sliding window,
+  sinks).
 * :class:`GgufFile` reads GGUF metadata and dequantizes its tensors;
   :func:`write_gguf` writes metadata and float32 tensors (checkpoints).
-* :mod:`posenc.reference` has the plain float64 reference kernels.
+* :mod:`posenc.reference` has the plain float64 reference kernels (RoPE,
+  attention, and the materialized attention of each relative form).
 * :class:`DecoderModel` runs a Llama-family GGUF model (logits, next-token
   losses, greedy generation through a key/value cache) under a
   context-extension method; :func:`perplexity` evaluates it in windows.
@@ -65,9 +67,10 @@ from . import reference
 from .rope import RopeSpec, apply_rope, permute_qk_weights
 from .tiny_llm import RoPE
 from . import encodings
-from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative references
-from .attention import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention, ShawAttention,
-                        T5BiasAttention, attention)
+from .encodings import *  # noqa: F401,F403  sinusoidal, learned tables, ALiBi, T5, relative positions
+from .attention import (AlibiEncoding, ReRopeEncoding, RopeEncoding, SelfExtendEncoding, ShawEncoding, T5BiasEncoding,
+                        UrpeEncoding, attention)
+from .attention import RENAMED as _ATTENTION_RENAMED
 from .gguf import GgufFile, write_gguf
 from . import tokenizer
 from . import analysis
@@ -75,6 +78,7 @@ from .tokenizer import BpeTokenizer
 from .model import DecoderModel, extension_attention, perplexity
 from . import passkey
 from .passkey import PasskeyPrompt, passkey_key, passkey_prompt
+from . import _deprecated
 
 __version__ = _metadata.version("posenc")  # from the VERSION file, via pyproject.toml
 
@@ -87,12 +91,13 @@ __all__ = [
     "set_num_threads",
     "num_threads",
     "attention",
-    "RopeAttention",
-    "ReRopeAttention",
-    "SelfExtendAttention",
-    "AlibiAttention",
-    "T5BiasAttention",
-    "ShawAttention",
+    "RopeEncoding",
+    "ReRopeEncoding",
+    "SelfExtendEncoding",
+    "AlibiEncoding",
+    "T5BiasEncoding",
+    "ShawEncoding",
+    "UrpeEncoding",
     "GgufFile",
     "write_gguf",
     "BpeTokenizer",
@@ -104,6 +109,13 @@ __all__ = [
     "passkey_prompt",
     "PasskeyPrompt",
 ] + encodings.__all__
+
+# The names before the rename to the C++ ones (issue 50) and before
+# DecoderModel, one release more: each warns and names its successor.
+__getattr__ = _deprecated.renamed(__name__, {
+    **{old: "posenc." + new.rpartition(".")[2] for old, new in _ATTENTION_RENAMED.items()},
+    **encodings.RENAMED,
+    "LlamaModel": "posenc.DecoderModel"})
 
 
 def set_num_threads(n: int) -> None:

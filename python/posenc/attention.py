@@ -20,14 +20,19 @@ The positional encoding is one of the classes below (``encoding=None`` is
 NoPE); masks, log-n scaling, sink logits and soft-capping combine with any
 of them:
 
-* :class:`RopeAttention` rotates q and k by their positions inside the call
+* :class:`RopeEncoding` rotates q and k by their positions inside the call
   (pass them unrotated).
-* :class:`ReRopeAttention`: ReRoPE / Leaky ReRoPE (Su Jianlin 2023).
-* :class:`SelfExtendAttention`: Self-Extend (Jin et al. 2024, LongLM): exact
+* :class:`ReRopeEncoding`: ReRoPE / Leaky ReRoPE (Su Jianlin 2023).
+* :class:`SelfExtendEncoding`: Self-Extend (Jin et al. 2024, LongLM): exact
   RoPE inside a neighbour window, grouped positions beyond it.
-* :class:`AlibiAttention`: ALiBi slopes per query head.
-* :class:`T5BiasAttention`: T5's bucketed relative bias.
-* :class:`ShawAttention`: Shaw et al. / BERT learned relative keys and values.
+* :class:`AlibiEncoding`: ALiBi slopes per query head.
+* :class:`T5BiasEncoding`: T5's bucketed relative bias.
+* :class:`ShawEncoding`: Shaw et al. / BERT learned relative keys and values.
+* :class:`UrpeEncoding`: URPE (Luo et al. 2022): T5's bias plus a Toeplitz
+  weight on each probability.
+
+Each class is the C++ struct of the same name (``posenc/attention.h``), and
+``None`` is its ``NoPositionEncoding``.
 
 Positions are absolute token positions: key t of row b is at
 ``k_offset + t`` (or ``k_positions[b, t]``); by default the queries are the
@@ -43,10 +48,10 @@ Example (Llama-3-8B-shaped GQA with RoPE, one decode step after 9 tokens)::
     >>> q = rng.standard_normal((1, 1, 32, 128), dtype=np.float32)
     >>> k = rng.standard_normal((1, 10, 8, 128), dtype=np.float32)
     >>> v = rng.standard_normal((1, 10, 8, 128), dtype=np.float32)
-    >>> out = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec))   # query at position 9
+    >>> out = posenc.attention(q, k, v, encoding=posenc.RopeEncoding(spec))   # query at position 9
     >>> out.shape
     (1, 1, 32, 128)
-    >>> ref = posenc.reference.attention(q, k, v, encoding=posenc.RopeAttention(spec))
+    >>> ref = posenc.reference.attention(q, k, v, encoding=posenc.RopeEncoding(spec))
     >>> bool(np.abs(out - ref).max() < 1e-5)
     True
 """
@@ -57,24 +62,30 @@ Example (Llama-3-8B-shaped GQA with RoPE, one decode step after 9 tokens)::
 
 from typing import Union
 
-from ._posenc import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention, ShawAttention,
-                      T5BiasAttention, attention)
-from . import _layout, _tensors
+from ._posenc import (AlibiEncoding, ReRopeEncoding, RopeEncoding, SelfExtendEncoding, ShawEncoding, T5BiasEncoding,
+                      UrpeEncoding, attention)
+from . import _deprecated, _layout, _tensors
 from .rope import RopeSpec
 
 __all__ = [
-    "AlibiAttention",
-    "ReRopeAttention",
-    "RopeAttention",
-    "SelfExtendAttention",
-    "T5BiasAttention",
-    "ShawAttention",
+    "AlibiEncoding",
+    "ReRopeEncoding",
+    "RopeEncoding",
+    "SelfExtendEncoding",
+    "T5BiasEncoding",
+    "ShawEncoding",
+    "UrpeEncoding",
     "attention",
 ]
 
 #: What ``attention(..., encoding=...)`` takes.
-Encoding = Union[None, RopeSpec, RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention, T5BiasAttention,
-                 ShawAttention]
+Encoding = Union[None, RopeSpec, RopeEncoding, ReRopeEncoding, SelfExtendEncoding, AlibiEncoding, T5BiasEncoding,
+                 ShawEncoding, UrpeEncoding]
+
+#: The names before posenc took the C++ ones (issue 50), one release more.
+RENAMED = {old + "Attention": f"posenc.attention.{old}Encoding"
+           for old in ("Rope", "ReRope", "SelfExtend", "Alibi", "T5Bias", "Shaw")}
+__getattr__ = _deprecated.renamed(__name__, RENAMED)
 
 # The layout keyword (_layout.py); tensors (PyTorch, any DLPack array) in,
 # the caller's kind out (_tensors.py).

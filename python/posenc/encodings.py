@@ -19,15 +19,9 @@ Relative (biases and terms inside attention):
 * :func:`xlnet_relative_encoding`, :func:`deberta_log_bucket`,
   :func:`deberta_relative_positions`: the position arithmetic of XLNet and
   DeBERTa.
-* ``*_attention_reference``: naive float64 attention with materialized scores
-  for each form (Shaw/BERT relative keys, T5, ALiBi, XLNet, DeBERTa). q, k
-  and v take ``layout=`` as :func:`posenc.attention` does (``"bshd"``
-  ``[batch, seq, heads, dim]`` or ``"bhsd"`` ``[batch, heads, seq, dim]``,
-  required when the shapes fit both); each returns an
-  :class:`AttentionResult` ``(scores, probs, output)``, the output in the
-  call's layout, scores and probs ``[batch, heads, q_len, k_len]``. The
-  position tables keep their own shapes (XLNet's ``rel_k`` is
-  ``[batch, heads, q_len + k_len, head_dim]``).
+The float64 attention references of these forms (Shaw/BERT relative keys,
+T5, ALiBi, XLNet, DeBERTa) are in :mod:`posenc.reference`
+(``posenc.reference.t5_attention``, ...).
 
 Example::
 
@@ -43,34 +37,26 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _args, _posenc
-from . import _layout, _tensors
+from . import _deprecated, _tensors
 
 __all__ = [
-    "AttentionResult",
     "LearnedTable",
     "add_sinusoidal",
-    "alibi_attention_reference",
     "alibi_bias",
     "alibi_key_bias_from_mask",
     "alibi_slopes",
-    "biased_attention_reference",
-    "deberta_attention_reference",
     "deberta_log_bucket",
     "deberta_relative_positions",
-    "plain_attention_reference",
     "position_ids_from_mask",
-    "shaw_attention_reference",
     "sinusoidal_inv_freq",
     "sinusoidal_table",
-    "t5_attention_reference",
     "t5_bias",
     "t5_relative_bucket",
-    "xlnet_attention_reference",
     "xlnet_relative_encoding",
 ]
 
@@ -333,97 +319,12 @@ def deberta_relative_positions(q_len: int, k_len: int, *, position_buckets: int 
                                               _args.integer("deberta", "k_len", k_len))
 
 
-# ---- float64 attention references -------------------------------------------------
-
-
-class AttentionResult(NamedTuple):
-    """Materialized float64 attention: ``scores`` (logits before masking) and
-    ``probs`` ``[batch, heads, q_len, k_len]``, ``output [batch, heads, q_len, value_dim]``."""
-
-    scores: np.ndarray
-    probs: np.ndarray
-    output: np.ndarray
-
-
-def _common(q, k, v, scale, causal, query_offset, key_padding):
-    f = lambda a: np.asarray(a, dtype=np.float64)
-    return dict(q=f(q), k=f(k), v=f(v), scale=None if scale is None else float(scale), causal=bool(causal),
-                query_offset=_args.optional_integer("attention", "query_offset", query_offset),
-                key_padding=None if key_padding is None else np.asarray(key_padding, dtype=np.uint8))
-
-
-def plain_attention_reference(q, k, v, *, scale=None, causal=False, query_offset=None, key_padding=None):
-    """No positional term: ``softmax(scale * q k^T) v`` (scale default 1/sqrt(head_dim))."""
-    return AttentionResult(*_posenc.plain_attention(**_common(q, k, v, scale, causal, query_offset, key_padding)))
-
-
-def biased_attention_reference(q, k, v, bias, *, scale=None, causal=False, query_offset=None, key_padding=None):
-    """``scale * q k^T + bias``, bias ``[heads, q_len, k_len]`` or ``[batch, heads, q_len, k_len]``."""
-    return AttentionResult(*_posenc.biased_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
-                                                     bias=np.asarray(bias, dtype=np.float64)))
-
-
-def alibi_attention_reference(q, k, v, *, form="distance", max_bias=8.0, scale=None, causal=False,
-                              query_offset=None, key_padding=None):
-    """ALiBi: ``scale * q k^T`` plus the bias of :func:`alibi_bias` (slopes from q's head count)."""
-    return AttentionResult(*_posenc.alibi_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
-                                                    max_bias=float(max_bias), form=form))
-
-
-def t5_attention_reference(q, k, v, weights, *, max_distance=128, bidirectional=True, scale=None, causal=False,
-                           query_offset=None, key_padding=None):
-    """T5: ``q k^T`` (unscaled unless ``scale``) plus :func:`t5_bias`; weights ``[num_buckets, heads]``."""
-    w = np.asarray(weights, dtype=np.float64)
-    return AttentionResult(*_posenc.t5_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
-                                                 weights=w, num_buckets=w.shape[0],
-                                                 max_distance=_args.integer("t5_bias", "max_distance",
-                                                                            max_distance),
-                                                 bidirectional=bool(bidirectional)))
-
-
-def shaw_attention_reference(q, k, v, *, max_distance, rel_k=None, rel_v=None, distance="key-minus-query",
-                             key_term=True, query_term=False, scale=None, causal=False, query_offset=None,
-                             key_padding=None):
-    """Shaw et al. / BERT relative keys (and values). Tables ``[2 max_distance + 1, dim]``
-    indexed by the clipped distance + max_distance; ``distance="query-minus-key"``
-    with ``max_distance = max_position_embeddings - 1`` is BERT's
-    ``relative_key`` (add ``query_term=True`` for ``relative_key_query``)."""
-    f = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
-    return AttentionResult(*_posenc.shaw_attention(**_common(q, k, v, scale, causal, query_offset, key_padding),
-                                                   rel_k=f(rel_k), rel_v=f(rel_v),
-                                                   max_distance=_args.integer("shaw", "max_distance", max_distance),
-                                                   distance=distance,
-                                                   key_term=bool(key_term), query_term=bool(query_term)))
-
-
-def xlnet_attention_reference(q, k, v, *, rel_k, r_w_bias, r_r_bias, r_s_bias=None, seg_embed=None,
-                              segment_differs=None, scale=None, causal=False, key_padding=None):
-    """XLNet relative attention. ``rel_k [batch, heads, q_len + k_len, head_dim]``
-    (row m: distance ``k_len - m``, i.e. XLNet's ``k_head_r``), biases ``[heads, head_dim]``,
-    optional segments: ``seg_embed [2, heads, head_dim]``, ``segment_differs [batch, q_len, k_len]``."""
-    f = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
-    return AttentionResult(*_posenc.xlnet_attention(
-        **_common(q, k, v, scale, causal, None, key_padding), rel_k=f(rel_k), r_w_bias=f(r_w_bias),
-        r_r_bias=f(r_r_bias), r_s_bias=f(r_s_bias), seg_embed=f(seg_embed),
-        segment_differs=None if segment_differs is None else np.asarray(segment_differs, dtype=np.uint8)))
-
-
-def deberta_attention_reference(q, k, v, *, pos_key=None, pos_query=None, position_buckets=256,
-                                max_relative_positions=512, scale=None, causal=False, query_offset=None,
-                                key_padding=None):
-    """DeBERTa disentangled attention: ``pos_key`` (c2p) and/or ``pos_query`` (p2c),
-    each ``[heads, 2 * span, head_dim]``; default scale ``1/sqrt(head_dim * (1 + #terms))``."""
-    f = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
-    return AttentionResult(*_posenc.deberta_attention(
-        **_common(q, k, v, scale, causal, query_offset, key_padding), pos_key=f(pos_key), pos_query=f(pos_query),
-        position_buckets=_args.integer("deberta", "position_buckets", position_buckets),
-        max_relative_positions=_args.integer("deberta", "max_relative_positions", max_relative_positions)))
-
-# q, k, v in either layout (_layout.py; these compute in [batch, heads, seq, dim]).
-for _name in ("plain", "biased", "alibi", "t5", "shaw", "xlnet", "deberta"):
-    _name += "_attention_reference"
-    globals()[_name] = _layout.with_layout(globals()[_name], "attention", 0, _layout.attention_fits, count=3,
-                                           native="bhsd")
-del _name
 # Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
 _tensors.wrap_functions(globals(), __all__)
+
+#: The float64 attention references moved to posenc.reference under the C++
+#: names (reference::T5Attention -> posenc.reference.t5_attention), one release more.
+RENAMED = {f"{form}_attention_reference": f"posenc.reference.{form}_attention"
+           for form in ("plain", "biased", "alibi", "t5", "shaw", "xlnet", "deberta")}
+RENAMED["AttentionResult"] = "posenc.reference.RelativeAttentionResult"
+__getattr__ = _deprecated.renamed(__name__, RENAMED)

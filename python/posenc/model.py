@@ -46,7 +46,7 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
-from . import _args, _posenc
+from . import _args, _deprecated, _posenc
 from . import _tensors
 
 __all__ = ["DecoderModel", "perplexity", "extension_attention"]
@@ -356,8 +356,8 @@ def extension_attention(method: str, spec: Any, *, train_length: int, target_len
     :class:`DecoderModel` runs (``posenc::PlanContextExtension``).
 
     Returns:
-        dict with ``encoding`` (a :class:`posenc.RopeAttention`,
-        :class:`posenc.ReRopeAttention` or :class:`posenc.SelfExtendAttention`
+        dict with ``encoding`` (a :class:`posenc.RopeEncoding`,
+        :class:`posenc.ReRopeEncoding` or :class:`posenc.SelfExtendEncoding`
         whose frequencies are those of ``target_length``), ``window``,
         ``sinks`` and ``logn_train_length``.
 
@@ -377,3 +377,6 @@ def extension_attention(method: str, spec: Any, *, train_length: int, target_len
 # Tensors (PyTorch, any DLPack array) in, the caller's kind out (_tensors.py).
 _tensors.wrap_functions(globals(), ["perplexity"])
 _tensors.wrap_methods(DecoderModel, ["logits", "next_token_nll", "generate"])
+
+# LlamaModel became DecoderModel (the engine reads features, not a family), one release more.
+__getattr__ = _deprecated.renamed(__name__, {"LlamaModel": "posenc.model.DecoderModel"})

@@ -5,8 +5,8 @@ Entry points (each one's own help has the details)::
 
     apply_rope(spec, q, k, offset= | offsets= | position_ids=, layout=)   rotated q, k
     attention(q, k, v, encoding=, causal=, window=, sinks=, ...)          [batch, q_len, q_heads, v_dim]
-    T5BiasAttention(weights, max_distance, bidirectional)                 T5's bias, trainable (an encoding=)
-    ShawAttention(rel_k, rel_v, max_distance, ...)                        Shaw's tables, trainable (an encoding=)
+    T5BiasEncoding(weights, max_distance, bidirectional)                  T5's bias, trainable (an encoding=)
+    ShawEncoding(rel_k, rel_v, max_distance, ...)                         Shaw's tables, trainable (an encoding=)
     PositionScheme(scheme, heads=, head_dim=, train_length=, ...)         a trainer scheme as an nn.Module
 
 (help() lists the classes first, PositionScheme with every method it
@@ -28,10 +28,11 @@ and :func:`posenc.attention`, tensors in and out, with gradients:
   that: memory grows as ``q_len x kv_len``, which suits training sizes (a few
   thousand tokens), not long-context inference. Gradients reach q, k, v,
   ``sink_logits`` and the trainable encoding tensors: T5's bucket biases
-  (:class:`T5BiasAttention` here takes a tensor) and Shaw's relative tables
-  (:class:`ShawAttention`). RoPE, ReRoPE, Leaky ReRoPE, Self-Extend and ALiBi
+  (:class:`T5BiasEncoding` here takes a tensor) and Shaw's relative tables
+  (:class:`ShawEncoding`). RoPE, ReRoPE, Leaky ReRoPE, Self-Extend and ALiBi
   have no trainable tensors; their gradients reach q and k through the
-  rotations.
+  rotations. URPE's two tables (:class:`posenc.UrpeEncoding`) are fixed
+  here; the trainer's URPE (:class:`PositionScheme`) trains them.
 * :class:`PositionScheme`: every scheme of posenc's tiny trainer (KERPLE,
   FIRE, T5, Shaw, XLNet, DeBERTa, URPE, ALiBi, RoPE, NoPE, sinusoidal,
   learned, complex order, FLOATER) as a module whose parameters are the
@@ -52,7 +53,7 @@ Example::
     >>> q = torch.randn(1, 6, 4, 16, requires_grad=True)
     >>> k = torch.randn(1, 6, 2, 16, requires_grad=True)
     >>> v = torch.randn(1, 6, 2, 16, requires_grad=True)
-    >>> enc = posenc.ReRopeAttention(spec, window=3)
+    >>> enc = posenc.ReRopeEncoding(spec, window=3)
     >>> posenc.torch.attention(q, k, v, encoding=enc).square().sum().backward()
     >>> q.grad.shape
     torch.Size([1, 6, 4, 16])
@@ -67,17 +68,17 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from . import _args
+from . import _args, _deprecated
 from . import encodings as _encodings
 from . import rope as _rope
-from .attention import (AlibiAttention, ReRopeAttention, RopeAttention, SelfExtendAttention)
-from .attention import ShawAttention as _FixedShaw
-from .attention import T5BiasAttention as _FixedT5
+from .attention import (AlibiEncoding, ReRopeEncoding, RopeEncoding, SelfExtendEncoding, UrpeEncoding)
+from .attention import ShawEncoding as _FixedShaw
+from .attention import T5BiasEncoding as _FixedT5
 from .attention import attention as _kernel_attention
 from . import _layout
 from ._posenc import check_attention as _check_attention
 
-__all__ = ["apply_rope", "attention", "T5BiasAttention", "ShawAttention", "PositionScheme"]
+__all__ = ["apply_rope", "attention", "T5BiasEncoding", "ShawEncoding", "PositionScheme"]
 
 _KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -280,8 +281,8 @@ def apply_rope(spec, *tensors: torch.Tensor, offset: int = 0, offsets: Any = Non
 
 
 @dataclass
-class T5BiasAttention:
-    """:class:`posenc.T5BiasAttention` whose ``weights [num_buckets, q_heads]``
+class T5BiasEncoding:
+    """:class:`posenc.T5BiasEncoding` whose ``weights [num_buckets, q_heads]``
     are a tensor that receives gradients (``relative_attention_bias.weight``)."""
 
     weights: torch.Tensor
@@ -297,8 +298,8 @@ class T5BiasAttention:
 
 
 @dataclass
-class ShawAttention:
-    """:class:`posenc.ShawAttention` whose tables ``rel_k [2K+1, head_dim]`` and
+class ShawEncoding:
+    """:class:`posenc.ShawEncoding` whose tables ``rel_k [2K+1, head_dim]`` and
     ``rel_v [2K+1, v_dim]`` are tensors that receive gradients."""
 
     rel_k: Optional[torch.Tensor]
@@ -319,7 +320,7 @@ class ShawAttention:
 
 
 def _kernel_encoding(encoding):
-    return encoding.kernel_encoding() if isinstance(encoding, (T5BiasAttention, ShawAttention)) else encoding
+    return encoding.kernel_encoding() if isinstance(encoding, (T5BiasEncoding, ShawEncoding)) else encoding
 
 
 # ---- the materialized attention ------------------------------------------------------
@@ -339,7 +340,7 @@ class _Call:
 def _rope_spec(encoding):
     if isinstance(encoding, _rope.RopeSpec):
         return encoding
-    if isinstance(encoding, (RopeAttention, ReRopeAttention, SelfExtendAttention)):
+    if isinstance(encoding, (RopeEncoding, ReRopeEncoding, SelfExtendEncoding)):
         return encoding.spec
     return None
 
@@ -351,7 +352,7 @@ def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torc
     spec = _rope_spec(enc)
     if spec is None:
         scores = q @ k.transpose(-1, -2)
-        if isinstance(enc, ShawAttention) and enc.rel_k is not None:
+        if isinstance(enc, ShawEncoding) and enc.rel_k is not None:
             a = tables[0][_shaw_rows(call, enc).to(tables[0].device)]  # [batch, q_len, kv_len, head_dim]
             if enc.key_term:
                 scores = scores + torch.einsum("bhid,bijd->bhij", q, a)
@@ -369,10 +370,10 @@ def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torc
         return _rotate(q, q_at, inv_freq, spec.layout) @ _rotate(k, k_at, inv_freq, spec.layout).transpose(-1, -2)
 
     exact = dot(p, j)
-    if isinstance(enc, (_rope.RopeSpec, RopeAttention)):
+    if isinstance(enc, (_rope.RopeSpec, RopeEncoding)):
         return exact, factor * factor
     distance = (p[:, :, None] - j[:, None, :])[:, None].to(q.device)  # [batch, 1, q_len, kv_len]
-    if isinstance(enc, ReRopeAttention):
+    if isinstance(enc, ReRopeEncoding):
         w = float(enc.window)
         if enc.leak is None:  # the distance reads as w
             far = _rotate(q, torch.full_like(p, w), inv_freq, spec.layout) @ k.transpose(-1, -2)
@@ -385,7 +386,7 @@ def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torc
     return torch.where(distance < window, exact, far), factor * factor
 
 
-def _shaw_rows(call: _Call, enc: ShawAttention) -> torch.Tensor:
+def _shaw_rows(call: _Call, enc: ShawEncoding) -> torch.Tensor:
     """[batch, q_len, kv_len] table rows: the distance clipped to [-K, K], + K."""
     p, j = call.q_positions[:, :, None], call.k_positions[:, None, :]
     d = p - j if enc.query_minus_key else j - p
@@ -397,15 +398,23 @@ def _bias(call: _Call, tables: Sequence[torch.Tensor], dtype: torch.dtype, devic
     enc = call.encoding
     p = torch.from_numpy(call.q_positions)[:, None, :, None].to(device, dtype)
     j = torch.from_numpy(call.k_positions)[:, None, None, :].to(device, dtype)
-    if isinstance(enc, AlibiAttention):
+    if isinstance(enc, AlibiEncoding):
         slopes = torch.as_tensor(np.asarray(enc.slopes), dtype=dtype, device=device)[None, :, None, None]
         return -slopes * (p - j).abs() if enc.form == "distance" else slopes * j
-    if isinstance(enc, T5BiasAttention):
-        relative = call.k_positions[:, None, :] - call.q_positions[:, :, None]
-        buckets = _encodings.t5_relative_bucket(relative, num_buckets=enc.weights.shape[0],
-                                                max_distance=enc.max_distance, bidirectional=enc.bidirectional)
-        return tables[0][torch.from_numpy(buckets).to(device)].permute(0, 3, 1, 2)  # [batch, heads, q_len, kv_len]
+    if isinstance(enc, T5BiasEncoding):
+        return _bucketed(call, tables[0], enc, device)
+    if isinstance(enc, UrpeEncoding):
+        return _bucketed(call, torch.tensor(np.asarray(enc.bias), dtype=dtype), enc, device)
     return None
+
+
+def _bucketed(call: _Call, table: torch.Tensor, enc, device: torch.device) -> torch.Tensor:
+    """A [num_buckets, heads] table (T5's bias, URPE's B or C) read by the T5
+    bucket of key - query position: [batch, heads, q_len, kv_len] on `device`."""
+    relative = call.k_positions[:, None, :] - call.q_positions[:, :, None]
+    buckets = _encodings.t5_relative_bucket(relative, num_buckets=table.shape[0], max_distance=enc.max_distance,
+                                            bidirectional=enc.bidirectional)
+    return table.to(device)[torch.from_numpy(buckets).to(device)].permute(0, 3, 1, 2)
 
 
 def _visible(call: _Call, causal: bool, window: int, sinks: int) -> torch.Tensor:
@@ -453,9 +462,11 @@ def _materialized(call: _Call, q, k, v, sink_logits, tables):
     else:  # a row that sees no key is 0 (softmax of zeros, then dropped)
         empty = ~visible.any(dim=-1, keepdim=True)
         probs = torch.softmax(logits.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
-    out = probs @ v
     enc = call.encoding
-    if isinstance(enc, ShawAttention) and enc.rel_v is not None:
+    if isinstance(enc, UrpeEncoding):  # C weighs each probability, on the value side: no renormalization
+        probs = probs * _bucketed(call, torch.tensor(np.asarray(enc.scale), dtype=q.dtype), enc, q.device)
+    out = probs @ v
+    if isinstance(enc, ShawEncoding) and enc.rel_v is not None:
         out = out + torch.einsum("bhij,bijd->bhid", probs, tables[-1][_shaw_rows(call, enc).to(q.device)])
     return out
 
@@ -511,10 +522,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
     """:func:`posenc.attention` with gradients (same arguments and rules).
 
     ``encoding`` is any of posenc's encodings (None, a :class:`RopeSpec`,
-    :class:`posenc.RopeAttention`, :class:`posenc.ReRopeAttention`,
-    :class:`posenc.SelfExtendAttention`, :class:`posenc.AlibiAttention`) or
-    one with trainable tensors from this module (:class:`T5BiasAttention`,
-    :class:`ShawAttention`; posenc's own classes of those are accepted too,
+    :class:`posenc.RopeEncoding`, :class:`posenc.ReRopeEncoding`,
+    :class:`posenc.SelfExtendEncoding`, :class:`posenc.AlibiEncoding`,
+    :class:`posenc.UrpeEncoding` with its tables fixed) or
+    one with trainable tensors from this module (:class:`T5BiasEncoding`,
+    :class:`ShawEncoding`; posenc's own classes of those are accepted too,
     their tables then fixed). ``sink_logits`` ``[q_heads]`` may require
     grad (gpt-oss's learned sinks).
 
@@ -534,7 +546,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
     """
     _check_tensors("attention", ["q", "k", "v"], [q, k, v])
     backend = _backend("attention", backend, "q", q)
-    tables = encoding.tensors() if isinstance(encoding, (T5BiasAttention, ShawAttention)) else ()
+    tables = encoding.tensors() if isinstance(encoding, (T5BiasEncoding, ShawEncoding)) else ()
     for name, t in zip(("sink_logits",) + tuple(f"encoding tensor {i}" for i in range(len(tables))),
                        (sink_logits,) + tables):
         if t is not None and not isinstance(t, torch.Tensor):
@@ -560,12 +572,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
         q_grid = (keys - q_len)[:, None] + np.arange(q_len, dtype=np.int64)[None, :]
     call = _Call(encoding if encoding is not None else None, kernel_kwargs, q_grid, k_grid, lengths)
     if isinstance(encoding, _FixedT5):  # fixed tables: the trainable form, without gradients
-        call.encoding = T5BiasAttention(torch.from_numpy(np.asarray(encoding.weights)), encoding.max_distance,
+        call.encoding = T5BiasEncoding(torch.from_numpy(np.asarray(encoding.weights)), encoding.max_distance,
                                         encoding.bidirectional)
         tables = call.encoding.tensors()
     if isinstance(encoding, _FixedShaw):
         table = lambda t: None if t is None else torch.from_numpy(np.asarray(t))  # noqa: E731
-        call.encoding = ShawAttention(table(encoding.rel_k), table(encoding.rel_v), encoding.max_distance,
+        call.encoding = ShawEncoding(table(encoding.rel_k), table(encoding.rel_v), encoding.max_distance,
                                       encoding.query_minus_key, encoding.key_term, encoding.query_term)
         tables = call.encoding.tensors()
     if backend == "torch":
@@ -574,3 +586,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
 
 
 from ._torch_schemes import PositionScheme  # noqa: E402  (it imports apply_rope from here when it runs)
+
+# The trainable classes took the C++ names with posenc's own (issue 50), one release more.
+__getattr__ = _deprecated.renamed(__name__, {"T5BiasAttention": "posenc.torch.T5BiasEncoding",
+                                             "ShawAttention": "posenc.torch.ShawEncoding"})

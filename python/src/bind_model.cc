@@ -234,12 +234,12 @@ py::dict ExtensionAttention(const std::string& method, const RopeModelConfig& ro
   const auto spec_of = [](const RopeSpec& spec) { return py::cast(RopeModelConfig{spec, 0}); };
   py::object encoding;
   if (const auto* e = std::get_if<RopeEncoding>(&plan.attention.encoding)) {
-    encoding = classes.attr("RopeAttention")(spec_of(e->spec), target_length);
+    encoding = classes.attr("RopeEncoding")(spec_of(e->spec), target_length);
   } else if (const auto* e = std::get_if<ReRopeEncoding>(&plan.attention.encoding)) {
-    encoding = classes.attr("ReRopeAttention")(spec_of(e->spec), e->window, e->leak ? py::cast(*e->leak) : py::none(),
-                                               target_length);
+    encoding = classes.attr("ReRopeEncoding")(spec_of(e->spec), e->window, e->leak ? py::cast(*e->leak) : py::none(),
+                                              target_length);
   } else if (const auto* e = std::get_if<SelfExtendEncoding>(&plan.attention.encoding)) {
-    encoding = classes.attr("SelfExtendAttention")(spec_of(e->spec), e->group, e->window, target_length);
+    encoding = classes.attr("SelfExtendEncoding")(spec_of(e->spec), e->group, e->window, target_length);
   } else {
     ThrowError(kOp, "method", method, "planned an encoding that is not RoPE-based (no context-extension method does)");
   }

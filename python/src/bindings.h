@@ -36,8 +36,9 @@ void BindEncodings(pybind11::module_& m);
 
 // posenc.attention and posenc.reference.attention: the tiled kernel and the
 // float64 reference with every positional encoding and mask, and the encoding
-// classes RopeAttention, ReRopeAttention, SelfExtendAttention, AlibiAttention,
-// T5BiasAttention and ShawAttention (bind_attention.cc).
+// classes RopeEncoding, ReRopeEncoding, SelfExtendEncoding, AlibiEncoding,
+// T5BiasEncoding, ShawEncoding and UrpeEncoding, named as the library's
+// structs (bind_attention.cc).
 void BindAttention(pybind11::module_& m);
 
 // posenc.GgufFile: GGUF metadata, tensor list and dequantization (bind_gguf.cc).

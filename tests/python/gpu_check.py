@@ -83,7 +83,7 @@ def _detached(kw: dict) -> dict:
 
 def _moved(value, on):
     """An argument with its tensors on the device (a trainable encoding's tables too)."""
-    if isinstance(value, (pt.T5BiasAttention, pt.ShawAttention)):
+    if isinstance(value, (pt.T5BiasEncoding, pt.ShawEncoding)):
         import dataclasses
         return dataclasses.replace(value, **{f.name: on(getattr(value, f.name)) for f in dataclasses.fields(value)
                                              if isinstance(getattr(value, f.name), torch.Tensor)})

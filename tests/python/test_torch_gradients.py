@@ -41,34 +41,43 @@ HEADS, KV_HEADS, DIM = 4, 2, 8
 
 
 def _trainable_t5(g):
-    return pt.T5BiasAttention(torch.randn(16, HEADS, generator=g, dtype=torch.float64), max_distance=12)
+    return pt.T5BiasEncoding(torch.randn(16, HEADS, generator=g, dtype=torch.float64), max_distance=12)
 
 
 def _trainable_shaw(g, **kw):
-    return pt.ShawAttention(torch.randn(7, DIM, generator=g, dtype=torch.float64),
-                            torch.randn(7, DIM, generator=g, dtype=torch.float64), max_distance=3, **kw)
+    return pt.ShawEncoding(torch.randn(7, DIM, generator=g, dtype=torch.float64),
+                           torch.randn(7, DIM, generator=g, dtype=torch.float64), max_distance=3, **kw)
+
+
+def _urpe(g, bidirectional):
+    # C away from 1 (1 is T5's bias), so that a C applied wrongly or renormalized shows.
+    return posenc.UrpeEncoding(torch.randn(16, HEADS, generator=g, dtype=torch.float64).numpy(),
+                               (0.5 + torch.rand(16, HEADS, generator=g, dtype=torch.float64)).numpy(),
+                               max_distance=12, bidirectional=bidirectional)
 
 
 # name -> (encoding factory(generator), attention keyword arguments)
 CASES = {
     "nope": (lambda g: None, {}),
     "nope-bidirectional": (lambda g: None, {"causal": False}),
-    "rope": (lambda g: posenc.RopeAttention(SPEC), {}),
-    "rope-interleaved-partial": (lambda g: posenc.RopeAttention(INTERLEAVED_PARTIAL), {}),
-    "rope-yarn": (lambda g: posenc.RopeAttention(YARN), {}),
+    "rope": (lambda g: posenc.RopeEncoding(SPEC), {}),
+    "rope-interleaved-partial": (lambda g: posenc.RopeEncoding(INTERLEAVED_PARTIAL), {}),
+    "rope-yarn": (lambda g: posenc.RopeEncoding(YARN), {}),
     "rope-lambda-mask": (lambda g: SPEC, {"window": 3, "sinks": 2}),
     "rope-logn-softcap": (lambda g: SPEC, {"logn_train_length": 4, "softcap": 2.0}),
     "rope-decode-offsets": (lambda g: SPEC, {"q_offset": [6, 3], "k_offset": [0, 0], "q_len": 2}),
-    "rerope": (lambda g: posenc.ReRopeAttention(SPEC, window=3), {}),
-    "leaky-rerope": (lambda g: posenc.ReRopeAttention(SPEC, window=3, leak=4.0), {}),
-    "self-extend": (lambda g: posenc.SelfExtendAttention(SPEC, group=2, window=3), {}),
-    "alibi": (lambda g: posenc.AlibiAttention([0.5, 0.25, 0.125, 0.0625]), {}),
-    "alibi-bidirectional": (lambda g: posenc.AlibiAttention([0.5, 0.25, 0.125, 0.0625]), {"causal": False}),
-    "alibi-key-position-kv-lengths": (lambda g: posenc.AlibiAttention([0.5, 0.25, 0.1, 0.05], form="key-position"),
+    "rerope": (lambda g: posenc.ReRopeEncoding(SPEC, window=3), {}),
+    "leaky-rerope": (lambda g: posenc.ReRopeEncoding(SPEC, window=3, leak=4.0), {}),
+    "self-extend": (lambda g: posenc.SelfExtendEncoding(SPEC, group=2, window=3), {}),
+    "alibi": (lambda g: posenc.AlibiEncoding([0.5, 0.25, 0.125, 0.0625]), {}),
+    "alibi-bidirectional": (lambda g: posenc.AlibiEncoding([0.5, 0.25, 0.125, 0.0625]), {"causal": False}),
+    "alibi-key-position-kv-lengths": (lambda g: posenc.AlibiEncoding([0.5, 0.25, 0.1, 0.05], form="key-position"),
                                       {"kv_lengths": [7, 5], "q_offset": 0}),
     "t5": (_trainable_t5, {"causal": False, "softmax_scale": 1.0}),
     "shaw": (_trainable_shaw, {"causal": False}),
     "shaw-key-query": (lambda g: _trainable_shaw(g, query_minus_key=True, query_term=True), {}),
+    "urpe": (lambda g: _urpe(g, bidirectional=False), {}),
+    "urpe-bidirectional": (lambda g: _urpe(g, bidirectional=True), {"causal": False}),
     "sinks-learned": (lambda g: SPEC, {"sink_logits": True}),
 }
 
@@ -93,7 +102,7 @@ def _inputs(name: str, dtype=torch.float64, layout: str = "bshd", seed: int = 0)
 
 
 def _encoding_tensors(encoding):
-    return list(encoding.tensors()) if isinstance(encoding, (pt.T5BiasAttention, pt.ShawAttention)) else []
+    return list(encoding.tensors()) if isinstance(encoding, (pt.T5BiasEncoding, pt.ShawEncoding)) else []
 
 
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])
@@ -151,20 +160,20 @@ def test_gradcheck_float64(name):
         kw.update(kv_lengths=[5], q_offset=0)
     if "sink_logits" in kw:
         kw["sink_logits"] = kw["sink_logits"][:2].clone().requires_grad_(True)
-    if isinstance(encoding, pt.T5BiasAttention):
+    if isinstance(encoding, pt.T5BiasEncoding):
         encoding.weights = encoding.weights[:, :2].clone()
-    if isinstance(encoding, posenc.AlibiAttention):
-        encoding = posenc.AlibiAttention([0.5, 0.25], form=encoding.form)
+    if isinstance(encoding, posenc.AlibiEncoding):
+        encoding = posenc.AlibiEncoding([0.5, 0.25], form=encoding.form)
     tables = [t.requires_grad_(True) for t in _encoding_tensors(encoding)]
     sink = kw.pop("sink_logits", None)
     inputs = [t.detach().clone().requires_grad_(True) for t in (q, k, v)] + tables + ([sink] if sink is not None
                                                                                        else [])
 
     def f(q, k, v, *rest):
-        if isinstance(encoding, pt.T5BiasAttention):
-            enc = pt.T5BiasAttention(rest[0], encoding.max_distance, encoding.bidirectional)
-        elif isinstance(encoding, pt.ShawAttention):
-            enc = pt.ShawAttention(rest[0], rest[1], encoding.max_distance, encoding.query_minus_key,
+        if isinstance(encoding, pt.T5BiasEncoding):
+            enc = pt.T5BiasEncoding(rest[0], encoding.max_distance, encoding.bidirectional)
+        elif isinstance(encoding, pt.ShawEncoding):
+            enc = pt.ShawEncoding(rest[0], rest[1], encoding.max_distance, encoding.query_minus_key,
                                    encoding.key_term, encoding.query_term)
         else:
             enc = encoding
@@ -267,7 +276,7 @@ def test_attention_gradients_match_hugging_face_llama(rope_type):
     out, _ = modeling_llama.eager_attention_forward(module, hq, hk, v, mask, scaling=DIM ** -0.5)
     expected = torch.autograd.grad((out * weight).sum(), (q, k, v))  # out: [batch, seq, heads, dim]
     ours = [t.detach().float().requires_grad_(True) for t in (q, k, v)]
-    result = pt.attention(*ours, encoding=posenc.RopeAttention(spec), layout="bhsd")
+    result = pt.attention(*ours, encoding=posenc.RopeEncoding(spec), layout="bhsd")
     (result.transpose(1, 2).double() * weight).sum().backward()
     for name, mine, theirs in zip("qkv", ours, expected):
         assert torch.allclose(mine.grad.double(), theirs, atol=1e-5, rtol=1e-4), \
@@ -298,7 +307,7 @@ def test_t5_bias_gradient_matches_hugging_face(is_decoder):
     x = hidden.detach().float().requires_grad_(True)
     table = module.relative_attention_bias.weight.detach().float().requires_grad_(True)
     heads = x.view(2, seq, HEADS, DIM)
-    encoding = pt.T5BiasAttention(table, max_distance=12, bidirectional=not is_decoder)
+    encoding = pt.T5BiasEncoding(table, max_distance=12, bidirectional=not is_decoder)
     result = pt.attention(heads, heads, heads, encoding=encoding, causal=is_decoder, softmax_scale=1.0, layout="bshd")
     (result.reshape(2, seq, -1).double() * weight).sum().backward()
     assert torch.allclose(x.grad.double(), expected[0], atol=1e-4, rtol=1e-4)
