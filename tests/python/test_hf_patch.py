@@ -149,9 +149,10 @@ def test_phi3_under_a_method_is_the_same_llama(method):
     assert close(logits(posenc.hf.apply(phi3, method, target_length=96), ids), expected)
 
 
+@pytest.mark.parametrize("kind", ["llama", "phi3"])
 @pytest.mark.parametrize("backend", ["kernel", "torch"])
-def test_generate_and_left_padding_match_hf(backend):
-    model = tiny("llama")
+def test_generate_and_left_padding_match_hf(kind, backend):
+    model = tiny(kind)
     ids = torch.randint(3, 97, (2, 12), generator=torch.Generator().manual_seed(2))
     mask = torch.ones_like(ids)
     mask[1, :5] = 0
