@@ -39,12 +39,25 @@ and :func:`posenc.attention`, tensors in and out, with gradients:
   scheme's tensors; what it computes from them, and the backward of that,
   is the trainer's own code.
 
-Inputs are float32, float16 or bfloat16 tensors on the CPU (the kernels'
-dtypes; the backward pass computes in float32 and returns gradients in the
-input's dtype), or float64: posenc's kernels take no float64, so a float64
-call runs the materialized form in both directions. It exists for
-``torch.autograd.gradcheck``; the arguments are still checked by posenc's
-kernel on a float32 copy, so float64 accepts exactly what float32 does.
+Inputs are float32, float16 or bfloat16 tensors (the kernels' dtypes; the
+backward pass computes in float32 and returns gradients in the input's
+dtype), or float64, on any device. ``backend=`` chooses how a call runs:
+
+* ``"kernel"``: posenc's CPU kernels, as above (CPU tensors, the kernels'
+  dtypes);
+* ``"torch"``: the same method as torch operations on the tensors' device
+  (CUDA, MPS, ...): posenc computes the frequencies, the cos/sin tables (in
+  float64 on the CPU), the positions, masks and biases and moves them
+  there; the attention is the materialized form, in float32 (float64 for
+  float64) rounded once to the input's dtype, and autograd differentiates
+  it. Memory ``q_len x kv_len`` per head, as the backward above;
+* None (the default): the kernel on the CPU, torch on any other device and
+  for float64 (which the kernels do not take; ``torch.autograd.gradcheck``
+  runs so).
+
+Both check the arguments with posenc's own rules first (the torch backend
+on zero-stride proxies of the tensors' shapes: no element is read), so a
+call on a GPU is refused exactly as the same call on the CPU.
 
 Example::
 
