@@ -35,7 +35,7 @@ def test_position_spellings_agree(rng):
         posenc.attention(q, k, v, encoding=SPEC, q_positions=ids[None], layout="bshd"),
         posenc.attention(q, k, v, encoding=SPEC, q_positions=np.stack([ids, ids]).astype(np.int32), layout="bshd"),
         posenc.attention(q, k, v, encoding=SPEC, q_offset=17, k_positions=np.arange(20), layout="bshd"),
-        posenc.attention(q, k, v, encoding=posenc.RopeAttention(SPEC), q_offset=17, k_offset=[0, 0], layout="bshd"),
+        posenc.attention(q, k, v, encoding=posenc.RopeEncoding(SPEC), q_offset=17, k_offset=[0, 0], layout="bshd"),
     ]
     for other in runs[1:]:
         assert other.tobytes() == runs[0].tobytes()
@@ -43,9 +43,9 @@ def test_position_spellings_agree(rng):
 
 def test_relative_encodings_ignore_a_common_shift(rng):
     q, k, v = qkv(rng)
-    for encoding in (SPEC, posenc.ReRopeAttention(SPEC, 4, leak=2.0), posenc.SelfExtendAttention(SPEC, 2, 3),
-                     posenc.AlibiAttention([0.5, 0.25, 0.1, 0.05]),
-                     posenc.T5BiasAttention(rng.standard_normal((32, 4)), max_distance=40, bidirectional=False)):
+    for encoding in (SPEC, posenc.ReRopeEncoding(SPEC, 4, leak=2.0), posenc.SelfExtendEncoding(SPEC, 2, 3),
+                     posenc.AlibiEncoding([0.5, 0.25, 0.1, 0.05]),
+                     posenc.T5BiasEncoding(rng.standard_normal((32, 4)), max_distance=40, bidirectional=False)):
         a = posenc.reference.attention(q, k, v, encoding=encoding, layout="bshd")
         b = posenc.reference.attention(q, k, v, encoding=encoding, q_offset=1000, k_offset=1000, layout="bshd")
         np.testing.assert_allclose(a, b, atol=2e-6)
@@ -87,7 +87,7 @@ def test_empty_inputs(implementation):
     run = posenc.attention if implementation == "kernel" else posenc.reference.attention
     q = np.ones((2, 3, 2, 8), np.float32)
     no_keys = np.ones((2, 0, 2, 8), np.float32)
-    for encoding in (None, posenc.RopeSpec(head_dim=8), posenc.T5BiasAttention(np.ones((32, 2)))):
+    for encoding in (None, posenc.RopeSpec(head_dim=8), posenc.T5BiasEncoding(np.ones((32, 2)))):
         out = run(q, no_keys, no_keys, encoding=encoding, q_offset=0, layout="bshd")
         assert out.shape == (2, 3, 2, 8) and not out.any()
     assert run(q[:, :0], q, q, layout="bshd").shape == (2, 0, 2, 8)
@@ -100,9 +100,9 @@ def test_dynamic_ntk_frequencies_follow_the_call(rng):
     spec = posenc.RopeSpec(head_dim=32, scaling={"rope_type": "dynamic", "factor": 2.0,
                                                  "original_max_position_embeddings": 8})
     q, k, v = qkv(rng, kv_len=30, q_len=30)
-    auto = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec), layout="bshd")
-    explicit = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec, seq_len=30), layout="bshd")
-    short = posenc.attention(q, k, v, encoding=posenc.RopeAttention(spec, seq_len=8), layout="bshd")
+    auto = posenc.attention(q, k, v, encoding=posenc.RopeEncoding(spec), layout="bshd")
+    explicit = posenc.attention(q, k, v, encoding=posenc.RopeEncoding(spec, seq_len=30), layout="bshd")
+    short = posenc.attention(q, k, v, encoding=posenc.RopeEncoding(spec, seq_len=8), layout="bshd")
     assert auto.tobytes() == explicit.tobytes()
     assert np.abs(auto - short).max() > 1e-3
 
@@ -127,23 +127,23 @@ def test_threads_give_identical_results(rng):
 
 
 def test_reprs():
-    assert repr(posenc.RopeAttention(SPEC)) == "RopeAttention(RopeSpec(theta=10000.0, head_dim=32, layout='half-split'))"
-    assert repr(posenc.ReRopeAttention(SPEC, 512, leak=16)) == (
-        "ReRopeAttention(RopeSpec(theta=10000.0, head_dim=32, layout='half-split'), window=512, leak=16.0)")
-    assert repr(posenc.AlibiAttention([0.5, 0.25])) == "AlibiAttention(slopes=[0.5, 0.25], form='distance')"
-    t5 = posenc.T5BiasAttention(np.zeros((32, 8)), bidirectional=False)
+    assert repr(posenc.RopeEncoding(SPEC)) == "RopeEncoding(RopeSpec(theta=10000.0, head_dim=32, layout='half-split'))"
+    assert repr(posenc.ReRopeEncoding(SPEC, 512, leak=16)) == (
+        "ReRopeEncoding(RopeSpec(theta=10000.0, head_dim=32, layout='half-split'), window=512, leak=16.0)")
+    assert repr(posenc.AlibiEncoding([0.5, 0.25])) == "AlibiEncoding(slopes=[0.5, 0.25], form='distance')"
+    t5 = posenc.T5BiasEncoding(np.zeros((32, 8)), bidirectional=False)
     assert t5.num_buckets == 32 and not t5.weights.flags.writeable
-    assert repr(t5) == "T5BiasAttention(weights=<32 buckets x 8 heads>, max_distance=128, bidirectional=False)"
+    assert repr(t5) == "T5BiasEncoding(weights=<32 buckets x 8 heads>, max_distance=128, bidirectional=False)"
 
 
 def test_encodings_are_typed_values():
     """Bound classes: keyword-only arguments where the signature has ``*``,
     read-only attributes, pickles that rebuild the same encoding."""
-    encodings = [posenc.RopeAttention(SPEC, seq_len=64), posenc.ReRopeAttention(SPEC, 8, leak=2.0),
-                 posenc.SelfExtendAttention(SPEC, 2, 3, seq_len=64),
-                 posenc.AlibiAttention([0.5, 0.25], form="key-position"),
-                 posenc.T5BiasAttention(np.ones((32, 2)), max_distance=40, bidirectional=False),
-                 posenc.ShawAttention(np.ones((5, 32)), np.ones((5, 32)), max_distance=2, query_term=True)]
+    encodings = [posenc.RopeEncoding(SPEC, seq_len=64), posenc.ReRopeEncoding(SPEC, 8, leak=2.0),
+                 posenc.SelfExtendEncoding(SPEC, 2, 3, seq_len=64),
+                 posenc.AlibiEncoding([0.5, 0.25], form="key-position"),
+                 posenc.T5BiasEncoding(np.ones((32, 2)), max_distance=40, bidirectional=False),
+                 posenc.ShawEncoding(np.ones((5, 32)), np.ones((5, 32)), max_distance=2, query_term=True)]
     rng = np.random.default_rng(0)
     q, k, v = qkv(rng, q_heads=2)
     for encoding in encodings:
@@ -153,12 +153,12 @@ def test_encodings_are_typed_values():
     with pytest.raises(AttributeError):
         encodings[0].seq_len = 8
     with pytest.raises(TypeError):
-        posenc.ShawAttention(np.ones((5, 32)), None, 2)          # max_distance is keyword-only
+        posenc.ShawEncoding(np.ones((5, 32)), None, 2)          # max_distance is keyword-only
     with pytest.raises(TypeError):
         posenc.attention(q, k, v, None, layout="bshd")                           # so is everything after v
     with pytest.raises(TypeError):
         posenc.reference.attention(q, k, v, None, layout="bshd")
-    assert posenc.attention.__module__ == "posenc.attention" and posenc.ShawAttention.__module__ == "posenc.attention"
+    assert posenc.attention.__module__ == "posenc.attention" and posenc.ShawEncoding.__module__ == "posenc.attention"
 
 
 @pytest.mark.parametrize("module", ["posenc.attention", "posenc.gguf"])

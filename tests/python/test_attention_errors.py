@@ -52,47 +52,47 @@ def test_sinks_without_window(attention):
 def test_leak_not_above_one(attention, leak, shown):
     with raises(f"[attention] rerope.leak = {shown}: must be > 1 (the growth 1/k beyond the window; "
                 "k = 1 is plain RoPE)"):
-        attention(Q, K, V, encoding=posenc.ReRopeAttention(SPEC, 4, leak=leak), layout="bshd")
+        attention(Q, K, V, encoding=posenc.ReRopeEncoding(SPEC, 4, leak=leak), layout="bshd")
 
 
 def test_rerope_window_not_positive(attention):
     with raises("[attention] rerope.window = 0: must be > 0"):
-        attention(Q, K, V, encoding=posenc.ReRopeAttention(SPEC, 0), layout="bshd")
+        attention(Q, K, V, encoding=posenc.ReRopeEncoding(SPEC, 0), layout="bshd")
 
 
 def test_rerope_not_causal(attention):
     with raises("[attention] mask.causal = false: ReRoPE is defined for causal attention"):
-        attention(Q, K, V, encoding=posenc.ReRopeAttention(SPEC, 4), causal=False, layout="bshd")
+        attention(Q, K, V, encoding=posenc.ReRopeEncoding(SPEC, 4), causal=False, layout="bshd")
 
 
 def test_rope_head_dim_mismatch(attention):
     with raises("[attention] rope.head_dim = 32: must equal the q/k head_dim = 16"):
-        attention(Q, K, V, encoding=posenc.RopeAttention(posenc.RopeSpec(head_dim=32)), layout="bshd")
+        attention(Q, K, V, encoding=posenc.RopeEncoding(posenc.RopeSpec(head_dim=32)), layout="bshd")
     with raises("[attention] rerope.head_dim = 32: must equal the q/k head_dim = 16"):
-        attention(Q, K, V, encoding=posenc.ReRopeAttention(posenc.RopeSpec(head_dim=32), 4), layout="bshd")
+        attention(Q, K, V, encoding=posenc.ReRopeEncoding(posenc.RopeSpec(head_dim=32), 4), layout="bshd")
 
 
 def test_wrong_slope_count(attention):
     with raises("[attention] alibi.slopes.size() = 2: must equal q_heads = 4"):
-        attention(Q, K, V, encoding=posenc.AlibiAttention([0.5, 0.25]), layout="bshd")
+        attention(Q, K, V, encoding=posenc.AlibiEncoding([0.5, 0.25]), layout="bshd")
     with raises("[attention] form = 'bloom': must be \"distance\" or \"key-position\""):
-        posenc.AlibiAttention([0.5] * 4, form="bloom")
+        posenc.AlibiEncoding([0.5] * 4, form="bloom")
     with raises("[attention] slopes.shape = (2, 2): must be (q_heads,): one slope per query head"):
-        posenc.AlibiAttention([[0.5, 0.25], [0.1, 0.2]])
+        posenc.AlibiEncoding([[0.5, 0.25], [0.1, 0.2]])
 
 
 def test_t5_weights(attention):
-    with raises("[attention] t5.weights.shape[1] = 3: must equal q_heads = 4 (weights are [num_buckets, q_heads])"):
-        attention(Q, K, V, encoding=posenc.T5BiasAttention(np.zeros((32, 3))), layout="bshd")
+    with raises("[attention] t5.weights.shape[1] = 3: must equal q_heads = 4 (tables are [num_buckets, q_heads])"):
+        attention(Q, K, V, encoding=posenc.T5BiasEncoding(np.zeros((32, 3))), layout="bshd")
     with raises("[attention] weights.shape = (32,): must be (num_buckets, q_heads)"):
-        posenc.T5BiasAttention(np.zeros(32))
+        posenc.T5BiasEncoding(np.zeros(32))
     with pytest.raises(ValueError, match=r"^\[t5_bias\] max_distance = 8: must be > 8"):
-        attention(Q, K, V, encoding=posenc.T5BiasAttention(np.zeros((32, 4)), max_distance=8), layout="bshd")
+        attention(Q, K, V, encoding=posenc.T5BiasEncoding(np.zeros((32, 4)), max_distance=8), layout="bshd")
 
 
 def test_unknown_encoding(attention):
-    with raises("[attention] encoding = str: must be None, a RopeSpec, RopeAttention, ReRopeAttention, "
-                "SelfExtendAttention, AlibiAttention, T5BiasAttention or ShawAttention"):
+    with raises("[attention] encoding = str: must be None, a RopeSpec, RopeEncoding, ReRopeEncoding, "
+                "SelfExtendEncoding, AlibiEncoding, T5BiasEncoding, ShawEncoding or UrpeEncoding"):
         attention(Q, K, V, encoding="rope", layout="bshd")
 
 
@@ -200,6 +200,6 @@ def test_scalar_options(attention):
 
 def test_spec_type():
     with raises("[attention] spec = dict: must be a posenc.RopeSpec"):
-        posenc.RopeAttention({"rope_theta": 10000.0})
+        posenc.RopeEncoding({"rope_theta": 10000.0})
     with raises("[attention] seq_len = 0: must be > 0 (None: the call's largest position + 1)"):
-        posenc.RopeAttention(SPEC, seq_len=0)
+        posenc.RopeEncoding(SPEC, seq_len=0)

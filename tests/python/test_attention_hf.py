@@ -162,7 +162,7 @@ def test_llama3_gqa_rope(dtype, offset):
     spec = posenc.RopeSpec.from_hf_config(config)
     assert spec.scaling_type == "llama3"
     out = posenc.attention(to_posenc(capture, "q", 8, dtype), to_posenc(capture, "k", 2, dtype),
-                           to_posenc(capture, "v", 2, dtype), encoding=posenc.RopeAttention(spec),
+                           to_posenc(capture, "v", 2, dtype), encoding=posenc.RopeEncoding(spec),
                            q_offset=offset, k_offset=offset, layout="bshd")
     check("Llama 3 GQA + llama3 RoPE", dtype, capture, out, max_position=offset + seq - 1)
 
@@ -183,7 +183,7 @@ def test_llama3_decode_through_dynamic_cache(dtype):
     v = np.concatenate([capture.heads("v", 2, 0), capture.heads("v", 2, 1)], axis=1)
     spec = posenc.RopeSpec.from_hf_config(config)
     out = posenc.attention(to_posenc(capture, "q", 8, dtype, call=1), as_dtype(k, dtype), as_dtype(v, dtype),
-                           encoding=posenc.RopeAttention(spec), layout="bshd")
+                           encoding=posenc.RopeEncoding(spec), layout="bshd")
     check("Llama 3 decode (DynamicCache)", dtype, capture, out, call=1, max_position=31)
 
 
@@ -201,7 +201,7 @@ def test_llama3_right_padding_is_kv_lengths(dtype):
         model(inputs_embeds=hidden(batch, seq, 128, seed=2), attention_mask=mask, use_cache=False)
     spec = posenc.RopeSpec.from_hf_config(config)
     out = posenc.attention(to_posenc(capture, "q", 8, dtype), to_posenc(capture, "k", 2, dtype),
-                           to_posenc(capture, "v", 2, dtype), encoding=posenc.RopeAttention(spec),
+                           to_posenc(capture, "v", 2, dtype), encoding=posenc.RopeEncoding(spec),
                            q_offset=0, kv_lengths=valid, layout="bshd")
     check("Llama 3 right padding (kv_lengths)", dtype, capture, out, max_position=seq - 1)
 
@@ -258,7 +258,7 @@ def test_bloom_alibi(dtype, form):
     fused = capture.outputs["qkv"][-1].numpy()
     fused = fused.reshape(fused.shape[0], fused.shape[1], heads, 3, -1)   # BLOOM's layout
     q, k, v = (as_dtype(fused[..., i, :], dtype) for i in range(3))
-    out = posenc.attention(q, k, v, encoding=posenc.AlibiAttention(slopes, form=form), layout="bshd")
+    out = posenc.attention(q, k, v, encoding=posenc.AlibiEncoding(slopes, form=form), layout="bshd")
     check(f"BLOOM ALiBi ({form})", dtype, capture, out)
 
 
@@ -287,7 +287,7 @@ def test_t5_relative_bias(dtype, decoder):
     with torch.no_grad():
         stack(inputs_embeds=hidden(2, 60, 64, seed=6), use_cache=False)
     q, k, v = (to_posenc(capture, n, heads, dtype) for n in ("q", "k", "v"))
-    encoding = posenc.T5BiasAttention(attn.relative_attention_bias.weight.detach().numpy(),
+    encoding = posenc.T5BiasEncoding(attn.relative_attention_bias.weight.detach().numpy(),
                                       max_distance=max_distance, bidirectional=not decoder)
     out = posenc.attention(q, k, v, encoding=encoding, causal=decoder, softmax_scale=1.0, layout="bshd")
     check(f"T5 relative bias ({'decoder' if decoder else 'encoder'})", dtype, capture, out)

@@ -108,7 +108,7 @@ def test_rerope_su(dtype, window, leak, implementation, rng):
     qp = kp = positions_of(2, 45)
     expected = rerope_float64(q, k, v, qp, kp, window, leak)
     run = posenc.attention if implementation == "kernel" else posenc.reference.attention
-    out = run(q, k, v, encoding=posenc.ReRopeAttention(SPEC, window, leak=leak))
+    out = run(q, k, v, encoding=posenc.ReRopeEncoding(SPEC, window, leak=leak))
     name = "ReRoPE" if leak is None else "Leaky ReRoPE"
     observe(f"{name} vs Su's construction ({implementation})", dtype, out, expected)
 
@@ -124,15 +124,15 @@ def test_rerope_decode_with_logn(dtype, leak, rng):
     kp = positions_of(2, 100)
     expected = rerope_float64(q, k, v, qp, kp, 24, leak, train_length=64)
     expected[1] = rerope_float64(q[1:], k[1:, :71], v[1:, :71], qp[1:], kp[1:, :71], 24, leak, train_length=64)[0]
-    out = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, 24, leak=leak), logn_train_length=64,
+    out = posenc.attention(q, k, v, encoding=posenc.ReRopeEncoding(SPEC, 24, leak=leak), logn_train_length=64,
                            kv_lengths=kv_lengths, layout="bshd")
     observe("ReRoPE decode + log-n + kv_lengths", dtype, out, expected)
 
 
 def test_rerope_wide_window_is_rope(rng):
     q, k, v = qkv(rng, 1, 30, 30)
-    a = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, window=30), layout="bshd")
-    b = posenc.attention(q, k, v, encoding=posenc.RopeAttention(SPEC), layout="bshd")
+    a = posenc.attention(q, k, v, encoding=posenc.ReRopeEncoding(SPEC, window=30), layout="bshd")
+    b = posenc.attention(q, k, v, encoding=posenc.RopeEncoding(SPEC), layout="bshd")
     observe("ReRoPE(window >= length) vs RoPE", "f32", a, b)
 
 
@@ -161,7 +161,7 @@ def test_rerope_is_self_extend_with_infinite_groups(dtype, neighbours, rng):
     infinite = 10**9   # larger than every position: floor(p / G) = 0
     expected = self_extend_float64(q, k, v, qp, kp, infinite, neighbours)
     np.testing.assert_allclose(expected, rerope_float64(q, k, v, qp, kp, neighbours), rtol=1e-12, atol=1e-12)
-    out = posenc.attention(q, k, v, encoding=posenc.ReRopeAttention(SPEC, neighbours), layout="bshd")
+    out = posenc.attention(q, k, v, encoding=posenc.ReRopeEncoding(SPEC, neighbours), layout="bshd")
     observe("ReRoPE vs Self-Extend(G = inf)", dtype, out, expected)
     # G = 1 is plain RoPE; a finite G > 1 is neither.
     rope = posenc.attention(q, k, v, encoding=SPEC, layout="bshd")
@@ -244,7 +244,7 @@ def test_alibi_encoder_distance_form(dtype, rng):
     p = np.arange(25)
     bias = -slopes[None, :, None, None] * np.abs(p[:, None] - p[None, :])[None, None]
     expected = softmax_attention(dot_scores(q, k) / np.sqrt(HEAD_DIM) + bias, np.ones((1, 1, 25, 25), bool), v)
-    out = posenc.attention(q, k, v, encoding=posenc.AlibiAttention(slopes), causal=False, layout="bshd")
+    out = posenc.attention(q, k, v, encoding=posenc.AlibiEncoding(slopes), causal=False, layout="bshd")
     observe("ALiBi encoder (distance form)", dtype, out, expected)
 
 

@@ -22,7 +22,7 @@ def test_bert_relative_self_attention(kind):
         q, k, v = (proj(x).numpy().reshape(2, seq, heads, head_dim) for proj in (layer.query, layer.key, layer.value))
     # HF's table row is distance + max_pos - 1 with distance = i - j: K = max_pos - 1, query minus key.
     table = layer.distance_embedding.weight.detach().numpy()
-    encoding = posenc.ShawAttention(table, None, max_distance=max_pos - 1, query_minus_key=True,
+    encoding = posenc.ShawEncoding(table, None, max_distance=max_pos - 1, query_minus_key=True,
                                     key_term=True, query_term=kind == "relative_key_query")
     got = posenc.attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
                            encoding=encoding, causal=False, layout="bshd")
@@ -31,4 +31,4 @@ def test_bert_relative_self_attention(kind):
 
 def test_shaw_table_shape_is_checked():
     with pytest.raises(ValueError, match=r"rel_k\.shape"):
-        posenc.ShawAttention(np.zeros((4, 8)), max_distance=2)
+        posenc.ShawEncoding(np.zeros((4, 8)), max_distance=2)

@@ -64,7 +64,7 @@ def test_learned_table_add_matches_lookup():
 def test_attention_reference_shapes():
     rng = np.random.default_rng(2)
     q, k, v = rng.standard_normal((1, 2, 3, 4)), rng.standard_normal((1, 2, 5, 4)), rng.standard_normal((1, 2, 5, 6))
-    r = posenc.alibi_attention_reference(q, k, v, causal=True, layout="bhsd")
+    r = posenc.reference.alibi_attention(q, k, v, causal=True, layout="bhsd")
     assert r.scores.shape == r.probs.shape == (1, 2, 3, 5) and r.output.shape == (1, 2, 3, 6)
     np.testing.assert_allclose(r.probs.sum(-1), 1.0)
     assert np.all(r.probs[..., 0, 3:] == 0)  # query 0 sits at position 2

@@ -156,7 +156,7 @@ def test_t5_attention(dtype, is_decoder):
         out, _, _, probs = attn(hidden, mask=mask, output_attentions=True, cache_position=torch.arange(length))
     h = hidden.double().numpy()
     q, k, v = (heads_of(torch.from_numpy(linear(m, h)), 4) for m in (attn.q, attn.k, attn.v))
-    r = posenc.t5_attention_reference(q, k, v, attn.relative_attention_bias.weight.detach().double().numpy(),
+    r = posenc.reference.t5_attention(q, k, v, attn.relative_attention_bias.weight.detach().double().numpy(),
                                       bidirectional=not is_decoder, causal=is_decoder, layout="bhsd")
     check(f"t5 attention probs {dtype}", r.probs, probs, SOFTMAX_F32_TOL[dtype])
     check(f"t5 attention output {dtype}", linear(attn.o, merge_heads(r.output)), out, SOFTMAX_F32_TOL[dtype])
@@ -201,7 +201,7 @@ def test_bloom_attention(dtype, left_padding):
     fused = linear(attn.query_key_value, hidden.double().numpy()).reshape(batch, length, heads, 3, -1)
     q, k, v = (fused[..., i, :].transpose(0, 2, 1, 3).copy() for i in range(3))
     bias = posenc.alibi_key_bias_from_mask(heads, pad.numpy())[:, :, None, :] * np.ones((1, 1, length, 1))
-    r = posenc.biased_attention_reference(q, k, v, bias, causal=True, key_padding=pad.numpy(), layout="bhsd")
+    r = posenc.reference.biased_attention(q, k, v, bias, causal=True, key_padding=pad.numpy(), layout="bhsd")
     rows = pad.numpy().astype(bool)  # fully padded query rows differ by convention (HF: uniform)
     probs_np = probs.double().numpy()
     check(f"bloom attention probs {dtype}", r.probs.transpose(0, 2, 1, 3)[rows], probs_np.transpose(0, 2, 1, 3)[rows],
@@ -210,9 +210,9 @@ def test_bloom_attention(dtype, left_padding):
     check(f"bloom attention output {dtype}", got_out[rows], out.double().numpy()[rows], SOFTMAX_F32_TOL[dtype])
     if not left_padding:
         # Without padding the key-position form is ALiBi itself on causal rows.
-        r2 = posenc.alibi_attention_reference(q, k, v, form="key-position", causal=True, layout="bhsd")
-        check(f"bloom alibi_attention_reference {dtype}", r2.probs, probs_np, SOFTMAX_F32_TOL[dtype])
-        r3 = posenc.alibi_attention_reference(q, k, v, form="distance", causal=True, layout="bhsd")
+        r2 = posenc.reference.alibi_attention(q, k, v, form="key-position", causal=True, layout="bhsd")
+        check(f"bloom reference.alibi_attention {dtype}", r2.probs, probs_np, SOFTMAX_F32_TOL[dtype])
+        r3 = posenc.reference.alibi_attention(q, k, v, form="distance", causal=True, layout="bhsd")
         check(f"bloom alibi distance form {dtype}", r3.probs, probs_np, SOFTMAX_F32_TOL[dtype])
 
 
@@ -234,7 +234,7 @@ def test_bert_relative_attention(dtype, kind):
         context, probs = attn(hidden, output_attentions=True)
     h = hidden.double().numpy()
     q, k, v = (heads_of(torch.from_numpy(linear(m, h)), heads) for m in (attn.query, attn.key, attn.value))
-    r = posenc.shaw_attention_reference(q, k, v, max_distance=max_pos - 1,
+    r = posenc.reference.shaw_attention(q, k, v, max_distance=max_pos - 1,
                                         rel_k=attn.distance_embedding.weight.detach().double().numpy(),
                                         distance="query-minus-key", query_term=kind == "relative_key_query", layout="bhsd")
     check(f"bert {kind} probs {dtype}", r.probs, probs, ATTN_TOL[dtype])
@@ -293,7 +293,7 @@ def test_xlnet_rel_attn_core(dtype, qlen, mlen, segments, masked):
         vec, prob = attn.rel_attn_core(q_head, k_head_h, v_head_h, k_head_r, seg_mat=seg_mat, attn_mask=attn_mask,
                                        output_attentions=True)
     to_bhld = lambda t: t.detach().double().numpy().transpose(1, 2, 0, 3).copy()  # ibnd -> bnid
-    r = posenc.xlnet_attention_reference(
+    r = posenc.reference.xlnet_attention(
         to_bhld(q_head), to_bhld(k_head_h), to_bhld(v_head_h), rel_k=to_bhld(k_head_r),
         r_w_bias=attn.r_w_bias.detach().double().numpy(), r_r_bias=attn.r_r_bias.detach().double().numpy(),
         r_s_bias=attn.r_s_bias.detach().double().numpy() if segments else None,
@@ -357,7 +357,7 @@ def test_deberta_disentangled_attention(dtype, case):
     query_proj = attn.query_proj if params["share_att_key"] else getattr(attn, "pos_query_proj", None)
     pos_key = heads_of(torch.from_numpy(linear(key_proj, e)), heads)[0] if "c2p" in params["pos_att_type"] else None
     pos_query = heads_of(torch.from_numpy(linear(query_proj, e)), heads)[0] if "p2c" in params["pos_att_type"] else None
-    r = posenc.deberta_attention_reference(q, k, v, pos_key=pos_key, pos_query=pos_query,
+    r = posenc.reference.deberta_attention(q, k, v, pos_key=pos_key, pos_query=pos_query,
                                            position_buckets=params["position_buckets"],
                                            max_relative_positions=params["max_relative_positions"], layout="bhsd")
     check(f"deberta {case} probs {dtype}", r.probs, probs, DEBERTA_TOL[dtype])
@@ -435,7 +435,7 @@ COMPARISONS = (
      "distilbert create_sinusoidal_embeddings f32", "opt learned positions f32", "opt learned add f32"]
     + [f"{stem} {dtype}" for dtype in MODULE_DTYPES for stem in (
         "t5 compute_bias", "t5 attention probs", "t5 attention output", "bloom attention probs",
-        "bloom attention output", "bloom alibi_attention_reference", "bloom alibi distance form",
+        "bloom attention output", "bloom reference.alibi_attention", "bloom alibi distance form",
         *(f"bert {kind} {what}" for kind in BERT_KINDS for what in ("probs", "context")),
         "xlnet probs", "xlnet attn_vec",
         *(f"deberta {case} {what}" for case in DEBERTA_CASES for what in ("probs", "context")))]

@@ -561,6 +561,6 @@ def test_help_names_the_entry_points_first():
     assert "posenc.torch" in text and "posenc.hf" in text
     lines = pydoc.render_doc(posenc.torch, renderer=pydoc.plaintext).splitlines()
     head = "\n".join(lines[:20])
-    for entry in ("apply_rope(", "attention(", "T5BiasAttention(", "ShawAttention(", "PositionScheme("):
+    for entry in ("apply_rope(", "attention(", "T5BiasEncoding(", "ShawEncoding(", "PositionScheme("):
         assert entry in head, entry
     assert "from_gguf(" in "\n".join(pydoc.render_doc(posenc.hf, renderer=pydoc.plaintext).splitlines()[:20])

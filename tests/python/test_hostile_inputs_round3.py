@@ -203,7 +203,7 @@ def test_nan_frequencies_sinks_and_slopes_are_refused():
         with pytest.raises(ValueError, match=r"^\[attention\] sink_logits\[1\] = nan: must be a number <= float32"):
             attention(x, x, x, sink_logits=[0.0, float("nan")], layout="bshd")
         with pytest.raises(ValueError, match=r"^\[attention\] alibi\.slopes\[1\] = nan: must be finite in float32$"):
-            attention(x, x, x, encoding=posenc.AlibiAttention([0.5, float("nan")]), layout="bshd")
+            attention(x, x, x, encoding=posenc.AlibiEncoding([0.5, float("nan")]), layout="bshd")
     with pytest.raises(ValueError, match=r"^\[attention\] sink_logits\[0\] = nan"):
         pt.attention(torch.zeros(1, 4, 2, 8), torch.zeros(1, 4, 2, 8), torch.zeros(1, 4, 2, 8),
                      sink_logits=torch.tensor([float("nan"), 0.0]), layout="bshd")

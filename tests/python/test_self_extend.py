@@ -159,7 +159,7 @@ def interleaved_to_half_split(x: np.ndarray) -> np.ndarray:
     return x[..., np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])]
 
 
-# ---- posenc.SelfExtendAttention vs LongLM ---------------------------------------------
+# ---- posenc.SelfExtendEncoding vs LongLM ---------------------------------------------
 
 # batch, q_len, kv_len, q_heads, kv_heads, head_dim, group, window
 CASES = [
@@ -196,7 +196,7 @@ def assert_rounded_from(actual: np.ndarray, expected: np.ndarray) -> float:
 def test_matches_longlm(rng, batch, q_len, kv_len, q_heads, kv_heads, head_dim, group, window):
     q, k, v = qkv(rng, batch, q_len, kv_len, q_heads, kv_heads, head_dim)
     expected = self_extend_longlm(q, k, v, group, window)
-    encoding = posenc.SelfExtendAttention(posenc.RopeSpec(theta=THETA, head_dim=head_dim), group, window)
+    encoding = posenc.SelfExtendEncoding(posenc.RopeSpec(theta=THETA, head_dim=head_dim), group, window)
     out = posenc.attention(q, k, v, encoding=encoding, layout="bshd")
     ref = posenc.reference.attention(q, k, v, encoding=encoding, layout="bshd")
     assert out.shape == ref.shape == (batch, q_len, q_heads, head_dim)
@@ -213,7 +213,7 @@ def test_interleaved_layout_matches_longlm_on_permuted_dimensions(rng):
     q, k, v = qkv(rng, 2, 43, 43, 4, 2, 32)
     spec = posenc.RopeSpec(theta=THETA, head_dim=32, layout="interleaved")
     expected = self_extend_longlm(interleaved_to_half_split(q), interleaved_to_half_split(k), v, 4, 12)
-    encoding = posenc.SelfExtendAttention(spec, group=4, window=12)
+    encoding = posenc.SelfExtendEncoding(spec, group=4, window=12)
     np.testing.assert_allclose(posenc.attention(q, k, v, encoding=encoding, layout="bshd"), expected, rtol=1e-5, atol=1e-5)
     assert_rounded_from(posenc.reference.attention(q, k, v, encoding=encoding, layout="bshd"), expected)
 
@@ -223,7 +223,7 @@ def test_explicit_positions_and_offsets(rng):
     encoding reads positions, not indices (LongLM's position_ids)."""
     q, k, v = qkv(rng, 1, 4, 50, 2, 1, 16)
     expected = self_extend_longlm(q, k, v, 4, 10)
-    encoding = posenc.SelfExtendAttention(posenc.RopeSpec(head_dim=16), 4, 10)
+    encoding = posenc.SelfExtendEncoding(posenc.RopeSpec(head_dim=16), 4, 10)
     for kwargs in ({"q_offset": 46}, {"q_positions": np.arange(46, 50)}, {"q_offset": 46, "k_offset": 0}):
         np.testing.assert_allclose(posenc.attention(q, k, v, encoding=encoding, **kwargs), expected,
                                    rtol=1e-5, atol=1e-5)
@@ -234,9 +234,9 @@ def test_group_one_is_rope(rng, implementation):
     run = posenc.attention if implementation == "kernel" else posenc.reference.attention
     spec = posenc.RopeSpec(head_dim=32)
     q, k, v = qkv(rng, 2, 47, 47, 4, 2, 32)
-    rope = run(q, k, v, encoding=posenc.RopeAttention(spec), layout="bshd")
+    rope = run(q, k, v, encoding=posenc.RopeEncoding(spec), layout="bshd")
     for window in (1, 5, 46):
-        grouped = run(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=1, window=window), layout="bshd")
+        grouped = run(q, k, v, encoding=posenc.SelfExtendEncoding(spec, group=1, window=window), layout="bshd")
         np.testing.assert_allclose(grouped, rope, rtol=0, atol=2e-6)
     np.testing.assert_allclose(rope, self_extend_longlm(q, k, v, 1, 5), rtol=1e-5, atol=1e-5)
 
@@ -247,7 +247,7 @@ def test_branches_are_not_swapped(rng):
     and the window changes the result."""
     q, k, v = qkv(rng, 1, 60, 60, 2, 2, 32)
     spec = posenc.RopeSpec(head_dim=32)
-    out = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=8), layout="bshd")
+    out = posenc.attention(q, k, v, encoding=posenc.SelfExtendEncoding(spec, group=4, window=8), layout="bshd")
     expected = self_extend_longlm(q, k, v, 4, 8)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
@@ -268,8 +268,8 @@ def test_branches_are_not_swapped(rng):
     # The window matters: all neighbour (RoPE) with a window past the length,
     # all grouped but the diagonal with window 1.
     rope = posenc.attention(q, k, v, encoding=spec, layout="bshd")
-    wide = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=60), layout="bshd")
-    narrow = posenc.attention(q, k, v, encoding=posenc.SelfExtendAttention(spec, group=4, window=1), layout="bshd")
+    wide = posenc.attention(q, k, v, encoding=posenc.SelfExtendEncoding(spec, group=4, window=60), layout="bshd")
+    narrow = posenc.attention(q, k, v, encoding=posenc.SelfExtendEncoding(spec, group=4, window=1), layout="bshd")
     np.testing.assert_allclose(wide, rope, rtol=0, atol=2e-6)
     assert np.abs(out - rope).max() > 0.05
     assert np.abs(out - narrow).max() > 0.05
@@ -281,20 +281,20 @@ def test_branches_are_not_swapped(rng):
 
 def test_class_api():
     spec = posenc.RopeSpec(head_dim=32)
-    e = posenc.SelfExtendAttention(spec, 8, 1024)
+    e = posenc.SelfExtendEncoding(spec, 8, 1024)
     assert (e.spec, e.group, e.window, e.seq_len) == (spec, 8, 1024, None)
-    assert repr(e) == ("SelfExtendAttention(RopeSpec(theta=10000.0, head_dim=32, layout='half-split'), group=8, "
+    assert repr(e) == ("SelfExtendEncoding(RopeSpec(theta=10000.0, head_dim=32, layout='half-split'), group=8, "
                        "window=1024)")
-    assert repr(posenc.SelfExtendAttention(spec, group=np.int64(2), window=4, seq_len=64)).endswith(
+    assert repr(posenc.SelfExtendEncoding(spec, group=np.int64(2), window=4, seq_len=64)).endswith(
         "group=2, window=4, seq_len=64)")
-    copy = pickle.loads(pickle.dumps(posenc.SelfExtendAttention(spec, 2, 4, seq_len=64)))
-    assert type(copy) is posenc.SelfExtendAttention and (copy.group, copy.window, copy.seq_len) == (2, 4, 64)
+    copy = pickle.loads(pickle.dumps(posenc.SelfExtendEncoding(spec, 2, 4, seq_len=64)))
+    assert type(copy) is posenc.SelfExtendEncoding and (copy.group, copy.window, copy.seq_len) == (2, 4, 64)
     with pytest.raises(AttributeError):
         e.group = 2
-    assert posenc.SelfExtendAttention.__module__ == "posenc.attention"
+    assert posenc.SelfExtendEncoding.__module__ == "posenc.attention"
     module = sys.modules["posenc.attention"]   # posenc.attention is the function
-    assert "SelfExtendAttention" in posenc.__all__ and "SelfExtendAttention" in module.__all__
-    assert posenc.SelfExtendAttention in module.Encoding.__args__
+    assert "SelfExtendEncoding" in posenc.__all__ and "SelfExtendEncoding" in module.__all__
+    assert posenc.SelfExtendEncoding in module.Encoding.__args__
 
 
 def raises(message: str):
@@ -306,21 +306,21 @@ def test_errors(run):
     spec = posenc.RopeSpec(head_dim=16)
     q = np.zeros((1, 5, 2, 16), np.float32)
     with raises("[attention] self_extend.group = 0: must be >= 1 (1: plain RoPE)"):
-        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 0, 4), layout="bshd")
+        run(q, q, q, encoding=posenc.SelfExtendEncoding(spec, 0, 4), layout="bshd")
     with raises("[attention] self_extend.window = 0: must be >= 1"):
-        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 2, 0), layout="bshd")
+        run(q, q, q, encoding=posenc.SelfExtendEncoding(spec, 2, 0), layout="bshd")
     with raises("[attention] mask.causal = false: Self-Extend is defined for causal attention"):
-        run(q, q, q, encoding=posenc.SelfExtendAttention(spec, 2, 4), causal=False, layout="bshd")
+        run(q, q, q, encoding=posenc.SelfExtendEncoding(spec, 2, 4), causal=False, layout="bshd")
     with raises("[attention] self_extend.head_dim = 32: must equal the q/k head_dim = 16"):
-        run(q, q, q, encoding=posenc.SelfExtendAttention(posenc.RopeSpec(head_dim=32), 2, 4), layout="bshd")
+        run(q, q, q, encoding=posenc.SelfExtendEncoding(posenc.RopeSpec(head_dim=32), 2, 4), layout="bshd")
     with raises("[attention] group = 2.5: must be an integer"):
-        posenc.SelfExtendAttention(spec, 2.5, 4)
+        posenc.SelfExtendEncoding(spec, 2.5, 4)
     with raises("[attention] window = 9223372036854775808: must fit in a signed 64-bit integer"):
-        posenc.SelfExtendAttention(spec, 2, 2**63)
+        posenc.SelfExtendEncoding(spec, 2, 2**63)
     with raises("[attention] seq_len = 0: must be > 0 (None: the call's largest position + 1)"):
-        posenc.SelfExtendAttention(spec, 2, 4, seq_len=0)
+        posenc.SelfExtendEncoding(spec, 2, 4, seq_len=0)
     with raises("[attention] spec = dict: must be a posenc.RopeSpec"):
-        posenc.SelfExtendAttention({}, 2, 4)
+        posenc.SelfExtendEncoding({}, 2, 4)
 
 
 # ---- the context-extension method on a Llama model ---------------------------------------------

@@ -38,8 +38,8 @@ def test_apply_rope_and_attention_give_torch_back_equal_to_numpy(torch_dtype, nu
         assert isinstance(got, torch.Tensor) and got.dtype == torch_dtype
         np.testing.assert_array_equal(bits(as_numpy(got)), bits(want))
     for fn in (posenc.attention, posenc.reference.attention):
-        out = fn(q, k, v, encoding=posenc.RopeAttention(SPEC))
-        want = fn(as_numpy(q), as_numpy(k), as_numpy(v), encoding=posenc.RopeAttention(SPEC))
+        out = fn(q, k, v, encoding=posenc.RopeEncoding(SPEC))
+        want = fn(as_numpy(q), as_numpy(k), as_numpy(v), encoding=posenc.RopeEncoding(SPEC))
         assert isinstance(out, torch.Tensor) and out.dtype == torch_dtype and out.shape == (2, 9, 4, 32)
         np.testing.assert_array_equal(bits(as_numpy(out)), bits(want))
 
@@ -164,8 +164,8 @@ def test_hugging_face_layout_as_it_is():
     q, k, v = (torch.randn(2, heads, 9, 32, generator=gen) for heads in (4, 2, 2))
     bshd = [x.transpose(1, 2).contiguous() for x in (q, k, v)]
     for fn in (posenc.attention, posenc.reference.attention):
-        out = fn(q, k, v, layout="bhsd", encoding=posenc.RopeAttention(SPEC))
-        want = fn(*bshd, encoding=posenc.RopeAttention(SPEC))
+        out = fn(q, k, v, layout="bhsd", encoding=posenc.RopeEncoding(SPEC))
+        want = fn(*bshd, encoding=posenc.RopeEncoding(SPEC))
         assert out.shape == (2, 4, 9, 32) and torch.equal(out, want.transpose(1, 2))
     for fn in (posenc.apply_rope, posenc.reference.apply_rope):
         q_rot, k_rot = fn(SPEC, q, k, layout="bhsd", offset=3)
@@ -190,7 +190,7 @@ def test_no_layout_is_assumed():
     never read silently as posenc's."""
     gen = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(2, heads, 9, 32, generator=gen) for heads in (4, 2, 2))   # HF's GQA [b, h, s, d]
-    enc = posenc.RopeAttention(SPEC)
+    enc = posenc.RopeEncoding(SPEC)
     for fn in (posenc.attention, posenc.reference.attention):
         assert torch.equal(fn(q, k, v, encoding=enc), fn(q, k, v, encoding=enc, layout="bhsd"))
         assert torch.equal(fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), encoding=enc),
@@ -207,4 +207,4 @@ def test_no_layout_is_assumed():
     assert torch.equal(posenc.apply_rope(SPEC, q, k)[0], posenc.apply_rope(SPEC, q, k, layout="bhsd")[0])
     ref = q.double().numpy()[:, :2]
     with pytest.raises(ValueError, match=r"^\[attention\] layout = None: the shapes"):
-        posenc.plain_attention_reference(ref, ref, ref)
+        posenc.reference.plain_attention(ref, ref, ref)

@@ -194,9 +194,9 @@ def test_meta_tensors_are_checked_by_posencs_rules():
     of the shapes), so a meta call is refused exactly as a CPU call is."""
     meta = [torch.empty(1, 6, 2, 8, device="meta") for _ in range(3)]
     cpu = [torch.zeros(1, 6, 2, 8) for _ in range(3)]
-    cases = [dict(window=-1), dict(logn_train_length=1), dict(encoding=posenc.AlibiAttention([0.5, 0.25, 0.1])),
+    cases = [dict(window=-1), dict(logn_train_length=1), dict(encoding=posenc.AlibiEncoding([0.5, 0.25, 0.1])),
              dict(q_positions=np.array([[0, 1, 2, 3, 4, -5]])), dict(kv_lengths=[7]),
-             dict(sink_logits=torch.zeros(3)), dict(encoding=posenc.ReRopeAttention(SPEC8, window=0))]
+             dict(sink_logits=torch.zeros(3)), dict(encoding=posenc.ReRopeEncoding(SPEC8, window=0))]
     for kw in cases:
         with pytest.raises(ValueError) as on_cpu:
             pt.attention(*cpu, layout="bshd", **kw)
