@@ -15,4 +15,4 @@ np.save(path, rng.standard_normal((1024, 64), dtype=np.float32))   # GPT-2's wpe
 table = posenc.LearnedTable.load(path)                    # strict .npy / .safetensors readers
 q, k, v = (rng.standard_normal((1, 2, 6, 16)) for _ in range(3))   # [batch, heads, len, head_dim]
 kr, qr = (rng.standard_normal((2, 2 * 256, 16)) for _ in range(2))   # [heads, 2 * position_buckets, head_dim]
-r = posenc.deberta_attention_reference(q, k, v, pos_key=kr, pos_query=qr, layout="bhsd")   # r.scores, r.probs, r.output
+r = posenc.reference.deberta_attention(q, k, v, pos_key=kr, pos_query=qr, layout="bhsd")   # r.scores, r.probs, r.output

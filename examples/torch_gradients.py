@@ -11,12 +11,12 @@ k = torch.randn(2, 2, 256, 64, requires_grad=True)         # GQA: 2 key heads
 v = torch.randn(2, 2, 256, 64, requires_grad=True)
 
 # Leaky ReRoPE inside the attention: the kernel forward, the materialized backward.
-out = posenc.torch.attention(q, k, v, encoding=posenc.ReRopeAttention(spec, window=64, leak=8.0), layout="bhsd")
+out = posenc.torch.attention(q, k, v, encoding=posenc.ReRopeEncoding(spec, window=64, leak=8.0), layout="bhsd")
 out.square().mean().backward()
 
 # A trainable T5 bias table (relative_attention_bias.weight) gets its gradient too.
 table = torch.nn.Parameter(torch.zeros(32, 8))
-out = posenc.torch.attention(q, k, v, encoding=posenc.torch.T5BiasAttention(table, max_distance=128),
+out = posenc.torch.attention(q, k, v, encoding=posenc.torch.T5BiasEncoding(table, max_distance=128),
                              softmax_scale=1.0, layout="bhsd")
 out.square().mean().backward()
 
