@@ -101,7 +101,7 @@ def swap(op: str, name: str, value: Any) -> Any:
 def _swap_back(value: Any) -> Any:
     if isinstance(value, np.ndarray) and value.ndim == 4:
         return np.swapaxes(value, 1, 2)
-    if hasattr(value, "_replace") and hasattr(value, "output"):  # AttentionResult: only the output is q-shaped
+    if hasattr(value, "_replace") and hasattr(value, "output"):  # RelativeAttentionResult: only the output is q-shaped
         return value._replace(output=_swap_back(value.output))
     if isinstance(value, tuple):
         return tuple(_swap_back(v) for v in value)
