@@ -19,6 +19,7 @@ Relative (biases and terms inside attention):
 * :func:`xlnet_relative_encoding`, :func:`deberta_log_bucket`,
   :func:`deberta_relative_positions`: the position arithmetic of XLNet and
   DeBERTa.
+
 The float64 attention references of these forms (Shaw/BERT relative keys,
 T5, ALiBi, XLNet, DeBERTa) are in :mod:`posenc.reference`
 (``posenc.reference.t5_attention``, ...).
