@@ -231,8 +231,11 @@ class DecoderModel {
   // tokens: the linear layers and the logits, plus q.k and p.v over the
   // causal triangle (n(n+1)/2 pairs per head and layer; a local layer of
   // Gemma 3 counts only the keys inside its sliding window, as its kernel
-  // computes). A method's mask (window, Λ) is not subtracted.
-  double ForwardFlops(std::int64_t n) const;
+  // computes). A method's mask (window, Λ) is not subtracted. With
+  // `logit_rows`, only that many rows' logits (Extend's logit_rows: 1 for a
+  // prompt's prefill); without, all n (Forward, a perplexity pass).
+  double ForwardFlops(std::int64_t n) const { return ForwardFlops(n, n); }
+  double ForwardFlops(std::int64_t n, std::int64_t logit_rows) const;
 
   // Bytes, for sizing work before doing it: the weights as held (what one
   // decode step reads); the activations of a Forward or Extend of n tokens

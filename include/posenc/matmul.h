@@ -99,11 +99,18 @@ class PackedWeights {
   std::unique_ptr<Layout> layout_;
 };
 
+// The kernel a product of few rows (m <= 4) with stored rows takes.
+enum class FewRows {
+  kDot,     // the decode kernel: W dequantized in registers, x as DotActivations says
+  kPanels,  // the kernel of many rows: each y row bitwise what it is in a product of
+            // more rows (a prefill's chosen logits equal the same rows of all of them)
+};
+
 // y[i, j] = sum_k x[i, k] * W[j, k] for i < m, j < n. x holds m * k values,
 // y m * n (overwritten). Throws posenc::Error naming the parameter for m < 0
 // or mismatched sizes. Multithreaded (posenc::NumThreads()).
 void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y,
-            DotActivations activations = DotActivations::kFloat32);
+            DotActivations activations = DotActivations::kFloat32, FewRows few = FewRows::kDot);
 
 namespace reference {
 // The formula as written, summed in double: w is n rows of k floats.

@@ -199,7 +199,7 @@ void PackedWeights::Row(std::int64_t j, std::span<float> out) const {
 }
 
 void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y,
-            DotActivations activations) {
+            DotActivations activations, FewRows few) {
   const Layout& layout = w.layout();
   const std::int64_t n = layout.n, k = layout.k;
   Require(m >= 0, "matmul", "m", m, "must be at least 0");
@@ -208,7 +208,7 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
   Require(static_cast<std::int64_t>(y.size()) == m * n, "matmul", "y.size()", y.size(),
           "must be m * n = " + std::to_string(m) + " * " + std::to_string(n));
   if (m == 0) return;
-  if (layout.Stored() && m <= detail::kDotRows) {
+  if (layout.Stored() && m <= detail::kDotRows && few == FewRows::kDot) {
     // Decode: x rows padded with zeros to whole vectors; rows of W in chunks
     // of about 64 KiB of weights, split at multiples of 8 rows (never inside
     // a group of rows).

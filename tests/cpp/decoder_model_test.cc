@@ -11,6 +11,7 @@
 
 #include "posenc/context_extension.h"
 #include "posenc/parallel.h"
+#include "posenc/generation.h"
 #include "test_util.h"
 #include "random_llama.h"
 
@@ -282,6 +283,38 @@ TEST(DecoderModel, StoredWeightsDecodeMatchesOneForward) {
 }
 
 // Int8 activations change only decode, by the rounding of x: near one
+// A prompt's prefill (generation's Prefill: the last row's logits only, no
+// other row's computed) gives bitwise the last row of a perplexity pass
+// (every row's logits), for the Llama and the Gemma 3 (its own output matrix
+// or the tied embedding), weights as float32 or kept quantized, either
+// decode activations. Before, one chosen row took the decode kernel (the
+// weights dequantized in registers, or x rounded to int8), which differs.
+TEST(DecoderModel, PromptPrefillLogitsAreBitwiseTheLastRowOfEveryRow) {
+  for (const char* architecture : {"llama", "gemma3"}) {
+    for (const GgmlType type : {GgmlType::kF32, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+      for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
+        if (type == GgmlType::kF32 && activations == DotActivations::kInt8) continue;  // no integer product
+        SCOPED_TRACE(std::string(architecture) + ", " + std::string(TraitsOf(type).name) +
+                     (activations == DotActivations::kInt8 ? ", int8" : ", f32"));
+        RandomLlamaOptions options = type == GgmlType::kF32 ? TinyGemma3() : QuantizedLlama(type);
+        options.architecture = architecture;
+        if (options.architecture == "gemma3") options.blocks = 7;  // local and global layers
+        const RandomModel tiny(options, WeightStorage::kAsStored, activations);
+        for (const std::int64_t n : {2, 5, 40}) {
+          const auto tokens = RandomTokens(n, 19);
+          const AttentionOptions attention = tiny.model.DefaultAttention();
+          const std::vector<float> every = tiny.model.Logits(tokens, attention);
+          DecoderCache cache = tiny.model.NewCache();
+          const std::vector<float> last = Prefill(tiny.model, cache, tokens, attention);
+          const std::int64_t vocab = tiny.model.hparams().vocab_size;
+          ASSERT_EQ(static_cast<std::int64_t>(last.size()), vocab);
+          EXPECT_TRUE(std::equal(last.begin(), last.end(), every.end() - vocab)) << n << " tokens";
+        }
+      }
+    }
+  }
+}
+
 // forward pass of float32 activations, but not equal to it; float32 weights
 // have no integer product to use them (an error naming the parameter).
 TEST(DecoderModel, Int8ActivationsDecodeNearOneForward) {
@@ -358,10 +391,21 @@ TEST(DecoderModel, ForwardFlopsCountsOnlyTheWindowInGemmaLocalLayers) {
   options.blocks = 7;                // local, 5 more, global (the 6th), local
   const RandomModel llama(options);  // every layer global
   options.architecture = "gemma3";
+      // A prompt's prefill: the output matrix for the last row only.
+      const double output_elements = static_cast<double>(testing::kTinyVocab * options.d);
+      EXPECT_DOUBLE_EQ(tiny.model.ForwardFlops(n, 1),
+                       tiny.model.ForwardFlops(n) - 2 * output_elements * static_cast<double>(n - 1))
+          << "tied " << tied << ", n " << n;
   const RandomModel gemma(options);
   const AttentionOptions attention = gemma.model.DefaultAttention();
   const double per_pair = 2.0 * 2 * options.heads * options.head_dim;
   for (const std::int64_t n : {1, 5, 8, 9, 50}) {
+TEST(DecoderModel, ForwardFlopsRejectsMoreLogitRowsThanTokens) {
+  const RandomModel tiny;
+  EXPECT_EQ(tiny.model.ForwardFlops(4, 0) + 2.0 * 4 * testing::kTinyVocab * 32, tiny.model.ForwardFlops(4));
+  ExpectError([&] { tiny.model.ForwardFlops(4, 5); }, {"logit_rows = 5", "[0, tokens = 4]"});
+}
+
     double skipped = 0;  // pairs a local layer's mask hides
     for (std::int64_t l = 0; l < options.blocks; ++l) {
       const AttentionMask& mask = gemma.model.LayerAttention(attention, l).mask;
