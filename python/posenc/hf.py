@@ -47,8 +47,8 @@ backward: training sizes). float32, float16 and bfloat16 models.
 Devices: a model on the CPU runs posenc's kernel; a model anywhere else
 (CUDA, MPS) runs the same method as torch operations on its device
 (:func:`posenc.torch.attention`'s torch backend: posenc's frequencies,
-positions and masks, moved there; the attention materialized, memory
-``q_len x kv_len`` per head). ``apply(..., backend="torch")`` forces that
+positions and masks, moved there; the attention materialized in blocks
+of query rows, 512 MiB of scores at a time). ``apply(..., backend="torch")`` forces that
 path on the CPU (the tests hold it to the kernel's).
 
 Masks: posenc applies causality by position, padding, the model's own

@@ -50,7 +50,9 @@ dtype), or float64, on any device. ``backend=`` chooses how a call runs:
   float64 on the CPU), the positions, masks and biases and moves them
   there; the attention is the materialized form, in float32 (float64 for
   float64) rounded once to the input's dtype, and autograd differentiates
-  it. Memory ``q_len x kv_len`` per head, as the backward above;
+  it. The scores are materialized in blocks of query rows (512 MiB of
+  float32 at a time); with gradients autograd keeps every block's,
+  ``q_len x kv_len`` per head, as the backward above;
 * None (the default): the kernel on the CPU, torch on any other device and
   for float64 (which the kernels do not take; ``torch.autograd.gradcheck``
   runs so).
@@ -75,7 +77,7 @@ Example::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
@@ -348,6 +350,7 @@ class _Call:
     q_positions: np.ndarray  # [batch, q_len] int64
     k_positions: np.ndarray  # [batch, kv_len]
     kv_lengths: Optional[np.ndarray]  # [batch] or None
+    length: int  # the whole call's largest position + 1: the frequencies' length (dynamic NTK, LongRoPE)
 
 
 def _rope_spec(encoding):
@@ -373,8 +376,7 @@ def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torc
                 scores = scores + torch.einsum("bhjd,bijd->bhij", k, a)
         return scores, 1.0
     seq_len = getattr(enc, "seq_len", None)
-    longest = int(max(call.q_positions.max(initial=0), call.k_positions.max(initial=0))) + 1
-    inv_freq, factor = spec.frequencies(longest if seq_len is None else seq_len)
+    inv_freq, factor = spec.frequencies(call.length if seq_len is None else seq_len)
     inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64)
     p = torch.from_numpy(call.q_positions).to(torch.float64)
     j = torch.from_numpy(call.k_positions).to(torch.float64)
@@ -484,14 +486,28 @@ def _materialized(call: _Call, q, k, v, sink_logits, tables):
     return out
 
 
+# The torch backend materializes the scores of this many (batch, head, query,
+# key) elements at a time at most (512 MiB in float32): longer calls run in
+# blocks of query rows, each row's softmax whole, so that a long prefill on a
+# GPU needs memory for one block's scores, not q_len x kv_len (with
+# gradients, autograd still keeps every block's).
+_SCORE_ELEMENTS = 1 << 27
+
+
 def _torch_attention(call: _Call, layout: str, q, k, v, sink_logits, tables) -> torch.Tensor:
     """The torch backend: the materialized form on q's device, in float32
     (float64 for float64) and rounded once to q's dtype, as the kernel
-    computes; autograd differentiates it."""
+    computes, in blocks of query rows; autograd differentiates it."""
     compute = _compute_dtype(q.dtype)
     q32, k32, v32 = (_bhsd(t.to(compute), layout) for t in (q, k, v))
     sink = None if sink_logits is None else sink_logits.to(q.device, compute)
-    out = _materialized(call, q32, k32, v32, sink, [t.to(q.device, compute) for t in tables])
+    tables = [t.to(q.device, compute) for t in tables]
+    batch, heads, q_len, kv_len = q32.shape[0], q32.shape[1], q32.shape[2], k32.shape[2]
+    rows = max(1, _SCORE_ELEMENTS // max(1, batch * heads * kv_len))
+    blocks = [_materialized(replace(call, q_positions=call.q_positions[:, start:start + rows]),
+                            q32[:, :, start:start + rows], k32, v32, sink, tables)
+              for start in range(0, max(q_len, 1), rows)]
+    out = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=2)
     return _bhsd(out, layout).to(q.dtype)
 
 
@@ -583,7 +599,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, encoding: An
     if q_grid is None:  # posenc's default: the queries are the last q_len of the (valid) keys
         keys = np.full(batch, kv_len, np.int64) if lengths is None else lengths
         q_grid = (keys - q_len)[:, None] + np.arange(q_len, dtype=np.int64)[None, :]
-    call = _Call(encoding if encoding is not None else None, kernel_kwargs, q_grid, k_grid, lengths)
+    longest = int(max(q_grid.max(initial=0), k_grid.max(initial=0))) + 1
+    call = _Call(encoding if encoding is not None else None, kernel_kwargs, q_grid, k_grid, lengths, longest)
     if isinstance(encoding, _FixedT5):  # fixed tables: the trainable form, without gradients
         call.encoding = T5BiasEncoding(torch.from_numpy(np.asarray(encoding.weights)), encoding.max_distance,
                                         encoding.bidirectional)

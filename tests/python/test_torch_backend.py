@@ -145,6 +145,28 @@ def test_apply_rope_is_the_kernels(kind):
     assert max(errors) <= TOLERANCE, errors
 
 
+@pytest.mark.parametrize("method", ["dynamic-ntk", "leaky-rerope", "lambda:sinks=2,logn", "self-extend"])
+def test_query_blocks_are_the_whole_call(method, monkeypatch):
+    """A long call runs in blocks of query rows (_SCORE_ELEMENTS): with
+    blocks of 3 rows (80 queries: 27 blocks, the last of 2) the output and
+    gradients are still the kernel's, the frequencies (dynamic NTK's base,
+    seq_len=None) those of the whole call's length."""
+    plan = posenc.extension_attention(method, METHOD_SPEC, train_length=TRAIN, target_length=TARGET)
+    plan["encoding"] = type(plan["encoding"])(**{**_fields(plan["encoding"]), "seq_len": None})
+    q, k, v = method_inputs(seed=5)
+    monkeypatch.setattr(pt, "_SCORE_ELEMENTS", 3 * 2 * 4 * 80)  # batch x heads x kv_len x 3 rows
+    # The queries at 100..179 after keys at 0..79: each block's own largest position is not the call's.
+    both = run_both(q, k, v, [q, k, v], layout="bshd", q_offset=100, **plan)
+    (kernel, kernel_grads), (ours, our_grads) = both["kernel"], both["torch"]
+    errors = [relative_error(ours, kernel)] + [relative_error(a, b) for a, b in zip(our_grads, kernel_grads)]
+    assert max(errors) <= TOLERANCE, errors
+
+
+def _fields(encoding) -> dict:
+    """An encoding's constructor arguments from its fields (all of them keyword)."""
+    return {name: getattr(encoding, name) for name in ("spec", "window", "leak", "group") if hasattr(encoding, name)}
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_rounds_once_as_the_kernel_does(dtype):
     """Both compute in float32 and round once to the storage type: apart by
