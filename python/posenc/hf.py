@@ -268,7 +268,7 @@ def nll_by_position(model, tokens, *, context: int, max_windows: int = 0) -> np.
     it reports for the same tokens, and ``nll.mean(axis=0)`` is the loss by
     position: the curve that shows where a model stops extrapolating past
     its training length. Logits in the model's dtype, log-softmax in
-    float64; no gradients.
+    float64; no gradients. The model may be on any device.
 
     Args:
         model: a ``transformers`` causal LM (patched by :func:`apply` or not).
@@ -290,11 +290,12 @@ def nll_by_position(model, tokens, *, context: int, max_windows: int = 0) -> np.
     if windows == 0:
         raise _args.error("hf", "len(tokens)", len(ids), f"must be >= context = {context} (one whole window)")
     nll = np.empty((windows, context - 1))
+    device = next(model.parameters()).device  # the tokens go where the model is
     with torch.no_grad():
         for w in range(windows):
-            x = torch.from_numpy(ids[w * context:(w + 1) * context].astype(np.int64))[None]
+            x = torch.from_numpy(ids[w * context:(w + 1) * context].astype(np.int64))[None].to(device)
             logp = torch.log_softmax(model(x).logits[0, :-1].double(), -1)
-            nll[w] = -logp[torch.arange(context - 1), x[0, 1:]].numpy()
+            nll[w] = -logp[torch.arange(context - 1, device=device), x[0, 1:]].cpu().numpy()
     return nll
 
 

@@ -165,6 +165,12 @@ def check_hf(device: torch.device) -> None:
         report(f"hf llama {method} (generate {'same' if same else 'DIFFERENT'})", [relative_error(gpu, cpu), 0.0])
         if not same:
             failures.append(f"hf llama {method} generate")
+    tokens = torch.randint(3, 97, (192,), generator=torch.Generator().manual_seed(14)).numpy()
+    posenc.hf.apply(model.to("cpu"), "self-extend", target_length=96)
+    cpu = torch.from_numpy(posenc.hf.nll_by_position(model, tokens, context=96))
+    posenc.hf.apply(model.to(device), "self-extend", target_length=96, backend=backend(device))
+    gpu = torch.from_numpy(posenc.hf.nll_by_position(model, tokens, context=96))
+    report("hf nll_by_position self-extend", [relative_error(gpu, cpu), 0.0])
     posenc.hf.remove(model)
 
 
