@@ -351,6 +351,9 @@ class _Call:
     k_positions: np.ndarray  # [batch, kv_len]
     kv_lengths: Optional[np.ndarray]  # [batch] or None
     length: int  # the whole call's largest position + 1: the frequencies' length (dynamic NTK, LongRoPE)
+    # The rotated keys of each key-position set (exact, Leaky ReRoPE's, Self-Extend's grouped), shared by
+    # the query blocks of one torch-backend call; None: none kept (the kernel backend's backward).
+    keys: Optional[dict] = None
 
 
 def _rope_spec(encoding):
@@ -381,23 +384,31 @@ def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torc
     p = torch.from_numpy(call.q_positions).to(torch.float64)
     j = torch.from_numpy(call.k_positions).to(torch.float64)
 
-    def dot(q_at, k_at):
-        return _rotate(q, q_at, inv_freq, spec.layout) @ _rotate(k, k_at, inv_freq, spec.layout).transpose(-1, -2)
+    def dot(q_at, k_at, keys: str):
+        """q rotated at q_at times k rotated at k_at (the set named `keys`,
+        rotated once per call when the call keeps them)."""
+        rotated = call.keys.get(keys) if call.keys is not None else None
+        if rotated is None:
+            rotated = _rotate(k, k_at, inv_freq, spec.layout)
+            if call.keys is not None:
+                call.keys[keys] = rotated
+        return _rotate(q, q_at, inv_freq, spec.layout) @ rotated.transpose(-1, -2)
 
-    exact = dot(p, j)
+    exact = dot(p, j, "exact")
     if isinstance(enc, (_rope.RopeSpec, RopeEncoding)):
         return exact, factor * factor
-    distance = (p[:, :, None] - j[:, None, :])[:, None].to(q.device)  # [batch, 1, q_len, kv_len]
+    on_device = [torch.from_numpy(x).to(q.device) for x in (call.q_positions, call.k_positions)]
+    distance = (on_device[0][:, :, None] - on_device[1][:, None, :])[:, None]  # [batch, 1, q_len, kv_len]
     if isinstance(enc, ReRopeEncoding):
         w = float(enc.window)
         if enc.leak is None:  # the distance reads as w
             far = _rotate(q, torch.full_like(p, w), inv_freq, spec.layout) @ k.transpose(-1, -2)
         else:  # q at p/leak + w(1 - 1/leak), k at j/leak
-            far = dot(p / enc.leak + w * (1 - 1 / enc.leak), j / enc.leak)
+            far = dot(p / enc.leak + w * (1 - 1 / enc.leak), j / enc.leak, "leaky")
         return torch.where(distance < w, exact, far), factor * factor
     group, window = enc.group, enc.window  # Self-Extend, LongLM's grouped positions
     far = dot(torch.div(p, group, rounding_mode="floor") + window - window // group,
-              torch.div(j, group, rounding_mode="floor"))
+              torch.div(j, group, rounding_mode="floor"), "grouped")
     return torch.where(distance < window, exact, far), factor * factor
 
 
@@ -432,19 +443,22 @@ def _bucketed(call: _Call, table: torch.Tensor, enc, device: torch.device) -> to
     return table.to(device)[torch.from_numpy(buckets).to(device)].permute(0, 3, 1, 2)
 
 
-def _visible(call: _Call, causal: bool, window: int, sinks: int) -> torch.Tensor:
-    """[batch, 1, q_len, kv_len]: which keys each query sees (the mask, the
-    Λ mask's sinks, the valid lengths)."""
-    p, j = call.q_positions[:, :, None], call.k_positions[:, None, :]
-    visible = np.ones(np.broadcast_shapes(p.shape, j.shape), bool)
+def _visible(call: _Call, causal: bool, window: int, sinks: int, device: torch.device) -> torch.Tensor:
+    """[batch, 1, q_len, kv_len] on `device` (formed there from the
+    positions): which keys each query sees (the mask, the Λ mask's sinks,
+    the valid lengths)."""
+    p = torch.from_numpy(call.q_positions).to(device)[:, :, None]
+    j = torch.from_numpy(call.k_positions).to(device)[:, None, :]
+    visible = torch.ones(p.shape[0], p.shape[1], j.shape[2], dtype=torch.bool, device=device)
     if causal:
         visible &= j <= p
     if window > 0:
-        distance = p - j if causal else np.abs(p - j)
+        distance = p - j if causal else (p - j).abs()
         visible &= (j < sinks) | (distance < window)
     if call.kv_lengths is not None:
-        visible &= np.arange(j.shape[-1])[None, None, :] < call.kv_lengths[:, None, None]
-    return torch.from_numpy(visible)[:, None]
+        lengths = torch.from_numpy(call.kv_lengths).to(device)
+        visible &= torch.arange(j.shape[-1], device=device)[None, None, :] < lengths[:, None, None]
+    return visible[:, None]
 
 
 def _materialized(call: _Call, q, k, v, sink_logits, tables):
@@ -469,7 +483,7 @@ def _materialized(call: _Call, q, k, v, sink_logits, tables):
         logits = logits + bias
     if kw["softcap"] > 0:
         logits = kw["softcap"] * torch.tanh(logits / kw["softcap"])
-    visible = _visible(call, kw["causal"], kw["window"], kw["sinks"]).to(q.device).expand_as(logits)
+    visible = _visible(call, kw["causal"], kw["window"], kw["sinks"], q.device).expand_as(logits)
     logits = logits.masked_fill(~visible, -math.inf)
     if sink_logits is not None:  # a virtual key with a zero value in every softmax of its head
         sink = sink_logits.to(q.dtype)[None, :, None, None].expand(*logits.shape[:3], 1)
@@ -504,7 +518,8 @@ def _torch_attention(call: _Call, layout: str, q, k, v, sink_logits, tables) -> 
     tables = [t.to(q.device, compute) for t in tables]
     batch, heads, q_len, kv_len = q32.shape[0], q32.shape[1], q32.shape[2], k32.shape[2]
     rows = max(1, _SCORE_ELEMENTS // max(1, batch * heads * kv_len))
-    blocks = [_materialized(replace(call, q_positions=call.q_positions[:, start:start + rows]),
+    keys: dict = {}  # the rotated keys, formed by the first block for all
+    blocks = [_materialized(replace(call, q_positions=call.q_positions[:, start:start + rows], keys=keys),
                             q32[:, :, start:start + rows], k32, v32, sink, tables)
               for start in range(0, max(q_len, 1), rows)]
     out = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=2)
