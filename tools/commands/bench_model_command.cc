@@ -1,11 +1,15 @@
 // posenc bench model [--model FILE.gguf] [--weights stored|f32] [--activations f32|int8] [--ctx N] [--reps R]
 //                    [--decode-cache C1,C2,...] [--decode-tokens D] [--methods M1;M2;...]
-//                    [--threads T] [--json]
+//                    [--threads T] [--json] [--peer DIR [--peer-text FILE] [--peer-out FILE.md]]
 //
-// Prefill throughput of the default model (SmolLM2-135M) over one window of
-// N tokens (2048 by default), the model FLOPs per token (linear layers,
-// causal attention and logits: DecoderModel::ForwardFlops), and the ratio of
-// the FLOP/s achieved to the FMA peak measured in the same run.
+// Two prefills of the default model (SmolLM2-135M) over one window of N
+// tokens (2048 by default): the prompt prefill, as generation runs it (a
+// new cache, the last row's logits only: posenc::Prefill), and the
+// perplexity pass (every row's logits: NextTokenNll). For each, the model
+// FLOPs per token (linear layers, causal attention and the logits of the
+// rows computed: DecoderModel::ForwardFlops), and the ratio of the FLOP/s
+// achieved to the FMA peak measured in the same run. With a vocabulary of
+// 262,144 (Gemma 3) the output matrix is most of a perplexity pass.
 //
 // Decode throughput: for each cache size C (0, 2048 and 8192 by default) the
 // cache is filled once, then for each method (plain RoPE, ReRoPE and
@@ -23,6 +27,10 @@
 //
 // Memory: the resident bytes the loaded model added to the process
 // (/proc/self/statm), against the GGUF file's size.
+//
+// --peer DIR: llama.cpp's benchmark programs (scripts/bench-peer) on the same
+// GGUF and thread count, each row's peer measurement right after posenc's
+// (bench_peer.h), and a table of posenc / llama.cpp per row.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,13 +39,18 @@
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <unistd.h>
 
 #include "commands/bench_floors.h"
+#include "commands/bench_peer.h"
 #include "commands.h"
+#include "options/default_inputs.h"
 #include "options/integer_options.h"
+#include "options/output_files.h"
 #include "machine_limits.h"
 #include "posenc/context_extension.h"
 #include "posenc/generation.h"
@@ -61,7 +74,13 @@ struct BenchModelOptions {
       ParseContextExtensionList("none;rerope:window=512;self-extend:group=8,window=512");
   int threads = 0;
   bool json = false;
+  std::string peer;  // llama.cpp's programs; empty: no peer
+  std::string peer_text{kDefaultStudyText.path};
+  std::string peer_out;  // the side-by-side table as a Markdown file; empty: none
 };
+
+// llama-perplexity's windows of --ctx tokens.
+constexpr std::int64_t kPeerWindows = 3;
 
 // The process's resident bytes (Linux /proc/self/statm; 0 where absent).
 double ResidentBytes() {
@@ -81,6 +100,23 @@ struct DecodeRun {
   double bytes_per_token = 0;
   double gbps = 0;
   double ratio = 0;
+  double peer_tokens_per_s = 0;  // llama.cpp's, plain RoPE with --peer; else 0
+};
+
+// Which logits a prefill computes.
+enum class PrefillKind {
+  kPrompt,      // the last row's, in a new cache (generation's Prefill)
+  kPerplexity,  // every row's (NextTokenNll)
+};
+
+struct PrefillRun {
+  PrefillKind kind = PrefillKind::kPrompt;
+  double seconds = 0;  // the best repetition
+  double flops = 0;    // DecoderModel::ForwardFlops of the rows it computes
+  double tokens_per_s = 0;
+  double gflops = 0;
+  double ratio = 0;              // to the FMA peak
+  double peer_tokens_per_s = 0;  // llama.cpp's with --peer; else 0
 };
 
 // One line on stderr per step, with the time since the start: the whole
@@ -99,8 +135,9 @@ class StepLog {
 
 // Decode speed for each cache size and method (see the top of the file).
 // A copy runs after each timed repetition (`copy`).
+// llama.cpp's plain decode runs after posenc's at each cache size (`peer`).
 std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const DecoderModel& model, std::mt19937& rng,
-                                     bench::CopyProbe& copy, const StepLog& log) {
+                                     bench::CopyProbe& copy, const LlamaCppPeer* peer, const StepLog& log) {
   const DecoderHyperparams& hp = model.hparams();
   std::vector<DecodeRun> runs;
   for (const std::int64_t cached : o.decode_caches) {
@@ -137,10 +174,109 @@ std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const DecoderMo
       DecodeRun run{name, cached, static_cast<double>(o.decode_tokens) / seconds};
       // The cache read by the average step: keys and values of every layer.
       run.bytes_per_token = model.WeightBytes() + model.KeyValueBytes(filled + 1 + o.decode_tokens / 2);
+      if (peer != nullptr && name == FormatContextExtension(ContextExtension{})) {
+        log("llama.cpp: decode, " + std::to_string(o.decode_tokens) + " steps after " + std::to_string(cached) +
+            " cached tokens");
+        run.peer_tokens_per_s = peer->Decode(cached, o.decode_tokens);
+      }
       runs.push_back(run);
     }
   }
   return runs;
+}
+
+// The best of o.reps prefills of `tokens`, then llama.cpp's (`peer`).
+PrefillRun MeasurePrefill(const BenchModelOptions& o, const DecoderModel& model, std::span<const std::int32_t> tokens,
+                          PrefillKind kind, const bench::FmaPeak& peak, const LlamaCppPeer* peer, const StepLog& log) {
+  const AttentionOptions attention = model.DefaultAttention();
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const bool prompt = kind == PrefillKind::kPrompt;
+  PrefillRun run{.kind = kind, .seconds = std::numeric_limits<double>::infinity()};
+  for (int rep = 0; rep < o.reps; ++rep) {
+    log(std::string(prompt ? "prompt prefill (last logits)" : "perplexity pass (every logit)") + ": prefill of " +
+        std::to_string(n) + " tokens, repetition " + std::to_string(rep + 1) + " of " + std::to_string(o.reps));
+    if (prompt) {
+      DecoderCache cache = model.NewCache();
+      run.seconds = std::min(run.seconds, bench::Seconds([&] { Prefill(model, cache, tokens, attention); }));
+    } else {
+      run.seconds = std::min(run.seconds, bench::Seconds([&] { model.NextTokenNll(tokens, attention); }));
+    }
+  }
+  run.flops = model.ForwardFlops(n, prompt ? 1 : n);
+  run.tokens_per_s = static_cast<double>(n) / run.seconds;
+  run.gflops = run.flops / run.seconds / 1e9;
+  run.ratio = run.gflops / peak.gflops;
+  if (peer != nullptr) {
+    log(std::string("llama.cpp: ") +
+        (prompt ? "llama-bench pp" + std::to_string(n)
+                : "llama-perplexity, " + std::to_string(kPeerWindows) + " windows of " + std::to_string(n)));
+    run.peer_tokens_per_s = prompt ? peer->PromptPrefill(n) : peer->PerplexityPass(n, kPeerWindows);
+  }
+  return run;
+}
+
+// "1.64x", or "-" without a peer figure.
+std::string PeerRatio(double posenc, double peer) {
+  if (peer <= 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2fx", posenc / peer);
+  return text;
+}
+
+// The side-by-side table (Markdown), one row per measure: posenc's tokens/s
+// and its ratio to this machine's limit, llama.cpp's tokens/s, the ratio.
+std::string PeerTable(const BenchModelOptions& o, const std::vector<PrefillRun>& prefills,
+                      const std::vector<DecodeRun>& runs) {
+  std::string table =
+      "| measure | posenc tokens/s | posenc, of the limit | llama.cpp tokens/s | posenc / llama.cpp |\n"
+      "|---|---:|---:|---:|---:|\n";
+  char line[512];
+  const std::string ctx = std::to_string(o.ctx);
+  for (const PrefillRun& run : prefills) {
+    const std::string what = run.kind == PrefillKind::kPrompt
+                                 ? "prompt prefill " + ctx + " (last logits; llama-bench pp" + ctx + ")"
+                                 : "perplexity pass " + ctx + " (posenc: every logit; llama-perplexity, " +
+                                       std::to_string(kPeerWindows) + " windows: its scored second half's)";
+    std::snprintf(line, sizeof line, "| %s | %.1f | %.2f of the FMA peak | %.1f | %s |\n", what.c_str(),
+                  run.tokens_per_s, run.ratio, run.peer_tokens_per_s,
+                  PeerRatio(run.tokens_per_s, run.peer_tokens_per_s).c_str());
+    table += line;
+  }
+  for (const DecodeRun& run : runs) {
+    if (run.peer_tokens_per_s <= 0) continue;
+    std::snprintf(line, sizeof line,
+                  "| decode after %lld cached tokens (%lld steps; llama-bench tg%lld -d %lld) | %.1f | %.2f of the "
+                  "copy | %.1f | %s |\n",
+                  static_cast<long long>(run.cache_tokens), static_cast<long long>(o.decode_tokens),
+                  static_cast<long long>(o.decode_tokens), static_cast<long long>(run.cache_tokens), run.tokens_per_s,
+                  run.ratio, run.peer_tokens_per_s, PeerRatio(run.tokens_per_s, run.peer_tokens_per_s).c_str());
+    table += line;
+  }
+  return table;
+}
+
+// --peer-out: the machine, the run's limits and load, and the table.
+void WritePeerFile(const BenchModelOptions& o, const LlamaCppPeer* peer, const std::vector<PrefillRun>& prefills,
+                   const std::vector<DecodeRun>& runs, const bench::FmaPeak& peak, const bench::CopyBandwidth& copy,
+                   const std::string& load_before, const std::string& load_after) {
+  if (peer == nullptr || o.peer_out.empty()) return;
+  char limits[256];
+  std::snprintf(limits, sizeof limits, "FMA peak %.1f GFLOP/s (%s), copy bandwidth %.1f GB/s", peak.gflops, peak.target,
+                copy.gbps);
+  // The run's circumstances as the table's last row, so that a page copying
+  // the table's rows (scripts/readme-examples) shows the machine with them.
+  const std::string text =
+      "# posenc bench model --peer: " + std::filesystem::path(o.model).filename().string() + "\n\n" +
+      "Written by `posenc bench model --peer` (scripts/bench-peer run).\n\n" + PeerTable(o, prefills, runs) +
+      "| the run: " + std::filesystem::path(o.model).filename().string() + "; " + CpuDescription() + "; " +
+      std::to_string(NumThreads()) + " threads each, posenc and " + peer->Build() +
+      " alternating row by row; posenc's decode activations " +
+      (o.weights.activations == DotActivations::kInt8 ? "int8" : "float32") + "; best of " + std::to_string(o.reps) +
+      " each; measured in the same run: " + limits + "; load averages (1, 5, 15 min) " + load_before + " before, " +
+      load_after + " after | | | | |\n";
+  OutputFiles files("bench model");
+  files.Write(o.peer_out, text);
+  files.Commit();
 }
 
 void Run(const BenchModelOptions& o) {
@@ -152,28 +288,29 @@ void Run(const BenchModelOptions& o) {
   const double resident_bytes = ResidentBytes() - resident_before;
   const auto file_bytes = static_cast<double>(std::filesystem::file_size(o.model));
   const DecoderModel& model = loaded.model;
+  const std::string load_before = LoadAverages();
+  std::optional<LlamaCppPeer> peer;
+  if (!o.peer.empty()) {
+    peer.emplace(
+        PeerOptions{.dir = o.peer, .model = o.model, .text = o.peer_text, .threads = NumThreads(), .reps = o.reps});
+  }
+  const LlamaCppPeer* peer_ptr = peer ? &*peer : nullptr;
   // Token ids do not change the work; a fixed random sequence keeps runs alike.
   std::mt19937 rng(1);
   std::vector<std::int32_t> tokens(o.ctx);
   for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % model.hparams().vocab_size);
-  const AttentionOptions attention = model.DefaultAttention();
 
   log("measuring the FMA peak");
   const bench::FmaPeak peak = bench::MeasureFmaPeak();
-  double seconds = 1e300;
-  for (int rep = 0; rep < o.reps; ++rep) {
-    log("prefill of " + std::to_string(o.ctx) + " tokens, repetition " + std::to_string(rep + 1) + " of " +
-        std::to_string(o.reps));
-    seconds = std::min(seconds, bench::Seconds([&] { model.NextTokenNll(tokens, attention); }));
-  }
-  const double flops = model.ForwardFlops(o.ctx);
-  const double tokens_per_s = static_cast<double>(o.ctx) / seconds;
-  const double gflops = flops / seconds / 1e9;
-  const double ratio = gflops / peak.gflops;
+  const std::vector<PrefillRun> prefills{
+      MeasurePrefill(o, model, tokens, PrefillKind::kPrompt, peak, peer_ptr, log),
+      MeasurePrefill(o, model, tokens, PrefillKind::kPerplexity, peak, peer_ptr, log)};
+  const PrefillRun& prompt = prefills[0];
+  const PrefillRun& pass = prefills[1];
 
   log("the copy bandwidth: its buffers and a warm-up copy");
   bench::CopyProbe probe;
-  std::vector<DecodeRun> runs = MeasureDecode(o, model, rng, probe, log);
+  std::vector<DecodeRun> runs = MeasureDecode(o, model, rng, probe, peer_ptr, log);
   log("the copy bandwidth: copies up to " + std::to_string(kCopyRuns) + " timed runs");
   probe.RunUntil(kCopyRuns);
   const bench::CopyBandwidth copy = probe.Best();
@@ -186,7 +323,8 @@ void Run(const BenchModelOptions& o) {
   const char* weights = stored ? "stored" : "f32";
   const char* activations = o.weights.activations == DotActivations::kInt8 ? "int8" : "f32";
 
-  std::vector<BenchFloor> floors{{"prefill ratio to the FMA peak >= 0.7", ratio >= 0.7}};
+  std::vector<BenchFloor> floors{{"prompt prefill ratio to the FMA peak >= 0.7", prompt.ratio >= 0.7},
+                                 {"perplexity pass ratio to the FMA peak >= 0.7", pass.ratio >= 0.7}};
   const std::int64_t largest = *std::max_element(o.decode_caches.begin(), o.decode_caches.end());
   const DecodeRun* plain = nullptr;
   for (const DecodeRun& run : runs) {
@@ -204,6 +342,21 @@ void Run(const BenchModelOptions& o) {
     }
   }
   if (stored) floors.push_back({"resident model <= 1.5x the GGUF file", resident_bytes <= 1.5 * file_bytes});
+  // Issue 52's floor: at least 1.5x llama.cpp on every row, side by side.
+  if (peer) {
+    for (const PrefillRun& run : prefills) {
+      floors.push_back(
+          {std::string(run.kind == PrefillKind::kPrompt ? "prompt prefill" : "perplexity pass") + " >= 1.5x llama.cpp",
+           run.tokens_per_s >= 1.5 * run.peer_tokens_per_s});
+    }
+    for (const DecodeRun& run : runs) {
+      if (run.peer_tokens_per_s > 0) {
+        floors.push_back({"decode after " + std::to_string(run.cache_tokens) + " tokens >= 1.5x llama.cpp",
+                          run.tokens_per_s >= 1.5 * run.peer_tokens_per_s});
+      }
+    }
+  }
+  const std::string load_after = LoadAverages();
 
   if (o.json) {
     nlohmann::ordered_json decode = nlohmann::ordered_json::array();
@@ -214,13 +367,22 @@ void Run(const BenchModelOptions& o) {
                         {"bytes_per_token", run.bytes_per_token},
                         {"gbps", run.gbps},
                         {"ratio", run.ratio}});
+      if (run.peer_tokens_per_s > 0) decode.back()["peer_tokens_per_s"] = run.peer_tokens_per_s;
     }
-    nlohmann::ordered_json out{{"tokens_per_s", tokens_per_s},
-                               {"flops_per_token", flops / static_cast<double>(o.ctx)},
-                               {"gflops", gflops},
+    // The perplexity pass at the top level (as before the prompt prefill
+    // was measured), the prompt prefill beside it.
+    nlohmann::ordered_json out{{"tokens_per_s", pass.tokens_per_s},
+                               {"flops_per_token", pass.flops / static_cast<double>(o.ctx)},
+                               {"gflops", pass.gflops},
                                {"peak_gflops", peak.gflops},
-                               {"ratio", ratio},
-                               {"seconds", seconds},
+                               {"ratio", pass.ratio},
+                               {"seconds", pass.seconds},
+                               {"prompt_prefill",
+                                {{"tokens_per_s", prompt.tokens_per_s},
+                                 {"flops_per_token", prompt.flops / static_cast<double>(o.ctx)},
+                                 {"gflops", prompt.gflops},
+                                 {"ratio", prompt.ratio},
+                                 {"seconds", prompt.seconds}}},
                                {"weights", weights},
                                {"activations", activations},
                                {"weight_bytes", model.WeightBytes()},
@@ -233,6 +395,16 @@ void Run(const BenchModelOptions& o) {
                                {"threads", NumThreads()},
                                {"target", peak.target},
                                {"model", o.model}};
+    if (peer) {
+      out["peer"] = {{"build", peer->Build()},
+                     {"prompt_prefill_tokens_per_s", prompt.peer_tokens_per_s},
+                     {"perplexity_pass_tokens_per_s", pass.peer_tokens_per_s},
+                     {"perplexity_windows", kPeerWindows},
+                     {"cpu", CpuDescription()},
+                     {"load_before", load_before},
+                     {"load_after", load_after}};
+    }
+    WritePeerFile(o, peer_ptr, prefills, runs, peak, copy, load_before, load_after);
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -245,11 +417,16 @@ void Run(const BenchModelOptions& o) {
   std::printf("weights %s, decode activations %s: %.1f MB held, %.1f MB resident for a %.1f MB file (%.2fx)\n", weights,
               activations, model.WeightBytes() / 1e6, resident_bytes / 1e6, file_bytes / 1e6,
               resident_bytes / file_bytes);
-  std::printf("prefill of %lld tokens, %d threads, best of %d: %.3f s\n", static_cast<long long>(o.ctx), NumThreads(),
-              o.reps, seconds);
-  std::printf(
-      "%.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
-      tokens_per_s, flops / static_cast<double>(o.ctx) / 1e6, gflops, 100 * ratio, peak.gflops, peak.target);
+  for (const PrefillRun& run : prefills) {
+    std::printf("%s of %lld tokens, %d threads, best of %d: %.3f s\n",
+                run.kind == PrefillKind::kPrompt ? "prompt prefill (the last row's logits, as generation)"
+                                                 : "perplexity pass (every row's logits)",
+                static_cast<long long>(o.ctx), NumThreads(), o.reps, run.seconds);
+    std::printf(
+        "  %.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
+        run.tokens_per_s, run.flops / static_cast<double>(o.ctx) / 1e6, run.gflops, 100 * run.ratio, peak.gflops,
+        peak.target);
+  }
   std::printf(
       "decode, %lld steps each, best of %d, against the copy bandwidth measured between them (%.1f GB/s, best of "
       "%d):\n",
@@ -259,6 +436,12 @@ void Run(const BenchModelOptions& o) {
                 run.method.c_str(), static_cast<long long>(run.cache_tokens), run.tokens_per_s,
                 run.bytes_per_token / 1e6, run.gbps, 100 * run.ratio);
   }
+  if (peer) {
+    std::printf("side by side with %s, %d threads each, alternating; load averages %s before, %s after:\n%s",
+                peer->Build().c_str(), NumThreads(), load_before.c_str(), load_after.c_str(),
+                PeerTable(o, prefills, runs).c_str());
+  }
+  WritePeerFile(o, peer_ptr, prefills, runs, peak, copy, load_before, load_after);
   PrintFloorVerdict(floors);
 }
 
@@ -286,9 +469,23 @@ void AddBenchModelCommand(CLI::App& bench) {
   AddMethodsOption(*model, methods, "\"none;rerope:window=512;self-extend:group=8,window=512\" (decode)");
   model->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   model->add_flag("--json", o->json, "Print one JSON object");
+  CLI::Option* peer = model->add_option(
+      "--peer", o->peer,
+      "Directory of llama.cpp's llama-bench and llama-perplexity (scripts/bench-peer setup): each row "
+      "measured by llama.cpp too, right after posenc, and a table of posenc / llama.cpp");
+  model->add_option("--peer-text", o->peer_text, "The text llama-perplexity reads (--peer)")
+      ->capture_default_str()
+      ->needs(peer);
+  model->add_option("--peer-out", o->peer_out, "Also write the side-by-side table, with the machine, to this .md file")
+      ->needs(peer);
   model->callback([o, methods] {
     o->methods = *methods;
     o->model = ResolveInput("bench model", "--model", o->model, kDefaultModel);
+    if (!o->peer.empty()) o->peer_text = ResolveInput("bench model", "--peer-text", o->peer_text, kDefaultStudyText);
+    if (!o->peer_out.empty()) {
+      const std::filesystem::path dir = std::filesystem::path(o->peer_out).parent_path();
+      RequireOutputDirectory("bench model", "--peer-out", dir.empty() ? "." : dir.string());
+    }
     Run(*o);
   });
 }
