@@ -35,6 +35,16 @@ struct DecoderFeatures {
   // them too where a file has them. Read from the tensors, as tied_output:
   // true when blk.0.attn_q.bias is there (then every layer needs all three).
   bool qkv_bias = false;
+  // How the projections are stored, not what they compute: q, k and v as
+  // one matrix, attn_qkv [q + 2 kv, d] with rows q | k | v (and its bias
+  // attn_qkv.bias), as llama.cpp's converter writes Phi-3's qkv_proj. Read
+  // from the tensors, as tied_output: true when blk.0.attn_qkv.weight is
+  // there (llama.cpp's loader takes either form).
+  bool fused_qkv = false;
+  // The MLP's gate and up as one matrix, ffn_up [2 ffn, d] with rows
+  // gate | up and no ffn_gate (Phi-3's gate_up_proj; llama.cpp's phi3
+  // loader requires it so): set by the family.
+  bool fused_gate_up = false;
   // The attention's and the MLP's outputs rms-normed (post_attention_norm,
   // post_ffw_norm, [d]) before their residual adds: with the two pre-norms,
   // four norms a layer (Gemma 2 and 3).

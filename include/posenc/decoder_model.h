@@ -4,7 +4,7 @@
 // context-extension method runs through the same engine and the same kernel.
 // The forward pass reads the model's features (decoder_features.h), filled
 // from the file by its family's function (src/model/families/: llama,
-// gemma3), never the family itself.
+// gemma3, qwen2, phi3), never the family itself.
 //
 // One layer, x [n, d] with one token a row (d = embedding_length):
 //   a = rms_norm(x) * attn_norm

@@ -1,8 +1,10 @@
 #include "model/decoder_weights.h"
 
 #include <string>
+#include <variant>
 
 #include "posenc/error.h"
+#include "posenc/gguf_metadata.h"
 #include "posenc/rope_frequencies.h"
 
 namespace posenc {
@@ -27,6 +29,55 @@ const GgufTensorInfo& CheckedTensor(const GgufFile& file, const std::string& nam
   Require(TraitsOf(info->type).dequantizable, kOp, name + ".type", TraitsOf(info->type).name,
           "is not a type posenc can dequantize");
   return *info;
+}
+
+std::vector<double> FactorTensor(const GgufFile& file, const GgufTensorInfo& tensor, std::int64_t pairs) {
+  const std::vector<float> factors = file.Dequantize(CheckedTensor(file, tensor.name, {pairs}));
+  return {factors.begin(), factors.end()};
+}
+
+// The frequency scalings GGUF files carry as tensors of [rotary_dim / 2]
+// per-pair divisors of the frequencies (llama.cpp's converter; its
+// get_rope_factors reads them for any architecture):
+// - rope_freqs: Llama 3's scaling, computed once from the config;
+// - rope_factors_short and rope_factors_long: LongRoPE (Ding et al. 2024), with the
+//   original length in rope.scaling.original_context_length (by default the
+//   context length) and the attention factor in rope.scaling.attn_factor
+//   (by default sqrt(1 + ln(s) / ln(original)), s = context_length /
+//   original, as Hugging Face's). llama.cpp takes the long set when its
+//   context exceeds the original length; posenc, as Hugging Face, when the
+//   sequence does (ComputeRopeFrequencies at the planned length).
+// A RopeSpec holds one scaling: these tensors with rope.scaling.type
+// metadata (which RopeFromGguf read), or both kinds at once, are refused.
+void ReadRopeFactorTensors(const GgufFile& file, DecoderHyperparams& hp) {
+  const GgufTensorInfo* freqs = file.FindTensor("rope_freqs.weight");
+  const GgufTensorInfo* short_factors = file.FindTensor("rope_factors_short.weight");
+  const GgufTensorInfo* long_factors = file.FindTensor("rope_factors_long.weight");
+  const GgufTensorInfo* first = freqs ? freqs : short_factors ? short_factors : long_factors;
+  if (first == nullptr) return;
+  const std::string p = hp.architecture + ".";
+  Require(std::holds_alternative<NoScaling>(hp.rope.scaling), kOp, first->name, Verbatim{"present"},
+          "cannot scale the RoPE together with " + p + "rope.scaling.type = " +
+              std::string(RopeScalingName(hp.rope.scaling)) + " (posenc's RoPE holds one scaling)");
+  Require(freqs == nullptr || (short_factors == nullptr && long_factors == nullptr), kOp, first->name,
+          Verbatim{"present"}, "cannot come with rope_factors_short/long (two scalings of one RoPE)");
+  if (freqs) {
+    hp.rope.scaling = FrequencyFactorScaling{FactorTensor(file, *freqs, hp.rope.Pairs())};
+  } else {
+    Require(short_factors != nullptr && long_factors != nullptr, kOp,
+            short_factors ? "rope_factors_long.weight" : "rope_factors_short.weight", Verbatim{"missing"},
+            "LongRoPE needs both the short and the long factors");
+    const GgufMetadata& meta = file.metadata();
+    LongRopeScaling longrope;
+    longrope.short_factor = FactorTensor(file, *short_factors, hp.rope.Pairs());
+    longrope.long_factor = FactorTensor(file, *long_factors, hp.rope.Pairs());
+    longrope.original_max_position =
+        GgufCount(meta, p + "rope.scaling.original_context_length", kOp).value_or(hp.context_length);
+    longrope.factor = static_cast<double>(hp.context_length) / static_cast<double>(longrope.original_max_position);
+    longrope.attention_factor = GgufNumber(meta, p + "rope.scaling.attn_factor", kOp);
+    hp.rope.scaling = std::move(longrope);
+  }
+  hp.rope.Validate();  // every factor finite and > 0
 }
 
 }  // namespace
@@ -57,12 +108,12 @@ AttentionOptions LocalLayerAttention(const DecoderHyperparams& hp) {
 DecoderHyperparams DecoderHyperparamsOf(const GgufFile& file) {
   DecoderHyperparams hp = ReadDecoderHyperparams(file.metadata());
   if (hp.vocab_size == 0) hp.vocab_size = file.Tensor("token_embd.weight").Rows();
-  if (const GgufTensorInfo* freqs = file.FindTensor("rope_freqs.weight")) {
-    const std::vector<float> factors = ReadDecoderTensor(file, freqs->name, {hp.rope.Pairs()});
-    hp.rope.scaling = FrequencyFactorScaling{std::vector<double>(factors.begin(), factors.end())};
-  }
+  ReadRopeFactorTensors(file, hp);
   hp.tied_output = file.FindTensor("output.weight") == nullptr;
-  hp.qkv_bias = file.FindTensor(Block(0, "attn_q.bias")) != nullptr;
+  hp.fused_qkv = file.FindTensor(Block(0, "attn_qkv.weight")) != nullptr;
+  // A family may require the biases (then a file without them is refused at
+  // load); any file may have them.
+  hp.qkv_bias = hp.qkv_bias || file.FindTensor(Block(0, hp.fused_qkv ? "attn_qkv.bias" : "attn_q.bias")) != nullptr;
   return hp;
 }
 
@@ -93,16 +144,22 @@ std::unique_ptr<DecoderModel::Weights> LoadDecoderWeights(const GgufFile& file, 
     DecoderLayerWeights& layer = layers.emplace_back(DecoderLayerWeights{
         ReadDecoderTensor(file, name("attn_norm.weight"), {d}),
         ReadDecoderTensor(file, name("ffn_norm.weight"), {d}),
-        matrix({{name("attn_q.weight"), q_dim}, {name("attn_k.weight"), kv_dim}, {name("attn_v.weight"), kv_dim}}, d),
+        hp.fused_qkv
+            ? matrix({{name("attn_qkv.weight"), q_dim + 2 * kv_dim}}, d)
+            : matrix({{name("attn_q.weight"), q_dim}, {name("attn_k.weight"), kv_dim}, {name("attn_v.weight"), kv_dim}},
+                     d),
         matrix({{name("attn_output.weight"), d}}, q_dim),
-        matrix({{name("ffn_gate.weight"), ffn}, {name("ffn_up.weight"), ffn}}, d),
+        hp.fused_gate_up ? matrix({{name("ffn_up.weight"), 2 * ffn}}, d)
+                         : matrix({{name("ffn_gate.weight"), ffn}, {name("ffn_up.weight"), ffn}}, d),
         matrix({{name("ffn_down.weight"), d}}, ffn),
     });
     if (hp.qk_norm) {
       layer.attn_q_norm = ReadDecoderTensor(file, name("attn_q_norm.weight"), {hp.head_dim});
       layer.attn_k_norm = ReadDecoderTensor(file, name("attn_k_norm.weight"), {hp.head_dim});
     }
-    if (hp.qkv_bias) {
+    if (hp.qkv_bias && hp.fused_qkv) {
+      layer.qkv_bias = ReadDecoderTensor(file, name("attn_qkv.bias"), {q_dim + 2 * kv_dim});
+    } else if (hp.qkv_bias) {
       const std::pair<const char*, std::int64_t> biases[] = {
           {"attn_q.bias", q_dim}, {"attn_k.bias", kv_dim}, {"attn_v.bias", kv_dim}};
       for (const auto& [tensor, rows] : biases) {

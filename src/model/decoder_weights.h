@@ -1,8 +1,8 @@
-// The Llama model's weights, checked against the hyperparameters and kept
+// The decoder's weights, checked against the hyperparameters and kept
 // for MatMul as the file stores them (or as float32: WeightStorage). Q, K and
 // V are stacked as one [q + 2 kv, d] matrix and gate and up as one [2 ffn, d]
-// matrix (each part in its own type), so each layer makes four products
-// instead of seven.
+// matrix (each part in its own type, or as the file fused them), so each
+// layer makes four products instead of seven.
 #pragma once
 
 #include <optional>
@@ -47,9 +47,11 @@ std::unique_ptr<DecoderModel::Weights> LoadDecoderWeights(const GgufFile& file, 
                                                           DotActivations activations);
 
 // The hyperparameters with what only the tensors tell: the vocabulary size
-// when the metadata has none (token_embd's rows), llama.cpp's rope_freqs
-// tensor (Llama-3 scaling as per-pair frequency divisors), whether the
-// output is tied (no output.weight) and whether q, k, v have biases.
+// when the metadata has none (token_embd's rows), the RoPE scaling llama.cpp
+// stores as tensors (rope_freqs: Llama 3's per-pair frequency divisors;
+// rope_factors_short/long: LongRoPE's), whether the output is tied (no
+// output.weight), whether q, k, v are one fused matrix and whether they have
+// biases.
 DecoderHyperparams DecoderHyperparamsOf(const GgufFile& file);
 
 // The local layers' attention (DecoderFeatures): RoPE of base

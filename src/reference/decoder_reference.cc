@@ -45,6 +45,12 @@ void AddBias(Matrix& x, const std::vector<float>& bias) {
   for (std::size_t i = 0; i < x.size(); ++i) x[i] += bias[i % bias.size()];
 }
 
+// Rows [first, first + count) of a [rows, cols] matrix (ggml order {cols,
+// rows}; cols 1 for a vector): one part of a fused tensor.
+std::vector<float> RowsOf(const std::vector<float>& w, std::int64_t cols, std::int64_t first, std::int64_t count) {
+  return {w.begin() + first * cols, w.begin() + (first + count) * cols};
+}
+
 // The MLP gate's act(g) (decoder_features.h).
 double Gate(GateActivation activation, double g) {
   if (activation == GateActivation::kSilu) return g / (1 + std::exp(-g));
@@ -72,17 +78,26 @@ std::vector<double> DecoderLogits(const GgufFile& file, std::span<const std::int
   for (double& value : x) value *= static_cast<double>(hp.embedding_scale);
 
   for (std::int64_t l = 0; l < hp.block_count; ++l) {
-    const auto tensor = [&](const char* name, const std::vector<std::int64_t>& shape) {
+    const auto tensor = [&](const std::string& name, const std::vector<std::int64_t>& shape) {
       return ReadDecoderTensor(file, "blk." + std::to_string(l) + "." + name, shape);
     };
+    // q, k, v (kind "weight") and their biases ("bias"): their own tensors,
+    // or rows q | k | v of attn_qkv (fused_qkv).
+    const auto projection = [&](const std::string& role, std::int64_t first, std::int64_t rows,
+                                const std::string& kind) {
+      const std::int64_t cols = kind == "weight" ? d : 1;
+      const auto shape = [&](std::int64_t r) { return cols == 1 ? std::vector{r} : std::vector{d, r}; };
+      if (!hp.fused_qkv) return tensor(role + "." + kind, shape(rows));
+      return RowsOf(tensor("attn_qkv." + kind, shape(q_dim + 2 * kv_dim)), cols, first, rows);
+    };
     const Matrix a = RmsNorm(x, tensor("attn_norm.weight", {d}), hp.rms_norm_eps);
-    Matrix q = Linear(a, tensor("attn_q.weight", {d, q_dim}), q_dim, d);
-    Matrix k = Linear(a, tensor("attn_k.weight", {d, kv_dim}), kv_dim, d);
-    Matrix v = Linear(a, tensor("attn_v.weight", {d, kv_dim}), kv_dim, d);
+    Matrix q = Linear(a, projection("attn_q", 0, q_dim, "weight"), q_dim, d);
+    Matrix k = Linear(a, projection("attn_k", q_dim, kv_dim, "weight"), kv_dim, d);
+    Matrix v = Linear(a, projection("attn_v", q_dim + kv_dim, kv_dim, "weight"), kv_dim, d);
     if (hp.qkv_bias) {
-      AddBias(q, tensor("attn_q.bias", {q_dim}));
-      AddBias(k, tensor("attn_k.bias", {kv_dim}));
-      AddBias(v, tensor("attn_v.bias", {kv_dim}));
+      AddBias(q, projection("attn_q", 0, q_dim, "bias"));
+      AddBias(k, projection("attn_k", q_dim, kv_dim, "bias"));
+      AddBias(v, projection("attn_v", q_dim + kv_dim, kv_dim, "bias"));
     }
     if (hp.qk_norm) {  // each head's head_dim values as one row
       q = RmsNorm(q, tensor("attn_q_norm.weight", {hd}), hp.rms_norm_eps);
@@ -103,8 +118,13 @@ std::vector<double> DecoderLogits(const GgufFile& file, std::span<const std::int
     for (std::int64_t i = 0; i < n * d; ++i) x[i] += o[i];
 
     const Matrix f = RmsNorm(x, tensor("ffn_norm.weight", {d}), hp.rms_norm_eps);
-    const Matrix gate = Linear(f, tensor("ffn_gate.weight", {d, ffn}), ffn, d);
-    Matrix up = Linear(f, tensor("ffn_up.weight", {d, ffn}), ffn, d);
+    // gate and up: their own tensors, or rows gate | up of ffn_up (fused_gate_up).
+    const std::vector<float> w_gate = hp.fused_gate_up ? RowsOf(tensor("ffn_up.weight", {d, 2 * ffn}), d, 0, ffn)
+                                                       : tensor("ffn_gate.weight", {d, ffn});
+    const std::vector<float> w_up = hp.fused_gate_up ? RowsOf(tensor("ffn_up.weight", {d, 2 * ffn}), d, ffn, ffn)
+                                                     : tensor("ffn_up.weight", {d, ffn});
+    const Matrix gate = Linear(f, w_gate, ffn, d);
+    Matrix up = Linear(f, w_up, ffn, d);
     for (std::int64_t i = 0; i < n * ffn; ++i) up[i] *= Gate(hp.activation, gate[i]);
     Matrix down = Linear(up, tensor("ffn_down.weight", {ffn, d}), d, ffn);
     if (hp.post_norms) down = RmsNorm(down, tensor("post_ffw_norm.weight", {d}), hp.rms_norm_eps);

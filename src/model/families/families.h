@@ -27,10 +27,14 @@ struct DecoderFamily {
 
 DecoderFeatures LlamaFeatures(const GgufMetadata& metadata, const DecoderHyperparams& shapes);   // llama.cc
 DecoderFeatures Gemma3Features(const GgufMetadata& metadata, const DecoderHyperparams& shapes);  // gemma3.cc
+DecoderFeatures Qwen2Features(const GgufMetadata& metadata, const DecoderHyperparams& shapes);   // qwen2.cc
+DecoderFeatures Phi3Features(const GgufMetadata& metadata, const DecoderHyperparams& shapes);    // phi3.cc
 
 inline constexpr DecoderFamily kDecoderFamilies[] = {
     {"llama", "Llama 2/3, SmolLM, TinyLlama, Mistral-style dense models", &LlamaFeatures},
     {"gemma3", "Gemma 3", &Gemma3Features},
+    {"qwen2", "Qwen2, Qwen2.5", &Qwen2Features},
+    {"phi3", "Phi-3, Phi-3.5, Phi-4", &Phi3Features},
 };
 
 }  // namespace posenc::families
