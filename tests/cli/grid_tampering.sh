@@ -79,9 +79,12 @@ expect 2 "$cell_field\.bucket: \[zoo\] --bucket = 0: must be in \[1, 2\^32\]" \
 tamper zoo zoo_heads 'p["model"]["heads"] = 3'
 expect 2 "$cell_field\.model: \[tiny_lm\] heads = 3: must divide d_model = 16" \
   "$posenc" grid merge "$dir/zoo_heads"
-tamper study study_windows_zero 'p["windows"] = 0'
-expect 2 "$cell_field\.windows: \[study\] --windows = 0: must be in \[1, 1000\]" \
-  "$posenc" grid cell "$dir/study_windows_zero" "$(first_key "$dir/study_windows_zero")"
+tamper study study_offset_negative 'p["offset"] = -1'
+expect 2 "$cell_field\.offset: \[study\] offset = -1: must be >= 0" \
+  "$posenc" grid cell "$dir/study_offset_negative" "$(first_key "$dir/study_offset_negative")"
+tamper study study_document 'p["document"] = 1'
+expect 2 "$cell_field\.document: \[study\] document = 1: must name one of the grid's 1 text\(s\)" \
+  "$posenc" grid cell "$dir/study_document" "$(first_key "$dir/study_document")"
 tamper study study_bucket_zero 'g["settings"]["bucket"] = 0'
 expect 2 'file = ".*grid\.json": settings\.bucket: \[study\] --bucket = 0: must be in \[1, 2\^20\]' \
   "$posenc" grid merge "$dir/study_bucket_zero"
@@ -146,13 +149,13 @@ PY
 # forward pass gives, or that the kind cannot read: not finished (status),
 # computed again (a run), never merged. They once merged, and a string loss
 # was "finished" to grid status while merge failed.
-tamper_cell study cell_params 'c["params"]["windows"] = 2'
+tamper_cell study cell_params 'c["params"]["offset"] = 2'
 expect 0 'finished 0.*|not a whole cell \(computed again\): .*: its params hash to [0-9a-f]{24}, not to its key \(edited\?\)' \
   "$posenc" grid status "$dir/cell_params"
 grep -q 'finished 0' "$dir/log" || fail "a cell whose params do not match its key counts as finished: $(cat "$dir/log")"
 expect 2 '1 of 1 cells are missing \(1 cut short or invalid\)' "$posenc" grid merge "$dir/cell_params"
-tamper_cell study cell_negative 'r["position_nll"][0] = -5'
-expect 0 'result\.position_nll\.0 = -5: a loss must be a finite number in \[0, 2\^18\] nats' \
+tamper_cell study cell_negative 'r["bucket_nll"][0] = -5'
+expect 0 'result\.bucket_nll\.0 = -5: a loss must be a finite number in \[0, 2\^18\] nats' \
   "$posenc" grid status "$dir/cell_negative"
 expect 2 'cells are missing \(1 cut short or invalid\)' "$posenc" grid merge "$dir/cell_negative"
 tamper_cell passkey cell_huge 'r["answer_nll"] = 1e308'

@@ -10,7 +10,8 @@
 #   settings under build/studies: a second study with other settings leaves
 #   the first one's files alone, and the same command again resumes in its
 #   directory (nothing to compute);
-# - study.md has a "vs none" column, 0 for none itself.
+# - study.md has "vs none" columns, 0 for none itself, and says that one
+#   window gives no interval.
 # Usage: study_defaults.sh POSENC MODEL TEXT DIR
 set -euo pipefail
 posenc=$1 model=$2 text=$3 dir=$4
@@ -21,14 +22,15 @@ study() { (cd "$dir" && POSENC_PROGRESS_SECONDS=0 "$posenc" study --model "$mode
             fail "study $*: $(cat "$dir/log")"; }
 
 study --methods none yarn
-expect "### 48 tokens (1.50x the training length)"
+expect "### 48 tokens (1.50x the training length), 1 window from 1 document"
 expect "study: 2 of 2 cell(s) to compute in build/studies/random-llama-L48-[0-9a-f]\{8\}, [0-9.e+-]* TFLOP: about [0-9]* s"
-expect "| method | as run | ppl, tokens < 32 | ppl, tokens >= 32 | ppl, all | vs none, tokens >= 32 |"
-expect "| none | none | [0-9.]* | [0-9.]* | [0-9.]* | +0.00 |"
-expect "| yarn | yarn:factor=1.5 | [0-9.]* | [0-9.]* | [0-9.]* | [-+][0-9.]* |"
+expect "| method | as run | ppl, tokens < 32 | ppl, tokens >= 32 | vs none, tokens < 32 | vs none, tokens >= 32 | vs best, tokens >= 32 |"
+expect "| none | none | [0-9.]* \[[0-9.]*, [0-9.]*\] | [0-9.]* \[[0-9.]*, [0-9.]*\] | 0 | 0 | "
+expect "| yarn | yarn:factor=1.5 | [0-9.]* \[[0-9.]*, [0-9.]*\] | [0-9.]* \[[0-9.]*, [0-9.]*\] | [-+][0-9.]* \[[-+][0-9.]*, [-+][0-9.]*\] | "
+expect "With one window there is no interval"
 if grep -q "within the model's training length" "$dir/log"; then fail "a note for a length past it: $(cat "$dir/log")"; fi
 first=$(ls -d "$dir"/build/studies/random-llama-L48-*)
-grep -q "L 48 none: [0-9]* of 48 tok ([0-9]*%), [0-9]* tok/s, [0-9.]* s; about [0-9]* s left" "$first"/logs/*.log ||
+grep -q "L 48 none window 0 (random-llama @ 0): [0-9]* of 48 tok ([0-9]*%), [0-9]* tok/s, [0-9.]* s; about [0-9]* s left" "$first"/logs/*.log ||
   fail "no progress lines in the cells' logs: $(cat "$first"/logs/*.log)"
 cp "$first/study.md" "$dir/first.md"
 
@@ -36,7 +38,7 @@ cp "$first/study.md" "$dir/first.md"
 study --methods none yarn --lengths 16
 expect "study: note: every length is within the model's training length of 32 tokens.*--lengths 48 (1.5x)"
 expect "Every length here is within the training length.*e.g. 48 (1.5x)"
-expect "| method | as run | ppl, all | vs none |"
+expect "| method | as run | ppl, all tokens | vs none, all tokens | vs best, all tokens |"
 [ "$(ls -d "$dir"/build/studies/* | wc -l)" = 2 ] || fail "not two directories: $(ls "$dir"/build/studies)"
 cmp -s "$first/study.md" "$dir/first.md" || fail "the second study changed the first one's study.md"
 

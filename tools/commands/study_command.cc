@@ -1,18 +1,22 @@
-// posenc study [--model FILE.gguf] [--text FILE] [--lengths L,...]
+// posenc study [--model FILE.gguf] [--text FILE...] [--lengths L,...]
 //              [--methods "M;M;..."] [--windows W] [--bucket B] [--out DIR]
 //              [--executor local|slurm ...]
 //
 // The context-extension experiment of Su Jianlin's "Transformer升级之路"
-// posts (kexue.fm) on a real model: each method runs W windows of L tokens
-// from the start of the text, and the loss of every token is kept by its
-// position in the window, so the table can say how each method does within
-// the training length and beyond it, and the picture shows where it breaks.
+// posts (kexue.fm) on a real model: each method runs the same W windows of
+// L tokens, drawn from one or more documents (PlanStudyWindows:
+// round-robin over the texts, spread evenly within each), and the loss of
+// every token is kept by its position in the window, so the table can say
+// how each method does within the training length and beyond it, and the
+// picture shows where it breaks. A window is the unit of independence:
+// the report's intervals are over the windows and its comparisons paired
+// on them.
 // Method parameters default from the training length and L, and so does L
 // (DefaultStudyLength: 1.5x the model's training length). A method that is
 // exactly the model's own RoPE at a length (SameAsModelRope: most of them
-// within the training length) shares `none`'s cell. Each (length, method)
-// is a cell of a grid in DIR (grid.h): a rerun computes only what is
-// missing. Writes DIR/study.md, DIR/study.json and DIR/study.png together
+// within the training length) shares `none`'s cells. Each (length, method,
+// window) is a cell of a grid in DIR (grid.h): a rerun computes only what
+// is missing. Writes DIR/study.md, DIR/study.json and DIR/study.png together
 // (or none of them). Before the cells run it says what they will cost here
 // (the estimate `posenc ppl` gives), and when no length is past the
 // training length, that such a study shows nothing of extension.
@@ -37,7 +41,7 @@ constexpr const char* kOp = "study";
 
 struct StudyOptions {
   std::string model{kDefaultModel.path};
-  std::string text{kDefaultStudyText.path};
+  std::vector<std::string> texts{std::string(kDefaultStudyText.path)};
   std::vector<std::int64_t> lengths;      // empty: DefaultStudyLength(training length)
   std::vector<ContextExtension> methods;  // empty: every method with its defaults
   std::int64_t windows = 1;
@@ -58,7 +62,7 @@ std::string FileNameSafe(const std::string& text) {
 // Without --out, each study gets a directory of its own, named by its
 // settings: build/studies/MODEL-L12288-<digest>, the digest (CellKey's
 // SHA-256, its first 8 hex digits) covering everything the grid's settings
-// hold (methods, windows, bucket, text). The same command finds its own
+// hold (methods, windows, bucket, texts). The same command finds its own
 // directory again and resumes there; a quick run with other settings never
 // overwrites another study's results (a fixed build/study once replaced the
 // main job's table with a one-length trial's).
@@ -69,47 +73,77 @@ std::string DefaultStudyDirectory(const Grid& grid, const std::string& model,
   return "build/studies/" + name + "-" + CellKey(grid.settings).substr(0, 8);
 }
 
-// The grid: a cell per (length, method), every plan made and every length
-// checked against the text here, before any cell runs. A method that is
-// the model's own RoPE at a length asks for `none`'s cell.
-Grid PlanGrid(const StudyOptions& o, const LoadedModel& loaded, const std::vector<std::int32_t>& tokens,
+// Each text once, and no two with the same content: a window of a copy is
+// not a window of another document.
+nlohmann::json TextInputs(const std::vector<std::string>& texts) {
+  nlohmann::json inputs = nlohmann::json::object();
+  for (std::size_t d = 0; d < texts.size(); ++d) {
+    nlohmann::json input = GridInput(kOp, texts[d]);
+    for (const auto& [name, other] : inputs.items()) {
+      Require(other.at("sha256") != input.at("sha256"), kOp, "--text", texts[d],
+              "has the same content as " + other.at("path").get<std::string>() +
+                  ": each text must be a distinct document (a window is the unit of independence)");
+    }
+    inputs[StudyTextInput(d)] = std::move(input);
+  }
+  return inputs;
+}
+
+// The grid: a cell per (length, method, window), every plan made and every
+// window placed (PlanStudyWindows, which checks each text's length) here,
+// before any cell runs. A method that is the model's own RoPE at a length
+// asks for `none`'s cells.
+Grid PlanGrid(const StudyOptions& o, const LoadedModel& loaded, const std::vector<std::int64_t>& text_tokens,
               const std::vector<std::int64_t>& lengths, const std::vector<ContextExtension>& extensions) {
   const DecoderModel& model = loaded.model;
   const DecoderHyperparams& hp = model.hparams();
-  for (const auto length : lengths) {
-    Require(length * o.windows <= static_cast<std::int64_t>(tokens.size()), kOp, "lengths", length,
-            "needs " + std::to_string(o.windows) + " window(s) within the text's " + std::to_string(tokens.size()) +
-                " tokens");
-  }
+  std::vector<std::vector<StudyWindow>> windows;
+  for (const auto length : lengths) windows.push_back(PlanStudyWindows(o.texts, text_tokens, o.windows, length));
   std::vector<std::string> names;
   names.reserve(extensions.size());
   for (const auto& e : extensions) names.push_back(FormatContextExtension(e));
-  Grid grid{.kind = "study",
-            .version = GridVersion(),
-            .inputs = {{"model", GridInput(kOp, o.model)}, {"text", GridInput(kOp, o.text)}},
-            .settings = {{"model", o.model},
-                         {"text", o.text},
-                         {"text_tokens", tokens.size()},
-                         {"train_length", hp.context_length},
-                         {"windows", o.windows},
-                         {"bucket", o.bucket},
-                         {"methods", names},
-                         {"lengths", lengths}}};
-  std::fprintf(stderr, "study: %s (trained on %lld tokens), %s: %zu tokens; %zu methods at", o.model.c_str(),
-               static_cast<long long>(hp.context_length), o.text.c_str(), tokens.size(), extensions.size());
+  Grid grid{.kind = "study", .version = GridVersion(), .inputs = TextInputs(o.texts)};
+  grid.inputs["model"] = GridInput(kOp, o.model);
+  grid.settings = {
+      {"model", o.model},     {"texts", o.texts},   {"text_tokens", text_tokens}, {"train_length", hp.context_length},
+      {"windows", o.windows}, {"bucket", o.bucket}, {"methods", names},           {"lengths", lengths}};
+  std::fprintf(stderr, "study: %s (trained on %lld tokens); %lld window(s) a length from", o.model.c_str(),
+               static_cast<long long>(hp.context_length), static_cast<long long>(o.windows));
+  for (std::size_t d = 0; d < o.texts.size(); ++d) {
+    std::fprintf(stderr, "%s %s (%lld tokens)", d == 0 ? "" : ",", o.texts[d].c_str(),
+                 static_cast<long long>(text_tokens[d]));
+  }
+  std::fprintf(stderr, "; %zu methods at", extensions.size());
   for (const auto length : lengths) std::fprintf(stderr, " %lld", static_cast<long long>(length));
   std::fprintf(stderr, " tokens\n");
-  for (const auto length : lengths) {
+  for (std::size_t l = 0; l < lengths.size(); ++l) {
+    const std::int64_t length = lengths[l];
     for (std::size_t m = 0; m < extensions.size(); ++m) {
       const ExtensionPlan plan = PlanModelExtension(extensions[m], hp, length);
       const bool same = SameAsModelRope(plan, hp.rope, length);
       const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
-      GridCell cell{.params = {{"method", computed}, {"length", length}, {"windows", o.windows}},
-                    .label = "L " + std::to_string(length) + " " + computed,
-                    .flops = static_cast<double>(o.windows) * model.ForwardFlops(length),
-                    .memory_bytes = model.WeightBytes() + model.ActivationBytes(length) + model.CacheBytes(length)};
-      AddGridEntry(grid, {{"method", names[m]}, {"resolved", resolved}, {"same_as_none", same}, {"length", length}},
-                   cell);
+      for (std::size_t w = 0; w < windows[l].size(); ++w) {
+        const StudyWindow& at = windows[l][w];
+        GridCell cell{.params = {{"method", computed},
+                                 {"length", length},
+                                 {"document", at.document},
+                                 {"offset", at.offset},
+                                 {"bucket", o.bucket}},
+                      .label = "L " + std::to_string(length) + " " + computed + " window " + std::to_string(w) + " (" +
+                               std::filesystem::path(o.texts[static_cast<std::size_t>(at.document)]).stem().string() +
+                               " @ " + std::to_string(at.offset) + ")",
+                      .flops = model.ForwardFlops(length),
+                      .memory_bytes = model.WeightBytes() + model.ActivationBytes(length) + model.CacheBytes(length)};
+        AddGridEntry(grid,
+                     {{"method", names[m]},
+                      {"resolved", resolved},
+                      {"same_as_none", same},
+                      {"length", length},
+                      {"window", w},
+                      {"document", at.document},
+                      {"offset", at.offset}},
+                     cell);
+      }
     }
   }
   return grid;
@@ -151,13 +185,21 @@ void Run(const StudyOptions& o) {
   if (extensions.empty()) {
     for (const ExtensionMethod m : AllExtensionMethods()) extensions.push_back({.method = m});
   }
+  for (const std::string& text : o.texts) {
+    std::error_code error;
+    Require(std::filesystem::is_regular_file(text, error), kOp, "--text", text, "is not a file (not found?)");
+  }
   const LoadedModel loaded = LoadModel(o.model);
   const std::int64_t train_length = loaded.model.hparams().context_length;
   if (lengths.empty()) {
     lengths = {DefaultStudyLength(train_length)};
     CheckStudyLength(lengths.front());
   }
-  const Grid grid = PlanGrid(o, loaded, TokenizeFile(loaded.tokenizer, o.text), lengths, extensions);
+  std::vector<std::int64_t> text_tokens;
+  for (const std::string& text : o.texts) {
+    text_tokens.push_back(static_cast<std::int64_t>(TokenizeFile(loaded.tokenizer, text).size()));
+  }
+  const Grid grid = PlanGrid(o, loaded, text_tokens, lengths, extensions);
   NoteWithinTrainingLength(lengths, train_length);
   const std::string out = o.out.empty() ? DefaultStudyDirectory(grid, o.model, lengths) : o.out;
   if (o.out.empty()) RequireOutputDirectory(kOp, "--out", out);
@@ -175,7 +217,12 @@ void AddStudyCommand(CLI::App& app) {
                          "Context extension on a real model: loss by token position per method and length, within and "
                          "beyond the training length");
   AddModelOption(*study, o->model);
-  study->add_option("--text", o->text, "UTF-8 text file (scripts/fetch-texts)")->capture_default_str();
+  study
+      ->add_option("--text,--texts", o->texts,
+                   "UTF-8 text files, distinct documents the windows are drawn from: window w of --windows goes to "
+                   "text w mod (number of texts), and a text's n windows start at k * floor(tokens / n), k = 0..n-1 "
+                   "(scripts/fetch-texts)")
+      ->capture_default_str();
   study
       ->add_option("--lengths", o->lengths,
                    "Context lengths, comma-separated (default: 1.5x the model's training length, 12288 for "
@@ -183,7 +230,10 @@ void AddStudyCommand(CLI::App& app) {
       ->delimiter(',');
   AddMethodsOption(*study, std::shared_ptr<std::vector<ContextExtension>>(o, &o->methods),
                    "every method with its defaults");
-  study->add_option("--windows", o->windows, "Windows per length (the loss at each position is their mean; 1 to 1000)")
+  study
+      ->add_option("--windows", o->windows,
+                   "Windows per length, the units the intervals and paired comparisons are over (1 to 1000; at least "
+                   "one per text)")
       ->capture_default_str();
   study->add_option("--bucket", o->bucket, "Tokens per point of the loss-by-position curves (1 to 2^20)")
       ->capture_default_str();
@@ -194,7 +244,7 @@ void AddStudyCommand(CLI::App& app) {
   AddExecutorOptions(*study, o->executor);
   study->callback([o] {
     o->model = ResolveInput(kOp, "--model", o->model, kDefaultModel);
-    o->text = ResolveInput(kOp, "--text", o->text, kDefaultStudyText);
+    for (std::string& text : o->texts) text = ResolveInput(kOp, "--text", text, kDefaultStudyText);
     Run(*o);
   });
 }
