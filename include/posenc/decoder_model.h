@@ -91,8 +91,12 @@ ExtensionPlan PlanModelExtension(const ContextExtension& method, const DecoderHy
 
 // Reads the hyperparameters from `{arch}.*` metadata; throws posenc::Error
 // naming the key for a missing or inconsistent value, or an architecture
-// no family runs (src/model/families/families.h: llama, gemma3).
+// no family runs (src/model/families/families.h).
 DecoderHyperparams ReadDecoderHyperparams(const GgufMetadata& metadata);
+
+// The families the engine runs, from their table, for help texts:
+// "llama (Llama 2/3, ...), gemma3 (Gemma 3), ...".
+std::string DecoderFamilies();
 
 // Receives logits in blocks of rows, so that [n, vocab] is never held whole:
 // rows [row_begin, row_begin + rows) as rows * vocab floats.

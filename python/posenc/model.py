@@ -1,10 +1,10 @@
-"""A Llama-family model from a GGUF file; perplexity, greedy generation and
+"""A decoder model from a GGUF file; perplexity, greedy generation and
 passkey retrieval under a context-extension method.
 
-:class:`DecoderModel` runs a llama- or gemma3-architecture GGUF (SmolLM2,
-TinyLlama, Llama 2/3, Gemma 3, ...) in float32 with the C++ engine: weights
-dequantized once at load, SIMD matmuls and posenc's attention kernel,
-multithreaded, GIL released. Its RoPE is whatever the chosen
+:class:`DecoderModel` runs a llama-, gemma3-, qwen2- or phi3-architecture
+GGUF (SmolLM2, TinyLlama, Llama 2/3, Gemma 3, Qwen2.5, Phi-3, ...) in
+float32 with the C++ engine: weights dequantized once at load, SIMD matmuls
+and posenc's attention kernel, multithreaded, GIL released. Its RoPE is whatever the chosen
 context-extension ``method`` makes of the model's own (Gemma 3: of its
 global layers; the local ones keep their window and RoPE base), in the text
 form of ``posenc/context_extension.h``,
@@ -107,10 +107,11 @@ def _index(name: str, value: Any, op: str) -> int:
 
 
 class DecoderModel:
-    """A Llama-family decoder loaded from a GGUF file (float32 activations).
+    """A decoder loaded from a GGUF file (float32 activations).
 
     Args:
-        path: a llama- or gemma3-architecture GGUF file (str or os.PathLike).
+        path: a llama-, gemma3-, qwen2- or phi3-architecture GGUF file (str
+            or os.PathLike).
         weights: ``"stored"`` (default): the weights stay in the file's type
             (F32, F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K) and the kernels read them
             as they are — a forward pass is bitwise the float32 model's,
@@ -131,14 +132,15 @@ class DecoderModel:
             ``head_count_kv``, ``head_dim``, ``rms_norm_eps``,
             ``context_length`` (the training length), ``rope`` (a
             :class:`posenc.RopeSpec`; interleaved layout for llama, as
-            llama.cpp's converter permutes Q/K, half-split for gemma3; of
-            the global layers for gemma3), ``tied_output`` (no output.weight:
+            llama.cpp's converter permutes Q/K, half-split for gemma3, qwen2
+            and phi3; of the global layers for gemma3; Llama 3's rope_freqs
+            and Phi-3's LongRoPE factors as its scaling), ``tied_output`` (no output.weight:
             logits use the token embeddings), and Gemma 3's local layers:
             ``sliding_window`` (0: none), ``sliding_window_pattern`` (every
             such layer is global) and ``local_rope_theta``.
 
     Raises:
-        ValueError: the file is missing, not a valid GGUF, not a llama or gemma3 model,
+        ValueError: the file is missing, not a valid GGUF, not a model of those families,
             or lacks a tensor or key (the message names it); ``weights`` is
             neither "stored" nor "f32", ``activations`` neither "f32" nor
             "int8", or "int8" with "f32" weights; a tensor of a type

@@ -35,6 +35,14 @@ const families::DecoderFamily& FamilyOf(const std::string& architecture) {
 
 }  // namespace
 
+std::string DecoderFamilies() {
+  std::string text;
+  for (const families::DecoderFamily& family : families::kDecoderFamilies) {
+    text += (text.empty() ? "" : ", ") + std::string(family.architecture) + " (" + std::string(family.models) + ")";
+  }
+  return text;
+}
+
 DecoderHyperparams ReadDecoderHyperparams(const GgufMetadata& meta) {
   DecoderHyperparams hp;
   const std::string& arch_name =

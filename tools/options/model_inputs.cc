@@ -49,7 +49,7 @@ std::vector<std::int32_t> TokenizeFile(const BpeTokenizer& tokenizer, const std:
 }
 
 void AddModelOption(CLI::App& command, std::string& path) {
-  command.add_option("--model", path, "GGUF model file: Llama family (llama) or Gemma 3 (gemma3)")
+  command.add_option("--model", path, "GGUF model file of a family the engine runs: " + DecoderFamilies())
       ->capture_default_str();
 }
 
