@@ -33,6 +33,7 @@
 
 #include "posenc/attention.h"
 #include "posenc/config_field.h"
+#include "posenc/rope_frequencies.h"
 #include "posenc/rope_spec.h"
 
 namespace posenc {
@@ -55,9 +56,16 @@ inline constexpr ConfigField kExtensionK{
 inline constexpr ConfigField kExtensionSinks{.key = "sinks", .minimum = 0, .rule = "must be >= 0"};
 inline constexpr ConfigField kExtensionGroup{.key = "group", .minimum = 1, .rule = "must be >= 1 (1: plain RoPE)"};
 
+// What a method changes, which decides what it composes with when the
+// model already scales its RoPE (docs/composition.md): a frequency method
+// rescales the model's inv_freq table, a position method remaps distances
+// or masks keys and keeps whatever table the model has.
+enum class ExtensionKind { kModel, kFrequencies, kPositions };
+
 // The model as trained (direct extrapolation past L_train).
 struct NoneMethod {
   static constexpr std::string_view kName = "none";
+  static constexpr ExtensionKind kKind = ExtensionKind::kModel;
   static constexpr std::string_view kSummary = "direct extrapolation: the model's own RoPE at every position";
   template <class Self, class Visitor>
   static void VisitFields(Self& /*self*/, Visitor&& /*visit*/) {}
@@ -67,6 +75,7 @@ struct NoneMethod {
 // Position interpolation; factor = s.
 struct LinearMethod {
   static constexpr std::string_view kName = "linear";
+  static constexpr ExtensionKind kKind = ExtensionKind::kFrequencies;
   static constexpr std::string_view kSummary = "position interpolation: inv_freq / factor";
   std::optional<double> factor;
   template <class Self, class Visitor>
@@ -80,6 +89,7 @@ struct LinearMethod {
 // interpolated by exactly s).
 struct NtkMethod {
   static constexpr std::string_view kName = "ntk";
+  static constexpr ExtensionKind kKind = ExtensionKind::kFrequencies;
   static constexpr std::string_view kSummary = "NTK-aware base: theta * factor^(d/(d-2))";
   std::optional<double> factor;
   template <class Self, class Visitor>
@@ -93,6 +103,7 @@ struct NtkMethod {
 // documentation; alpha = 2 L / L_train - 1).
 struct DynamicNtkMethod {
   static constexpr std::string_view kName = "dynamic-ntk";
+  static constexpr ExtensionKind kKind = ExtensionKind::kFrequencies;
   static constexpr std::string_view kSummary = "NTK base recomputed from the current length (Hugging Face's dynamic)";
   std::optional<double> factor;
   template <class Self, class Visitor>
@@ -106,6 +117,7 @@ struct DynamicNtkMethod {
 // 0.1 ln s + 1.
 struct YarnMethod {
   static constexpr std::string_view kName = "yarn";
+  static constexpr ExtensionKind kKind = ExtensionKind::kFrequencies;
   static constexpr std::string_view kSummary =
       "YaRN: interpolate slow pairs, keep fast ones, attention factor 0.1 ln(factor) + 1";
   std::optional<double> factor;
@@ -120,6 +132,7 @@ struct YarnMethod {
 // tokens).
 struct ReRopeMethod {
   static constexpr std::string_view kName = "rerope";
+  static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary = "ReRoPE: distances past the window read as the window";
   std::optional<std::int64_t> window;
   template <class Self, class Visitor>
@@ -133,6 +146,7 @@ struct ReRopeMethod {
 // L - 1 reads as L_train - 1 (k = 1, plain RoPE, when L <= L_train).
 struct LeakyReRopeMethod {
   static constexpr std::string_view kName = "leaky-rerope";
+  static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary = "Leaky ReRoPE: distances past the window grow by 1/k";
   std::optional<std::int64_t> window;
   std::optional<double> k;
@@ -147,6 +161,7 @@ struct LeakyReRopeMethod {
 // Sliding-window truncation; window = L_train keys.
 struct WindowMethod {
   static constexpr std::string_view kName = "window";
+  static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary = "sliding window: each query sees the last `window` keys";
   std::optional<std::int64_t> window;
   template <class Self, class Visitor>
@@ -161,6 +176,7 @@ struct WindowMethod {
 // map).
 struct LambdaMethod {
   static constexpr std::string_view kName = "lambda";
+  static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary =
       "the Λ mask: the first `sinks` keys and the last `window` keys, sinks at distance window - 1";
   std::optional<std::int64_t> window;
@@ -179,6 +195,7 @@ struct LambdaMethod {
 // plain RoPE, when L <= L_train).
 struct SelfExtendMethod {
   static constexpr std::string_view kName = "self-extend";
+  static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary =
       "Self-Extend: exact distances inside the window, positions floor(p / group) beyond it";
   std::optional<std::int64_t> window;
@@ -204,6 +221,7 @@ void VisitMethodFields(Method& method, Visitor&& visit) {
 }
 
 std::string_view ExtensionMethodName(const ExtensionMethod& method);  // "leaky-rerope"
+ExtensionKind ExtensionMethodKind(const ExtensionMethod& method);
 // The method called `name`, every parameter unset. Throws posenc::Error
 // listing the known names.
 ExtensionMethod ParseExtensionMethod(std::string_view name);
@@ -248,14 +266,32 @@ std::string FormatContextExtension(const ContextExtension& extension);
 struct ExtensionPlan {
   ContextExtension resolved;  // every parameter of the method set
   AttentionOptions attention;
+  // The L_train the plan used: the caller's, or for a model whose RoPE
+  // already scales, the length its scaling states (EffectiveContextLength).
+  std::int64_t train_length = 0;
 };
 
-// model_rope: the model's RoPE spec (its own scaling must be none);
-// train_length: L_train; target_length: L. Throws posenc::Error naming the
-// parameter (e.g. window >= L_train for rerope, a model spec that already
-// scales).
+// model_rope: the model's RoPE spec; train_length: L_train; target_length:
+// L. A model whose RoPE already scales is extended on top of its scaling
+// (docs/composition.md): L_train is then EffectiveContextLength(model_rope)
+// where the scaling states one (llama3, yarn, longrope: original length x
+// factor; `train_length` where it does not: linear, ntk, factors, dynamic),
+// a frequency method rescales the model's scaled inv_freq by the new factor
+// L / L_train, and a position method keeps the model's table. Throws
+// posenc::Error naming the parameter (e.g. window >= L_train for rerope),
+// and naming both scalings for a pair that does not compose (a frequency
+// method over dynamic NTK, whose table follows the current length).
 ExtensionPlan PlanContextExtension(const ContextExtension& extension, const RopeSpec& model_rope,
                                    std::int64_t train_length, std::int64_t target_length);
+
+namespace reference {
+// The frequency table and attention factor of a frequency method (`method`,
+// resolved: its factor set) over a model's own scaling, in float64 from the
+// formulas of docs/composition.md, computed from the model's table at L
+// without the planner's code: the oracle of the compositions' tests.
+RopeFrequencies ComposedFrequencies(const RopeSpec& model_rope, const ExtensionMethod& method,
+                                    std::int64_t train_length, std::int64_t target_length);
+}  // namespace reference
 
 // Whether the plan computes what the model's own RoPE computes on sequences
 // of at most `length` tokens: the same frequencies and attention factor, no

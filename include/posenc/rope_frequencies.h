@@ -29,4 +29,12 @@ std::vector<double> YarnExtrapolationWeights(const RopeSpec& spec);
 // The original (training) context length the spec's scaling refers to, or 0.
 std::int64_t OriginalContextLength(const RopeSpec& spec);
 
+// The length the scaled model was trained or validated for, where its
+// scaling states it: original_max_position x factor for llama3, yarn and
+// longrope (Phi-3's factor is max_position_embeddings / original, so this
+// is its max_position_embeddings); 0 for the others (none, linear, ntk,
+// dynamic and factors carry no length). Extensions on top of the scaling
+// count their factor from it (PlanContextExtension).
+std::int64_t EffectiveContextLength(const RopeSpec& spec);
+
 }  // namespace posenc

@@ -152,8 +152,10 @@ def apply(model, method: str = "none", *, target_length: Optional[int] = None,
 
     Raises:
         ValueError: a model posenc cannot patch (naming the layer's class),
-            a method invalid for the model's RoPE (a model whose config
-            already scales its RoPE takes only ``"none"``), a sliding-window
+            a method invalid for the model's RoPE (a frequency method over
+            a config's dynamic NTK: a model whose config scales its RoPE
+            is extended on top of it, from the length its scaling states;
+            docs/composition.md), a sliding-window
             model with a method that sets its own window. Later, in a
             forward pass: a 4-D ``attention_mask`` posenc cannot honour
             and a cache it does not know (the module docstring's Masks and

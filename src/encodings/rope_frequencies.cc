@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
 
 #include "posenc/error.h"
 
@@ -159,5 +160,19 @@ std::vector<double> YarnExtrapolationWeights(const RopeSpec& spec) {
 }
 
 std::int64_t OriginalContextLength(const RopeSpec& spec) { return std::visit(OriginalLength{}, spec.scaling); }
+
+std::int64_t EffectiveContextLength(const RopeSpec& spec) {
+  const auto scaled = [](std::int64_t original, double factor) {
+    const double length = static_cast<double>(original) * factor;
+    Require(length >= 1 && length < 9007199254740992.0, "rope", "factor", factor,
+            "must give original_max_position x factor in [1, 2^53) tokens (original_max_position = " +
+                std::to_string(original) + ")");
+    return static_cast<std::int64_t>(std::llround(length));
+  };
+  if (const auto* y = std::get_if<YarnScaling>(&spec.scaling)) return scaled(y->original_max_position, y->factor);
+  if (const auto* l = std::get_if<Llama3Scaling>(&spec.scaling)) return scaled(l->original_max_position, l->factor);
+  if (const auto* l = std::get_if<LongRopeScaling>(&spec.scaling)) return scaled(l->original_max_position, l->factor);
+  return 0;
+}
 
 }  // namespace posenc

@@ -14,6 +14,7 @@
 
 #include "posenc/error.h"
 #include "posenc/rope_frequencies.h"
+#include "extension/scaled_composition.h"
 
 namespace posenc {
 namespace {
@@ -102,6 +103,9 @@ std::string FormatNumber(double value) { return FormatValue(value); }
 // What a method changes in the model's attention.
 struct Lowering {
   RopeSpec spec;  // the model's, with the method's scaling
+  // A frequency method over a model that scales its RoPE: the composed
+  // table (spec keeps the model's scaling).
+  std::optional<RopeFrequencies> frequencies;
   std::optional<ReRopeEncoding> rerope;
   std::optional<SelfExtendEncoding> self_extend;
   std::int64_t mask_window = 0;  // the mask's (window and lambda; the distance maps' windows are theirs)
@@ -117,9 +121,16 @@ struct Planner {
   std::int64_t target_length;
   double s;  // max(1, L / L_train)
 
-  Lowering Scaled(const RopeScaling& scaling) const {
+  // A frequency method: the model's table rescaled. Over an unscaled model
+  // the method's own scaling (Hugging Face's formulas exactly); over a
+  // scaled one, the composition of scaled_composition.cc.
+  Lowering Scaled(const RopeScaling& scaling, std::string_view name) const {
     Lowering l{model};
-    l.spec.scaling = scaling;
+    if (std::holds_alternative<NoScaling>(model.scaling)) {
+      l.spec.scaling = scaling;
+    } else {
+      l.frequencies = detail::ComposeOverModelScaling(model, scaling, name, target_length);
+    }
     return l;
   }
   // The window of a distance map: inside it distances stay exact.
@@ -133,22 +144,22 @@ struct Planner {
   Lowering operator()(NoneMethod& /*m*/) const { return {model}; }
   Lowering operator()(LinearMethod& m) const {
     m.factor = m.factor.value_or(s);
-    return Scaled(LinearScaling{*m.factor});
+    return Scaled(LinearScaling{*m.factor}, m.kName);
   }
   Lowering operator()(NtkMethod& m) const {
     m.factor = m.factor.value_or(s);
-    return Scaled(NtkAwareScaling{*m.factor});
+    return Scaled(NtkAwareScaling{*m.factor}, m.kName);
   }
   Lowering operator()(DynamicNtkMethod& m) const {
     m.factor = m.factor.value_or(2.0);
-    return Scaled(DynamicNtkScaling{*m.factor, train_length});
+    return Scaled(DynamicNtkScaling{*m.factor, train_length}, m.kName);
   }
   Lowering operator()(YarnMethod& m) const {
     m.factor = m.factor.value_or(s);
     YarnScaling yarn;
     yarn.factor = *m.factor;
     yarn.original_max_position = train_length;
-    return Scaled(yarn);
+    return Scaled(yarn, m.kName);
   }
   Lowering operator()(ReRopeMethod& m) const {
     m.window = ExactWindow(m.window);
@@ -202,6 +213,10 @@ struct Planner {
 
 std::string_view ExtensionMethodName(const ExtensionMethod& method) {
   return std::visit([](const auto& m) { return m.kName; }, method);
+}
+
+ExtensionKind ExtensionMethodKind(const ExtensionMethod& method) {
+  return std::visit([](const auto& m) { return m.kKind; }, method);
 }
 
 ExtensionMethod ParseExtensionMethod(std::string_view name) {
@@ -349,17 +364,18 @@ ExtensionPlan PlanContextExtension(const ContextExtension& extension, const Rope
   model_rope.Validate();
   Require(train_length >= 2, kOp, "train_length", train_length, "must be >= 2");
   Require(target_length >= 1, kOp, "target_length", target_length, "must be >= 1");
-  const bool model_scales = !std::holds_alternative<NoScaling>(model_rope.scaling);
-  Require(std::holds_alternative<NoneMethod>(extension.method) || !model_scales, kOp, "model rope scaling",
-          std::string(RopeScalingName(model_rope.scaling)),
-          "must be none for an extension method (the model already scales its RoPE)");
+  // A model that scales its RoPE was trained (or validated) for the length
+  // its scaling states: the extension counts from there.
+  if (const std::int64_t effective = EffectiveContextLength(model_rope); effective > 0) train_length = effective;
+  Require(train_length >= 2, kOp, "train_length", train_length, "must be >= 2");
 
   ExtensionPlan plan;
   plan.resolved = extension;
+  plan.train_length = train_length;
   const double s = std::max(1.0, static_cast<double>(target_length) / static_cast<double>(train_length));
   Lowering l = std::visit(Planner{model_rope, train_length, target_length, s}, plan.resolved.method);
 
-  const RopeFrequencies frequencies = ComputeRopeFrequencies(l.spec, target_length);
+  const RopeFrequencies frequencies = l.frequencies ? *l.frequencies : ComputeRopeFrequencies(l.spec, target_length);
   if (l.rerope) {
     l.rerope->frequencies = frequencies;
     plan.attention.encoding = *l.rerope;

@@ -208,10 +208,12 @@ TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
 TEST(ContextExtension, RejectsPlansThatCannotWork) {
   ExpectError([] { Plan("rerope:window=8192", 16384); }, {"window = 8192", "< the training length 8192"});
   ExpectError([] { Plan("self-extend:window=9000", 16384); }, {"window = 9000", "< the training length 8192"});
+  // A model that scales its RoPE is extended on top of it, except where the
+  // pair does not compose (scaled_extension_test.cc).
   RopeSpec scaled = SmolLmRope();
-  scaled.scaling = LinearScaling{2};
+  scaled.scaling = DynamicNtkScaling{2, 8192};
   ExpectError([&] { PlanContextExtension(ParseContextExtension("yarn"), scaled, 8192, 16384); },
-              {"model rope scaling", "must be none"});
+              {"method = \"yarn\"", "does not compose with the model's rope scaling \"dynamic\""});
   EXPECT_NO_THROW(PlanContextExtension(ParseContextExtension("none"), scaled, 8192, 16384));
   ExpectError([] { PlanContextExtension({}, SmolLmRope(), 1, 10); }, {"train_length = 1"});
   ExpectError([] { PlanContextExtension({}, SmolLmRope(), 8192, 0); }, {"target_length = 0"});
