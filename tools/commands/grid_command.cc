@@ -1,5 +1,6 @@
 // posenc grid cell DIR KEY [--threads T]   compute one cell (what the executors run)
-// posenc grid status DIR                   finished / missing cells, Slurm jobs, time left
+// posenc grid status DIR [--rate-from DIR2] finished / missing cells, Slurm jobs, the grid's cost
+//                                          (TFLOP; core-hours at DIR2's or its own finished cells' rate)
 // posenc grid merge DIR [--json]           the report from the finished cells
 //
 // The follow-up commands of a grid run by `posenc study`, `posenc passkey`
@@ -25,6 +26,7 @@ constexpr const char* kOp = "grid";
 
 struct GridOptions {
   std::string dir, key;
+  std::string rate_from;  // status: the grid whose finished cells give the rate
   int threads = 0;
   bool json = false;
 };
@@ -44,6 +46,13 @@ void ComputeCell(const GridOptions& o) {
   std::printf("%s: %s, %.1f s\n", it->second.label.c_str(), kind.summary(result).c_str(), seconds);
 }
 
+// Flops per core-second of a grid's finished cells; 0 without one.
+double FinishedRate(const Grid& grid, const GridScan& scan) {
+  double flops = 0;
+  for (const auto& [key, result] : scan.finished) flops += grid.cells.at(key).flops;
+  return flops > 0 && scan.finished_core_seconds > 0 ? flops / scan.finished_core_seconds : 0;
+}
+
 void PrintStatus(const GridOptions& o) {
   const Grid grid = ReadGrid(o.dir);
   const GridScan scan = ScanGrid(o.dir, grid);
@@ -55,14 +64,29 @@ void PrintStatus(const GridOptions& o) {
   }
   std::printf("%s: a %s grid of posenc %s%s\n", o.dir.c_str(), grid.kind.c_str(), grid.version.c_str(), inputs.c_str());
   std::printf("cells: %zu, finished %zu, missing %zu\n", grid.cells.size(), scan.finished.size(), scan.missing.size());
-  // Time left, from the finished cells' seconds per flop (the cost model).
-  const double seconds = scan.finished_core_seconds;
-  double flops = 0, missing_flops = 0;
-  for (const auto& [key, result] : scan.finished) flops += grid.cells.at(key).flops;
+  // The cost model: each cell's planned flops, turned into core time at the
+  // finished cells' rate (flops per core-second), or another grid's
+  // (--rate-from) before any cell of this one ran.
+  double total_flops = 0, missing_flops = 0;
+  for (const auto& [key, cell] : grid.cells) total_flops += cell.flops;
   for (const std::string& key : scan.missing) missing_flops += grid.cells.at(key).flops;
-  if (flops > 0 && !scan.missing.empty()) {
-    std::printf("compute left: about %.1f core-minutes (from the finished cells: %.2f GFLOP/s per core)\n",
-                missing_flops * seconds / flops / 60, flops / seconds / 1e9);
+  std::string source = "the finished cells";
+  double rate = FinishedRate(grid, scan);
+  if (!o.rate_from.empty()) {
+    const Grid other = ReadGrid(o.rate_from);
+    rate = FinishedRate(other, ScanGrid(o.rate_from, other));
+    Require(rate > 0, kOp, "--rate-from", o.rate_from, "has no finished cell to measure a rate from");
+    source = o.rate_from + "'s finished cells";
+  }
+  std::printf("cost: %.3g TFLOP in all", total_flops / 1e12);
+  if (rate > 0) {
+    std::printf(", about %.1f core-hours at %.2f GFLOP/s per core (%s)", total_flops / rate / 3600, rate / 1e9,
+                source.c_str());
+  }
+  std::printf("\n");
+  if (rate > 0 && !scan.missing.empty()) {
+    std::printf("compute left: about %.1f core-minutes (%s: %.2f GFLOP/s per core)\n", missing_flops / rate / 60,
+                source.c_str(), rate / 1e9);
   }
   for (std::size_t i = 0; i < scan.missing.size() && i < 10; ++i) {
     std::printf("  missing %s %s\n", scan.missing[i].c_str(), grid.cells.at(scan.missing[i]).label.c_str());
@@ -104,6 +128,9 @@ void AddGridCommands(CLI::App& app) {
   cell->callback([o] { ComputeCell(*o); });
   CLI::App* status = grid->add_subcommand("status", "Finished and missing cells, Slurm jobs, compute left");
   status->add_option("dir", o->dir, "Grid directory")->required();
+  status->add_option("--rate-from", o->rate_from,
+                     "Another grid's directory: its finished cells' GFLOP/s per core price this grid (one planned with "
+                     "--plan-only, before a cell ran)");
   status->callback([o] { PrintStatus(*o); });
   CLI::App* merge = grid->add_subcommand("merge", "Write the report from the finished cells (all must be there)");
   merge->add_option("dir", o->dir, "Grid directory")->required();

@@ -390,6 +390,8 @@ void AddExecutorOptions(CLI::App& command, const std::shared_ptr<ExecutorOptions
       ->check(CLI::Range(1, 1024));
   command.add_option("--mem", o->mem, "slurm: sbatch --mem (default: the cells' estimated peak + 25%)");
   command.add_flag("--no-wait", o->no_wait, "slurm: submit and return (posenc grid status/merge DIR follow up)");
+  command.add_flag("--plan-only", o->plan_only,
+                   "Write the grid (DIR/grid.json) and compute nothing: posenc grid status DIR prints its cost");
   command
       .add_option("--slurm-timeout", o->slurm_timeout_s,
                   "slurm: seconds sbatch and each squeue may take to answer before posenc gives up")
@@ -407,6 +409,11 @@ bool RunGrid(const std::string& dir, const Grid& grid, const ExecutorOptions& o,
   }
   std::fprintf(stderr, "grid: %s: %zu cells, %zu finished earlier, %zu to compute\n", dir.c_str(), grid.cells.size(),
                scan.finished.size(), scan.missing.size());
+  if (o.plan_only) {
+    std::printf("planned %s: %zu cells to compute. Its cost: posenc grid status %s\n", dir.c_str(), scan.missing.size(),
+                dir.c_str());
+    return false;
+  }
   const std::vector<std::string> keys = MissingByCost(grid, scan);
   if (!keys.empty()) {
     if (o.executor == Executor::kLocal) {

@@ -28,13 +28,16 @@ struct ExecutorOptions {
   std::string partition, time, mem;
   int cpus_per_task = 0;
   bool no_wait = false;  // slurm: submit, print how to follow up, return
+  // Write grid.json and stop, computing nothing: `posenc grid status DIR`
+  // then prints the grid's cost before a cell runs or a job is submitted.
+  bool plan_only = false;
   // slurm: how long sbatch and each squeue may take before they are killed
   // and posenc stops with an error saying so.
   double slurm_timeout_s = 60;
 };
 
 // --executor, --jobs, --threads, --partition, --time, --cpus-per-task,
-// --mem, --no-wait, --slurm-timeout.
+// --mem, --no-wait, --slurm-timeout, --plan-only.
 void AddExecutorOptions(CLI::App& command, const std::shared_ptr<ExecutorOptions>& options);
 
 // Writes the grid into `dir`, computes its missing cells with the chosen
