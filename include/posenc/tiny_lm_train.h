@@ -87,6 +87,15 @@ TinyLmTrainMemory EstimateTinyLmTrainMemory(const TinyLmConfig& config, const Ti
 std::vector<std::int64_t> TinyLmBatchOffsets(std::int64_t corpus_bytes, std::int64_t length, std::int64_t batch,
                                              std::int64_t seed, std::int64_t step);
 
+// Every byte TrainTinyLm(config, options, corpus) reads, in its order: the
+// rows of each step (batch windows of train_length + 1 bytes, at
+// TinyLmBatchOffsets), concatenated; options.Steps(config) * batch *
+// (train_length + 1) bytes. The data a baseline fitted on "the bytes the model
+// saw" is fitted on. Throws posenc::Error as TrainTinyLm does for the options
+// and a corpus shorter than one window.
+std::vector<std::uint8_t> TinyLmTrainingBytes(const TinyLmConfig& config, const TinyLmTrainOptions& options,
+                                              std::span<const std::uint8_t> corpus);
+
 // The seed of step `step`'s (0-based) randomized positions when
 // config.position_range > 0 (RandomizedPositions): a pure function of
 // (seed, step), apart from the batches' stream.

@@ -130,6 +130,21 @@ std::vector<std::int64_t> TinyLmBatchOffsets(std::int64_t corpus_bytes, std::int
   return offsets;
 }
 
+std::vector<std::uint8_t> TinyLmTrainingBytes(const TinyLmConfig& config, const TinyLmTrainOptions& options,
+                                              std::span<const std::uint8_t> corpus) {
+  options.Validate(config);
+  const std::int64_t length = config.train_length, steps = options.Steps(config);
+  const auto corpus_bytes = static_cast<std::int64_t>(corpus.size());
+  std::vector<std::uint8_t> bytes;
+  bytes.reserve(static_cast<std::size_t>(steps * options.batch * (length + 1)));
+  for (std::int64_t step = 0; step < steps; ++step) {
+    const std::vector<std::uint8_t> rows =
+        GatherRows(corpus, TinyLmBatchOffsets(corpus_bytes, length, options.batch, options.seed, step), length + 1);
+    bytes.insert(bytes.end(), rows.begin(), rows.end());
+  }
+  return bytes;
+}
+
 double TinyLmTrainStepFlops(const TinyLmConfig& config, std::int64_t batch, std::int64_t length) {
   const auto d = static_cast<double>(config.d_model), f = static_cast<double>(config.ffn_hidden);
   const auto layers = static_cast<double>(config.layers), t = static_cast<double>(length);

@@ -6,11 +6,12 @@
 # it with paired intervals, the ranking's steps, the convergence check's
 # half-budget twins and the learning curves), the files, a rerun that
 # trains nothing, an added seed that trains only its models, and the same
-# numbers with 2 threads a cell as with 1.
+# numbers with 2 threads a cell as with 1; the n-grams on the models' bytes
+# and the verdict rule; a grid planned only, and priced by grid status.
 # Usage: zoo.sh POSENC TEXT DIR
 set -euo pipefail
 posenc=$1 text=$2 dir=$3
-rm -rf "$dir" "$dir.threads" "$dir.lengths16,32" "$dir.lengths16,32,64" "$dir.fire"
+rm -rf "$dir" "$dir.threads" "$dir.lengths16,32" "$dir.lengths16,32,64" "$dir.fire" "$dir.plan"
 fail() { echo "FAIL: $*"; exit 1; }
 zoo() {
   "$posenc" zoo --schemes rope,learned,alibi --train-len 16 --tokens 4096 --d-model 16 --layers 1 --heads 2 --ffn 32 \
@@ -33,14 +34,15 @@ expect "^\| learned \+ hierarchical \(Su\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-
 expect "^\| rope \+ rerope \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \| \`rerope:window=8\` \|$"
 expect "^\| rope \+ yarn \| .* \| \`yarn:factor=4\` \|$"
 # Past L: the bytes predicted at positions >= 16, RoPE + window the control.
-expect "^### Past the training length$"
+expect "^### Past the training length( \(early training for the schemes above\))?$"
 expect "^\| encoding or method \| 32 \(2×\) \| 64 \(4×\) \|$"
 expect "^\| rope \+ window \(control: never looks past L\) \| [0-9.]+ ±[0-9.]+ \| [0-9.]+ ±[0-9.]+ \|$"
 expect "^\| learned \(no rows past L\) \| no rows \| no rows \|$"
 # Minus the control, paired over the seeds; the ranking's steps; the check.
 expect "^\| rope \(as trained\) \| $interval \| $interval \|$"
 expect "^### Which steps of the ranking are real$"
-expect "^- [a-z0-9 +()]+ \([0-9.]+\) − [a-z0-9 +()]+ \([0-9.]+\): $interval$"
+# No scheme of 4096 bytes passes the verdict rule: no ranking is printed.
+expect "^No ranking: it needs two schemes that pass the verdict rule \(early training\)\.$"
 expect "^### Trained to convergence\?$"
 expect "^\| encoding \| 2048 bytes \| 4096 bytes \| full − half, 95% paired interval \| seeds' sd \(full\) \| verdict \|$"
 expect "^\| alibi \| [0-9.]+ \| [0-9.]+ \| $interval \| [0-9.]+ \| (converged|\*\*still learning\*\*) \|$"
@@ -85,7 +87,37 @@ assert z["reference"] == "5-gram" and len(z["ngrams"]) == 4
 assert v["rope"]["lengths_past_train"][0]["mean"] is None
 assert v["rope"]["has_learned_context"] in (True, False)
 assert len(v["rope"]["position_loss_minus_reference_at_longest"]) == 64 // 2
+# The n-grams on the models' bytes: one set a seed, counted on its batches
+# (64 steps x 4 windows x 17 bytes), the same orders; fitted on 4352 bytes
+# and not on the text it scores (the corpus is the text here), the 5-gram is
+# worse than the corpus's.
+seen = z["ngrams_on_models_bytes"]
+assert [x["seed"] for x in seen] == [0, 1] and all(x["bytes"] == 64 * 4 * 17 for x in seen), seen
+assert all([e["variant"] for e in x["ngrams"]] == ["2-gram", "3-gram", "4-gram", "5-gram"] for x in seen)
+assert all(x["ngrams"][3]["lengths"][0]["loss"] > losses[3] for x in seen)
+assert seen[0]["ngrams"][3]["lengths"][0]["loss"] != seen[1]["ngrams"][3]["lengths"][0]["loss"]
+# Each scheme's loss at L minus its seed's 5-gram, paired over the two seeds.
+margins = {x["scheme"]: x for x in z["margin_to_ngram_on_models_bytes"]}
+assert sorted(margins) == ["alibi", "learned", "rope"], margins
+for s, x in margins.items():
+    per_seed = [m["evaluations"][0]["lengths"][0]["loss"] - n["ngrams"][3]["lengths"][0]["loss"]
+                for m in sorted((m for m in z["models"] if m["scheme"] == s), key=lambda m: m["seed"])
+                for n in seen if n["seed"] == m["seed"]]
+    assert abs(x["mean"] - sum(per_seed) / 2) < 1e-12 and x["seeds"] == 2 and x["low"] <= x["mean"] <= x["high"]
+    assert x["below"] == (x["high"] < 0)
+# The verdict rule: a scheme is early training exactly when it is still
+# learning or not below its bytes' 5-gram beyond noise (such tiny models are).
+early = {x["scheme"]: x["reasons"] for x in z["early_training"]}
+for s in margins:
+    assert (s in early) == (not c[s]["converged"] or not margins[s]["below"]), (s, early)
+assert early, "a 4096-byte model passed the verdict rule"
 PY
+expect_md() { grep -q -E -- "$1" "$dir/zoo.md" || fail "expected /$1/ in zoo.md: $(cat "$dir/zoo.md")"; }
+expect_md "^### Verdict rule$"
+expect_md "\*\*Early training\*\* — no extrapolation verdict for:"
+expect_md "^### The n-grams on the models' bytes$"
+expect_md "^\| byte 5-gram on the models' bytes \| [0-9.]+ ±[0-9.]+ \| — \| — \|$"
+expect_md "^\| rope \(as trained\) \| [0-9.]+ \| $interval \| (below it|\*\*not below it beyond noise\*\*) \|$"
 
 zoo --seeds 0,1 --out "$dir"
 expect "12 cells, 12 finished earlier, 0 to compute"
@@ -113,6 +145,17 @@ print(repr(json.load(open(sys.argv[1]))["models"][0]["evaluations"][0]["lengths"
   >"$dir.log" 2>&1 || fail "zoo --schemes fire: $(cat "$dir.log")"
 expect "^\| fire \| [0-9.]+ \| [0-9.]+ \| [+-][0-9.]+ \(one seed: no interval\)( \*\*has not learned context\*\*)? \|$"  # one seed: no spread
 grep -q "Trained to convergence" "$dir.fire/zoo.md" && fail "--no-half-budget planned the convergence check"
+# Without the check no verdict: the report says why (the committed default
+# zoo's cells, computed before the check, merged to `convergence: []` and
+# verdicts all the same).
+python3 - "$dir.fire/zoo.json" <<'PY' || fail "zoo.json: a zoo without the convergence check is not early training"
+import json, sys
+z = json.load(open(sys.argv[1]))
+assert z["convergence"] == [] and z["half_budget_models"] == []
+early = {x["scheme"]: x["reasons"] for x in z["early_training"]}
+assert "no convergence check (needs half-budget models of two seeds)" in early["fire"], early
+PY
+grep -q "No ranking: it needs two schemes that pass the verdict rule" "$dir.fire/zoo.md" || fail "a ranking without verdicts"
 expect "wrote .*zoo\.md, .*zoo\.json, .*zoo\.png"
 
 # Bitwise the same models and losses with 2 threads a cell (the seconds differ).
@@ -122,4 +165,19 @@ z = json.load(open(sys.argv[1]))
 for m in z["models"]:
     print(m["scheme"], m["seed"], m["final_loss"], [(e["variant"], [l["loss"] for l in e["lengths"]]) for e in m["evaluations"]])' "$1"; }
 [ "$(strip "$dir/zoo.json")" = "$(strip "$dir.threads/zoo.json")" ] || fail "2 threads a cell gave other numbers"
+# --plan-only writes the grid and computes nothing; grid status prices it
+# (flops in all; core-hours at another grid's finished cells' rate), before
+# and without a cell of its own.
+rm -rf "$dir.plan"
+zoo --seeds 0,1,2,3,4 --plan-only --out "$dir.plan"
+expect "planned .*\.plan: 30 cells to compute\. Its cost: posenc grid status .*\.plan"
+[ -z "$(ls -A "$dir.plan/cells" 2>/dev/null)" ] || fail "--plan-only computed cells"
+"$posenc" grid status "$dir.plan" >"$dir.log" 2>&1 || fail "status: $(cat "$dir.log")"
+expect "^cells: 30, finished 0, missing 30$"
+expect "^cost: [0-9.e+-]+ TFLOP in all$"
+"$posenc" grid status "$dir.plan" --rate-from "$dir" >"$dir.log" 2>&1 || fail "status --rate-from: $(cat "$dir.log")"
+expect "^cost: [0-9.e+-]+ TFLOP in all, about [0-9.]+ core-hours at [0-9.]+ GFLOP/s per core \(.*'s finished cells\)$"
+expect "^compute left: about [0-9.]+ core-minutes"
+"$posenc" grid status "$dir.plan" --rate-from "$dir.plan" >"$dir.log" 2>&1 && fail "a rate from no finished cell"
+expect "\[grid\] --rate-from = .*: has no finished cell to measure a rate from"
 echo "zoo: ok"

@@ -11,7 +11,10 @@
 // (SameAsModelRope) reuses the as-trained numbers instead of evaluating
 // again. Each cell also fits the byte n-grams on the corpus and scores them
 // on the same bytes (they have no seed: every cell finds the same numbers,
-// a few seconds of its time, so that a cell stays the whole of its work).
+// a few seconds of its time, so that a cell stays the whole of its work),
+// and again fitted on the bytes its model trained on (TinyLmTrainingBytes:
+// its seed's batches), the floor at the data the model had.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -230,6 +233,14 @@ Json ComputeModel(const Grid& grid, const GridCell& cell) {
   for (const ZooEvaluation& e : EvaluateNgrams(Bytes(corpus), Bytes(text), config.train_length, p)) {
     result["ngram"].push_back(ZooEvaluationJson(e));
   }
+  // The same n-grams fitted on the bytes this model trained on (its seed's
+  // batches: the windows concatenated), the floor at the model's own data.
+  const std::vector<std::uint8_t> seen = TinyLmTrainingBytes(config, train, Bytes(corpus));
+  Json seen_ngrams = Json::array();
+  for (const ZooEvaluation& e : EvaluateNgrams(seen, Bytes(text), config.train_length, p)) {
+    seen_ngrams.push_back(ZooEvaluationJson(e));
+  }
+  result[kZooSeenNgramKey] = {{"bytes", seen.size()}, {"evaluations", std::move(seen_ngrams)}};
   return result;
 }
 
@@ -290,6 +301,13 @@ GridReport Merge(const Grid& grid, const std::map<std::string, Json>& results, c
       continue;
     }
     report.models.push_back(ZooModelFromJson(r));
+    // Cells written before the n-grams on the models' bytes have none.
+    const std::int64_t seed = entry.row.at("seed").get<std::int64_t>();
+    const bool counted = std::any_of(report.seen_ngrams.begin(), report.seen_ngrams.end(),
+                                     [&](const ZooSeenNgram& n) { return n.seed == seed; });
+    if (r.contains(kZooSeenNgramKey) && !counted) {
+      report.seen_ngrams.push_back(ZooSeenNgramFromJson(seed, r.at(kZooSeenNgramKey)));
+    }
     report.unigram_corpus = r.at("unigram").at("corpus_frequencies").get<double>();
     report.unigram_text = r.at("unigram").at("text_frequencies").get<double>();
     report.ngrams.clear();

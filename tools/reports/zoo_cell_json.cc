@@ -51,6 +51,17 @@ ZooEvaluation ZooEvaluationFromJson(const Json& json) {
   }
 }
 
+ZooSeenNgram ZooSeenNgramFromJson(std::int64_t seed, const Json& json) {
+  try {
+    ZooSeenNgram seen{.seed = seed, .bytes = json.at("bytes").get<std::int64_t>()};
+    for (const Json& e : json.at("evaluations")) seen.evaluations.push_back(ZooEvaluationFromJson(e));
+    return seen;
+  } catch (const Json::exception& e) {
+    ThrowError(kOp, "cell", json.dump().substr(0, 80),
+               std::string("is not a zoo n-gram on a model's bytes: ") + e.what());
+  }
+}
+
 Json ZooModelJson(const ZooModel& m) {
   Json evaluations = Json::array();
   for (const ZooEvaluation& e : m.evaluations) evaluations.push_back(ZooEvaluationJson(e));

@@ -298,12 +298,16 @@ std::string ControlTable(const ZooReport& r) {
   return md;
 }
 
-// At `length`, the model rows ranked by their mean loss, each beside the
-// next: which steps of the ranking the seeds can tell apart. A method that
+// At `length`, the model rows of `ranked_schemes` (those the verdict rule
+// lets through) ranked by their mean loss, each beside the next: which
+// steps of the ranking the seeds can tell apart. A method that
 // is the model as trained at this length is its row, not another.
-std::string RankingComparisons(const ZooReport& r, std::int64_t length) {
+std::string RankingComparisons(const ZooReport& r, std::int64_t length,
+                               const std::vector<std::string>& ranked_schemes) {
   std::vector<std::pair<double, std::string>> ranked;
   for (const std::string& variant : r.variants) {
+    const std::string scheme = variant.substr(0, variant.find('+'));
+    if (std::find(ranked_schemes.begin(), ranked_schemes.end(), scheme) == ranked_schemes.end()) continue;
     const Spread s = SpreadOf(r, variant, length);
     if (!s.values.empty() && !s.same_as_model) ranked.emplace_back(s.Mean(), variant);
   }
@@ -369,6 +373,44 @@ std::vector<std::string> Schemes(const ZooReport& r) {
   return schemes;
 }
 
+// The reference n-gram's loss at L on one seed's training bytes; none
+// without L among its lengths.
+const double* SeenNgramAtTrainLength(const ZooReport& r, const ZooSeenNgram& seen) {
+  for (const ZooEvaluation& e : seen.evaluations) {
+    if (e.variant != ReferenceVariant()) continue;
+    const ZooLength* l = FindLength(e, r.run.train_length);
+    return l != nullptr && l->loss ? &*l->loss : nullptr;
+  }
+  return nullptr;
+}
+
+// The n-grams on the models' bytes at L (mean over the seeds), then each
+// scheme's loss at L minus the reference's on its own seed's bytes, paired.
+std::string SeenNgramTable(const ZooReport& r) {
+  std::string md = "| n-gram or encoding | at L | minus the " + ReferenceVariant() +
+                   " on its bytes, paired over the seeds | verdict |\n|---|---|---|---|\n";
+  for (const int order : kZooNgramOrders) {
+    std::vector<double> losses;
+    for (const ZooSeenNgram& seen : r.seen_ngrams) {
+      for (const ZooEvaluation& e : seen.evaluations) {
+        const ZooLength* l = e.variant == ZooNgramVariant(order) ? FindLength(e, r.run.train_length) : nullptr;
+        if (l != nullptr && l->loss) losses.push_back(*l->loss);
+      }
+    }
+    if (losses.empty()) continue;
+    const MeanInterval m = StudentMeanInterval(losses);
+    md += "| byte " + ZooNgramVariant(order) + " on the models' bytes | " + Number(m.mean) +
+          (m.HasSpread() ? " ±" + Number(m.sd) : std::string()) + " | — | — |\n";
+  }
+  for (const std::string& scheme : Schemes(r)) {
+    const std::optional<MeanInterval> m = ZooSeenMargin(r, scheme);
+    if (!m) continue;
+    md += "| " + Row(scheme) + " | " + Number(SpreadOf(r, scheme, r.run.train_length).Mean()) + " | " + Difference(*m) +
+          " | " + (m->ExcludesZero() && m->high < 0 ? "below it" : "**not below it beyond noise**") + " |\n";
+  }
+  return md;
+}
+
 std::int64_t HalfBudgetTokens(const ZooReport& r) { return r.half_budget.empty() ? 0 : r.half_budget.front().tokens; }
 std::int64_t FullBudgetTokens(const ZooReport& r) { return r.models.empty() ? 0 : r.models.front().tokens; }
 
@@ -417,6 +459,34 @@ std::optional<ZooConvergence> ZooConverged(const ZooReport& r, const std::string
                         .converged = std::abs(d.mean) < spread.sd};
 }
 
+std::optional<MeanInterval> ZooSeenMargin(const ZooReport& r, const std::string& scheme) {
+  if (!HasTrainLength(r)) return std::nullopt;
+  const std::map<std::int64_t, double> model = LossAtTrainLengthBySeed(r.models, scheme, r.run.train_length);
+  std::vector<double> margins;
+  for (const ZooSeenNgram& seen : r.seen_ngrams) {
+    const auto m = model.find(seen.seed);
+    const double* ngram = SeenNgramAtTrainLength(r, seen);
+    if (m != model.end() && ngram != nullptr) margins.push_back(m->second - *ngram);
+  }
+  if (margins.empty()) return std::nullopt;
+  return StudentMeanInterval(margins);
+}
+
+std::vector<std::string> ZooEarlyTraining(const ZooReport& r, const std::string& scheme) {
+  std::vector<std::string> why;
+  if (const std::optional<ZooConvergence> c = ZooConverged(r, scheme); !c) {
+    why.emplace_back("no convergence check (needs half-budget models of two seeds)");
+  } else if (!c->converged) {
+    why.emplace_back("still learning (the half-budget check)");
+  }
+  if (const std::optional<MeanInterval> m = ZooSeenMargin(r, scheme); !m) {
+    why.emplace_back("no " + ReferenceVariant() + " on its training bytes in the data");
+  } else if (!(m->ExcludesZero() && m->high < 0)) {
+    why.emplace_back("not below the " + ReferenceVariant() + " on its training bytes beyond noise");
+  }
+  return why;
+}
+
 std::string ZooMarkdown(const ZooReport& r) {
   const std::int64_t params = r.models.empty() ? 0 : r.models.front().params;
   double train_seconds = 0;
@@ -440,6 +510,22 @@ std::string ZooMarkdown(const ZooReport& r) {
         "n − 1 bytes before it). Byte-unigram baseline: " + Number(r.unigram_corpus) +
         " nats/byte (the training corpus's byte frequencies; " + Number(r.unigram_text) + " with the text's own).\n\n";
   md += RandomizedPositionsSentence(r.run);
+  std::vector<std::string> ranked;  // the schemes whose verdicts stand
+  std::string withheld;
+  for (const std::string& scheme : Schemes(r)) {
+    const std::vector<std::string> why = ZooEarlyTraining(r, scheme);
+    if (why.empty()) ranked.push_back(scheme);
+    std::string reasons;
+    for (const std::string& reason : why) reasons += (reasons.empty() ? "" : "; ") + reason;
+    if (!why.empty()) withheld += "- " + Row(scheme) + ": " + reasons + "\n";
+  }
+  md += "### Verdict rule\n\n";
+  md +=
+      "A scheme's rows past L are read (extrapolates or not, the best, a place in a ranking) only when it passed the "
+      "convergence check and is below the " +
+      ReferenceVariant() + " fitted on its own training bytes beyond noise.";
+  md += withheld.empty() ? " Every scheme does.\n\n"
+                         : " **Early training** — no extrapolation verdict for:\n\n" + withheld + "\n";
   md += "Held-out loss in nats per byte (lower is better), the mean over the seeds ± their standard deviation";
   if (HasTrainLength(r) && !r.ngrams.empty()) {
     md += "; the last column is the loss at L minus the " + ReferenceVariant() +
@@ -448,8 +534,17 @@ std::string ZooMarkdown(const ZooReport& r) {
           std::to_string(std::end(kZooNgramOrders)[-1] - 1) + " bytes the n-gram reads";
   }
   md += ":\n\n" + Table(r, false);
+  if (!r.seen_ngrams.empty() && HasTrainLength(r)) {
+    md += "\n### The n-grams on the models' bytes\n\n";
+    md += "The same n-grams fitted on the " + std::to_string(r.seen_ngrams.front().bytes) +
+          " bytes a seed's models trained on (their batches' windows, concatenated; the corpus's n-grams above are "
+          "fitted on all of it), scored on the same held-out bytes at L: the floor at the data the models had, "
+          "mean over the seeds:\n\n";
+    md += SeenNgramTable(r);
+  }
   if (r.lengths.back() > r.run.train_length) {
-    md += "\n### Past the training length\n\n";
+    md += withheld.empty() ? "\n### Past the training length\n\n"
+                           : "\n### Past the training length (early training for the schemes above)\n\n";
     md += "The loss on the bytes predicted at positions ≥ L = " + std::to_string(r.run.train_length) +
           " (with more context than training showed; the n-grams on the same bytes). RoPE + window never looks past "
           "L: a model below it uses the farther context, one above it is hurt by it:\n\n";
@@ -463,13 +558,17 @@ std::string ZooMarkdown(const ZooReport& r) {
     }
   }
   md += "\n### Which steps of the ranking are real\n\n";
-  md +=
-      "The model rows ranked by their loss, each minus the next, paired over the seeds, with the 95% interval of "
-      "the mean difference; **within noise** when it holds 0.\n";
-  for (const std::int64_t length : {r.run.train_length, r.lengths.back()}) {
-    if (std::find(r.lengths.begin(), r.lengths.end(), length) == r.lengths.end()) continue;
-    md += "\nAt " + LengthHeader(r, length) + ":\n\n" + RankingComparisons(r, length);
-    if (length == r.lengths.back()) break;  // L is the longest: once
+  if (ranked.size() < 2) {
+    md += "No ranking: it needs two schemes that pass the verdict rule (early training).\n";
+  } else {
+    md +=
+        "The model rows of the schemes that pass the verdict rule ranked by their loss, each minus the next, paired "
+        "over the seeds, with the 95% interval of the mean difference; **within noise** when it holds 0.\n";
+    for (const std::int64_t length : {r.run.train_length, r.lengths.back()}) {
+      if (std::find(r.lengths.begin(), r.lengths.end(), length) == r.lengths.end()) continue;
+      md += "\nAt " + LengthHeader(r, length) + ":\n\n" + RankingComparisons(r, length, ranked);
+      if (length == r.lengths.back()) break;  // L is the longest: once
+    }
   }
   if (std::any_of(r.variants.begin(), r.variants.end(), IsRopeMethod)) {  // a zoo with a RoPE model
     md += "\n### RoPE past its training length, training-free\n\n";
@@ -567,6 +666,25 @@ std::string ZooJson(const ZooReport& r) {
   }
   Json ngrams = Json::array();
   for (const ZooEvaluation& e : r.ngrams) ngrams.push_back(ZooEvaluationJson(e));
+  Json seen_ngrams = Json::array();
+  for (const ZooSeenNgram& n : r.seen_ngrams) {
+    Json evaluations = Json::array();
+    for (const ZooEvaluation& e : n.evaluations) evaluations.push_back(ZooEvaluationJson(e));
+    seen_ngrams.push_back({{"seed", n.seed}, {"bytes", n.bytes}, {"ngrams", std::move(evaluations)}});
+  }
+  Json seen_margins = Json::array(), early_training = Json::array();
+  for (const std::string& scheme : Schemes(r)) {
+    if (const std::optional<MeanInterval> m = ZooSeenMargin(r, scheme)) {
+      seen_margins.push_back({{"scheme", scheme},
+                              {"mean", m->mean},
+                              {"low", m->low},
+                              {"high", m->high},
+                              {"seeds", m->count},
+                              {"below", m->ExcludesZero() && m->high < 0}});
+    }
+    const std::vector<std::string> why = ZooEarlyTraining(r, scheme);
+    if (!why.empty()) early_training.push_back({{"scheme", scheme}, {"reasons", why}});
+  }
   const Json json{{"train_length", r.run.train_length},
                   {"lengths", r.lengths},
                   {"seeds", r.seeds},
@@ -587,7 +705,10 @@ std::string ZooJson(const ZooReport& r) {
                   {"models", std::move(models)},
                   {"half_budget_tokens", HalfBudgetTokens(r)},
                   {"half_budget_models", std::move(half_budget)},
-                  {"convergence", std::move(convergence)}};
+                  {"convergence", std::move(convergence)},
+                  {"ngrams_on_models_bytes", std::move(seen_ngrams)},
+                  {"margin_to_ngram_on_models_bytes", std::move(seen_margins)},
+                  {"early_training", std::move(early_training)}};
   return json.dump(2) + "\n";
 }
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "options/output_files.h"
+#include "posenc/mean_interval.h"
 
 namespace posenc::cli {
 
@@ -73,6 +74,20 @@ ZooEvaluation ZooEvaluationFromJson(const nlohmann::json& json);
 inline constexpr int kZooNgramOrders[] = {2, 3, 4, 5};
 std::string ZooNgramVariant(int order);  // "5-gram"
 
+// The byte n-grams of kZooNgramOrders fitted on the bytes one seed's models
+// trained on (TinyLmTrainingBytes: every scheme of a seed reads the same
+// batches) instead of the whole corpus, scored as the corpus's n-grams are:
+// the floor at the data a model had. A cell writes it under
+// kZooSeenNgramKey.
+struct ZooSeenNgram {
+  std::int64_t seed = 0;
+  std::int64_t bytes = 0;  // the training bytes it was counted on
+  std::vector<ZooEvaluation> evaluations;
+};
+inline constexpr const char* kZooSeenNgramKey = "ngram_seen";
+// Throws posenc::Error naming the missing or mistyped field.
+ZooSeenNgram ZooSeenNgramFromJson(std::int64_t seed, const nlohmann::json& json);
+
 // The model and optimizer settings a tiny-model report states (posenc zoo,
 // posenc tasks), read from a grid's settings (ReadTinyLmRunSettings).
 struct TinyLmRunSettings {
@@ -107,6 +122,7 @@ struct ZooReport {
   // to `models` must move the loss at L by less than the seeds' standard
   // deviation (ZooConverged).
   std::vector<ZooModel> half_budget;
+  std::vector<ZooSeenNgram> seen_ngrams;  // one a seed, in seed order; empty in cells written before them
 };
 
 // The convergence rule of a scheme: the paired difference (over seeds) of
@@ -120,6 +136,17 @@ struct ZooConvergence {
   bool converged = false;
 };
 std::optional<ZooConvergence> ZooConverged(const ZooReport& report, const std::string& scheme);
+
+// A scheme's loss at L minus the reference n-gram's fitted on the same
+// seed's training bytes, paired over the seeds; none without both.
+std::optional<MeanInterval> ZooSeenMargin(const ZooReport& report, const std::string& scheme);
+
+// The verdict rule: why a scheme's extrapolation verdicts (its rows past L
+// read as "extrapolates", "best", a place in a ranking) are withheld, its
+// tables early training; empty when none is. A scheme must pass the
+// convergence check (ZooConverged) and be below the reference n-gram on its
+// own training bytes beyond noise (ZooSeenMargin's interval below 0).
+std::vector<std::string> ZooEarlyTraining(const ZooReport& report, const std::string& scheme);
 
 std::string ZooMarkdown(const ZooReport& report);
 std::string ZooJson(const ZooReport& report);
