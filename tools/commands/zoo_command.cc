@@ -139,9 +139,12 @@ Grid PlanGrid(const ZooOptions& o, const std::vector<PositionScheme>& schemes, c
     const double rows = static_cast<double>(o.train.batch * train_length);
     const double activations =
         rows * static_cast<double>(config.layers * (8 * config.d_model + 2 * config.ffn_hidden + 2)) * 4;
-    // The texts, and the n-grams' counting: two 8-byte keys a corpus byte, then the tables.
-    const double memory = 2 * activations + static_cast<double>(corpus_bytes + text_bytes) +
-                          32.0 * static_cast<double>(corpus_bytes) + (256 << 20);
+    // The texts, the bytes the model trained on (the n-grams on them), and
+    // the n-grams' counting, one fit at a time: two 8-byte keys a byte of
+    // the corpus or of the trained bytes, then the tables.
+    const auto seen_bytes = static_cast<double>(o.train.Steps(config) * o.train.batch * (train_length + 1));
+    const double memory = 2 * activations + static_cast<double>(corpus_bytes + text_bytes) + seen_bytes +
+                          32.0 * std::max(static_cast<double>(corpus_bytes), seen_bytes) + (256 << 20);
     const auto cell = [&](const TinyLmTrainOptions& train, const std::vector<std::int64_t>& cell_lengths,
                           const std::vector<std::string>& cell_methods, std::string label, double cell_flops) {
       return GridCell{.params = {{"scheme", PositionSchemeName(scheme)},
