@@ -81,23 +81,23 @@ std::vector<double> DecoderLogits(const GgufFile& file, std::span<const std::int
     const auto tensor = [&](const std::string& name, const std::vector<std::int64_t>& shape) {
       return ReadDecoderTensor(file, "blk." + std::to_string(l) + "." + name, shape);
     };
-    // q, k, v (kind "weight") and their biases ("bias"): their own tensors,
-    // or rows q | k | v of attn_qkv (fused_qkv).
+    // q, k, v (kind ".weight") and their biases (".bias"): their own
+    // tensors, or rows q | k | v of attn_qkv (fused_qkv).
     const auto projection = [&](const std::string& role, std::int64_t first, std::int64_t rows,
                                 const std::string& kind) {
-      const std::int64_t cols = kind == "weight" ? d : 1;
+      const std::int64_t cols = kind == ".weight" ? d : 1;
       const auto shape = [&](std::int64_t r) { return cols == 1 ? std::vector{r} : std::vector{d, r}; };
-      if (!hp.fused_qkv) return tensor(role + "." + kind, shape(rows));
-      return RowsOf(tensor("attn_qkv." + kind, shape(q_dim + 2 * kv_dim)), cols, first, rows);
+      if (!hp.fused_qkv) return tensor(role + kind, shape(rows));
+      return RowsOf(tensor("attn_qkv" + kind, shape(q_dim + 2 * kv_dim)), cols, first, rows);
     };
     const Matrix a = RmsNorm(x, tensor("attn_norm.weight", {d}), hp.rms_norm_eps);
-    Matrix q = Linear(a, projection("attn_q", 0, q_dim, "weight"), q_dim, d);
-    Matrix k = Linear(a, projection("attn_k", q_dim, kv_dim, "weight"), kv_dim, d);
-    Matrix v = Linear(a, projection("attn_v", q_dim + kv_dim, kv_dim, "weight"), kv_dim, d);
+    Matrix q = Linear(a, projection("attn_q", 0, q_dim, ".weight"), q_dim, d);
+    Matrix k = Linear(a, projection("attn_k", q_dim, kv_dim, ".weight"), kv_dim, d);
+    Matrix v = Linear(a, projection("attn_v", q_dim + kv_dim, kv_dim, ".weight"), kv_dim, d);
     if (hp.qkv_bias) {
-      AddBias(q, projection("attn_q", 0, q_dim, "bias"));
-      AddBias(k, projection("attn_k", q_dim, kv_dim, "bias"));
-      AddBias(v, projection("attn_v", q_dim + kv_dim, kv_dim, "bias"));
+      AddBias(q, projection("attn_q", 0, q_dim, ".bias"));
+      AddBias(k, projection("attn_k", q_dim, kv_dim, ".bias"));
+      AddBias(v, projection("attn_v", q_dim + kv_dim, kv_dim, ".bias"));
     }
     if (hp.qk_norm) {  // each head's head_dim values as one row
       q = RmsNorm(q, tensor("attn_q_norm.weight", {hd}), hp.rms_norm_eps);
