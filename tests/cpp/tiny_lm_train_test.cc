@@ -204,6 +204,34 @@ TEST(TinyLmTrain, FinalLossIsTheMeanOfTheLastTenSteps) {
 
 // ------------------------------------------------------------------ batches
 
+// TinyLmTrainingBytes is the trainer's own stream: training on it, fed back
+// a step's rows at a time, is bitwise training on the corpus (a wrong
+// order, step or window of it changes the losses).
+TEST(TinyLmBatches, TrainingBytesAreTheStreamTheTrainerReads) {
+  const TinyLmConfig config = SmallConfig(AlibiScheme{});
+  TinyLmTrainOptions options;
+  options.batch = 3;
+  options.tokens = 7 * 3 * 16;
+  options.seed = 5;
+  std::vector<std::uint8_t> corpus(4000);
+  std::uint32_t x = 12345;  // distinct windows at distinct offsets
+  for (std::uint8_t& b : corpus) b = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  const std::vector<std::uint8_t> seen = TinyLmTrainingBytes(config, options, corpus);
+  const std::size_t step_bytes = 3 * (16 + 1);
+  ASSERT_EQ(seen.size(), 7 * step_bytes);
+  const TinyLmTrainResult from_corpus = TrainTinyLm(config, options, corpus);
+  const TinyLmTrainResult from_seen = TrainTinyLm(config, options, [&](std::int64_t step) {
+    const auto begin = seen.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(step) * step_bytes);
+    return TinyLmBatch{.tokens = std::vector<std::uint8_t>(begin, begin + static_cast<std::ptrdiff_t>(step_bytes))};
+  });
+  ASSERT_EQ(from_corpus.log.size(), from_seen.log.size());
+  for (std::size_t s = 0; s < from_corpus.log.size(); ++s) EXPECT_EQ(from_corpus.log[s].loss, from_seen.log[s].loss);
+  EXPECT_EQ(from_corpus.final_loss, from_seen.final_loss);
+  // Another seed reads other windows.
+  options.seed = 6;
+  EXPECT_NE(TinyLmTrainingBytes(config, options, corpus), seen);
+}
+
 TEST(TinyLmBatches, PureInRangeAndUniform) {
   const std::vector<std::int64_t> a = TinyLmBatchOffsets(1000, 16, 8, 3, 5);
   EXPECT_EQ(a, TinyLmBatchOffsets(1000, 16, 8, 3, 5));
