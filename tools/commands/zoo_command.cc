@@ -20,7 +20,12 @@
 // past L and for each step of the ranking, "within noise" when they hold
 // 0; and the convergence check: every model trained again with half the
 // budget (--half-budget, its own cells), a scheme converged when doubling
-// the budget moves its loss at L by less than the seeds' sd.
+// the budget moves its loss at L by less than the seeds' sd; the n-grams
+// also fitted on the bytes each seed's models trained on; and the verdict
+// rule (zoo_report.h, ZooEarlyTraining): no extrapolation verdict or
+// ranking for a scheme that fails the check or is not below the 5-gram on
+// its own bytes beyond noise. --plan-only writes the grid, and
+// `posenc grid status DIR` prints its cost.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
