@@ -4,18 +4,39 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "posenc/gguf_metadata.h"
 #include "posenc/rope_spec.h"
 
 namespace posenc {
 
+// Whether a layer rotates q and k: Llama 4 interleaves NoPE layers (no
+// position encoding at all) between RoPE layers.
+enum class LayerPosition { kRope, kNope };
+
 // What a model configuration says beyond the spec itself.
 struct RopeModelConfig {
   RopeSpec spec;
   std::int64_t max_position_embeddings = 0;  // 0 if the config has none
+  // Qwen2-VL's multimodal RoPE (rope_scaling {"type": "mrope",
+  // "mrope_section": [t, h, w]}): the first t pairs rotate by a token's
+  // temporal position, the next h by its height, the last w by its width
+  // (ApplyMultimodalRope); t + h + w = rotary_dim / 2. Empty: one position.
+  std::vector<std::int64_t> mrope_section;
+  // The scale of q.k where the config sets one other than 1/sqrt(head_dim):
+  // DeepSeek-V2/V3 (a YaRN rope_scaling with mscale_all_dim) use
+  // (qk_nope_head_dim + qk_rope_head_dim)^(-1/2) * m^2 with
+  // m = 0.1 mscale_all_dim ln(factor) + 1 (their modeling code's
+  // yarn_get_mscale). None: the default.
+  std::optional<double> softmax_scale;
+  // Per layer (num_hidden_layers), whether it rotates: Llama 4's
+  // no_rope_layers (1: RoPE, 0: NoPE) or no_rope_layer_interval (every
+  // interval-th layer NoPE). Empty: every layer RoPE.
+  std::vector<LayerPosition> layer_positions;
 };
 
 // Reads rope_theta (or rotary_emb_base), head_dim (or DeepSeek's

@@ -37,6 +37,8 @@ struct LinearScaling {
 };
 
 // NTK-aware scaling with a fixed alpha: theta' = theta * alpha^(r/(r-2)).
+// Hugging Face configs write it as rope_type "dynamic" with `alpha` (the
+// NTK-alpha form of Hunyuan's models: a fixed base, no length).
 struct NtkAwareScaling {
   double alpha = 1.0;
 };
@@ -86,12 +88,16 @@ struct Llama3Scaling {
 // at most original_max_position tokens and the long set beyond, chosen per
 // sequence. factor = extended length / original length sets the default
 // attention factor sqrt(1 + ln(factor)/ln(original_max_position)).
+// short_mscale / long_mscale (PhiMoE) replace the attention factor for the
+// sequences of each set, where given, as Hugging Face's PhimoeRotaryEmbedding does.
 struct LongRopeScaling {
   std::vector<double> short_factor;
   std::vector<double> long_factor;
   std::int64_t original_max_position = 0;
   double factor = 1.0;
   std::optional<double> attention_factor;
+  std::optional<double> short_mscale;
+  std::optional<double> long_mscale;
 };
 
 // Caller-given per-pair divisors of the frequencies (llama.cpp's rope_freqs

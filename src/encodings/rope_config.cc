@@ -3,7 +3,10 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "posenc/error.h"
 #include "posenc/input_file.h"
@@ -41,6 +44,54 @@ const json* ScalingObject(const json& config, std::string& path) {
     return &*it;
   }
   return nullptr;
+}
+
+// DeepSeek-V2/V3's softmax scale (their modeling code, DeepseekV2Attention):
+// q_head_dim^(-1/2), times yarn_get_mscale(factor, mscale_all_dim)^2 when the
+// YaRN scaling sets a non-zero mscale_all_dim; q_head_dim = qk_nope_head_dim
+// + qk_rope_head_dim. None for other configs.
+std::optional<double> DeepSeekSoftmaxScale(const json& config, const RopeSpec& spec) {
+  const auto nope = OptionalNumber(config, "", "qk_nope_head_dim");
+  const auto rope = OptionalNumber(config, "", "qk_rope_head_dim");
+  const auto* yarn = std::get_if<YarnScaling>(&spec.scaling);
+  if (!nope || !rope || !yarn || !yarn->mscale_all_dim || *yarn->mscale_all_dim == 0) return std::nullopt;
+  const double q_head_dim = static_cast<double>(ToLength(*nope, "qk_nope_head_dim")) + *rope;
+  const double m = yarn->factor <= 1 ? 1.0 : 0.1 * *yarn->mscale_all_dim * std::log(yarn->factor) + 1.0;
+  return m * m / std::sqrt(q_head_dim);
+}
+
+// Llama 4's and SmolLM3's NoPE layers (transformers' Llama4TextConfig,
+// SmolLM3Config): no_rope_layers (1: the layer rotates, 0: NoPE), else every
+// no_rope_layer_interval-th layer NoPE (4 for their configs that give
+// neither). Empty for models without NoPE layers.
+std::vector<LayerPosition> LayerPositions(const json& config, const std::string& model_type) {
+  const bool llama4 = model_type == "llama4" || model_type == "llama4_text" || model_type == "smollm3";
+  const auto list = config.find("no_rope_layers");
+  const bool has_list = list != config.end() && !list->is_null() && !(list->is_array() && list->empty());
+  const auto interval = OptionalNumber(config, "", "no_rope_layer_interval");
+  if (!has_list && !interval && !llama4) return {};
+  const auto layers = OptionalNumber(config, "", "num_hidden_layers");
+  std::vector<LayerPosition> positions;
+  if (has_list) {
+    Require(list->is_array(), kHf, "no_rope_layers", Verbatim{list->dump()}, "must be a list of 0 and 1");
+    for (const json& item : *list) {
+      Require(item.is_number_integer() && (item.get<std::int64_t>() == 0 || item.get<std::int64_t>() == 1), kHf,
+              "no_rope_layers", Verbatim{item.dump()}, "must hold 0 (NoPE layer) or 1 (RoPE layer)");
+      positions.push_back(item.get<std::int64_t>() == 1 ? LayerPosition::kRope : LayerPosition::kNope);
+    }
+    if (layers) {
+      Require(static_cast<double>(positions.size()) == *layers, kHf, "no_rope_layers.size()", positions.size(),
+              "must equal num_hidden_layers = " + FormatValue(*layers));
+    }
+    return positions;
+  }
+  if (!layers) ThrowError(kHf, "num_hidden_layers", "missing", "needed to place the NoPE layers");
+  const std::int64_t every = interval ? ToLength(*interval, "no_rope_layer_interval") : 4;
+  Require(every >= 1, kHf, "no_rope_layer_interval", every, "must be >= 1");
+  for (std::int64_t l = 0; l < ToLength(*layers, "num_hidden_layers"); ++l) {
+    positions.push_back((l + 1) % every != 0 ? LayerPosition::kRope : LayerPosition::kNope);
+  }
+  return positions;
 }
 
 // ---- GGUF metadata ---------------------------------------------------------
@@ -146,9 +197,22 @@ RopeModelConfig RopeFromHfConfig(std::string_view config_json) {
       Require(context.top_level_original_max_position > 0, kHf, "original_max_position_embeddings", 0, "must be > 0");
     }
     scaling_path.pop_back();  // "rope_scaling." -> "rope_scaling"
-    spec.scaling = detail::RopeScalingFromJsonValue(*scaling, context, kHf, scaling_path, v5_parameters != nullptr);
+    spec.scaling = detail::RopeScalingFromJsonValue(*scaling, context, kHf, scaling_path, v5_parameters != nullptr,
+                                                    &out.mrope_section);
   }
   spec.Validate();
+  if (!out.mrope_section.empty()) {
+    std::int64_t pairs = 0;
+    std::string sections;
+    for (const std::int64_t s : out.mrope_section) {
+      pairs += s;
+      sections += (sections.empty() ? "[" : ", ") + std::to_string(s);
+    }
+    Require(pairs == spec.Pairs(), kHf, scaling_path + ".mrope_section", Verbatim{sections + "]"},
+            "must sum to rotary_dim / 2 = " + std::to_string(spec.Pairs()) + " (pairs), not " + std::to_string(pairs));
+  }
+  out.softmax_scale = DeepSeekSoftmaxScale(config, spec);
+  out.layer_positions = LayerPositions(config, model_type);
   return out;
 }
 
@@ -171,6 +235,17 @@ std::string RopeToHfConfig(const RopeModelConfig& config) {
     j["max_position_embeddings"] = d->original_max_position;
   }
   j["rope_scaling"] = json::parse(RopeScalingToJson(spec.scaling));
+  if (!config.mrope_section.empty()) {
+    Require(std::holds_alternative<NoScaling>(spec.scaling), kHf, "mrope_section", Verbatim{"set"},
+            "has no config.json form with a frequency scaling (Qwen2-VL's mrope is unscaled)");
+    j["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", config.mrope_section}};
+  }
+  if (!config.layer_positions.empty()) {
+    std::vector<int> flags;
+    for (const LayerPosition p : config.layer_positions) flags.push_back(p == LayerPosition::kRope ? 1 : 0);
+    j["no_rope_layers"] = flags;
+    j["num_hidden_layers"] = flags.size();
+  }
   return j.dump(2);
 }
 

@@ -117,9 +117,12 @@ struct FrequencyBuilder {
 
   RopeFrequencies operator()(const LongRopeScaling& s) const {
     RopeFrequencies f = Plain(spec.theta);
-    const auto& rescale = seq_len > s.original_max_position ? s.long_factor : s.short_factor;
+    const bool long_set = seq_len > s.original_max_position;
+    const auto& rescale = long_set ? s.long_factor : s.short_factor;
     for (std::size_t k = 0; k < f.inv_freq.size(); ++k) f.inv_freq[k] /= rescale[k];
-    if (s.attention_factor) {
+    if (const auto& mscale = long_set ? s.long_mscale : s.short_mscale) {
+      f.attention_factor = *mscale;
+    } else if (s.attention_factor) {
       f.attention_factor = *s.attention_factor;
     } else if (s.factor > 1.0) {
       f.attention_factor = std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position)));

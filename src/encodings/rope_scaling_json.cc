@@ -23,6 +23,11 @@ using nlohmann::json;
 // ignored), and a scaling object given alone has no theta to set.
 constexpr std::string_view kModelKeys[] = {"rope_theta", "partial_rotary_factor"};
 
+// Every rope_type the reader knows (mrope only inside a config.json: its
+// sections are the model's).
+constexpr std::string_view kKnownTypes =
+    "default, none, linear, ntk, dynamic (with factor, or alpha), yarn, llama3, longrope (or su), factors, mrope";
+
 bool IsModelKey(std::string_view key) {
   return std::find(std::begin(kModelKeys), std::end(kModelKeys), key) != std::end(kModelKeys);
 }
@@ -111,8 +116,7 @@ class ScalingReader {
     for (const auto& [key, value] : object_.items()) {
       if (!IsModelKey(key)) {
         ThrowError(op_, Path("rope_type"), "missing",
-                   "a scaling object names its method: default, linear, ntk, dynamic, yarn, llama3, "
-                   "longrope or factors");
+                   "a scaling object names its method, one of " + std::string(kKnownTypes));
       }
     }
     return "default";
@@ -161,10 +165,44 @@ std::int64_t OriginalLength(const ScalingReader& r, const RopeScalingContext& co
   return 0;
 }
 
-RopeScaling Read(const ScalingReader& r, const std::string& type, const RopeScalingContext& context) {
-  if (type == "default" || type == "none") return NoScaling{};
+// Qwen2-VL's mrope_section: whole numbers >= 1 (their sum is checked against
+// the rotary width by RopeFromHfConfig, which knows it).
+std::vector<std::int64_t> MropeSections(const ScalingReader& r) {
+  std::vector<std::int64_t> sections;
+  for (const double value : r.RequiredList("mrope_section")) {
+    Require(value >= 1 && value == std::floor(value) && value < 1e9, r.op(), r.Path("mrope_section"), value,
+            "must hold whole numbers >= 1 (pairs per position axis: temporal, height, width)");
+    sections.push_back(static_cast<std::int64_t>(value));
+  }
+  return sections;
+}
+
+RopeScaling Read(const ScalingReader& r, const std::string& type, const RopeScalingContext& context,
+                 std::vector<std::int64_t>* mrope_section) {
+  if (type == "mrope") {
+    Require(mrope_section != nullptr, r.op(), r.Path("rope_type"), type,
+            "is a model's 3-D positions, not a frequency scaling: read it from the config.json "
+            "(RopeFromHfConfig, posenc rope freqs --hf-config)");
+    *mrope_section = MropeSections(r);
+    return NoScaling{};
+  }
+  if (type == "default" || type == "none") {
+    if (mrope_section && r.Find("mrope_section")) *mrope_section = MropeSections(r);
+    return NoScaling{};
+  }
   if (type == "linear") return LinearScaling{r.RequiredNumber("factor")};
   if (type == "ntk") return NtkAwareScaling{r.RequiredNumber("alpha")};
+  if (type == "dynamic" && r.Number("alpha")) {
+    // The NTK-alpha form (Hunyuan): base theta alpha^(d/(d-2)), fixed; a
+    // factor, if any, must not say otherwise.
+    const double alpha = *r.Number("alpha");
+    Require(std::isfinite(alpha) && alpha > 0, r.op(), r.Path("alpha"), alpha,
+            "must be a finite number > 0 (dynamic with alpha: the base becomes theta * alpha^(d/(d-2)))");
+    const auto factor = r.Number("factor");
+    Require(!factor || *factor == 1.0, r.op(), r.Path("factor"), factor.value_or(1.0),
+            "must be 1 or absent with alpha (the NTK-alpha form scales by alpha alone)");
+    return NtkAwareScaling{alpha};
+  }
   if (type == "dynamic") {
     // Hugging Face's dynamic NTK counts from max_position_embeddings;
     // posenc's own form (RopeScalingToJson) names the length in the object.
@@ -195,11 +233,13 @@ RopeScaling Read(const ScalingReader& r, const std::string& type, const RopeScal
     l.original_max_position = original.value_or(0);
     return l;
   }
-  if (type == "longrope") {
+  if (type == "longrope" || type == "su") {  // "su": Phi-3's first name for it, as transformers reads it
     LongRopeScaling l;
     l.short_factor = r.RequiredList("short_factor");
     l.long_factor = r.RequiredList("long_factor");
     l.attention_factor = r.Number("attention_factor");
+    l.short_mscale = r.Number("short_mscale");
+    l.long_mscale = r.Number("long_mscale");
     if (context.top_level_original_max_position > 0) {
       // Phi-3 keeps the pretrained length at the top level of config.json;
       // the factor is the ratio of the extended length to it, as in Hugging
@@ -219,8 +259,7 @@ RopeScaling Read(const ScalingReader& r, const std::string& type, const RopeScal
     return l;
   }
   if (type == "factors") return FrequencyFactorScaling{r.RequiredList("factors")};
-  ThrowError(r.op(), r.Path("rope_type"), FormatValue(type),
-             "unknown; must be one of default, linear, ntk, dynamic, yarn, llama3, longrope, factors");
+  ThrowError(r.op(), r.Path("rope_type"), FormatValue(type), "unknown; must be one of " + std::string(kKnownTypes));
 }
 
 // Keys in the order written (rope_type first).
@@ -264,6 +303,8 @@ nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
                                       {"factor", s.factor},
                                       {"original_max_position_embeddings", s.original_max_position}};
           if (s.attention_factor) j["attention_factor"] = *s.attention_factor;
+          if (s.short_mscale) j["short_mscale"] = *s.short_mscale;
+          if (s.long_mscale) j["long_mscale"] = *s.long_mscale;
           return j;
         } else {
           return {{"rope_type", "factors"}, {"factors", s.factors}};
@@ -277,11 +318,12 @@ nlohmann::ordered_json ScalingToHf(const RopeScaling& scaling) {
 namespace detail {
 
 RopeScaling RopeScalingFromJsonValue(const json& object, const RopeScalingContext& context, std::string_view op,
-                                     std::string_view where, bool model_keys_allowed) {
+                                     std::string_view where, bool model_keys_allowed,
+                                     std::vector<std::int64_t>* mrope_section) {
   Require(object.is_object(), op, where, Verbatim{object.dump()}, "must be an object");
   const ScalingReader reader(object, op, where, model_keys_allowed);
   const std::string type = reader.Type();
-  RopeScaling scaling = Read(reader, type, context);
+  RopeScaling scaling = Read(reader, type, context, mrope_section);
   reader.RejectUnknownAndMissing(type);
   return scaling;
 }

@@ -65,6 +65,8 @@ struct ScalingValidator {
     RequireOriginalLength(s.original_max_position, "original_max_position");
     RequirePositiveFactor(s.factor, "factor");
     if (s.attention_factor) RequirePositiveFactor(*s.attention_factor, "attention_factor");
+    if (s.short_mscale) RequirePositiveFactor(*s.short_mscale, "short_mscale");
+    if (s.long_mscale) RequirePositiveFactor(*s.long_mscale, "long_mscale");
   }
   void operator()(const FrequencyFactorScaling& s) const { RequireFactorList(s.factors, pairs, "factors"); }
 };

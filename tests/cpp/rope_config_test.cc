@@ -98,8 +98,8 @@ TEST(HfConfig, DeepSeekYarnFields) {
 }
 
 TEST(HfConfig, ErrorsNameTheField) {
-  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "su"}})"); },
-              {"[hf-config] rope_scaling.rope_type = \"su\"", "unknown"});
+  ExpectError([] { RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"rope_type": "su2"}})"); },
+              {"[hf-config] rope_scaling.rope_type = \"su2\"", "unknown"});
   ExpectError(
       [] {
         RopeFromHfConfig(R"({"head_dim": 64, "rope_scaling": {"type": "linear", "rope_type": "yarn", "factor": 2}})");
@@ -280,6 +280,108 @@ TEST(GgufConfig, ErrorsNameTheKey) {
   ExpectError([&] { RopeFromGguf(meta); }, {"llama.rope.scaling.factor = missing"});
   meta["llama.rope.freq_base"] = std::string("x");
   ExpectError([&] { RopeFromGguf(meta); }, {"llama.rope.freq_base", "must be a number"});
+}
+
+}  // namespace
+}  // namespace posenc
+
+namespace posenc {
+namespace {
+
+// Config variants (issue 51): LongRoPE's "su" alias and PhiMoE's short/long
+// mscale, dynamic with alpha, DeepSeek's softmax scale, NoPE layers and
+// Qwen2-VL's mrope sections. Hugging Face's values are held in
+// tests/python/test_rope_config_variants_hf.py; here the reading and errors.
+std::string Config(const std::string& rope_scaling, const std::string& extra = "") {
+  return R"({"hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 8192, )" + extra +
+         R"("rope_scaling": )" + rope_scaling + "}";
+}
+
+TEST(HfConfigVariants, SuIsLongRopeAndMscalesReplaceTheAttentionFactor) {
+  std::string list = "[1";
+  for (int i = 1; i < 32; ++i) list += ", 1";
+  list += "]";
+  const auto su = RopeFromHfConfig(
+      Config(R"({"type": "su", "short_factor": )" + list + R"(, "long_factor": )" + list +
+                 R"(, "short_mscale": 1.25, "long_mscale": 1.5, "original_max_position_embeddings": 4096})",
+             R"("original_max_position_embeddings": 4096, )"));
+  const auto& longrope = std::get<LongRopeScaling>(su.spec.scaling);
+  EXPECT_EQ(longrope.short_mscale, 1.25);
+  EXPECT_EQ(ComputeRopeFrequencies(su.spec, 4096).attention_factor, 1.25);
+  EXPECT_EQ(ComputeRopeFrequencies(su.spec, 4097).attention_factor, 1.5);
+  // Written back as longrope with the mscales, read back the same.
+  EXPECT_EQ(RopeScalingFromJson(RopeScalingToJson(su.spec.scaling)).index(), su.spec.scaling.index());
+  EXPECT_EQ(std::get<LongRopeScaling>(RopeScalingFromJson(RopeScalingToJson(su.spec.scaling))).long_mscale, 1.5);
+  ExpectError(
+      [&] {
+        RopeFromHfConfig(Config(R"({"type": "longrope", "short_factor": )" + list + R"(, "long_factor": )" + list +
+                                R"(, "long_mscale": -1})"));
+      },
+      {"long_mscale = -1", "must be a finite number > 0"});
+}
+
+TEST(HfConfigVariants, DynamicWithAlphaIsTheNtkAlphaBase) {
+  const auto config = RopeFromHfConfig(Config(R"({"type": "dynamic", "alpha": 1000.0, "factor": 1.0})"));
+  EXPECT_EQ(std::get<NtkAwareScaling>(config.spec.scaling).alpha, 1000.0);
+  // base x alpha^(d/(d-2)), d = 64: the slowest pair is divided by alpha exactly.
+  const auto f = ComputeRopeFrequencies(config.spec);
+  EXPECT_NEAR(f.inv_freq.back(), std::pow(10000.0 * std::pow(1000.0, 64.0 / 62.0), -62.0 / 64.0), 1e-20);
+  EXPECT_NEAR(f.inv_freq.back() * 1000.0, std::pow(10000.0, -62.0 / 64.0), 1e-15);
+  ExpectError([] { RopeFromHfConfig(Config(R"({"type": "dynamic", "alpha": 0})")); },
+              {"rope_scaling.alpha = 0", "must be a finite number > 0"});
+  ExpectError([] { RopeFromHfConfig(Config(R"({"type": "dynamic", "alpha": -2})")); }, {"alpha = -2"});
+  ExpectError([] { RopeFromHfConfig(Config(R"({"type": "dynamic", "alpha": 4, "factor": 2})")); },
+              {"rope_scaling.factor = 2", "must be 1 or absent with alpha"});
+}
+
+TEST(HfConfigVariants, DeepSeekSoftmaxScaleIsMscaleSquared) {
+  // DeepSeek-V3: q_head_dim 128 + 64, factor 40, mscale_all_dim 1:
+  // 192^-1/2 (0.1 ln 40 + 1)^2.
+  const auto v3 = RopeFromHfConfig(
+      R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128, "qk_nope_head_dim": 128,
+          "qk_rope_head_dim": 64, "max_position_embeddings": 163840, "rope_scaling": {"type": "yarn",
+          "factor": 40, "original_max_position_embeddings": 4096, "mscale": 1.0, "mscale_all_dim": 1.0,
+          "beta_fast": 32, "beta_slow": 1}})");
+  const double m = 0.1 * std::log(40.0) + 1;
+  ASSERT_TRUE(v3.softmax_scale.has_value());
+  EXPECT_NEAR(*v3.softmax_scale, m * m / std::sqrt(192.0), 1e-15);
+  EXPECT_EQ(ComputeRopeFrequencies(v3.spec).attention_factor, 1.0);  // the ratio mscale / mscale_all_dim
+  EXPECT_FALSE(RopeFromHfConfig(ReadExample("llama-3.1-8b.json")).softmax_scale.has_value());
+}
+
+TEST(HfConfigVariants, NopeLayersFromTheListOrTheInterval) {
+  const auto listed = RopeFromHfConfig(Config("null", R"("num_hidden_layers": 3, "no_rope_layers": [1, 0, 1], )"));
+  EXPECT_EQ(listed.layer_positions,
+            (std::vector<LayerPosition>{LayerPosition::kRope, LayerPosition::kNope, LayerPosition::kRope}));
+  const auto llama4 = RopeFromHfConfig(
+      Config("null", R"("model_type": "llama4_text", "num_hidden_layers": 8, "no_rope_layers": [], )"));
+  ASSERT_EQ(llama4.layer_positions.size(), 8u);
+  for (std::size_t l = 0; l < 8; ++l) {
+    EXPECT_EQ(llama4.layer_positions[l], (l + 1) % 4 == 0 ? LayerPosition::kNope : LayerPosition::kRope) << l;
+  }
+  EXPECT_TRUE(RopeFromHfConfig(ReadExample("llama-3.1-8b.json")).layer_positions.empty());
+  ExpectError([] { RopeFromHfConfig(Config("null", R"("num_hidden_layers": 2, "no_rope_layers": [1, 2], )")); },
+              {"no_rope_layers = 2", "must hold 0"});
+  ExpectError([] { RopeFromHfConfig(Config("null", R"("num_hidden_layers": 3, "no_rope_layers": [1, 0], )")); },
+              {"no_rope_layers.size() = 2", "num_hidden_layers = 3"});
+}
+
+TEST(HfConfigVariants, MropeSectionsAreReadAndChecked) {
+  const auto qwen2vl = RopeFromHfConfig(Config(R"({"type": "mrope", "mrope_section": [8, 12, 12]})"));
+  EXPECT_EQ(qwen2vl.mrope_section, (std::vector<std::int64_t>{8, 12, 12}));
+  EXPECT_TRUE(std::holds_alternative<NoScaling>(qwen2vl.spec.scaling));
+  // transformers rewrites the type to "default" and keeps the sections.
+  EXPECT_EQ(RopeFromHfConfig(Config(R"({"rope_type": "default", "mrope_section": [8, 12, 12]})")).mrope_section,
+            qwen2vl.mrope_section);
+  EXPECT_EQ(RopeFromHfConfig(RopeToHfConfig(qwen2vl)).mrope_section, qwen2vl.mrope_section);
+  ExpectError([] { RopeFromHfConfig(Config(R"({"type": "mrope", "mrope_section": [8, 12, 10]})")); },
+              {"rope_scaling.mrope_section = [8, 12, 10]", "must sum to rotary_dim / 2 = 32", "not 30"});
+  ExpectError([] { RopeFromHfConfig(Config(R"({"type": "mrope"})")); }, {"rope_scaling.mrope_section = missing"});
+  ExpectError([] { RopeScalingFromJson(R"({"type": "mrope", "mrope_section": [8, 12, 12]})"); },
+              {"rope_type = \"mrope\"", "a model's 3-D positions"});
+  ExpectError([] { RopeFromHfConfig(Config(R"({"type": "ntk-by-parts", "factor": 2})")); },
+              {"rope_type = \"ntk-by-parts\"", "unknown; must be one of default, none, linear, ntk, dynamic",
+               "longrope (or su)", "mrope"});
 }
 
 }  // namespace

@@ -92,6 +92,15 @@ void RunRopeFreqs(const FreqsOptions& options, std::ostream& out) {
     j["wavelength"] = wavelength;
     j["rotations"] = original > 0 ? Json(rotations) : Json(nullptr);
     if (yarn) j["yarn_extrapolation_weight"] = yarn_weights;
+    // What the config says beyond the table, where it says it.
+    if (!config.mrope_section.empty()) j["mrope_section"] = config.mrope_section;
+    if (config.softmax_scale) j["softmax_scale"] = *config.softmax_scale;
+    if (!config.layer_positions.empty()) {
+      Json layers = Json::array();
+      for (const LayerPosition p : config.layer_positions)
+        layers.push_back(p == LayerPosition::kRope ? "rope" : "nope");
+      j["layer_positions"] = layers;
+    }
     out << j.dump(2) << "\n";
     return;
   }
@@ -113,6 +122,20 @@ void RunRopeFreqs(const FreqsOptions& options, std::ostream& out) {
         options.seq_len > 0 ? std::to_string(options.seq_len) : std::string("0 (not beyond the original length)"));
   std::snprintf(line, sizeof line, "%.17g", freqs.attention_factor);
   field("attention factor", line);
+  if (config.softmax_scale) {
+    std::snprintf(line, sizeof line, "%.17g", *config.softmax_scale);
+    field("softmax scale", line);
+  }
+  if (!config.mrope_section.empty()) {
+    std::string sections;
+    for (const std::int64_t s : config.mrope_section) sections += (sections.empty() ? "" : ", ") + std::to_string(s);
+    field("mrope sections", sections + " pairs (temporal, height, width)");
+  }
+  if (!config.layer_positions.empty()) {
+    std::string layers;
+    for (const LayerPosition p : config.layer_positions) layers += p == LayerPosition::kRope ? 'R' : 'N';
+    field("layers", layers + " (R: RoPE, N: NoPE)");
+  }
   out << "\n";
 
   std::string header = " pair      inv_freq  wavelength (tokens)";
