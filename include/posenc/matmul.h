@@ -20,10 +20,12 @@
 // Dequantization is exact (each weight the same float as GgufFile's), so the
 // two forms differ only in the float32 rounding of the sums. The
 // activations are used as they are (DotActivations::kFloat32), or, for a
-// decode product with quantized stored rows, rounded to int8 in blocks of
-// 32 (kInt8, as llama.cpp does): integer dot products, several times fewer
+// product with quantized stored rows, rounded to int8 in blocks of 32
+// (kInt8, as llama.cpp does): integer dot products, several times fewer
 // operations a weight, for a rounding of x of at most 1/254 of its block's
-// largest value. Work is split into blocks of rows and
+// largest value (decode: x86 AVX2 and later; prefill: AVX2, and AVX-512
+// with VNNI's vpdpbusd; other targets run the float32 kernels over the
+// rounded x). Work is split into blocks of rows and
 // columns whose size does not depend on the thread count, and every y[i, j]
 // is summed over k in one fixed order, so results are bitwise identical for
 // any thread count.
@@ -54,8 +56,8 @@ struct WeightRows {
   std::string_view name;            // the tensor's, for errors ("" : "parts[i]")
 };
 
-// The activations of a product of few rows (decode: m <= 4) with quantized
-// stored rows (Q4_0 ... Q8_0, the K-quants).
+// The activations of a product with quantized stored rows (Q4_0 ... Q8_0,
+// the K-quants), decode and prefill.
 enum class DotActivations {
   kFloat32,  // x as it is: the float32 model's result to the rounding of the sums
   kInt8,     // x in blocks of 32 as d q, q = x (1 / d) rounded, d = max|x| / 127 (F32, F16, BF16 rows read x)

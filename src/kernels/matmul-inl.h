@@ -22,10 +22,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "hwy/highway.h"
 #include "kernels/int8_dot-inl.h"
+#include "kernels/int8_prefill-inl.h"
 #include "kernels/matmul_kernel.h"
 #include "kernels/weight_blocks-inl.h"
 
@@ -178,10 +180,10 @@ inline bool HasStoredFormatImpl(GgmlType type) {
   return weight_blocks::WithFormat(type, [](auto) {});
 }
 
-inline void StoredMatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
-  const PackedWeights::Layout& w = *plan.w;
+// This thread's float32 panels [p0, p1) of stored rows, dequantized (the
+// panel layout of matmul_kernel.h: [kk][16] per panel, zero past n).
+inline float* DequantizePanels(const PackedWeights::Layout& w, std::int64_t p0, std::int64_t p1) {
   const std::int64_t k = w.k;
-  // This thread's dequantized panels and one row of W.
   static thread_local hwy::AlignedFreeUniquePtr<float[]> panels, row;
   static thread_local std::int64_t panels_size = 0, row_size = 0;
   if (panels_size < detail::kBlockPanels * kPanel * k) {
@@ -192,22 +194,65 @@ inline void StoredMatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t 
     row_size = detail::PaddedK(k);
     row = hwy::AllocateAligned<float>(static_cast<std::size_t>(row_size));
   }
+  for (std::int64_t p = p0; p < p1; ++p) {
+    float* panel = panels.get() + (p - p0) * kPanel * k;
+    for (std::int64_t c = 0; c < kPanel; ++c) {
+      const std::int64_t j = p * kPanel + c;
+      if (j < w.n) DequantizeStoredRow(w, j, row.get());
+      for (std::int64_t kk = 0; kk < k; ++kk) panel[kk * kPanel + c] = j < w.n ? row[kk] : 0.0f;
+    }
+  }
+  return panels.get();
+}
+
+inline void StoredMatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
+  const std::int64_t k = plan.w->k;
+  float* panels = nullptr;
   std::int64_t loaded = -1;  // the panel block in `panels`
   for (std::int64_t block = begin; block < end; ++block) {
     ForBlock(plan, block, [&](std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1) {
       if (p0 != loaded) {
-        // Panel layout (matmul_kernel.h): [kk][16] per panel, zero past n.
-        for (std::int64_t p = p0; p < p1; ++p) {
-          float* panel = panels.get() + (p - p0) * kPanel * k;
-          for (std::int64_t c = 0; c < kPanel; ++c) {
-            const std::int64_t j = p * kPanel + c;
-            if (j < w.n) DequantizeStoredRow(w, j, row.get());
-            for (std::int64_t kk = 0; kk < k; ++kk) panel[kk * kPanel + c] = j < w.n ? row[kk] : 0.0f;
+        panels = DequantizePanels(*plan.w, p0, p1);
+        loaded = p0;
+      }
+      RunBlock(plan, r0, r1, p0, p1, [&](std::int64_t p) { return panels + (p - p0) * kPanel * k; });
+    });
+  }
+}
+
+// Int8 activations, many rows (int8_prefill-inl.h): a block of panels the
+// integer kernel takes is unpacked once and run for the block's rows; any
+// other runs the float32 kernel over x where all its rows are element
+// types, over the dequantized activations d q otherwise.
+inline void Int8MatMulBlocksImpl(const detail::MatMulPlan& plan, const detail::Int8Rows& x, std::int64_t begin,
+                                 std::int64_t end) {
+  const PackedWeights::Layout& w = *plan.w;
+  static thread_local int8_prefill::Panels unpacked;
+  float* panels = nullptr;  // dequantized, when the integer kernel does not take the block
+  detail::MatMulPlan fallback = plan;
+  std::int64_t loaded = -1;
+  for (std::int64_t block = begin; block < end; ++block) {
+    ForBlock(plan, block, [&](std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1) {
+      if (p0 != loaded) {
+        const std::optional<detail::Int8Form> form = int8_prefill::BlockForm(w, p0, p1);
+        panels = nullptr;
+        if (form) {
+          unpacked.Unpack(w, *form, p0, p1);
+        } else {
+          panels = DequantizePanels(w, p0, p1);
+          bool elements = true;
+          for (std::int64_t j = p0 * kPanel; j < std::min(w.n, p1 * kPanel); ++j) {
+            elements = elements && TraitsOf(w.SegmentOf(j).type).block_elements == 1;
           }
+          fallback.x = elements ? x.x_padded : x.dequantized;
         }
         loaded = p0;
       }
-      RunBlock(plan, r0, r1, p0, p1, [&](std::int64_t p) { return panels.get() + (p - p0) * kPanel * k; });
+      if (panels == nullptr) {
+        int8_prefill::RunBlock(plan, x, unpacked, r0, r1, p0, p1);
+      } else {
+        RunBlock(fallback, r0, r1, p0, p1, [&](std::int64_t p) { return panels + (p - p0) * kPanel * w.k; });
+      }
     });
   }
 }

@@ -1,5 +1,10 @@
 // Dynamic dispatch of the matmul kernel (matmul-inl.h), weight packing and
 // the public entry point.
+// AVX3_DL (AVX-512 with VNNI, Ice Lake and Zen 4 on) is compiled here too:
+// the integer prefill kernel's vpdpbusd (int8_prefill-inl.h).
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -24,6 +29,7 @@ HWY_EXPORT(StoredDotRowsImpl);
 HWY_EXPORT(HasStoredFormatImpl);
 HWY_EXPORT(Int8DotRowsImpl);
 HWY_EXPORT(QuantizeInt8Impl);
+HWY_EXPORT(Int8MatMulBlocksImpl);
 
 void MatMulBlocks(const MatMulPlan& plan, std::int64_t begin, std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(MatMulBlocksImpl)(plan, begin, end);
@@ -43,6 +49,9 @@ void QuantizeInt8(const float* x, std::int64_t m, std::int64_t k, std::int8_t* q
 }
 void Int8DotRows(const PackedWeights::Layout& w, const Int8Rows& x, float* y, std::int64_t begin, std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(Int8DotRowsImpl)(w, x, y, begin, end);
+}
+void Int8MatMulBlocks(const MatMulPlan& plan, const Int8Rows& x, std::int64_t begin, std::int64_t end) {
+  HWY_DYNAMIC_DISPATCH(Int8MatMulBlocksImpl)(plan, x, begin, end);
 }
 
 }  // namespace detail
@@ -69,8 +78,14 @@ class Int8Quantized {
   static constexpr std::int64_t kBlock = detail::Int8Rows::kBlock;
   Int8Quantized(std::span<const float> x, std::int64_t m, std::int64_t k)
       : m_(m), q_(static_cast<std::size_t>(m * k)), scale_(static_cast<std::size_t>(m * k / kBlock)),
-        scaled_sum_(scale_.size()), dequantized_(static_cast<std::size_t>(m * detail::PaddedK(k)), 0.0f) {
+        scaled_sum_(scale_.size()), dequantized_(static_cast<std::size_t>(m * detail::PaddedK(k)), 0.0f),
+        sums16_(static_cast<std::size_t>(m * k / 16)) {
     detail::QuantizeInt8(x.data(), m, k, q_.data(), scale_.data(), scaled_sum_.data(), dequantized_.data());
+    // The prefill's sums of q over each 16 (the offsets of the codes).
+    for (std::size_t s = 0; s < sums16_.size(); ++s) {
+      sums16_[s] = 0;
+      for (std::size_t t = 16 * s; t < 16 * s + 16; ++t) sums16_[s] += q_[t];
+    }
   }
   detail::Int8Rows Rows(const float* x_padded) const {
     return {.m = m_,
@@ -78,13 +93,15 @@ class Int8Quantized {
             .scale = scale_.data(),
             .scaled_sum = scaled_sum_.data(),
             .x_padded = x_padded,
-            .dequantized = dequantized_.data()};
+            .dequantized = dequantized_.data(),
+            .sums16 = sums16_.data()};
   }
 
  private:
   std::int64_t m_;
   std::vector<std::int8_t> q_;
   std::vector<float> scale_, scaled_sum_, dequantized_;
+  std::vector<std::int32_t> sums16_;
 };
 
 // Float32 panels of w [n, k] (the layout in matmul_kernel.h).
@@ -253,6 +270,16 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
   const double block_flops = 2.0 * static_cast<double>(std::min(m, block_rows)) *
                              static_cast<double>(detail::kBlockPanels * Layout::kPanelWidth * k);
   const auto min_chunk = static_cast<std::int64_t>(std::max(1.0, 2e6 / block_flops));
+  const bool quantized = std::any_of(layout.segments.begin(), layout.segments.end(),
+                                     [](const Layout::Segment& s) { return TraitsOf(s.type).block_elements > 1; });
+  if (activations == DotActivations::kInt8 && quantized) {
+    // x in blocks of 32 (k is whole blocks, so the padded rows are x's).
+    const Int8Quantized q(x, m, k);
+    const detail::Int8Rows rows = q.Rows(x.data());
+    ParallelFor(plan.Blocks(), min_chunk,
+                [&](std::int64_t begin, std::int64_t end) { detail::Int8MatMulBlocks(plan, rows, begin, end); });
+    return;
+  }
   ParallelFor(plan.Blocks(), min_chunk, [&](std::int64_t begin, std::int64_t end) {
     if (layout.Stored()) {
       detail::StoredMatMulBlocks(plan, begin, end);

@@ -129,7 +129,8 @@ constexpr std::int64_t kDotRows = 4;
 bool HasStoredFormat(GgmlType type);
 void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::int64_t m, float* y, std::int64_t begin,
                    std::int64_t end);
-// The rows of x for the integer decode product (DotActivations::kInt8):
+// The rows of x for the integer products (DotActivations::kInt8: decode,
+// m <= kDotRows, int8_dot-inl.h; prefill, int8_prefill-inl.h):
 // each row also in blocks of 32 values, q = x (1 / d) rounded to nearest
 // (ties to even) with d = max|x| / 127 (q = 0 for an all-zero block), as
 // llama.cpp quantizes x to Q8_0 but with d kept in float32. k is a multiple of 32
@@ -138,18 +139,25 @@ void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::i
 // kernel read d q (dequantized).
 struct Int8Rows {
   static constexpr std::int64_t kBlock = 32;
-  std::int64_t m;            // rows of x, <= kDotRows
-  const std::int8_t* q;      // [m, k]
-  const float* scale;        // [m, k / 32]: d
-  const float* scaled_sum;   // [m, k / 32]: d * sum of the block's q (the min terms)
-  const float* x_padded;     // [m, PaddedK(k)]: x, zero-padded
-  const float* dequantized;  // [m, PaddedK(k)]: d q, zero-padded
+  std::int64_t m;                        // rows of x
+  const std::int8_t* q;                  // [m, k]
+  const float* scale;                    // [m, k / 32]: d
+  const float* scaled_sum;               // [m, k / 32]: d * sum of the block's q (the min terms)
+  const float* x_padded;                 // [m, PaddedK(k)]: x, zero-padded
+  const float* dequantized;              // [m, PaddedK(k)]: d q, zero-padded
+  const std::int32_t* sums16 = nullptr;  // [m, k / 16]: sum of q over each 16 (prefill: the codes' offsets)
 };
 // Fills the arrays of an Int8Rows from x [m, k] (int8_dot-inl.h).
 void QuantizeInt8(const float* x, std::int64_t m, std::int64_t k, std::int8_t* q, float* scale, float* scaled_sum,
                   float* dequantized);
 // The product over W rows [begin, end).
 void Int8DotRows(const PackedWeights::Layout& w, const Int8Rows& x, float* y, std::int64_t begin, std::int64_t end);
+// Stored rows, many rows of x (m > kDotRows, or FewRows::kPanels) with int8 activations
+// (DotActivations::kInt8, x.sums16 set): the work items of StoredMatMulBlocks,
+// each block of panels of one quantized type run by the integer kernel
+// (int8_prefill-inl.h; bitwise Int8ProductReference of int8_panels.h), the
+// others by the float32 kernel.
+void Int8MatMulBlocks(const MatMulPlan& plan, const Int8Rows& x, std::int64_t begin, std::int64_t end);
 // k rounded up to whole panel rows: the padded x's row length.
 constexpr std::int64_t PaddedK(std::int64_t k) {
   return (k + PackedWeights::Layout::kPanelWidth - 1) / PackedWeights::Layout::kPanelWidth *
