@@ -2,7 +2,8 @@
 // forward (packed matmul, SIMD attention, threads) against the float64
 // reference forward, for the model's own RoPE and every context-extension
 // method; thread-count invariance; loading errors. The same for a tiny
-// Gemma 3 (local and global layers).
+// Gemma 3 (local and global layers), Qwen2 (biases required) and Phi-3
+// (fused projections, LongRoPE from its factor tensors).
 #include "posenc/decoder_model.h"
 #include "posenc/perplexity.h"
 
@@ -67,6 +68,16 @@ RandomLlamaOptions TinyGemma3() {
   options.blocks = 7;
   options.kv_heads = 1;
   options.sliding_window = 8;
+  return options;
+}
+
+// A tiny Phi-3-128k: fused projections and LongRoPE, its original length
+// 16 of a context of 64.
+RandomLlamaOptions TinyPhi3() {
+  RandomLlamaOptions options;
+  options.architecture = "phi3";
+  options.context = 64;
+  options.longrope_original = 16;
   return options;
 }
 
@@ -680,6 +691,113 @@ TEST(DecoderModelGemma3, RejectsAMissingGemmaTensor) {
   ASSERT_NE(it, renamed.end());
   *(it + 6) = 'X';  // blk.3.pXst_ffw_norm.weight
   ExpectLoadError(renamed, {"blk.3.post_ffw_norm.weight", "missing"});
+}
+
+// Renames the first `from` in a file's bytes by changing its character at
+// `at` to 'X': a tensor missing.
+std::vector<unsigned char> Renamed(std::vector<unsigned char> bytes, const std::string& from, std::size_t at) {
+  const auto it = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+  EXPECT_NE(it, bytes.end()) << from;
+  if (it != bytes.end()) *(it + static_cast<std::ptrdiff_t>(at)) = 'X';
+  return bytes;
+}
+
+// A Qwen2 layer has biases on q, k and v: a file without them is refused
+// rather than run as another model; with them, its RoPE is half-split
+// (llama.cpp's NEOX rope type for qwen2) and the engine is the reference.
+TEST(DecoderModelQwen2, RequiresItsBiasesAndMatchesTheReference) {
+  RandomLlamaOptions options;
+  options.architecture = "qwen2";
+  ExpectLoadError(RandomLlamaGguf(options), {"blk.0.attn_q.bias", "missing"});
+  options.qkv_bias = 0.5;
+  const RandomModel qwen2(options);
+  const DecoderHyperparams& hp = qwen2.model.hparams();
+  EXPECT_EQ(hp.architecture, "qwen2");
+  EXPECT_TRUE(hp.qkv_bias);
+  EXPECT_FALSE(hp.fused_qkv || hp.fused_gate_up);
+  EXPECT_EQ(hp.rope.layout, RopeLayout::kHalfSplit);
+  const auto tokens = RandomTokens(40, 7);
+  const AttentionOptions attention = qwen2.model.DefaultAttention();
+  EXPECT_LT(
+      RelativeError(qwen2.model.Logits(tokens, attention), reference::DecoderLogits(qwen2.file, tokens, attention)),
+      2e-5);
+}
+
+// Phi-3's fused attn_qkv and ffn_up [2 ffn] hold the rows of the separate
+// tensors: with the same values (one seed) a phi3 file and a qwen2 file
+// (zero biases; both half-split) are the same model, bit for bit, and the
+// fused biases (attn_qkv.bias) are the separate ones too.
+TEST(DecoderModelPhi3, FusedProjectionsAreTheSeparateTensors) {
+  for (const double bias : {0.0, 0.5}) {
+    RandomLlamaOptions options;
+    options.qkv_bias = bias;
+    options.architecture = "qwen2";
+    const RandomModel separate(options);
+    options.architecture = "phi3";
+    if (bias == 0.0) options.qkv_bias.reset();
+    const RandomModel fused(options);
+    const DecoderHyperparams& hp = fused.model.hparams();
+    EXPECT_TRUE(hp.fused_qkv && hp.fused_gate_up);
+    EXPECT_EQ(hp.qkv_bias, bias != 0.0);
+    EXPECT_EQ(hp.rope.layout, RopeLayout::kHalfSplit);
+    const auto tokens = RandomTokens(40, 3);
+    const AttentionOptions attention = fused.model.DefaultAttention();
+    const std::vector<float> logits = fused.model.Logits(tokens, attention);
+    EXPECT_EQ(logits, separate.model.Logits(tokens, attention)) << "bias " << bias;
+    EXPECT_LT(RelativeError(logits, reference::DecoderLogits(fused.file, tokens, attention)), 2e-5);
+  }
+}
+
+// LongRoPE as Phi-3-128k's GGUF carries it (factor tensors, original length
+// 16 of 64, the attention factor): the short factors for a sequence within
+// the original length, the long ones past it (as Hugging Face chooses), the
+// engine the reference and its decode one forward on either side.
+TEST(DecoderModelPhi3, LongRopeFromItsTensorsMatchesTheReference) {
+  const RandomModel phi3(TinyPhi3());
+  const DecoderHyperparams& hp = phi3.model.hparams();
+  ASSERT_TRUE(std::holds_alternative<LongRopeScaling>(hp.rope.scaling));
+  const auto& longrope = std::get<LongRopeScaling>(hp.rope.scaling);
+  EXPECT_EQ(longrope.original_max_position, 16);
+  EXPECT_DOUBLE_EQ(longrope.factor, 4.0);
+  ASSERT_TRUE(longrope.attention_factor.has_value());
+  EXPECT_NEAR(*longrope.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(16.0)), 1e-7);
+  EXPECT_EQ(longrope.long_factor.front(), 1.0);
+  EXPECT_EQ(longrope.long_factor.back(), 8.0);
+  for (const std::int64_t n : {16, 40}) {
+    SCOPED_TRACE(n);
+    const AttentionOptions attention = PlanModelExtension(ParseContextExtension("none"), hp, n).attention;
+    const auto& frequencies = std::get<RopeEncoding>(attention.encoding).frequencies;
+    const std::vector<double>& chosen = n > 16 ? longrope.long_factor : longrope.short_factor;
+    const double plain = 1.0 / std::pow(hp.rope.theta, 2.0 / static_cast<double>(hp.head_dim));  // pair 1
+    EXPECT_NEAR(frequencies.inv_freq[1], plain / chosen[1], 1e-12 * plain);
+    const auto tokens = RandomTokens(n, 5);
+    const std::vector<float> logits = phi3.model.Logits(tokens, attention);
+    EXPECT_LT(RelativeError(logits, reference::DecoderLogits(phi3.file, tokens, attention)), 2e-5);
+    EXPECT_LT(RelativeDifference(logits, PrefillThenDecode(phi3.model, tokens, n - 6, attention)), 1e-5);
+  }
+}
+
+// The RoPE scalings GGUF files carry as tensors hold one scaling each: a
+// LongRoPE factor set without the other, or factors with a scaling type in
+// the metadata, are refused naming the tensor; Llama 3's rope_freqs run as
+// the reference says.
+TEST(DecoderModel, RopeFactorTensorsAreOneScaling) {
+  ExpectLoadError(Renamed(RandomLlamaGguf(TinyPhi3()), "rope_factors_long.weight", 13),
+                  {"rope_factors_long.weight", "missing", "both the short and the long"});
+  RandomLlamaOptions options;
+  options.rope_freqs = true;
+  const RandomModel llama3(options);
+  ASSERT_TRUE(std::holds_alternative<FrequencyFactorScaling>(llama3.model.hparams().rope.scaling));
+  const auto tokens = RandomTokens(40, 5);
+  const AttentionOptions attention = llama3.model.DefaultAttention();
+  EXPECT_LT(
+      RelativeError(llama3.model.Logits(tokens, attention), reference::DecoderLogits(llama3.file, tokens, attention)),
+      2e-5);
+  options.rope_scaling_type = "yarn";
+  ExpectLoadError(RandomLlamaGguf(options), {"rope_freqs.weight", "llama.rope.scaling.type = yarn", "one scaling"});
+  RandomLlamaOptions both = TinyPhi3();
+  both.rope_freqs = true;
+  ExpectLoadError(RandomLlamaGguf(both), {"rope_freqs.weight", "rope_factors_short/long"});
 }
 
 }  // namespace
