@@ -1,6 +1,10 @@
-// Copy bandwidth and FMA peak of this machine (see machine_limits.h).
-// The FMA loop is a Highway module compiled for every target and dispatched
-// to the best one at run time, like posenc's own kernels.
+// Copy bandwidth, FMA peak and int8 dot-product peak of this machine (see
+// machine_limits.h). The FMA and dot-product loops are a Highway module
+// compiled for every target and dispatched to the best one at run time,
+// like posenc's own kernels (AVX3_DL too, as matmul.cc compiles it).
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "machine_limits.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -70,6 +74,57 @@ void StreamCopy(char* HWY_RESTRICT dst, const char* HWY_RESTRICT src, std::size_
 
 const char* FmaTargetName() { return hwy::TargetName(HWY_TARGET); }
 
+// 12 independent chains of the integer prefill kernel's step
+// (int8_prefill-inl.h): AVX3_DL acc += vpdpbusd(a, b), 4 byte products an
+// int32 lane in one instruction; AVX3 and AVX2 acc16 += pmaddubsw(a, b), 2
+// products an int16 lane (the kernel sums several in int16 before one
+// pmaddwd; the lanes wrap here, which costs nothing). Returns 2 x the byte
+// products done (0 on a target without them) and writes a lane so nothing
+// is optimized away.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if HWY_TARGET <= HWY_AVX3
+using Int8Vector = __m512i;
+HWY_INLINE Int8Vector Int8Set(std::int32_t v) { return _mm512_set1_epi32(v); }
+HWY_INLINE Int8Vector Int8Step(Int8Vector acc, Int8Vector a, Int8Vector b) {
+#if HWY_TARGET == HWY_AVX3_DL
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+#else
+  return _mm512_add_epi16(acc, _mm512_maddubs_epi16(a, b));
+#endif
+}
+HWY_INLINE std::int32_t Int8Lane(Int8Vector v) { return _mm_cvtsi128_si32(_mm512_castsi512_si128(v)); }
+#else
+using Int8Vector = __m256i;
+HWY_INLINE Int8Vector Int8Set(std::int32_t v) { return _mm256_set1_epi32(v); }
+HWY_INLINE Int8Vector Int8Step(Int8Vector acc, Int8Vector a, Int8Vector b) {
+  return _mm256_add_epi16(acc, _mm256_maddubs_epi16(a, b));
+}
+HWY_INLINE std::int32_t Int8Lane(Int8Vector v) { return _mm_cvtsi128_si32(_mm256_castsi256_si128(v)); }
+#endif
+double Int8DotChains(std::int64_t iterations, std::int32_t* sink) {
+  const Int8Vector a = Int8Set(0x01020304), b = Int8Set(0x05060708);
+  Int8Vector acc[12];
+  for (int c = 0; c < 12; ++c) acc[c] = Int8Set(c);
+  for (std::int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 12
+    for (auto& chain : acc) chain = Int8Step(chain, a, b);
+  }
+  std::int32_t sum = 0;
+  for (const auto& chain : acc) sum += Int8Lane(chain);
+  *sink = sum;
+  const double products = HWY_TARGET == HWY_AVX3_DL ? 4.0 : 2.0;  // a 32-bit lane's
+  return 2.0 * 12.0 * products * static_cast<double>(sizeof(Int8Vector) / 4) * static_cast<double>(iterations);
+}
+const char* Int8Instruction() { return HWY_TARGET == HWY_AVX3_DL ? "vpdpbusd" : "pmaddubsw"; }
+#else
+double Int8DotChains(std::int64_t, std::int32_t* sink) {
+  *sink = 0;
+  return 0.0;
+}
+const char* Int8Instruction() { return ""; }
+#endif
+
 }  // namespace posenc::bench::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -86,6 +141,8 @@ namespace posenc::bench {
 
 HWY_EXPORT(FmaChains);
 HWY_EXPORT(FmaTargetName);
+HWY_EXPORT(Int8DotChains);
+HWY_EXPORT(Int8Instruction);
 HWY_EXPORT(StreamCopy);
 
 namespace {
@@ -177,6 +234,33 @@ FmaPeak MeasureFmaPeak(int reps) {
   double total = 0;
   for (double f : flops) total += f;
   return {.gflops = total / best / 1e9, .threads = threads, .target = HWY_DYNAMIC_DISPATCH(FmaTargetName)()};
+}
+
+Int8Peak MeasureInt8Peak(int reps) {
+  const int threads = NumThreads();
+  constexpr std::int64_t kIterations = std::int64_t{1} << 23;  // as MeasureFmaPeak
+  std::vector<std::int32_t> sinks(static_cast<std::size_t>(threads) * 16);
+  std::vector<double> ops(static_cast<std::size_t>(threads));
+  const auto run = [&] {
+    ParallelFor(threads, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t) {
+        ops[t] = HWY_DYNAMIC_DISPATCH(Int8DotChains)(kIterations, &sinks[t * 16]);
+      }
+    });
+  };
+  run();
+  double best = 1e300;
+  for (int i = 0; i < std::max(1, reps); ++i) {
+    const double start = Now();
+    run();
+    best = std::min(best, Now() - start);
+  }
+  double total = 0;
+  for (double o : ops) total += o;
+  return {.gops = total / best / 1e9,
+          .threads = threads,
+          .target = HWY_DYNAMIC_DISPATCH(FmaTargetName)(),
+          .instruction = HWY_DYNAMIC_DISPATCH(Int8Instruction)()};
 }
 
 }  // namespace posenc::bench

@@ -70,4 +70,17 @@ struct FmaPeak {
 // SIMD target this CPU supports, on every pool thread, best of `reps`.
 FmaPeak MeasureFmaPeak(int reps = 5);
 
+struct Int8Peak {
+  double gops = 0;  // 2 ops per byte product (as 2 flops per FMA lane), summed over all threads
+  int threads = 0;
+  const char* target = "";
+  const char* instruction = "";  // "vpdpbusd" (AVX-512 VNNI), "pmaddubsw" (AVX2, AVX-512); "" without
+};
+
+// Independent chains of the byte dot-product instruction the integer
+// prefill kernel (DotActivations::kInt8) uses on the best SIMD target, on
+// every pool thread, best of `reps`: the limit of its products. 0 where the
+// target has none (non-x86: the int8 prefill runs the float32 kernel).
+Int8Peak MeasureInt8Peak(int reps = 5);
+
 }  // namespace posenc::bench

@@ -8,7 +8,9 @@
 // perplexity pass (every row's logits: NextTokenNll). For each, the model
 // FLOPs per token (linear layers, causal attention and the logits of the
 // rows computed: DecoderModel::ForwardFlops), and the ratio of the FLOP/s
-// achieved to the FMA peak measured in the same run. With a vocabulary of
+// achieved to the FMA peak measured in the same run (and to the int8
+// dot-product peak, measured too: the limit of --activations int8's
+// integer products where the CPU has them). With a vocabulary of
 // 262,144 (Gemma 3) the output matrix is most of a perplexity pass.
 //
 // Decode throughput: for each cache size C (0, 2048 and 8192 by default) the
@@ -116,6 +118,7 @@ struct PrefillRun {
   double tokens_per_s = 0;
   double gflops = 0;
   double ratio = 0;              // to the FMA peak
+  double int8_ratio = 0;         // to the int8 dot-product peak (0 without one)
   double peer_tokens_per_s = 0;  // llama.cpp's with --peer; else 0
 };
 
@@ -187,7 +190,8 @@ std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const DecoderMo
 
 // The best of o.reps prefills of `tokens`, then llama.cpp's (`peer`).
 PrefillRun MeasurePrefill(const BenchModelOptions& o, const DecoderModel& model, std::span<const std::int32_t> tokens,
-                          PrefillKind kind, const bench::FmaPeak& peak, const LlamaCppPeer* peer, const StepLog& log) {
+                          PrefillKind kind, const bench::FmaPeak& peak, const bench::Int8Peak& int8_peak,
+                          const LlamaCppPeer* peer, const StepLog& log) {
   const AttentionOptions attention = model.DefaultAttention();
   const auto n = static_cast<std::int64_t>(tokens.size());
   const bool prompt = kind == PrefillKind::kPrompt;
@@ -206,6 +210,10 @@ PrefillRun MeasurePrefill(const BenchModelOptions& o, const DecoderModel& model,
   run.tokens_per_s = static_cast<double>(n) / run.seconds;
   run.gflops = run.flops / run.seconds / 1e9;
   run.ratio = run.gflops / peak.gflops;
+  // The model's operations (2 a multiply-add, as FLOPs) against the integer
+  // products' limit: with --activations int8 the linear layers and logits run
+  // as byte products (attention stays float32).
+  run.int8_ratio = int8_peak.gops > 0 ? run.gflops / int8_peak.gops : 0.0;
   if (peer != nullptr) {
     log(std::string("llama.cpp: ") +
         (prompt ? "llama-bench pp" + std::to_string(n)
@@ -302,9 +310,11 @@ void Run(const BenchModelOptions& o) {
 
   log("measuring the FMA peak");
   const bench::FmaPeak peak = bench::MeasureFmaPeak();
+  log("measuring the int8 dot-product peak");
+  const bench::Int8Peak int8_peak = bench::MeasureInt8Peak();
   const std::vector<PrefillRun> prefills{
-      MeasurePrefill(o, model, tokens, PrefillKind::kPrompt, peak, peer_ptr, log),
-      MeasurePrefill(o, model, tokens, PrefillKind::kPerplexity, peak, peer_ptr, log)};
+      MeasurePrefill(o, model, tokens, PrefillKind::kPrompt, peak, int8_peak, peer_ptr, log),
+      MeasurePrefill(o, model, tokens, PrefillKind::kPerplexity, peak, int8_peak, peer_ptr, log)};
   const PrefillRun& prompt = prefills[0];
   const PrefillRun& pass = prefills[1];
 
@@ -376,12 +386,16 @@ void Run(const BenchModelOptions& o) {
                                {"gflops", pass.gflops},
                                {"peak_gflops", peak.gflops},
                                {"ratio", pass.ratio},
+                               {"int8_peak_gops", int8_peak.gops},
+                               {"int8_instruction", int8_peak.instruction},
+                               {"int8_ratio", pass.int8_ratio},
                                {"seconds", pass.seconds},
                                {"prompt_prefill",
                                 {{"tokens_per_s", prompt.tokens_per_s},
                                  {"flops_per_token", prompt.flops / static_cast<double>(o.ctx)},
                                  {"gflops", prompt.gflops},
                                  {"ratio", prompt.ratio},
+                                 {"int8_ratio", prompt.int8_ratio},
                                  {"seconds", prompt.seconds}}},
                                {"weights", weights},
                                {"activations", activations},
@@ -426,6 +440,10 @@ void Run(const BenchModelOptions& o) {
         "  %.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
         run.tokens_per_s, run.flops / static_cast<double>(o.ctx) / 1e6, run.gflops, 100 * run.ratio, peak.gflops,
         peak.target);
+    if (int8_peak.gops > 0) {
+      std::printf("  = %.1f%% of the int8 dot-product peak measured now (%.1f GOP/s, %s)\n", 100 * run.int8_ratio,
+                  int8_peak.gops, int8_peak.instruction);
+    }
   }
   std::printf(
       "decode, %lld steps each, best of %d, against the copy bandwidth measured between them (%.1f GB/s, best of "

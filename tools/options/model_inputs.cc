@@ -37,8 +37,9 @@ void AddWeightOptions(CLI::App& command, WeightOptions& weights) {
           [&weights](const std::string& text) {
             weights.activations = text == "int8" ? DotActivations::kInt8 : DotActivations::kFloat32;
           },
-          "of the decode products with quantized weights: f32 as they are; int8 rounded in blocks of 32 for integer "
-          "dot products (as llama.cpp; faster decode, a small cost in perplexity; needs --weights stored)")
+          "of the products with quantized weights (prefill and decode): f32 as they are; int8 rounded in blocks of "
+          "32 for integer dot products (as llama.cpp; faster decode, and prefill where the CPU has AVX2 or "
+          "AVX-512 VNNI; a small cost in perplexity; needs --weights stored)")
       ->check(CLI::IsMember({"f32", "int8"}))
       ->default_str("f32");
 }
