@@ -30,9 +30,9 @@ from . import _layout, _tensors
 # RopeSpec and apply_rope are bound in C++ (python/src/bind_rope_spec.cc,
 # bind_rope.cc) with their signatures and docstrings, their arguments
 # converted and checked there and by the library; this module is their home.
-from ._posenc import RopeSpec, apply_rope
+from ._posenc import RopeSpec, apply_mrope, apply_rope
 
-__all__ = ["RopeSpec", "apply_rope", "permute_qk_weights"]
+__all__ = ["RopeSpec", "apply_mrope", "apply_rope", "permute_qk_weights"]
 
 
 def permute_qk_weights(w, heads: int, head_dim: int, rotary_dim: Optional[int] = None,

@@ -27,8 +27,10 @@
 #include "numpy_views.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
+#include "posenc/mrope.h"
 #include "posenc/parallel.h"
 #include "posenc/rope.h"
+#include "posenc/rope_config.h"
 #include "posenc/rope_frequencies.h"
 #include "posenc/rope_permute.h"
 #include "posenc/rope_spec.h"
@@ -213,6 +215,73 @@ Example::
     True
 )doc";
 
+// apply_mrope(spec, *tensors, positions): Qwen2-VL's multimodal RoPE with
+// the spec's mrope_section; positions (3, seq) or (3, batch, seq): temporal,
+// height, width per token.
+template <bool kReference>
+Rotated ApplyMropeArrays(const py::object& spec_object, const py::args& tensors, const ArrayLike& positions_arg) {
+  if (!py::isinstance<RopeModelConfig>(spec_object)) {
+    ThrowError(kOp, "spec", TypeName(spec_object), "must be a posenc.RopeSpec");
+  }
+  const RopeModelConfig config = spec_object.cast<const RopeModelConfig&>();
+  Require(!config.mrope_section.empty(), kOp, "spec.mrope_section", Verbatim{"[]"},
+          "must be set (a config whose rope_scaling is {\"type\": \"mrope\", \"mrope_section\": [t, h, w]})");
+  if (tensors.empty()) ThrowError(kOp, "operands", "()", "give at least one [batch, seq, heads, head_dim] array");
+  std::vector<py::array> inputs, outputs;
+  for (const py::handle tensor : tensors) inputs.push_back(python::ToArray(py::reinterpret_borrow<py::object>(tensor)));
+  const py::array& first = inputs.front();
+  Require(first.ndim() == 4, kOp, "operands[0].ndim", first.ndim(), "must be 4: " + std::string(kLayout));
+  const std::int64_t batch = first.shape(0), seq = first.shape(1);
+  const Int64Array positions = ToInt64Array(kOp, "positions", positions_arg.object, kPositionsRule);
+  const bool one_row = positions.ndim() == 2;
+  Require((one_row || positions.ndim() == 3) && positions.shape(0) == 3 &&
+              positions.shape(positions.ndim() - 1) == seq && (one_row || positions.shape(1) == batch),
+          kOp, "positions.shape", Verbatim{ShapeOf(positions)},
+          "must be (3, seq) or (3, batch, seq) = (3, " + std::to_string(batch) + ", " + std::to_string(seq) +
+              "): temporal, height and width positions per token");
+  MultimodalRopeCall call;
+  call.section = config.mrope_section;
+  for (std::int64_t axis = 0; axis < 3; ++axis) {
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(batch * seq));
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t* row = positions.data() + (one_row ? axis * seq : (axis * batch + b) * seq);
+      std::copy_n(row, seq, ids.data() + b * seq);
+    }
+    call.positions[static_cast<std::size_t>(axis)] = TokenPositions::Ids(std::move(ids));
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const py::array& in = inputs[i];
+    outputs.push_back(py::array(in.dtype(), std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim())));
+    const std::string name = "operands[" + std::to_string(i) + "]";
+    call.operands.push_back({ArrayView(in, kOp, name, kLayout, /*writeable=*/false),
+                             ArrayView(outputs[i], kOp, name, kLayout, /*writeable=*/true)});
+  }
+  {
+    py::gil_scoped_release release;
+    std::int64_t longest = 0;
+    for (std::int64_t i = 0; i < positions.size(); ++i) longest = std::max(longest, positions.data()[i] + 1);
+    const RopeFrequencies table = ComputeRopeFrequencies(config.spec, longest);
+    if constexpr (kReference) {
+      reference::ApplyMultimodalRope(config.spec, table, call);
+    } else {
+      ApplyMultimodalRope(config.spec, table, call);
+    }
+  }
+  return py::reinterpret_borrow<Rotated>(outputs.size() == 1 ? py::object(outputs.front())
+                                                             : py::tuple(py::cast(outputs)));
+}
+
+constexpr const char* kApplyMropeDoc = R"doc(Qwen2-VL's multimodal RoPE (M-RoPE): rotates q, k (and any further
+[batch, seq, heads, head_dim] arrays) with three positions per token.
+
+``spec`` is a :class:`RopeSpec` read from a config whose ``rope_scaling``
+is ``{"type": "mrope", "mrope_section": [t, h, w]}``; ``positions`` is
+(3, seq) or (3, batch, seq): the temporal, height and width position of
+each token. Pair k rotates by the position of the axis whose section holds
+it (the first t pairs temporal, the next h height, the last w width), as
+transformers' ``apply_multimodal_rotary_pos_emb`` does.
+)doc";
+
 constexpr const char* kReferenceApplyRopeDoc = R"doc(:func:`posenc.apply_rope` on the scalar float64 reference kernel
 (single-threaded, slow). Same arguments, same results to within one
 rounding of the output dtype.
@@ -227,6 +296,9 @@ void DefApplyRope(py::module_& m, const char* module_name, const char* doc) {
         py::arg("offsets") = py::none(), py::arg("position_ids") = py::none(), py::arg("direction") = "forward",
         py::arg("inplace") = false, py::arg("frequencies") = py::none(), doc);
   m.attr("apply_rope").attr("__module__") = module_name;
+  m.def("apply_mrope", &ApplyMropeArrays<kReference>, py::arg("spec"), py::kw_only(), py::arg("positions"),
+        kReference ? "apply_mrope on the float64 reference kernel." : kApplyMropeDoc);
+  m.attr("apply_mrope").attr("__module__") = module_name;
 }
 
 void PermuteRows(const py::array& weight, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim,

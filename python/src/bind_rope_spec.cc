@@ -290,6 +290,27 @@ void BindRopeSpec(py::module_& m) {
           "The training context length the scaling refers to (0 if none).")
       .def_readwrite("max_position_embeddings", &RopeModelConfig::max_position_embeddings,
                      "max_position_embeddings of the config this spec was read from (0 if none).")
+      .def_property_readonly(
+          "effective_context_length", [](const RopeModelConfig& c) { return EffectiveContextLength(c.spec); },
+          "The length the scaled model stands for: original x factor for llama3, yarn and longrope (0 "
+          "otherwise); extensions on top of the scaling count from it.")
+      .def_property_readonly(
+          "mrope_section", [](const RopeModelConfig& c) { return c.mrope_section; },
+          "Qwen2-VL's multimodal RoPE sections [temporal, height, width] in pairs (posenc.rope.apply_mrope); "
+          "[] for one position per token.")
+      .def_property_readonly(
+          "softmax_scale", [](const RopeModelConfig& c) { return c.softmax_scale; },
+          "The scale of q.k the config sets (DeepSeek-V2/V3: (qk_nope_head_dim + qk_rope_head_dim)^-1/2 "
+          "times mscale^2), or None for 1/sqrt(head_dim).")
+      .def_property_readonly(
+          "layer_positions",
+          [](const RopeModelConfig& c) {
+            std::vector<std::string> kinds;
+            for (const LayerPosition p : c.layer_positions)
+              kinds.emplace_back(p == LayerPosition::kRope ? "rope" : "nope");
+            return kinds;
+          },
+          "Per layer \"rope\" or \"nope\" (Llama 4's and SmolLM3's no_rope_layers); [] for every layer RoPE.")
       .def(
           "frequencies",
           [](const RopeModelConfig& c, const Int& seq_len) {

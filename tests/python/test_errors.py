@@ -65,12 +65,16 @@ def test_beta_fast_not_above_beta_slow():
 
 
 def test_unknown_rope_type():
-    with raises(r'^\[rope\] scaling\.rope_type = "su-per": unknown; must be one of default, '
-                r"linear, ntk, dynamic, yarn, llama3, longrope, factors$"):
+    with raises(r'^\[rope\] scaling\.rope_type = "su-per": unknown; must be one of default, none, '
+                r"linear, ntk, dynamic \(with factor, or alpha\), yarn, llama3, longrope \(or su\), factors, mrope$"):
         posenc.RopeSpec(head_dim=64, scaling={"rope_type": "su-per", "factor": 2})
-    with raises(r'^\[hf-config\] rope_scaling\.rope_type = "mrope": unknown'):
+    # mrope is read from a config.json (its sections), with mrope's keys only.
+    with raises(r'^\[hf-config\] rope_scaling\.factor = 2: unknown key for rope_type "mrope"; '
+                r"known keys: mrope_section$"):
         posenc.RopeSpec.from_hf_config({"hidden_size": 4096, "num_attention_heads": 32,
                                         "rope_scaling": {"type": "mrope", "factor": 2}})
+    with raises(r'^\[rope\] scaling\.rope_type = "mrope": is a model\'s 3-D positions'):
+        posenc.RopeSpec(head_dim=64, scaling={"rope_type": "mrope", "mrope_section": [8, 12, 12]})
 
 
 def test_missing_required_field():
