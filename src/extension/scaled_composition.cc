@@ -107,9 +107,9 @@ RopeFrequencies ComposeOverModelScaling(const RopeSpec& model, const RopeScaling
                "the current length, so there is no fixed table to rescale (a position method composes: rerope, "
                "leaky-rerope, window, lambda, self-extend)");
   }
-  Require(!std::holds_alternative<NtkAwareScaling>(method) && !std::holds_alternative<DynamicNtkScaling>(method) ||
-              model.RotaryDim() > 2,
-          kOp, "rotary_dim", model.RotaryDim(), "must be > 2 for NTK scaling (exponent r/(r-2))");
+  const bool ntk = std::holds_alternative<NtkAwareScaling>(method) || std::holds_alternative<DynamicNtkScaling>(method);
+  Require(!ntk || model.RotaryDim() > 2, kOp, "rotary_dim", model.RotaryDim(),
+          "must be > 2 for NTK scaling (exponent r/(r-2))");
   return std::visit(Composer{model, target_length, ComputeRopeFrequencies(model, target_length)}, method);
 }
 
