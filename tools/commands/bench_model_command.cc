@@ -241,10 +241,15 @@ std::string PeerTable(const BenchModelOptions& o, const std::vector<PrefillRun>&
   char line[512];
   const std::string ctx = std::to_string(o.ctx);
   for (const PrefillRun& run : prefills) {
-    const std::string what = run.kind == PrefillKind::kPrompt
-                                 ? "prompt prefill " + ctx + " (last logits; llama-bench pp" + ctx + ")"
-                                 : "perplexity pass " + ctx + " (posenc: every logit; llama-perplexity, " +
-                                       std::to_string(kPeerWindows) + " windows: its scored second half's)";
+    std::string what = run.kind == PrefillKind::kPrompt ? "prompt prefill " : "perplexity pass ";
+    what.append(ctx);
+    if (run.kind == PrefillKind::kPrompt) {
+      what.append(" (last logits; llama-bench pp").append(ctx).append(")");
+    } else {
+      what.append(" (posenc: every logit; llama-perplexity, ")
+          .append(std::to_string(kPeerWindows))
+          .append(" windows: its scored second half's)");
+    }
     std::snprintf(line, sizeof line, "| %s | %.1f | %.2f of the FMA peak | %.1f | %s |\n", what.c_str(),
                   run.tokens_per_s, run.ratio, run.peer_tokens_per_s,
                   PeerRatio(run.tokens_per_s, run.peer_tokens_per_s).c_str());
