@@ -11,8 +11,8 @@
 #include <cmath>
 
 #include "posenc/context_extension.h"
-#include "posenc/parallel.h"
 #include "posenc/generation.h"
+#include "posenc/parallel.h"
 #include "test_util.h"
 #include "random_llama.h"
 
@@ -283,17 +283,6 @@ double DecodeVsForward(const DecoderModel& model, std::span<const std::int32_t> 
   return max_diff / max_abs;
 }
 
-// Decode (one token a call: the kernels that read the stored blocks in
-// registers) matches one forward pass.
-TEST(DecoderModel, StoredWeightsDecodeMatchesOneForward) {
-  for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kBF16}) {
-    SCOPED_TRACE(std::string(TraitsOf(type).name));
-    const RandomModel tiny(QuantizedLlama(type));
-    EXPECT_LT(DecodeVsForward(tiny.model, RandomTokens(40, 13), 33), 1e-5);
-  }
-}
-
-// Int8 activations change only decode, by the rounding of x: near one
 // A prompt's prefill (generation's Prefill: the last row's logits only, no
 // other row's computed) gives bitwise the last row of a perplexity pass
 // (every row's logits), for the Llama and the Gemma 3 (its own output matrix
@@ -323,6 +312,16 @@ TEST(DecoderModel, PromptPrefillLogitsAreBitwiseTheLastRowOfEveryRow) {
         }
       }
     }
+  }
+}
+
+// Decode (one token a call: the kernels that read the stored blocks in
+// registers) matches one forward pass.
+TEST(DecoderModel, StoredWeightsDecodeMatchesOneForward) {
+  for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kBF16}) {
+    SCOPED_TRACE(std::string(TraitsOf(type).name));
+    const RandomModel tiny(QuantizedLlama(type));
+    EXPECT_LT(DecodeVsForward(tiny.model, RandomTokens(40, 13), 33), 1e-5);
   }
 }
 
@@ -405,8 +404,19 @@ TEST(DecoderModel, ForwardFlopsCountsEveryWeightOnceAndTheCausalPairs) {
       const double pairs = n * (n + 1) / 2.0;
       EXPECT_DOUBLE_EQ(tiny.model.ForwardFlops(n), 2 * matrix_elements * static_cast<double>(n) + per_pair * pairs)
           << "tied " << tied << ", n " << n;
+      // A prompt's prefill: the output matrix for the last row only.
+      const double output_elements = static_cast<double>(testing::kTinyVocab * options.d);
+      EXPECT_DOUBLE_EQ(tiny.model.ForwardFlops(n, 1),
+                       tiny.model.ForwardFlops(n) - 2 * output_elements * static_cast<double>(n - 1))
+          << "tied " << tied << ", n " << n;
     }
   }
+}
+
+TEST(DecoderModel, ForwardFlopsRejectsMoreLogitRowsThanTokens) {
+  const RandomModel tiny;
+  EXPECT_EQ(tiny.model.ForwardFlops(4, 0) + 2.0 * 4 * testing::kTinyVocab * 32, tiny.model.ForwardFlops(4));
+  ExpectError([&] { tiny.model.ForwardFlops(4, 5); }, {"logit_rows = 5", "[0, tokens = 4]"});
 }
 
 TEST(DecoderModel, ForwardFlopsCountsOnlyTheWindowInGemmaLocalLayers) {
@@ -416,21 +426,10 @@ TEST(DecoderModel, ForwardFlopsCountsOnlyTheWindowInGemmaLocalLayers) {
   options.blocks = 7;                // local, 5 more, global (the 6th), local
   const RandomModel llama(options);  // every layer global
   options.architecture = "gemma3";
-      // A prompt's prefill: the output matrix for the last row only.
-      const double output_elements = static_cast<double>(testing::kTinyVocab * options.d);
-      EXPECT_DOUBLE_EQ(tiny.model.ForwardFlops(n, 1),
-                       tiny.model.ForwardFlops(n) - 2 * output_elements * static_cast<double>(n - 1))
-          << "tied " << tied << ", n " << n;
   const RandomModel gemma(options);
   const AttentionOptions attention = gemma.model.DefaultAttention();
   const double per_pair = 2.0 * 2 * options.heads * options.head_dim;
   for (const std::int64_t n : {1, 5, 8, 9, 50}) {
-TEST(DecoderModel, ForwardFlopsRejectsMoreLogitRowsThanTokens) {
-  const RandomModel tiny;
-  EXPECT_EQ(tiny.model.ForwardFlops(4, 0) + 2.0 * 4 * testing::kTinyVocab * 32, tiny.model.ForwardFlops(4));
-  ExpectError([&] { tiny.model.ForwardFlops(4, 5); }, {"logit_rows = 5", "[0, tokens = 4]"});
-}
-
     double skipped = 0;  // pairs a local layer's mask hides
     for (std::int64_t l = 0; l < options.blocks; ++l) {
       const AttentionMask& mask = gemma.model.LayerAttention(attention, l).mask;
