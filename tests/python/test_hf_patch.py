@@ -306,9 +306,11 @@ def test_errors_name_the_problem():
         posenc.hf.apply(model, "yarn")
     with pytest.raises(ValueError, match=r"unknown|must be one of|is not a known"):
         posenc.hf.apply(model, "xpos", target_length=64)
-    scaled = tiny("llama", rope_scaling={"rope_type": "linear", "factor": 2.0})
-    with pytest.raises(ValueError, match=r"model rope scaling = \"?linear\"?: must be none"):
-        posenc.hf.apply(scaled, "yarn", target_length=64)
+    # A frequency method has no fixed table to rescale under dynamic NTK (a
+    # linear or YaRN model composes: docs/composition.md).
+    dynamic = tiny("llama", rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    with pytest.raises(ValueError, match=r'method = "yarn": does not compose with the model\'s rope scaling "dynamic"'):
+        posenc.hf.apply(dynamic, "yarn", target_length=64)
     with pytest.raises(ValueError, match=r"\[hf\] backend = 'cuda': must be None"):
         posenc.hf.apply(model, backend="cuda")
     windowed = tiny("mistral", sliding_window=8)
