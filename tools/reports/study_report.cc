@@ -127,7 +127,10 @@ std::optional<MeanInterval> VsBest(const RegionComparison& c, std::size_t method
 
 // "+0.123 [+0.045, +0.201]", the interval's verdict marked: a paired
 // difference whose interval excludes 0.
+// With one window there is no spread: the value alone, never a zero-width
+// interval that would read as certainty.
 std::string FormatDifference(const MeanInterval& d) {
+  if (!d.HasSpread()) return Signed(d.mean, 3);
   return Signed(d.mean, 3) + " [" + Signed(d.low, 3) + ", " + Signed(d.high, 3) + "]";
 }
 
@@ -135,6 +138,7 @@ std::string FormatDifference(const MeanInterval& d) {
 // t interval's ends.
 std::string FormatPerplexity(const std::vector<double>& losses) {
   const MeanInterval m = StudentMeanInterval(losses);
+  if (!m.HasSpread()) return Fixed(std::exp(m.mean), 2);
   return Fixed(std::exp(m.mean), 2) + " [" + Fixed(std::exp(m.low), 2) + ", " + Fixed(std::exp(m.high), 2) + "]";
 }
 
@@ -247,7 +251,10 @@ std::string StudyMarkdown(const StudyReport& r) {
       out << " " << (best ? FormatDifference(*best) : std::string("best")) << " |\n";
     }
     out << "\n";
-    for (std::size_t g = 0; g < regions.size(); ++g) WriteVerdicts(out, r, comparisons[g], regions[g]);
+    // One window: no verdict lines (the note above the tables says why).
+    for (std::size_t g = 0; r.windows >= 2 && g < regions.size(); ++g) {
+      WriteVerdicts(out, r, comparisons[g], regions[g]);
+    }
   }
   out << "\nppl: exp of the mean over the windows of each window's mean loss (nats a token), [exp of the ends of its "
          "95% t interval]. vs none, vs best: the method's mean loss minus `none`'s, or minus the best method's, "
