@@ -144,22 +144,22 @@ struct Planner {
   Lowering operator()(NoneMethod& /*m*/) const { return {model}; }
   Lowering operator()(LinearMethod& m) const {
     m.factor = m.factor.value_or(s);
-    return Scaled(LinearScaling{*m.factor}, m.kName);
+    return Scaled(LinearScaling{*m.factor}, LinearMethod::kName);
   }
   Lowering operator()(NtkMethod& m) const {
     m.factor = m.factor.value_or(s);
-    return Scaled(NtkAwareScaling{*m.factor}, m.kName);
+    return Scaled(NtkAwareScaling{*m.factor}, NtkMethod::kName);
   }
   Lowering operator()(DynamicNtkMethod& m) const {
     m.factor = m.factor.value_or(2.0);
-    return Scaled(DynamicNtkScaling{*m.factor, train_length}, m.kName);
+    return Scaled(DynamicNtkScaling{*m.factor, train_length}, DynamicNtkMethod::kName);
   }
   Lowering operator()(YarnMethod& m) const {
     m.factor = m.factor.value_or(s);
     YarnScaling yarn;
     yarn.factor = *m.factor;
     yarn.original_max_position = train_length;
-    return Scaled(yarn, m.kName);
+    return Scaled(yarn, YarnMethod::kName);
   }
   Lowering operator()(ReRopeMethod& m) const {
     m.window = ExactWindow(m.window);
