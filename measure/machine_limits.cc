@@ -149,6 +149,20 @@ namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// The fastest of reps timed calls of run, after one untimed call (the
+// warm-up: wakes the pool, lets clocks settle).
+template <typename Run>
+double BestSeconds(const Run& run, int reps) {
+  run();
+  double best = 1e300;
+  for (int i = 0; i < std::max(1, reps); ++i) {
+    const double start = Now();
+    run();
+    best = std::min(best, Now() - start);
+  }
+  return best;
+}
+
 // Splits [0, bytes) into one slice per thread at 4 KiB granularity.
 void ParallelCopy(char* dst, const char* src, std::size_t bytes, bool stream) {
   constexpr std::size_t kBlock = 4096;
@@ -224,13 +238,7 @@ FmaPeak MeasureFmaPeak(int reps) {
       }
     });
   };
-  run();  // warm-up: wakes the pool, lets clocks settle
-  double best = 1e300;
-  for (int i = 0; i < std::max(1, reps); ++i) {
-    const double start = Now();
-    run();
-    best = std::min(best, Now() - start);
-  }
+  const double best = BestSeconds(run, reps);
   double total = 0;
   for (double f : flops) total += f;
   return {.gflops = total / best / 1e9, .threads = threads, .target = HWY_DYNAMIC_DISPATCH(FmaTargetName)()};
@@ -248,13 +256,7 @@ Int8Peak MeasureInt8Peak(int reps) {
       }
     });
   };
-  run();
-  double best = 1e300;
-  for (int i = 0; i < std::max(1, reps); ++i) {
-    const double start = Now();
-    run();
-    best = std::min(best, Now() - start);
-  }
+  const double best = BestSeconds(run, reps);
   double total = 0;
   for (double o : ops) total += o;
   return {.gops = total / best / 1e9,
