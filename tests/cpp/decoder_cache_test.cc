@@ -1,0 +1,118 @@
+// The Llama engine's cache: a prompt's prefill is bitwise the last row of a
+// full forward, decoding one token a call matches one forward for every
+// context-extension method, only the chosen rows' logits are made, and a
+// rewind replays exactly.
+#include <algorithm>
+#include <string>
+
+#include "decoder_model_test_util.h"
+#include "posenc/context_extension.h"
+#include "posenc/decoder_model.h"
+#include "posenc/generation.h"
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+using testing::PrefillThenDecode;
+using testing::QuantizedLlama;
+using testing::RandomLlamaOptions;
+using testing::RandomModel;
+using testing::RandomTokens;
+using testing::RelativeDifference;
+using testing::TinyGemma3;
+
+// A prompt's prefill (generation's Prefill: the last row's logits only, no
+// other row's computed) gives bitwise the last row of a perplexity pass
+// (every row's logits), for the Llama and the Gemma 3 (its own output matrix
+// or the tied embedding), weights as float32 or kept quantized, either
+// decode activations. Before, one chosen row took the decode kernel (the
+// weights dequantized in registers, or x rounded to int8), which differs.
+TEST(DecoderModel, PromptPrefillLogitsAreBitwiseTheLastRowOfEveryRow) {
+  for (const char* architecture : {"llama", "gemma3"}) {
+    for (const GgmlType type : {GgmlType::kF32, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+      for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
+        if (type == GgmlType::kF32 && activations == DotActivations::kInt8) continue;  // no integer product
+        SCOPED_TRACE(std::string(architecture) + ", " + std::string(TraitsOf(type).name) +
+                     (activations == DotActivations::kInt8 ? ", int8" : ", f32"));
+        RandomLlamaOptions options = type == GgmlType::kF32 ? TinyGemma3() : QuantizedLlama(type);
+        options.architecture = architecture;
+        if (options.architecture == "gemma3") options.blocks = 7;  // local and global layers
+        const RandomModel tiny(options, WeightStorage::kAsStored, activations);
+        for (const std::int64_t n : {2, 5, 40}) {
+          const auto tokens = RandomTokens(n, 19);
+          const AttentionOptions attention = tiny.model.DefaultAttention();
+          const std::vector<float> every = tiny.model.Logits(tokens, attention);
+          DecoderCache cache = tiny.model.NewCache();
+          const std::vector<float> last = Prefill(tiny.model, cache, tokens, attention);
+          const std::int64_t vocab = tiny.model.hparams().vocab_size;
+          ASSERT_EQ(static_cast<std::int64_t>(last.size()), vocab);
+          EXPECT_TRUE(std::equal(last.begin(), last.end(), every.end() - vocab)) << n << " tokens";
+        }
+      }
+    }
+  }
+}
+
+// Prefill then one token at a time through the cache gives the logits of
+// one full forward pass, for the model's RoPE and every method (planned for
+// the final length, as a decoder must).
+TEST(DecoderModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
+  const RandomModel tiny;
+  const std::int64_t n = 70, prefill = 61;
+  const auto tokens = RandomTokens(n, 5);
+  const DecoderHyperparams& hp = tiny.model.hparams();
+  for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
+                             "window:window=9", "lambda:sinks=2,window=9", "yarn,logn", "self-extend"}) {
+    SCOPED_TRACE(method);
+    const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, n).attention;
+    EXPECT_LT(RelativeDifference(tiny.model.Logits(tokens, attention),
+                                 PrefillThenDecode(tiny.model, tokens, prefill, attention)),
+              1e-5);
+  }
+}
+
+// Only the listed rows' logits are made; a rewind replays exactly.
+TEST(DecoderModel, ExtendScoresChosenRowsAndTruncateRewinds) {
+  const RandomModel tiny;
+  const auto tokens = RandomTokens(20, 6);
+  const auto attention = tiny.model.DefaultAttention();
+  const std::int64_t vocab = tiny.model.hparams().vocab_size;
+  const std::vector<float> full = tiny.model.Logits(tokens, attention);
+  DecoderCache cache = tiny.model.NewCache();
+  const std::vector<std::int64_t> rows{3, 4, 11, 19};
+  std::vector<std::int64_t> seen;
+  const auto check = [&](std::int64_t offset) {
+    return [&, offset](std::span<const std::int64_t> block, std::span<const float> logits) {
+      ASSERT_EQ(logits.size(), block.size() * vocab);
+      for (std::size_t r = 0; r < block.size(); ++r) {
+        seen.push_back(offset + block[r]);
+        for (std::int64_t v = 0; v < vocab; ++v) {
+          EXPECT_NEAR(logits[r * vocab + v], full[(offset + block[r]) * vocab + v], 1e-4);
+        }
+      }
+    };
+  };
+  tiny.model.Extend(cache, tokens, attention, rows, check(0));
+  EXPECT_EQ(seen, rows);
+  cache.Truncate(10);
+  seen.clear();
+  const std::vector<std::int64_t> last{9};
+  tiny.model.Extend(cache, std::span(tokens).subspan(10), attention, last, check(10));
+  EXPECT_EQ(seen, std::vector<std::int64_t>{19});
+
+  ExpectError([&] { cache.Truncate(21); }, {"cache.truncate = 21", "[0, cached tokens = 20]"});
+  const std::vector<std::int64_t> unsorted{2, 1};
+  ExpectError([&] { tiny.model.Extend(cache, tokens, attention, unsorted, check(0)); },
+              {"logit_rows[1] = 1", "after the previous one"});
+  const std::vector<std::int64_t> outside{20};
+  ExpectError([&] { tiny.model.Extend(cache, tokens, attention, outside, check(0)); }, {"logit_rows[0] = 20"});
+  // Options the kernel rejects leave the cache as it was.
+  AttentionOptions bad = attention;
+  bad.mask.window = -1;
+  ExpectError([&] { tiny.model.Extend(cache, tokens, bad, last, check(0)); }, {"mask.window = -1"});
+  EXPECT_EQ(cache.tokens(), 20);
+}
+
+}  // namespace
+}  // namespace posenc
