@@ -82,11 +82,27 @@ struct ReRopeEncoding {
 // it q sits at floor(p / G) + W - floor(W / G) and k at floor(j / G), with
 // G = `group`: grouped positions, shifted so that the two parts join at
 // d = W. Causal only. Same single pass as ReRoPE (group = 1 is plain RoPE).
+//
+// kKvShift is Self-Extend as llama.cpp runs it (--grp-attn-n G
+// --grp-attn-w W, examples/main and examples/passkey; llama.cpp#4886): it
+// never recomputes a key's RoPE but shifts and divides the positions of the
+// KV cache every W tokens, so a query at p with c = floor(p / W)
+// compressions behind it sits at p - c (W - W / G), the keys of the
+// compressed blocks (j < c W) at floor(j / G), and only the keys of the
+// query's own block of W keep their true distances: the neighbour window is
+// the block, 1 to W keys, not the last W keys, and the grouped part lacks the
+// shift that joins the two parts at d = W. W must be a multiple of G, as
+// llama.cpp asserts.
+enum class SelfExtendForm {
+  kPublished,  // Jin et al.: the last W keys exact, the grouped query at floor(p / G) + W - floor(W / G)
+  kKvShift,    // llama.cpp: the query's block of W keys exact, the grouped query at p - floor(p / W) (W - W / G)
+};
 struct SelfExtendEncoding {
   RopeSpec spec;
   RopeFrequencies frequencies;
   std::int64_t group = 0;   // G >= 1
   std::int64_t window = 0;  // W >= 1
+  SelfExtendForm form = SelfExtendForm::kPublished;
 };
 
 // ALiBi: slopes per query head (AlibiSlopes), bias by form (alibi.h).

@@ -19,7 +19,8 @@
 //
 // Text form (CLI, Python): NAME[:key=value,...][,logn], e.g. "yarn",
 // "yarn:factor=4", "leaky-rerope:window=512,k=16", "lambda:sinks=8,logn",
-// "ntk:logn", "self-extend:group=8,window=1024". Formatted, the parameters
+// "ntk:logn", "self-extend:group=8,window=1024",
+// "self-extend-kv:group=4,window=1024". Formatted, the parameters
 // that are set come in the order factor, window, k, sinks, group, then logn.
 #pragma once
 
@@ -208,8 +209,30 @@ struct SelfExtendMethod {
   bool operator==(const SelfExtendMethod&) const = default;
 };
 
-using ExtensionMethod = std::variant<NoneMethod, LinearMethod, NtkMethod, DynamicNtkMethod, YarnMethod, ReRopeMethod,
-                                     LeakyReRopeMethod, WindowMethod, LambdaMethod, SelfExtendMethod>;
+// Self-Extend as llama.cpp runs it (--grp-attn-n G --grp-attn-w W: shifts
+// and divisions of the KV cache's positions every W tokens; attention.h's
+// SelfExtendForm::kKvShift): the query's block of W keys at true
+// distances, the earlier blocks grouped. Neighbour window = L_train / 2,
+// group = the smallest divisor G of W that keeps every grouped distance
+// inside the training length (G = 1, plain RoPE, when L <= W).
+struct SelfExtendKvShiftMethod {
+  static constexpr std::string_view kName = "self-extend-kv";
+  static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
+  static constexpr std::string_view kSummary =
+      "Self-Extend as llama.cpp runs it: the KV cache's positions divided by group every window tokens";
+  std::optional<std::int64_t> window;
+  std::optional<std::int64_t> group;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionWindow, self.window);
+    visit(kExtensionGroup, self.group);
+  }
+  bool operator==(const SelfExtendKvShiftMethod&) const = default;
+};
+
+using ExtensionMethod =
+    std::variant<NoneMethod, LinearMethod, NtkMethod, DynamicNtkMethod, YarnMethod, ReRopeMethod, LeakyReRopeMethod,
+                 WindowMethod, LambdaMethod, SelfExtendMethod, SelfExtendKvShiftMethod>;
 
 // visitor(ConfigField, member&) for each parameter of the method that
 // `method` holds (const or not); members are std::optional<std::int64_t>
@@ -236,7 +259,7 @@ struct ExtensionMethodInfo {
   std::string_view summary;                  // what changes, one line
 };
 const std::vector<ExtensionMethodInfo>& ExtensionMethodTable();
-// "none | linear | ... | self-extend, with optional :factor=F,window=W,k=K,sinks=S,group=G
+// "none | linear | ... | self-extend-kv, with optional :factor=F,window=W,k=K,sinks=S,group=G
 // and ,logn": the text form in one line, for help texts.
 std::string ExtensionMethodsSynopsis();
 

@@ -406,9 +406,15 @@ def _scores(call: _Call, q: torch.Tensor, k: torch.Tensor, tables: Sequence[torc
         else:  # q at p/leak + w(1 - 1/leak), k at j/leak
             far = dot(p / enc.leak + w * (1 - 1 / enc.leak), j / enc.leak, "leaky")
         return torch.where(distance < w, exact, far), factor * factor
-    group, window = enc.group, enc.window  # Self-Extend, LongLM's grouped positions
-    far = dot(torch.div(p, group, rounding_mode="floor") + window - window // group,
-              torch.div(j, group, rounding_mode="floor"), "grouped")
+    group, window = enc.group, enc.window  # Self-Extend: grouped keys at j // group
+    grouped_keys = torch.div(j, group, rounding_mode="floor")
+    if enc.form == "kv-shift":  # llama.cpp: c = p // window compressions behind the query; its block stays exact
+        blocks = torch.div(p, window, rounding_mode="floor")
+        far = dot(p - blocks * (window - window // group), grouped_keys, "grouped")
+        block_start = torch.div(on_device[0], window, rounding_mode="floor") * window  # [batch, q_len]
+        near = on_device[1][:, None, :] >= block_start[:, :, None]
+        return torch.where(near[:, None], exact, far), factor * factor
+    far = dot(torch.div(p, group, rounding_mode="floor") + window - window // group, grouped_keys, "grouped")
     return torch.where(distance < window, exact, far), factor * factor
 
 

@@ -96,20 +96,32 @@ struct PyReRopeEncoding : AttentionEncoding {
   std::optional<std::int64_t> seq_len;
 };
 
+// Self-Extend's forms by their Python names.
+SelfExtendForm ToSelfExtendForm(const py::object& form) {
+  if (py::isinstance<py::str>(form)) {
+    if (form.cast<std::string>() == "published") return SelfExtendForm::kPublished;
+    if (form.cast<std::string>() == "kv-shift") return SelfExtendForm::kKvShift;
+  }
+  ThrowError(kOp, "form", python::Repr(form), "must be \"published\" or \"kv-shift\"");
+}
+
 struct PySelfExtendEncoding : AttentionEncoding {
   PySelfExtendEncoding(const SpecArg& spec_arg, const Int& group_arg, const Int& window_arg,
-                       const std::optional<Int>& seq_len_arg)
+                       const std::optional<Int>& seq_len_arg, const Str& form_arg)
       : spec(spec_arg.object), core(ToRopeSpec(kOp, spec)), group(ToInt(kOp, "group", group_arg.object)),
-        window(ToInt(kOp, "window", window_arg.object)), seq_len(SeqLen(seq_len_arg)) {}
+        window(ToInt(kOp, "window", window_arg.object)), seq_len(SeqLen(seq_len_arg)),
+        form(ToSelfExtendForm(form_arg.object)) {}
   PositionEncoding ForCall(std::int64_t call_length, std::int64_t) const override {
-    return SelfExtendEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length)), group, window};
+    return SelfExtendEncoding{core, ComputeRopeFrequencies(core, seq_len.value_or(call_length)), group, window, form};
   }
+  std::string FormName() const { return form == SelfExtendForm::kKvShift ? "kv-shift" : "published"; }
 
   py::object spec;
   RopeSpec core;
   std::int64_t group;
   std::int64_t window;
   std::optional<std::int64_t> seq_len;
+  SelfExtendForm form;
 };
 
 struct PyAlibiEncoding : AttentionEncoding {
@@ -524,7 +536,14 @@ Args:
       .def_readonly("seq_len", &PyReRopeEncoding::seq_len);
 
   EncodingClass<PySelfExtendEncoding>(
-      m, "SelfExtendEncoding", {Positional("spec"), Keyword("group"), Keyword("window"), KeywordUnlessNone("seq_len")},
+      m, "SelfExtendEncoding",
+      {Positional("spec"), Keyword("group"), Keyword("window"), KeywordUnlessNone("seq_len"),
+       Shown("form", FieldRole::kArgument,
+             [](const py::object& self) -> std::optional<std::string> {
+               const std::string form = self.attr("form").cast<std::string>();
+               if (form == "published") return std::nullopt;  // the default
+               return "form=" + python::Repr(self.attr("form"));
+             })},
       R"doc(Self-Extend (Jin et al. 2024, "LLM Maybe LongLM: Self-Extend LLM Context
 Window Without Tuning", github.com/datamllab/LongLM): a query at position
 p and a key at position j closer than ``window`` (``p - j < window``, the
@@ -536,12 +555,22 @@ about ``window + (d - window) / group``, so the two parts meet at
 ``window``. Causal attention only. ``group=1`` is plain RoPE; ReRoPE is
 the limit of an infinite group.
 
+``form="kv-shift"`` is Self-Extend as llama.cpp runs it (``--grp-attn-n
+G --grp-attn-w W``): it shifts and divides the positions of its KV cache
+every ``window`` tokens instead of recomputing RoPE, so a query at p with
+``c = p // window`` compressions behind it sits at
+``p - c * (window - window // group)``, the keys before its own block of
+``window`` positions (``j < c * window``) at ``j // group``, and only the
+keys of its block keep their true distances (1 to ``window`` of them).
+``window`` must then be a multiple of ``group``, as llama.cpp asserts.
+
 Args:
     spec: the :class:`RopeSpec`.
     group: the group size G >= 1 (LongLM used 2 to 64).
     window: the neighbour window W >= 1 (LongLM used 512 to 2048 for
         Llama-2 models trained on 4096 tokens).
     seq_len: as in :class:`RopeEncoding`.
+    form: ``"published"`` (Jin et al.) or ``"kv-shift"`` (llama.cpp).
 
 Example:
     >>> import numpy as np, posenc
@@ -550,12 +579,13 @@ Example:
     >>> posenc.attention(q, k, v, encoding=posenc.SelfExtendEncoding(spec, group=2, window=4), layout="bshd").shape
     (1, 6, 2, 8)
 )doc")
-      .def(py::init<const SpecArg&, const Int&, const Int&, const std::optional<Int>&>(), py::arg("spec"),
-           py::arg("group"), py::arg("window"), py::arg("seq_len") = py::none())
+      .def(py::init<const SpecArg&, const Int&, const Int&, const std::optional<Int>&, const Str&>(), py::arg("spec"),
+           py::arg("group"), py::arg("window"), py::arg("seq_len") = py::none(), py::arg("form") = "published")
       .def_readonly("spec", &PySelfExtendEncoding::spec)
       .def_readonly("group", &PySelfExtendEncoding::group)
       .def_readonly("window", &PySelfExtendEncoding::window)
-      .def_readonly("seq_len", &PySelfExtendEncoding::seq_len);
+      .def_readonly("seq_len", &PySelfExtendEncoding::seq_len)
+      .def_property_readonly("form", &PySelfExtendEncoding::FormName);
 
   EncodingClass<PyAlibiEncoding>(
       m, "AlibiEncoding",

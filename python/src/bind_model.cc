@@ -239,7 +239,8 @@ py::dict ExtensionAttention(const std::string& method, const RopeModelConfig& ro
     encoding = classes.attr("ReRopeEncoding")(spec_of(e->spec), e->window, e->leak ? py::cast(*e->leak) : py::none(),
                                               target_length);
   } else if (const auto* e = std::get_if<SelfExtendEncoding>(&plan.attention.encoding)) {
-    encoding = classes.attr("SelfExtendEncoding")(spec_of(e->spec), e->group, e->window, target_length);
+    encoding = classes.attr("SelfExtendEncoding")(spec_of(e->spec), e->group, e->window, target_length,
+                                                  e->form == SelfExtendForm::kKvShift ? "kv-shift" : "published");
   } else {
     ThrowError(kOp, "method", method, "planned an encoding that is not RoPE-based (no context-extension method does)");
   }

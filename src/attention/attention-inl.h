@@ -294,18 +294,21 @@ struct BlockRunner {
     const auto score_all = [&](const float* q, const float* keys, float* out) {
       for (std::int64_t c = 0; c < width; c += nr) ScoreChunk(df, q, dim, keys + (kb + c) * dim, out + c, block);
     };
-    const std::int64_t w = plan.rerope_window;
-    if (w <= 0 || (consecutive && t.pmax - jmin < w)) {
+    // NearStart is non-decreasing in p: the tile's last row decides "all
+    // near", its first "all far".
+    const detail::NearRule& near = plan.near;
+    if (near.window <= 0 || (consecutive && jmin >= detail::NearStart(near, t.pmax))) {
       score_all(t.q1.get(), keys1, s);
-    } else if (consecutive && t.pmin - jmax >= w) {
+    } else if (consecutive && jmax < detail::NearStart(near, t.pmin)) {
       score_all(t.q2.get(), keys2, s);
     } else {
       score_all(t.q1.get(), keys1, s);
       score_all(t.q2.get(), keys2, s2);
       for (std::int64_t r = 0; r < kTileRows; ++r) {
+        const std::int64_t start = detail::NearStart(near, t.p[r]);
         for (std::int64_t j = 0; j < width; ++j) {
           const std::int64_t key = std::min(kb + j, plan.kv_len - 1);
-          if (t.p[r] - key_pos[key] >= w) s[r * block + j] = s2[r * block + j];
+          if (key_pos[key] < start) s[r * block + j] = s2[r * block + j];
         }
       }
     }

@@ -12,6 +12,19 @@ namespace posenc::detail {
 
 enum class BiasKind { kNone, kAlibiDistance, kAlibiKeyPosition, kRelativeTable };
 
+// The two-source encodings (ReRoPE, Self-Extend) score a key from the near
+// pair (q1 . k1, RoPE at the true positions) when it lies at or after
+// NearStart (attention_rules.h) of the query's position, from the far pair
+// (q2 . k2) before it.
+enum class NearKeys {
+  kLastWindow,    // the `window` keys nearest the query: p - j < window
+  kCurrentBlock,  // the query's block of `window` positions: j >= window floor(p / window) (llama.cpp's Self-Extend)
+};
+struct NearRule {
+  std::int64_t window = 0;  // 0: one source, every key near
+  NearKeys keys = NearKeys::kLastWindow;
+};
+
 struct AttentionPlan {
   std::int64_t batch, q_len, kv_len, q_heads, kv_heads, group, head_dim, v_dim;
   // Dense float32 copies [batch][seq][heads][dim]. q2/k2: ReRoPE's far scores
@@ -24,7 +37,7 @@ struct AttentionPlan {
   bool keys_consecutive = true;
   std::vector<std::int64_t> kv_valid;  // [batch]
   AttentionMask mask;
-  std::int64_t rerope_window = 0;  // > 0: two score sources selected by p - j < window
+  NearRule near;  // window > 0: two score sources
   BiasKind bias = BiasKind::kNone;
   std::vector<float> slopes;  // [q_heads] ALiBi
   // [q_heads][relative_span] bias by key position - query position, starting

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "attention/attention_plan.h"
 #include "attention/lowering/encoding_lowering.h"
 #include "posenc/attention.h"
 
@@ -21,6 +22,13 @@ inline bool KeyVisible(const AttentionMask& mask, std::int64_t p, std::int64_t j
   if (j < mask.sinks) return true;  // the Λ mask's first S tokens
   const std::int64_t distance = mask.causal ? p - j : (p > j ? p - j : j - p);
   return distance < mask.window;
+}
+
+// The first key position a query at p (>= 0) scores from the near pair;
+// rule.window > 0.
+inline std::int64_t NearStart(const NearRule& rule, std::int64_t p) {
+  if (rule.keys == NearKeys::kLastWindow) return p - rule.window + 1;
+  return p / rule.window * rule.window;
 }
 
 // Log-n scaling of a query at position p.

@@ -177,7 +177,9 @@ HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::D
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int64_t dim = keys.head_dim(), cols = keys.value_cols(), width = end - begin;
   // Key index i (from the first kept key) sits at position base + i.
-  const std::int64_t p = query.q_positions[0], w = query.rerope_window, base = keys.first();
+  const std::int64_t p = query.q_positions[0], base = keys.first();
+  const bool two_sources = query.near.window > 0;
+  const std::int64_t near_start = two_sources ? detail::NearStart(query.near, p) : 0;
   const AttentionMask& mask = query.mask;
   const float* q1[kHeadsAtOnce];
   const float* q2[kHeadsAtOnce];
@@ -186,16 +188,16 @@ HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::D
   for (int g = 0; g < H; ++g) {
     const std::int64_t head = h * query.group + g0 + g;
     q1[g] = query.q1.data() + head * dim;
-    q2[g] = w > 0 ? query.q2.data() + head * dim : nullptr;
+    q2[g] = two_sources ? query.q2.data() + head * dim : nullptr;
     s[g] = scores + g * kSegment;
     o[g] = out + (g0 + g) * (2 + cols);
   }
-  // Scores by chunk: near keys (p - j < w) from q1 . k1, far ones from
-  // q2 . k2 (ReRoPE, Self-Extend); both where a chunk straddles w.
+  // Scores by chunk: near keys (j >= NearStart(p)) from q1 . k1, far ones
+  // from q2 . k2 (ReRoPE, Self-Extend); both where a chunk straddles it.
   for (std::int64_t c = begin; c < end; c += kChunk) {
     const std::int64_t chunk = c / kChunk, at = c - begin;
-    const bool all_near = w <= 0 || p - (base + c) < w;
-    const bool all_far = w > 0 && p - (base + c + kChunk - 1) >= w;
+    const bool all_near = !two_sources || base + c >= near_start;
+    const bool all_far = two_sources && base + c + kChunk - 1 < near_start;
     if (!all_far) ScoreChunk<H>(q1, keys.Keys1(h) + chunk * dim * kChunk, dim, s, at);
     if (!all_near) {
       HWY_ALIGN float far_scores[kHeadsAtOnce * kChunk];
@@ -204,7 +206,7 @@ HWY_INLINE void SegmentHeads(const detail::AttentionPlan& query, const detail::D
       ScoreChunk<H>(q2, keys.Keys2(h) + chunk * dim * kChunk, dim, far, 0);
       for (int g = 0; g < H; ++g) {
         for (std::int64_t j = 0; j < kChunk; ++j) {
-          if (all_far || p - (base + c + j) >= w) s[g][at + j] = far[g][j];
+          if (all_far || base + c + j < near_start) s[g][at + j] = far[g][j];
         }
       }
     }

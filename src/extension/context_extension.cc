@@ -207,6 +207,34 @@ struct Planner {
     l.self_extend = SelfExtendEncoding{model, {}, *m.group, w};
     return l;
   }
+  Lowering operator()(SelfExtendKvShiftMethod& m) const {
+    m.window = ExactWindow(m.window);
+    const std::int64_t w = *m.window;
+    // The grouped distance of a query at p (c = p / w >= 1 compressions)
+    // to the first key: p - c (w - w / g). It grows inside a block and
+    // drops at the next, so its largest value below L is at L - 1 or at
+    // the end of the block before L - 1's.
+    const auto longest = [&](std::int64_t g) {
+      const auto far = [&](std::int64_t p) { return p / w >= 1 ? p - p / w * (w - w / g) : 0; };
+      const std::int64_t c = (target_length - 1) / w;
+      return std::max({w - 1, far(target_length - 1), c >= 2 ? far(c * w - 1) : 0});
+    };
+    if (!m.group) {
+      for (std::int64_t g = 1; g <= w && !m.group; ++g) {
+        if (w % g == 0 && longest(g) <= train_length - 1) m.group = g;
+      }
+      Require(m.group.has_value(), kOp, "target_length", target_length,
+              "is too long for self-extend-kv with window " + std::to_string(w) +
+                  ": no divisor of the window keeps every grouped distance below the training length " +
+                  std::to_string(train_length) + " (give group=)");
+    }
+    Require(w % *m.group == 0, kOp, "group", *m.group,
+            "must divide the window " + std::to_string(w) +
+                " for self-extend-kv (llama.cpp asserts grp_attn_w % grp_attn_n == 0)");
+    Lowering l{model};
+    l.self_extend = SelfExtendEncoding{model, {}, *m.group, w, SelfExtendForm::kKvShift};
+    return l;
+  }
 };
 
 }  // namespace
@@ -415,8 +443,12 @@ bool SameAsModelRope(const ExtensionPlan& plan, const RopeSpec& model_rope, std:
     bool operator()(const RopeEncoding& e) const { return Same(e.frequencies); }
     // Distances d >= window read differently; the longest is length - 1.
     bool operator()(const ReRopeEncoding& e) const { return e.window >= length - 1 && Same(e.frequencies); }
+    // Published: distances past the window read as grouped ones, which join
+    // the true ones at d = window. KV-shift: a query at p >= window has
+    // grouped keys behind it.
     bool operator()(const SelfExtendEncoding& e) const {
-      return (e.group == 1 || e.window >= length - 1) && Same(e.frequencies);
+      const std::int64_t exact_below = e.form == SelfExtendForm::kKvShift ? length : length - 1;
+      return (e.group == 1 || e.window >= exact_below) && Same(e.frequencies);
     }
   };
   return std::visit(SameTable{length, ComputeRopeFrequencies(model_rope, length)}, a.encoding);

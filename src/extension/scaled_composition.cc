@@ -105,7 +105,7 @@ RopeFrequencies ComposeOverModelScaling(const RopeSpec& model, const RopeScaling
     ThrowError(kOp, "method", FormatValue(std::string(method_name)),
                "does not compose with the model's rope scaling \"dynamic\": dynamic NTK recomputes its base from "
                "the current length, so there is no fixed table to rescale (a position method composes: rerope, "
-               "leaky-rerope, window, lambda, self-extend)");
+               "leaky-rerope, window, lambda, self-extend, self-extend-kv)");
   }
   const bool ntk = std::holds_alternative<NtkAwareScaling>(method) || std::holds_alternative<DynamicNtkScaling>(method);
   Require(!ntk || model.RotaryDim() > 2, kOp, "rotary_dim", model.RotaryDim(),

@@ -68,12 +68,22 @@ struct ScoreOf {
   }
   // Self-Extend as LongLM writes it: neighbour scores from the true
   // positions, grouped scores from floor(p/G) + W - floor(W/G) and floor(j/G).
+  // As llama.cpp runs it: after c = floor(p/W) compressions of W positions
+  // into W/G, the query's block [c W, p] keeps its positions (shifted by
+  // the same amount as the query, so distances are true); the compressed
+  // keys sit at floor(j/G) and the query at p - c (W - W/G).
   double operator()(const SelfExtendEncoding& e) const {
     const auto rotate = [&](const std::vector<double>& x, std::int64_t position) {
       return RotateHead(e.spec, e.frequencies.inv_freq, x, static_cast<double>(position));
     };
-    if (p - j < e.window) return Dot(rotate(q, p), rotate(k, j));
-    return Dot(rotate(q, p / e.group + e.window - e.window / e.group), rotate(k, j / e.group));
+    const std::int64_t w = e.window, g = e.group;
+    if (e.form == SelfExtendForm::kKvShift) {
+      const std::int64_t compressions = p / w;
+      if (j >= compressions * w) return Dot(rotate(q, p), rotate(k, j));
+      return Dot(rotate(q, p - compressions * (w - w / g)), rotate(k, j / g));
+    }
+    if (p - j < w) return Dot(rotate(q, p), rotate(k, j));
+    return Dot(rotate(q, p / g + w - w / g), rotate(k, j / g));
   }
 };
 

@@ -101,6 +101,8 @@ std::vector<std::pair<std::string, PositionEncoding>> Encodings(std::int64_t hea
       {"leaky-rerope", ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 20, 16.0}},
       {"self-extend", SelfExtendEncoding{rope, ComputeRopeFrequencies(rope), 4, 20}},
       {"self-extend-yarn", SelfExtendEncoding{yarn, ComputeRopeFrequencies(yarn), 3, 7}},
+      {"self-extend-kv", SelfExtendEncoding{rope, ComputeRopeFrequencies(rope), 4, 20, SelfExtendForm::kKvShift}},
+      {"self-extend-kv-yarn", SelfExtendEncoding{yarn, ComputeRopeFrequencies(yarn), 3, 9, SelfExtendForm::kKvShift}},
       {"alibi", AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = q_heads}), AlibiForm::kDistance}},
       {"alibi-key", AlibiEncoding{AlibiSlopes(AlibiSpec{.heads = q_heads}), AlibiForm::kKeyPosition}},
       {"t5", T5BiasEncoding{T5BucketSpec{.num_buckets = 32, .max_distance = 64, .direction = T5Direction::kCausal},
@@ -395,6 +397,12 @@ TEST(Attention, BadArgumentsAreErrors) {
                                   .mask = {.causal = false}});
       },
       {"Self-Extend", "causal"});
+  ExpectError(
+      [&] {
+        Attention(t.Inputs(out),
+                  {.encoding = SelfExtendEncoding{rope, ComputeRopeFrequencies(rope), 3, 8, SelfExtendForm::kKvShift}});
+      },
+      {"self_extend.window = 8", "multiple of group = 3", "grp_attn_w"});
   ExpectError(
       [&] {
         Attention(t.Inputs(out), {.encoding = ReRopeEncoding{rope, ComputeRopeFrequencies(rope), 8, std::nullopt},

@@ -34,12 +34,13 @@ TEST(ContextExtension, ParsesAndFormatsTheTextForm) {
   for (const char* text :
        {"none", "linear", "linear:factor=4", "ntk:factor=2.5,logn", "dynamic-ntk", "yarn:logn", "rerope:window=512",
         "leaky-rerope:window=512,k=16", "window:window=100", "lambda:window=4096,sinks=8", "lambda:logn", "self-extend",
-        "self-extend:window=1024,group=8", "self-extend:group=4,logn"}) {
+        "self-extend:window=1024,group=8", "self-extend:group=4,logn", "self-extend-kv",
+        "self-extend-kv:window=1024,group=8"}) {
     EXPECT_EQ(FormatContextExtension(ParseContextExtension(text)), text);
   }
   EXPECT_EQ(FormatContextExtension(ParseContextExtension("ntk+logn")), "ntk:logn");
   EXPECT_EQ(std::get<LeakyReRopeMethod>(ParseContextExtension("leaky-rerope:k=16").method).k, 16.0);
-  EXPECT_EQ(AllExtensionMethods().size(), 10u);
+  EXPECT_EQ(AllExtensionMethods().size(), 11u);
   for (const ExtensionMethod& method : AllExtensionMethods()) {
     EXPECT_EQ(ParseExtensionMethod(ExtensionMethodName(method)), method);
   }
@@ -54,7 +55,8 @@ TEST(ContextExtension, RejectsBadTextWithTheRule) {
   ExpectError([] { ParseContextExtension("linear:window=8"); }, {"window = 8", "not linear"});
   ExpectError([] { ParseContextExtension("leaky-rerope:k=0.5"); }, {"k = 0.5", ">= 1"});
   ExpectError([] { ParseContextExtension("self-extend:group=0"); }, {"group = 0", ">= 1"});
-  ExpectError([] { ParseContextExtension("rerope:group=2"); }, {"group = 2", "parameter of self-extend, not rerope"});
+  ExpectError([] { ParseContextExtension("rerope:group=2"); },
+              {"group = 2", "parameter of self-extend and self-extend-kv, not rerope"});
   ExpectError([] { ParseContextExtension("window:window=0"); }, {"window = 0", ">= 1"});
   ExpectError([] { ParseContextExtension("lambda:sinks=-1"); }, {"sinks = -1", ">= 0"});
   ExpectError([] { ParseContextExtension("lambda:window=1"); }, {"window = 1", ">= 2"});
@@ -79,8 +81,8 @@ void Set(std::optional<T>& member, double value) {
 // in the one order that the grids' cell keys (hashes of these texts) use.
 TEST(ContextExtension, EveryParameterOfEveryMethodRoundTripsWithItsRule) {
   EXPECT_EQ(ExtensionMethodsSynopsis(),
-            "none | linear | ntk | dynamic-ntk | yarn | rerope | leaky-rerope | window | lambda | self-extend, with "
-            "optional :factor=F,window=W,k=K,sinks=S,group=G and ,logn");
+            "none | linear | ntk | dynamic-ntk | yarn | rerope | leaky-rerope | window | lambda | self-extend | "
+            "self-extend-kv, with optional :factor=F,window=W,k=K,sinks=S,group=G and ,logn");
   for (const ExtensionMethod& method : AllExtensionMethods()) {
     ContextExtension full{.method = method, .logn = true};
     std::size_t fields = 0;
@@ -171,6 +173,24 @@ TEST(ContextExtension, DefaultsFollowTrainingAndTargetLengths) {
   EXPECT_EQ(Resolved<SelfExtendMethod>(Plan("self-extend", 12288)).group, 2);  // 6143 + 4096 - 2048 = 8191
   EXPECT_EQ(Resolved<SelfExtendMethod>(Plan("self-extend:group=16,window=512", 16384)).group, 16);
 
+  // llama.cpp's form, W = 4096 at 16384 tokens: a query at p sits c = p /
+  // 4096 blocks of 4096 - 4096 / G positions back; G = 2 would read the
+  // longest distance (p = 16383 to key 0) as 16383 - 3 * 2048 = 10239 >
+  // 8191, G = 4 as 16383 - 3 * 3072 = 7167 (3 does not divide 4096).
+  const auto kv_shift = Plan("self-extend-kv", 16384);
+  EXPECT_EQ(Resolved<SelfExtendKvShiftMethod>(kv_shift).window, 4096);
+  EXPECT_EQ(Resolved<SelfExtendKvShiftMethod>(kv_shift).group, 4);
+  const auto& kv_encoding = std::get<SelfExtendEncoding>(kv_shift.attention.encoding);
+  EXPECT_EQ(kv_encoding.form, SelfExtendForm::kKvShift);
+  EXPECT_EQ(kv_encoding.group, 4);
+  EXPECT_EQ(kv_encoding.window, 4096);
+  EXPECT_EQ(Resolved<SelfExtendKvShiftMethod>(Plan("self-extend-kv", 8192)).group, 1);
+  // p = 12287: 12287 - 2 * 2048 = 8191.
+  EXPECT_EQ(Resolved<SelfExtendKvShiftMethod>(Plan("self-extend-kv", 12288)).group, 2);
+  // p = 14335: 14335 - 3 * 2048 = 8191; p = 14336 needs G = 4.
+  EXPECT_EQ(Resolved<SelfExtendKvShiftMethod>(Plan("self-extend-kv", 14336)).group, 2);
+  EXPECT_EQ(Resolved<SelfExtendKvShiftMethod>(Plan("self-extend-kv", 14337)).group, 4);
+
   EXPECT_EQ(Plan("ntk:logn", 16384).attention.logn_train_length, 8192);
   EXPECT_EQ(Plan("ntk", 16384).attention.logn_train_length, 0);
   EXPECT_EQ(FormatContextExtension(Plan("leaky-rerope:window=512,k=16", 16384).resolved),
@@ -182,7 +202,7 @@ TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
     return SameAsModelRope(Plan(text, length), SmolLmRope(), length);
   };
   for (const char* text : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "leaky-rerope", "window", "lambda",
-                           "ntk:logn", "self-extend"}) {
+                           "ntk:logn", "self-extend", "self-extend-kv"}) {
     EXPECT_TRUE(same(text, 8192)) << text;
     EXPECT_TRUE(same(text, 100)) << text;
     EXPECT_FALSE(same(text, 8193) && std::string(text) != "none") << text;
@@ -192,6 +212,9 @@ TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
   EXPECT_FALSE(same("rerope", 4098));
   EXPECT_TRUE(same("self-extend:group=4", 4097));
   EXPECT_FALSE(same("self-extend:group=4", 4098));
+  // llama.cpp's form groups the first block once a query reaches p = 4096.
+  EXPECT_TRUE(same("self-extend-kv:group=4", 4096));
+  EXPECT_FALSE(same("self-extend-kv:group=4", 4097));
   EXPECT_FALSE(same("linear:factor=2", 100));
   EXPECT_FALSE(same("window:window=50", 100));
 
@@ -208,6 +231,9 @@ TEST(ContextExtension, KnowsWhenAPlanIsTheModelItself) {
 TEST(ContextExtension, RejectsPlansThatCannotWork) {
   ExpectError([] { Plan("rerope:window=8192", 16384); }, {"window = 8192", "< the training length 8192"});
   ExpectError([] { Plan("self-extend:window=9000", 16384); }, {"window = 9000", "< the training length 8192"});
+  ExpectError([] { Plan("self-extend-kv:group=3", 16384); },
+              {"group = 3", "must divide the window 4096", "grp_attn_w % grp_attn_n"});
+  ExpectError([] { Plan("self-extend-kv:window=8", 1000000); }, {"target_length = 1000000", "self-extend-kv"});
   // A model that scales its RoPE is extended on top of it, except where the
   // pair does not compose (scaled_extension_test.cc).
   RopeSpec scaled = SmolLmRope();

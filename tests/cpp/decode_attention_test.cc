@@ -40,6 +40,7 @@ std::vector<std::pair<std::string, AttentionOptions>> Methods(std::int64_t head_
       {"rerope", {.encoding = ReRopeEncoding{spec, f, 37}}},
       {"leaky-rerope", {.encoding = ReRopeEncoding{spec, f, 20, 8.0}}},
       {"self-extend", {.encoding = SelfExtendEncoding{spec, f, 3, 21}}},
+      {"self-extend-kv", {.encoding = SelfExtendEncoding{spec, f, 3, 21, SelfExtendForm::kKvShift}}},
       {"rope window", {.encoding = RopeEncoding{spec, f}, .mask = {.window = 40}}},
       {"rope lambda", {.encoding = RopeEncoding{spec, f}, .mask = {.window = 40, .sinks = 5}}},
       {"rope log-n softcap", {.encoding = RopeEncoding{spec, f}, .logn_train_length = 16, .softcap = 3}},

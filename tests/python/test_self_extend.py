@@ -427,5 +427,5 @@ def test_method_defaults(tiny_path):
     assert model.resolve_method("self-extend:window=8", 200) == "self-extend:window=8,group=4"   # 49 + 8 - 2 <= 63
     with pytest.raises(ValueError, match=r"^\[context extension\] group = 0: must be >= 1"):
         model.resolve_method("self-extend:group=0", 100)
-    with pytest.raises(ValueError, match=r"is a parameter of self-extend, not yarn"):
+    with pytest.raises(ValueError, match=r"is a parameter of self-extend and self-extend-kv, not yarn"):
         model.resolve_method("yarn:group=2", 100)

@@ -43,9 +43,10 @@ from test_torch_gradients import CASES, _encoding_tensors, _inputs
 TOLERANCE = 1e-5
 
 # Every method posenc.hf plans (test_hf_patch.METHODS, with options spelled out).
-METHODS = ["none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope", "window", "lambda",
-           "self-extend", "ntk:logn", "lambda:sinks=2,logn", "self-extend:group=4,window=16", "rerope:window=6",
-           "leaky-rerope:window=6,k=3"]
+# Every method by its default (from posenc's own table, so that a new method cannot be left out), and variants.
+METHODS = [name for name, _, _ in posenc._posenc.extension_method_table()] + [
+    "ntk:logn", "lambda:sinks=2,logn", "self-extend:group=4,window=16", "self-extend-kv:group=4,window=16",
+    "rerope:window=6", "leaky-rerope:window=6,k=3"]
 TRAIN, TARGET = 32, 96
 METHOD_SPEC = posenc.RopeSpec(theta=10000.0, head_dim=16)
 SPEC8 = posenc.RopeSpec(head_dim=8)

@@ -69,6 +69,7 @@ CASES = {
     "rerope": (lambda g: posenc.ReRopeEncoding(SPEC, window=3), {}),
     "leaky-rerope": (lambda g: posenc.ReRopeEncoding(SPEC, window=3, leak=4.0), {}),
     "self-extend": (lambda g: posenc.SelfExtendEncoding(SPEC, group=2, window=3), {}),
+    "self-extend-kv-shift": (lambda g: posenc.SelfExtendEncoding(SPEC, group=2, window=4, form="kv-shift"), {}),
     "alibi": (lambda g: posenc.AlibiEncoding([0.5, 0.25, 0.125, 0.0625]), {}),
     "alibi-bidirectional": (lambda g: posenc.AlibiEncoding([0.5, 0.25, 0.125, 0.0625]), {"causal": False}),
     "alibi-key-position-kv-lengths": (lambda g: posenc.AlibiEncoding([0.5, 0.25, 0.1, 0.05], form="key-position"),

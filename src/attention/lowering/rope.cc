@@ -39,10 +39,10 @@ void RotateInPlace(const RopeSpec& spec, const RopeFrequencies& frequencies, std
 
 // The two-score-matrix encodings (ReRoPE, Self-Extend): q2/k2 start as
 // unrotated copies for the far part; q1/k1 become RoPE at the true
-// positions, used below `window`.
-void LowerNearPair(const RopeSpec& spec, const RopeFrequencies& unit, std::int64_t window, const AttentionInputs& in,
+// positions, used for the near keys (`near`).
+void LowerNearPair(const RopeSpec& spec, const RopeFrequencies& unit, NearRule near, const AttentionInputs& in,
                    AttentionPlan& plan) {
-  plan.rerope_window = window;
+  plan.near = near;
   plan.q2 = plan.q1;
   plan.k2 = plan.k1;
   RotateInPlace(spec, unit, plan.q1, in.q.shape, *in.q_positions);
@@ -70,6 +70,11 @@ void ValidateEncoding(const SelfExtendEncoding& e, const EncodingCall& call) {
   Require(e.group >= 1, kOp, "self_extend.group", e.group, "must be >= 1 (1: plain RoPE)");
   Require(e.window >= 1, kOp, "self_extend.window", e.window, "must be >= 1");
   Require(call.mask.causal, kOp, "mask.causal", Verbatim{"false"}, "Self-Extend is defined for causal attention");
+  if (e.form == SelfExtendForm::kKvShift) {
+    Require(e.window % e.group == 0, kOp, "self_extend.window", e.window,
+            "must be a multiple of group = " + std::to_string(e.group) +
+                " for the KV-shift form (llama.cpp asserts grp_attn_w % grp_attn_n == 0)");
+  }
 }
 
 void LowerEncoding(const RopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan) {
@@ -83,7 +88,7 @@ void LowerEncoding(const RopeEncoding& e, const AttentionInputs& in, AttentionPl
 void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, AttentionPlan& plan) {
   const std::array<std::int64_t, 4> q_shape = in.q.shape, k_shape = in.k.shape;
   const RopeFrequencies unit = Unit(e.frequencies);
-  LowerNearPair(e.spec, unit, e.window, in, plan);
+  LowerNearPair(e.spec, unit, {.window = e.window}, in, plan);
   // Every query token at one position (the window, or 1 for a constant shift).
   const auto all_at = [&](std::int64_t position) {
     return TokenPositions::Ids(std::vector<std::int64_t>(static_cast<std::size_t>(q_shape[0] * q_shape[1]), position));
@@ -103,21 +108,24 @@ void LowerEncoding(const ReRopeEncoding& e, const AttentionInputs& in, Attention
   RotateInPlace(e.spec, slow, plan.k2, k_shape, in.k_positions);
 }
 
-// q1/k1: RoPE at the true positions (distances below the window). q2/k2:
-// the grouped positions, q at floor(p/G) + W - floor(W/G) and k at
-// floor(j/G).
+// q1/k1: RoPE at the true positions (the near keys). q2/k2: the grouped
+// positions, k at floor(j/G) and q at floor(p/G) + W - floor(W/G)
+// (published) or at p - floor(p/W) (W - W/G) (llama.cpp's KV shifts).
 void LowerEncoding(const SelfExtendEncoding& e, const AttentionInputs& in, AttentionPlan& plan) {
   const std::array<std::int64_t, 4> q_shape = in.q.shape, k_shape = in.k.shape;
   const RopeFrequencies unit = Unit(e.frequencies);
-  LowerNearPair(e.spec, unit, e.window, in, plan);
-  const std::int64_t shift = e.window - e.window / e.group;
-  const auto grouped = [&](const std::vector<std::int64_t>& positions, std::int64_t add) {
+  const bool kv_shift = e.form == SelfExtendForm::kKvShift;
+  LowerNearPair(e.spec, unit, {.window = e.window, .keys = kv_shift ? NearKeys::kCurrentBlock : NearKeys::kLastWindow},
+                in, plan);
+  const std::int64_t w = e.window, g = e.group;
+  const auto mapped = [](const std::vector<std::int64_t>& positions, auto position_of) {
     std::vector<std::int64_t> out(positions.size());
-    for (std::size_t t = 0; t < positions.size(); ++t) out[t] = positions[t] / e.group + add;
+    for (std::size_t t = 0; t < positions.size(); ++t) out[t] = position_of(positions[t]);
     return TokenPositions::Ids(std::move(out));
   };
-  RotateInPlace(e.spec, unit, plan.q2, q_shape, grouped(plan.q_positions, shift));
-  RotateInPlace(e.spec, unit, plan.k2, k_shape, grouped(plan.k_positions, 0));
+  const auto grouped_query = [&](std::int64_t p) { return kv_shift ? p - p / w * (w - w / g) : p / g + w - w / g; };
+  RotateInPlace(e.spec, unit, plan.q2, q_shape, mapped(plan.q_positions, grouped_query));
+  RotateInPlace(e.spec, unit, plan.k2, k_shape, mapped(plan.k_positions, [&](std::int64_t j) { return j / g; }));
 }
 
 }  // namespace posenc::detail
