@@ -53,50 +53,51 @@ using Layout = PackedWeights::Layout;
 constexpr std::int64_t kPanelWidth = Layout::kPanelWidth;
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// A vector of the target's full width: int32 lanes for the integer sums, float
+// lanes for the formula's float32 steps.
+namespace hn = hwy::HWY_NAMESPACE;
+using DI = hn::ScalableTag<std::int32_t>;
+using DF = hn::ScalableTag<float>;
+using I = hn::Vec<DI>;
+using F = hn::Vec<DF>;
 #if HWY_TARGET <= HWY_AVX3
 constexpr std::int64_t kLanes = 16;  // a panel a vector
-using I = __m512i;
-using F = __m512;
-HWY_INLINE I LoadI(const void* p) { return _mm512_loadu_si512(p); }
-HWY_INLINE I SetI(std::int32_t v) { return _mm512_set1_epi32(v); }
-HWY_INLINE I AddI(I a, I b) { return _mm512_add_epi32(a, b); }
-HWY_INLINE I Add16(I a, I b) { return _mm512_add_epi16(a, b); }
-HWY_INLINE I PairProducts(I codes, I q) { return _mm512_maddubs_epi16(codes, q); }
-HWY_INLINE I PairSums(I pairs) { return _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)); }
-HWY_INLINE F ToFloat(I v) { return _mm512_cvtepi32_ps(v); }
-HWY_INLINE F LoadF(const float* p) { return _mm512_loadu_ps(p); }
-HWY_INLINE F SetF(float v) { return _mm512_set1_ps(v); }
-HWY_INLINE F MulF(F a, F b) { return _mm512_mul_ps(a, b); }
-HWY_INLINE F FmaF(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-HWY_INLINE F ZeroF() { return _mm512_setzero_ps(); }
-HWY_INLINE void StoreF(float* p, F v) { _mm512_storeu_ps(p, v); }
 // Rows a tile: 2 R float and 2 R int32 accumulators of the 32 registers.
 constexpr std::int64_t kRows = HWY_TARGET == HWY_AVX3_DL ? 6 : 4;
+// The two integer products Highway 1.0.3 has no op for: pmaddubsw (unsigned
+// codes x signed q bytes, adjacent pairs summed into int16, saturating) and
+// pmaddwd by 1 (adjacent int16 pairs summed into int32).
+HWY_INLINE I PairProducts(I codes, I q) { return I{_mm512_maddubs_epi16(codes.raw, q.raw)}; }
+HWY_INLINE I PairSums(I pairs) { return I{_mm512_madd_epi16(pairs.raw, _mm512_set1_epi16(1))}; }
 #else
 constexpr std::int64_t kLanes = 8;  // half a panel a vector
-using I = __m256i;
-using F = __m256;
-HWY_INLINE I LoadI(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-HWY_INLINE I SetI(std::int32_t v) { return _mm256_set1_epi32(v); }
-HWY_INLINE I AddI(I a, I b) { return _mm256_add_epi32(a, b); }
-HWY_INLINE I Add16(I a, I b) { return _mm256_add_epi16(a, b); }
-HWY_INLINE I PairProducts(I codes, I q) { return _mm256_maddubs_epi16(codes, q); }
-HWY_INLINE I PairSums(I pairs) { return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)); }
-HWY_INLINE F ToFloat(I v) { return _mm256_cvtepi32_ps(v); }
-HWY_INLINE F LoadF(const float* p) { return _mm256_loadu_ps(p); }
-HWY_INLINE F SetF(float v) { return _mm256_set1_ps(v); }
-HWY_INLINE F MulF(F a, F b) { return _mm256_mul_ps(a, b); }
-HWY_INLINE F FmaF(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-HWY_INLINE F ZeroF() { return _mm256_setzero_ps(); }
-HWY_INLINE void StoreF(float* p, F v) { _mm256_storeu_ps(p, v); }
-constexpr std::int64_t kRows = 2;  // 16 registers
+constexpr std::int64_t kRows = 2;   // 16 registers
+HWY_INLINE I PairProducts(I codes, I q) { return I{_mm256_maddubs_epi16(codes.raw, q.raw)}; }
+HWY_INLINE I PairSums(I pairs) { return I{_mm256_madd_epi16(pairs.raw, _mm256_set1_epi16(1))}; }
 #endif
+static_assert(kLanes == hn::MaxLanes(DF()));
+HWY_INLINE I LoadI(const std::uint8_t* p) {
+  return hn::BitCast(DI(), hn::LoadU(hn::Repartition<std::uint8_t, DI>(), p));
+}
+HWY_INLINE I SetI(std::int32_t v) { return hn::Set(DI(), v); }
+HWY_INLINE I AddI(I a, I b) { return hn::Add(a, b); }
+HWY_INLINE I Add16(I a, I b) {  // as int16 lanes, wrapping
+  const hn::Repartition<std::int16_t, DI> d16;
+  return hn::BitCast(DI(), hn::Add(hn::BitCast(d16, a), hn::BitCast(d16, b)));
+}
+HWY_INLINE F ToFloat(I v) { return hn::ConvertTo(DF(), v); }
+HWY_INLINE F LoadF(const float* p) { return hn::LoadU(DF(), p); }
+HWY_INLINE F SetF(float v) { return hn::Set(DF(), v); }
+HWY_INLINE F MulF(F a, F b) { return hn::Mul(a, b); }
+HWY_INLINE F FmaF(F a, F b, F c) { return hn::MulAdd(a, b, c); }  // a b + c, one rounding
+HWY_INLINE F ZeroF() { return hn::Zero(DF()); }
+HWY_INLINE void StoreF(float* p, F v) { hn::StoreU(v, DF(), p); }
 constexpr bool kVnni = HWY_TARGET == HWY_AVX3_DL;
 
 // acc + in each int32 lane the sum of its 4 code bytes times its 4 q bytes.
 HWY_INLINE I DotVnni(I acc, I codes, I q) {
 #if HWY_TARGET == HWY_AVX3_DL
-  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(codes), "v"(q));
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc.raw) : "v"(codes.raw), "v"(q.raw));
 #else
   (void)codes;
   (void)q;
