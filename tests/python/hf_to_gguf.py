@@ -22,11 +22,11 @@ are done again for each (its classes named where they are followed):
   tensors and ``rope.scaling.attn_factor`` = sqrt(1 + ln(s) / ln(original)),
   s = max_position_embeddings / original_max_position_embeddings.
 
-Shapes: vocab 320, d 64, 2 layers, 4 heads, 2 KV heads, head_dim 16, ffn 96,
-float32 weights. The weights are redrawn after transformers' own
-initialisation (std 0.02 would leave logits near 0, where a wrong position
-changes nothing): projections N(0, 1/in_features), token embeddings
-N(0, 0.35^2), norm weights 1 + N(0, 0.1^2), biases N(0, 0.5^2).
+Shapes: random_llama_gguf.py's (vocab 320, d 64, 2 layers, 4 heads, 2 KV
+heads, head_dim 16, ffn 96), float32 weights. The weights are redrawn after
+transformers' own initialisation (std 0.02 would leave logits near 0, where
+a wrong position changes nothing): projections N(0, 1/in_features), token
+embeddings N(0, 0.35^2), norm weights 1 + N(0, 0.1^2), biases N(0, 0.5^2).
 """
 
 from __future__ import annotations
@@ -41,15 +41,9 @@ import transformers
 
 import gguf
 
-VOCAB = 320
-D = 64
-BLOCKS = 2
-HEADS = 4
-KV_HEADS = 2
-HEAD_DIM = D // HEADS
-FFN = 96
-THETA = 10000.0
-EPS = 1e-5
+# The shapes, RoPE base and norm epsilon of the random Llama files, so that
+# the two kinds of tiny model are one size.
+from random_llama_gguf import BLOCKS, D, EPS, FFN, HEAD_DIM, HEADS, KV_HEADS, THETA, VOCAB
 
 
 def config(kind: str, max_position: int, rope_scaling: Optional[dict] = None, **extra):
