@@ -31,11 +31,15 @@ expect() {
   --batch 4 --corpus "$zoo_text" --text "$zoo_text" --lengths 16,32 --eval-bytes 64 --methods yarn \
   --out "$dir/zoo" >"$dir/log" 2>&1 || fail "zoo: $(cat "$dir/log")"
 
+# copy KIND NAME: NAME, a fresh copy of KIND's pristine grid.
+copy() {
+  rm -rf "${dir:?}/$2" && cp -r "$dir/$1" "$dir/$2" || fail "copy $1 to $2"
+}
 # tamper KIND NAME CODE: NAME, a copy of KIND's grid whose grid.json has had
 # the Python CODE applied (g: the grid, key: its first cell's key, p: that
 # cell's parameters).
 tamper() {
-  rm -rf "${dir:?}/$2" && cp -r "$dir/$1" "$dir/$2"
+  copy "$1" "$2"
   python3 - "$dir/$2/grid.json" "$3" <<'PY' || fail "tamper $2"
 import json, sys
 path, code = sys.argv[1], sys.argv[2]
@@ -47,6 +51,10 @@ json.dump(g, open(path, "w"))
 PY
 }
 first_key() { python3 -c 'import json, sys; print(next(iter(json.load(open(sys.argv[1]))["cells"])))' "$1/grid.json"; }
+# expect_cell STATUS REGEX NAME: expect of `posenc grid cell` on NAME's first cell.
+expect_cell() {
+  expect "$1" "$2" "$posenc" grid cell "$dir/$3" "$(first_key "$dir/$3")"
+}
 cell_field='cells\.[0-9a-f]{24}\.params'
 
 # A cell key that is a path: never a file outside DIR/cells.
@@ -62,29 +70,22 @@ done
 
 # Parameters each checked by its flag's rule (the same function).
 tamper zoo zoo_length_zero 'p["lengths"] = [0]'
-expect 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 2" \
-  "$posenc" grid cell "$dir/zoo_length_zero" "$(first_key "$dir/zoo_length_zero")"
+expect_cell 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 2" zoo_length_zero
 tamper zoo zoo_length_last_zero 'p["lengths"] = [16, 0]'
-expect 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 2" \
-  "$posenc" grid cell "$dir/zoo_length_last_zero" "$(first_key "$dir/zoo_length_last_zero")"
+expect_cell 2 "$cell_field\.lengths: \[zoo\] --lengths = 0: must be >= 2" zoo_length_last_zero
 tamper zoo zoo_no_lengths 'p["lengths"] = []'
-expect 2 "$cell_field\.lengths: \[zoo\] --lengths = \(none\): must list at least one length" \
-  "$posenc" grid cell "$dir/zoo_no_lengths" "$(first_key "$dir/zoo_no_lengths")"
+expect_cell 2 "$cell_field\.lengths: \[zoo\] --lengths = \(none\): must list at least one length" zoo_no_lengths
 tamper zoo zoo_stride_divisor 'p["stride_divisor"] = 1'
-expect 2 "$cell_field\.stride_divisor: \[zoo\] --stride-divisor = 1: must be in \[2, 64\]" \
-  "$posenc" grid cell "$dir/zoo_stride_divisor" "$(first_key "$dir/zoo_stride_divisor")"
+expect_cell 2 "$cell_field\.stride_divisor: \[zoo\] --stride-divisor = 1: must be in \[2, 64\]" zoo_stride_divisor
 tamper zoo zoo_bucket_zero 'p["bucket"] = 0'
-expect 2 "$cell_field\.bucket: \[zoo\] --bucket = 0: must be in \[1, 2\^32\]" \
-  "$posenc" grid cell "$dir/zoo_bucket_zero" "$(first_key "$dir/zoo_bucket_zero")"
+expect_cell 2 "$cell_field\.bucket: \[zoo\] --bucket = 0: must be in \[1, 2\^32\]" zoo_bucket_zero
 tamper zoo zoo_heads 'p["model"]["heads"] = 3'
 expect 2 "$cell_field\.model: \[tiny_lm\] heads = 3: must divide d_model = 16" \
   "$posenc" grid merge "$dir/zoo_heads"
 tamper study study_offset_negative 'p["offset"] = -1'
-expect 2 "$cell_field\.offset: \[study\] offset = -1: must be >= 0" \
-  "$posenc" grid cell "$dir/study_offset_negative" "$(first_key "$dir/study_offset_negative")"
+expect_cell 2 "$cell_field\.offset: \[study\] offset = -1: must be >= 0" study_offset_negative
 tamper study study_document 'p["document"] = 1'
-expect 2 "$cell_field\.document: \[study\] document = 1: must name one of the grid's 1 text\(s\)" \
-  "$posenc" grid cell "$dir/study_document" "$(first_key "$dir/study_document")"
+expect_cell 2 "$cell_field\.document: \[study\] document = 1: must name one of the grid's 1 text\(s\)" study_document
 tamper study study_bucket_zero 'g["settings"]["bucket"] = 0'
 expect 2 'file = ".*grid\.json": settings\.bucket: \[study\] --bucket = 0: must be in \[1, 2\^20\]' \
   "$posenc" grid merge "$dir/study_bucket_zero"
@@ -92,11 +93,9 @@ tamper study study_method 'p["method"] = "yarn2"'
 expect 2 "$cell_field\.method: \[context extension\] method = \"yarn2\": must be one of" \
   "$posenc" grid status "$dir/study_method"
 tamper passkey passkey_depth 'p["depth"] = 1.5'
-expect 2 "$cell_field\.depth: \[passkey\] --depths = 1\.5: must be in \[0, 1\]" \
-  "$posenc" grid cell "$dir/passkey_depth" "$(first_key "$dir/passkey_depth")"
+expect_cell 2 "$cell_field\.depth: \[passkey\] --depths = 1\.5: must be in \[0, 1\]" passkey_depth
 tamper passkey passkey_seed 'p["seed"] = -1'
-expect 2 "$cell_field\.seed: \[passkey\] --seed = -1: must be >= 0" \
-  "$posenc" grid cell "$dir/passkey_seed" "$(first_key "$dir/passkey_seed")"
+expect_cell 2 "$cell_field\.seed: \[passkey\] --seed = -1: must be >= 0" passkey_seed
 
 # Fields of the wrong type, missing or empty: "[grid] file = ...: field = value: rule", exit 2.
 tamper study study_no_entries 'g["entries"] = []'
@@ -111,13 +110,12 @@ tamper zoo zoo_digest 'g["inputs"]["text"]["sha256"] = "x"'
 expect 2 'file = ".*grid\.json": inputs\.text\.sha256 = "x": must be a SHA-256' "$posenc" grid status "$dir/zoo_digest"
 
 # FIFOs and devices: refused at once, never waited on or read without end.
-rm -rf "$dir/fifo_grid" && cp -r "$dir/passkey" "$dir/fifo_grid" && rm "$dir/fifo_grid/grid.json" &&
-  mkfifo "$dir/fifo_grid/grid.json"
+copy passkey fifo_grid && rm "$dir/fifo_grid/grid.json" && mkfifo "$dir/fifo_grid/grid.json"
 expect 2 'grid\.json = ".*grid\.json": is not a regular file' "$posenc" grid status "$dir/fifo_grid"
 expect 2 'grid\.json = ".*grid\.json": is not a regular file' "$posenc" grid merge "$dir/fifo_grid"
 expect 2 'grid\.json = ".*grid\.json": is not a regular file' \
   "$posenc" passkey --model "$model" --lengths 300 --depths 0.5 --methods none --out "$dir/fifo_grid"
-rm -rf "$dir/fifo_cell" && cp -r "$dir/passkey" "$dir/fifo_cell"
+copy passkey fifo_cell
 mkfifo "$dir/fifo_cell/cells/000000000000000000000000.json"
 expect 0 'not a whole cell \(computed again\): .*0{24}\.json: \[grid\] cell = .*: is not a regular file' \
   "$posenc" grid status "$dir/fifo_cell"
@@ -126,16 +124,15 @@ expect 0 '1 cells, 1 finished earlier, 0 to compute' \
   "$posenc" passkey --model "$model" --lengths 300 --depths 0.5 --methods none --out "$dir/fifo_cell"
 mkfifo "$dir/fifo_input"
 tamper passkey fifo_input_grid "g[\"inputs\"][\"model\"][\"path\"] = \"$dir/fifo_input\""
-expect 2 'path = ".*fifo_input": is not a regular file' \
-  "$posenc" grid cell "$dir/fifo_input_grid" "$(first_key "$dir/fifo_input_grid")"
-rm -rf "$dir/zero_cell" && cp -r "$dir/passkey" "$dir/zero_cell"
+expect_cell 2 'path = ".*fifo_input": is not a regular file' fifo_input_grid
+copy passkey zero_cell
 cell=$(ls "$dir"/zero_cell/cells/*.json) && rm "$cell" && ln -s /dev/zero "$cell"
 expect 0 'not a whole cell \(computed again\): .*: is not a regular file' "$posenc" grid status "$dir/zero_cell"
 expect 2 '1 of 1 cells are missing \(1 cut short or invalid\)' "$posenc" grid merge "$dir/zero_cell"
 # tamper_cell KIND NAME CODE: NAME, a copy of KIND's grid whose first cell
 # file has had the Python CODE applied (c: the cell, r: its result).
 tamper_cell() {
-  rm -rf "${dir:?}/$2" && cp -r "$dir/$1" "$dir/$2"
+  copy "$1" "$2"
   python3 - "$(ls "$dir/$2"/cells/*.json | head -n 1)" "$3" <<'PY' || fail "tamper_cell $2"
 import json, sys
 path, code = sys.argv[1], sys.argv[2]
@@ -168,6 +165,6 @@ tamper_cell passkey cell_found 'r["found"] = "yes"'
 expect 0 'its result is not a passkey cell.s: .*type must be boolean' "$posenc" grid status "$dir/cell_found"
 expect 2 'cells are missing' "$posenc" grid merge "$dir/cell_found"
 # A grid.json over the bound (sparse: it takes no disk) is refused by size, unread.
-rm -rf "$dir/huge_grid" && cp -r "$dir/passkey" "$dir/huge_grid" && truncate -s 600M "$dir/huge_grid/grid.json"
+copy passkey huge_grid && truncate -s 600M "$dir/huge_grid/grid.json"
 expect 2 'grid\.json = ".*": is 629145600 bytes, more than the 536870912' "$posenc" grid status "$dir/huge_grid"
 echo "grid tampering: all refused"
