@@ -190,15 +190,8 @@ struct LambdaMethod {
   bool operator==(const LambdaMethod&) const = default;
 };
 
-// Self-Extend (Jin et al. 2024); neighbour window = L_train / 2, group =
-// the smallest G that keeps every grouped distance inside the training
-// length: floor((L - 1) / G) + W - floor(W / G) <= L_train - 1 (G = 1,
-// plain RoPE, when L <= L_train).
-struct SelfExtendMethod {
-  static constexpr std::string_view kName = "self-extend";
-  static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
-  static constexpr std::string_view kSummary =
-      "Self-Extend: exact distances inside the window, positions floor(p / group) beyond it";
+// The parameters of both Self-Extends: the neighbour window and the group.
+struct SelfExtendParameters {
   std::optional<std::int64_t> window;
   std::optional<std::int64_t> group;
   template <class Self, class Visitor>
@@ -206,6 +199,18 @@ struct SelfExtendMethod {
     visit(kExtensionWindow, self.window);
     visit(kExtensionGroup, self.group);
   }
+  bool operator==(const SelfExtendParameters&) const = default;
+};
+
+// Self-Extend (Jin et al. 2024); neighbour window = L_train / 2, group =
+// the smallest G that keeps every grouped distance inside the training
+// length: floor((L - 1) / G) + W - floor(W / G) <= L_train - 1 (G = 1,
+// plain RoPE, when L <= L_train).
+struct SelfExtendMethod : SelfExtendParameters {
+  static constexpr std::string_view kName = "self-extend";
+  static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
+  static constexpr std::string_view kSummary =
+      "Self-Extend: exact distances inside the window, positions floor(p / group) beyond it";
   bool operator==(const SelfExtendMethod&) const = default;
 };
 
@@ -215,18 +220,11 @@ struct SelfExtendMethod {
 // distances, the earlier blocks grouped. Neighbour window = L_train / 2,
 // group = the smallest divisor G of W that keeps every grouped distance
 // inside the training length (G = 1, plain RoPE, when L <= W).
-struct SelfExtendKvShiftMethod {
+struct SelfExtendKvShiftMethod : SelfExtendParameters {
   static constexpr std::string_view kName = "self-extend-kv";
   static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary =
       "Self-Extend as llama.cpp runs it: the KV cache's positions divided by group every window tokens";
-  std::optional<std::int64_t> window;
-  std::optional<std::int64_t> group;
-  template <class Self, class Visitor>
-  static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionWindow, self.window);
-    visit(kExtensionGroup, self.group);
-  }
   bool operator==(const SelfExtendKvShiftMethod&) const = default;
 };
 

@@ -50,7 +50,8 @@ TEST(Generation, GreedyDecodingWithTheCacheEqualsFullForwards) {
   const Tiny tiny;
   const std::vector<std::int32_t> prompt = tiny.tokenizer.Encode("The pass key is 12345. What is it?");
   const DecoderHyperparams& hp = tiny.model.hparams();
-  for (const char* method : {"none", "yarn", "self-extend:group=2,window=8", "lambda:sinks=2,window=9"}) {
+  for (const char* method :
+       {"none", "yarn", "self-extend:group=2,window=8", "self-extend-kv:group=2,window=8", "lambda:sinks=2,window=9"}) {
     SCOPED_TRACE(method);
     const std::int64_t count = 12;
     const AttentionOptions attention = PlanContextExtension(ParseContextExtension(method), hp.rope, hp.context_length,

@@ -209,7 +209,7 @@ def test_random_file_has_a_working_tokenizer(random_dir, model):
 METHODS = ["none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope", "window", "lambda",
            "self-extend", "ntk:logn", "yarn:factor=4", "linear:factor=2,logn", "leaky-rerope:window=8,k=4",
            "lambda:sinks=2,window=16", "rerope:window=8", "window:window=16", "lambda:sinks=2,logn",
-           "self-extend:group=4,window=16", "self-extend:logn"]
+           "self-extend:group=4,window=16", "self-extend:logn", "self-extend-kv", "self-extend-kv:group=4,window=16"]
 
 
 def test_every_method_of_the_table_is_tested_and_documented(model):
