@@ -62,8 +62,9 @@ TEST(DecoderModel, DecodingWithTheCacheMatchesOneForwardForEveryMethod) {
   const std::int64_t n = 70, prefill = 61;
   const auto tokens = RandomTokens(n, 5);
   const DecoderHyperparams& hp = tiny.model.hparams();
-  for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
-                             "window:window=9", "lambda:sinks=2,window=9", "yarn,logn", "self-extend"}) {
+  for (const char* method :
+       {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope", "window:window=9",
+        "lambda:sinks=2,window=9", "yarn,logn", "self-extend", "self-extend-kv", "self-extend-kv:group=3,window=9"}) {
     SCOPED_TRACE(method);
     const AttentionOptions attention = PlanModelExtension(ParseContextExtension(method), hp, n).attention;
     EXPECT_LT(RelativeDifference(tiny.model.Logits(tokens, attention),

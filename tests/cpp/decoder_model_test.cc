@@ -98,9 +98,10 @@ TEST(DecoderModel, EveryExtensionMethodMatchesReferencePastTrainingLength) {
   const RandomModel tiny;
   const auto tokens = RandomTokens(70, 3);  // beyond the training length 32
   const DecoderHyperparams& hp = tiny.model.hparams();
-  for (const char* method : {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope",
-                             "rerope:window=5", "window", "window:window=9", "lambda", "lambda:sinks=2,window=9",
-                             "ntk:logn", "yarn,logn", "self-extend", "self-extend:group=3,window=7"}) {
+  for (const char* method :
+       {"none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope", "rerope:window=5", "window",
+        "window:window=9", "lambda", "lambda:sinks=2,window=9", "ntk:logn", "yarn,logn", "self-extend",
+        "self-extend:group=3,window=7", "self-extend-kv", "self-extend-kv:group=3,window=9"}) {
     SCOPED_TRACE(method);
     const ExtensionPlan plan = PlanModelExtension(ParseContextExtension(method), hp, 70);
     const std::vector<double> ref = reference::DecoderLogits(tiny.file, tokens, plan.attention);
