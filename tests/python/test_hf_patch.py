@@ -182,7 +182,8 @@ def test_parameter_gradients_match_hf():
         assert close(got[name].double(), g.double(), rel=1e-4), name
 
 
-@pytest.mark.parametrize("method", ["rerope:window=6", "self-extend:group=3,window=6"])
+@pytest.mark.parametrize("method",
+                         ["rerope:window=6", "self-extend:group=3,window=6", "self-extend-kv:group=3,window=6"])
 def test_a_left_padded_row_is_the_row_alone(method):
     """Positions from the mask (as generate computes them): the padded row's
     logits equal the same tokens run alone."""
@@ -212,7 +213,8 @@ def test_bfloat16_model_follows_its_float32_self():
 # ---- (b) the HF-patched model and posenc's engine on one GGUF ---------------------------
 
 METHODS = ["none", "linear", "ntk", "dynamic-ntk", "yarn", "rerope", "leaky-rerope", "window", "lambda",
-           "self-extend", "ntk:logn", "lambda:sinks=2,logn", "self-extend:group=4,window=16"]
+           "self-extend", "ntk:logn", "lambda:sinks=2,logn", "self-extend:group=4,window=16", "self-extend-kv",
+           "self-extend-kv:group=4,window=16"]
 
 
 @pytest.fixture(scope="module")
