@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "posenc/context_extension.h"
 #include "posenc/error.h"
 
 namespace posenc::detail {
@@ -102,10 +103,16 @@ struct Composer {
 RopeFrequencies ComposeOverModelScaling(const RopeSpec& model, const RopeScaling& method, std::string_view method_name,
                                         std::int64_t target_length) {
   if (std::holds_alternative<DynamicNtkScaling>(model.scaling)) {
+    // The position methods, from the methods' own kinds: a new one is named without an edit here.
+    std::string position_methods;
+    for (const ExtensionMethod& method : AllExtensionMethods()) {
+      if (ExtensionMethodKind(method) != ExtensionKind::kPositions) continue;
+      position_methods += (position_methods.empty() ? "" : ", ") + std::string(ExtensionMethodName(method));
+    }
     ThrowError(kOp, "method", FormatValue(std::string(method_name)),
                "does not compose with the model's rope scaling \"dynamic\": dynamic NTK recomputes its base from "
-               "the current length, so there is no fixed table to rescale (a position method composes: rerope, "
-               "leaky-rerope, window, lambda, self-extend, self-extend-kv)");
+               "the current length, so there is no fixed table to rescale (a position method composes: " +
+                   position_methods + ")");
   }
   const bool ntk = std::holds_alternative<NtkAwareScaling>(method) || std::holds_alternative<DynamicNtkScaling>(method);
   Require(!ntk || model.RotaryDim() > 2, kOp, "rotary_dim", model.RotaryDim(),

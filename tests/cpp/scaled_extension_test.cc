@@ -206,7 +206,8 @@ TEST(ScaledExtension, RefusesWhatDoesNotCompose) {
   const RopeSpec dynamic{.theta = 10000, .head_dim = 64, .scaling = DynamicNtkScaling{2, 4096}};
   for (const char* text : kFrequencyMethods) {
     ExpectError([&] { PlanContextExtension(ParseContextExtension(text), dynamic, 4096, 8192); },
-                {("method = \"" + std::string(text) + "\"").c_str(), "does not compose", "rope scaling \"dynamic\""});
+                {("method = \"" + std::string(text) + "\"").c_str(), "does not compose", "rope scaling \"dynamic\"",
+                 "a position method composes: rerope, leaky-rerope, window, lambda, self-extend, self-extend-kv)"});
   }
   // A position method keeps whatever table the model computes at L.
   const ExtensionPlan rerope = PlanContextExtension(ParseContextExtension("rerope"), dynamic, 4096, 8192);
