@@ -119,10 +119,9 @@ def test_kv_shift_method_defaults_keep_every_distance_trained(target):
     kw = posenc.extension_attention("self-extend-kv", posenc.RopeSpec(head_dim=8), train_length=64,
                                     target_length=target)
     enc = kw["encoding"]
-    assert isinstance(enc, posenc.SelfExtendEncoding) or target <= 32
-    if not isinstance(enc, posenc.SelfExtendEncoding):
-        return
-    assert enc.form == "kv-shift" and enc.window == 32 and 32 % enc.group == 0
+    assert isinstance(enc, posenc.SelfExtendEncoding) and enc.form == "kv-shift"
+    assert enc.window == 32 and 32 % enc.group == 0
+    assert (enc.group > 1) == (target > 64)  # grouping starts past the training length, not before
     assert llamacpp_distances(target, enc.group, enc.window).max() <= 63
     for smaller in (g for g in range(1, enc.group) if 32 % g == 0):
         assert llamacpp_distances(target, smaller, enc.window).max() > 63
