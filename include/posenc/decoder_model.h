@@ -230,6 +230,13 @@ class DecoderModel {
   // (natural log, from float32 logits, accumulated in double).
   std::vector<double> NextTokenNll(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                                    const LayerProgress& progress = {}) const;
+  // The same for i in [first, n - 1) only: n - 1 - first values, each
+  // bitwise NextTokenNll(tokens)[i]. Only those rows' logits are computed: a
+  // sliding perplexity window scores its last tokens, and the output matrix
+  // of the rows before them (most of a pass when the vocabulary is large) is
+  // skipped. Throws posenc::Error for first outside [0, n - 1).
+  std::vector<double> NextTokenNll(std::span<const std::int32_t> tokens, std::int64_t first,
+                                   const AttentionOptions& attention, const LayerProgress& progress = {}) const;
 
   // Floating-point operations (a multiply-add counts 2) of one Forward of n
   // tokens: the linear layers and the logits, plus q.k and p.v over the
@@ -266,6 +273,11 @@ class DecoderModel {
   void ExtendCached(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                     std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
                     const LayerProgress& progress) const;
+  // A forward pass from position 0 through a scratch cache (Forward), with
+  // the logits of `logit_rows` only (Extend's rule).
+  void ForwardRows(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+                   std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+                   const LayerProgress& progress) const;
   std::unique_ptr<Weights> weights_;
 };
 

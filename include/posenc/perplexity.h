@@ -5,7 +5,9 @@
 // decode step a token: PerplexityPass); it scores
 // the tokens that no earlier window scored (all but its first token for the
 // first window and for non-overlapping windows; the last `stride` tokens of
-// a sliding window). Only whole windows are evaluated.
+// a sliding window), and computes the logits of those rows only (llama.cpp's
+// llama-perplexity likewise computes its scored second half's). Only whole
+// windows are evaluated.
 //   ppl = exp(mean over scored tokens of -ln p(token | the window before it))
 //
 // A model whose tokenizer starts every text with BOS (Gemma:
@@ -57,10 +59,12 @@ struct PerplexityResult {
   double seconds = 0;
   double tokens_per_s = 0;  // processed / seconds
   ContextExtension method;  // with every default filled in
-  // [context - 1]: entry i is the mean over the evaluated windows of
-  // -ln p(token i + 1 | tokens 0..i of the window), every window position
-  // whatever the stride: the loss against position in the window, which
-  // shows where a method breaks past the training length.
+  // [context - 1]: entry i is the mean of -ln p(token i + 1 | tokens 0..i of
+  // the window) over the windows that scored window position i + 1: the loss
+  // against position in the window, which shows where a method breaks past
+  // the training length. Every window scores every position when stride =
+  // context; with a sliding window, the positions before its last `stride`
+  // are the first window's alone (their logits are computed in no other).
   std::vector<double> position_nll;
 };
 

@@ -407,17 +407,23 @@ void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_
   if (cache.lowered_) cache.ForgetPastWindow();  // not Forward's scratch cache
 }
 
-void DecoderModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
-                           const LogitsSink& sink, const LayerProgress& progress) const {
+void DecoderModel::ForwardRows(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+                               std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+                               const LayerProgress& progress) const {
   // A scratch cache with one layer's keys and values, shared by the layers.
   DecoderCache scratch = NewCache();
   scratch.keys_.resize(1);
   scratch.values_.resize(1);
   scratch.lowered_.reset();  // nothing decodes from it
+  Extend(scratch, tokens, attention, logit_rows, sink, progress);
+}
+
+void DecoderModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+                           const LogitsSink& sink, const LayerProgress& progress) const {
   std::vector<std::int64_t> rows(tokens.size());
   for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<std::int64_t>(r);
-  Extend(
-      scratch, tokens, attention, rows,
+  ForwardRows(
+      tokens, attention, rows,
       [&](std::span<const std::int64_t> block_rows, std::span<const float> logits) {
         sink(block_rows.front(), static_cast<std::int64_t>(block_rows.size()), logits);
       },
@@ -435,18 +441,36 @@ std::vector<float> DecoderModel::Logits(std::span<const std::int32_t> tokens, co
 
 std::vector<double> DecoderModel::NextTokenNll(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                                                const LayerProgress& progress) const {
+  // Forward's every row, the last one's logits included (unused): an empty
+  // sequence is Forward's error, not first's.
+  if (tokens.size() < 2) {
+    Forward(
+        tokens, attention, [](std::int64_t, std::int64_t, std::span<const float>) {}, progress);
+    return {};
+  }
+  return NextTokenNll(tokens, 0, attention, progress);
+}
+
+std::vector<double> DecoderModel::NextTokenNll(std::span<const std::int32_t> tokens, std::int64_t first,
+                                               const AttentionOptions& attention, const LayerProgress& progress) const {
   const std::int64_t vocab = hparams().vocab_size;
   const auto n = static_cast<std::int64_t>(tokens.size());
-  std::vector<double> nll(n - (n > 0 ? 1 : 0));
-  Forward(
-      tokens, attention,
-      [&](std::int64_t row, std::int64_t rows, std::span<const float> logits) {
-        // Row i predicts tokens[i + 1]; the last row predicts nothing.
-        std::vector<std::int32_t> targets(rows, -1);
-        std::vector<double> block(rows);
-        for (std::int64_t r = 0; r < rows && row + r + 1 < n; ++r) targets[r] = tokens[row + r + 1];
-        model::NegativeLogLikelihood(logits, vocab, targets, block);
-        for (std::int64_t r = 0; r < rows && row + r + 1 < n; ++r) nll[row + r] = block[r];
+  Require(
+      first >= 0 && first < n - 1, kOp, "first", first,
+      "must be in [0, tokens - 1 = " + std::to_string(n - 1) + ") (the first row scored; row i predicts token i + 1)");
+  // Row i predicts tokens[i + 1]; the last row predicts nothing.
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(n - 1 - first));
+  for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = first + static_cast<std::int64_t>(r);
+  std::vector<double> nll(rows.size());
+  std::vector<std::int32_t> targets;
+  ForwardRows(
+      tokens, attention, rows,
+      [&](std::span<const std::int64_t> block_rows, std::span<const float> logits) {
+        targets.resize(block_rows.size());
+        for (std::size_t r = 0; r < block_rows.size(); ++r) targets[r] = tokens[block_rows[r] + 1];
+        model::NegativeLogLikelihood(
+            logits, vocab, targets,
+            std::span(nll).subspan(static_cast<std::size_t>(block_rows.front() - first), block_rows.size()));
       },
       progress);
   return nll;

@@ -12,21 +12,24 @@ namespace posenc {
 namespace {
 constexpr const char* kOp = "perplexity";
 
-// NextTokenNll's values computed token by token through a cache: step i
-// feeds window[i] and scores window[i + 1]. progress(done, total) counts
-// steps.
+// NextTokenNll(window, first)'s values computed token by token through a
+// cache: step i feeds window[i] and, from step `first` on, scores
+// window[i + 1] (the steps before compute no logits). progress(done, total)
+// counts steps.
 std::vector<double> DecodedNextTokenNll(const DecoderModel& model, std::span<const std::int32_t> window,
-                                        const AttentionOptions& attention, const LayerProgress& progress) {
+                                        std::int64_t first, const AttentionOptions& attention,
+                                        const LayerProgress& progress) {
   const auto n = static_cast<std::int64_t>(window.size());
   const std::int64_t vocab = model.hparams().vocab_size;
-  std::vector<double> nll(static_cast<std::size_t>(n - 1));
+  std::vector<double> nll(static_cast<std::size_t>(n - 1 - first));
   DecoderCache cache = model.NewCache();
   const std::int64_t row = 0;
   for (std::int64_t i = 0; i + 1 < n; ++i) {
-    model.Extend(cache, window.subspan(i, 1), attention, std::span(&row, 1),
+    const bool scored = i >= first;
+    model.Extend(cache, window.subspan(i, 1), attention, scored ? std::span(&row, 1) : std::span<const std::int64_t>{},
                  [&](std::span<const std::int64_t>, std::span<const float> logits) {
                    const std::int32_t target = window[i + 1];
-                   model::NegativeLogLikelihood(logits, vocab, std::span(&target, 1), std::span(&nll[i], 1));
+                   model::NegativeLogLikelihood(logits, vocab, std::span(&target, 1), std::span(&nll[i - first], 1));
                  });
     if (progress) progress(i + 1, n - 1);
   }
@@ -70,7 +73,9 @@ PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const s
   const auto start = std::chrono::steady_clock::now();
   double nll_sum = 0;
   std::int64_t scored = 0;
+  // Per window position: the sum of its scored losses, and how many windows scored it.
   std::vector<double> position_sum(static_cast<std::size_t>(ctx - 1), 0.0);
+  std::vector<std::int64_t> position_windows(static_cast<std::size_t>(ctx - 1), 0);
   std::vector<std::int32_t> with_bos;
   for (std::int64_t w = 0; w < windows; ++w) {
     std::span<const std::int32_t> window = tokens.subspan(w * stride, text);
@@ -86,20 +91,24 @@ PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const s
     // log-softmax resolves (decoder_model.h), naming the position in the window;
     // the window and where it starts in the text are added here. Every nll
     // is then finite.
+    // nll[i - first] scores window token i + 1. A sliding window scores only
+    // its last `stride` tokens (the earlier ones were scored before), and
+    // computes no other row's logits.
+    const std::int64_t first = (w == 0 || stride == text) ? 0 : ctx - stride - 1;
     std::vector<double> nll;
     try {
       nll = options.pass == PerplexityPass::kDecode
-                ? DecodedNextTokenNll(model, window, plan.attention, window_progress)
-                : model.NextTokenNll(window, plan.attention, window_progress);
+                ? DecodedNextTokenNll(model, window, first, plan.attention, window_progress)
+                : model.NextTokenNll(window, first, plan.attention, window_progress);
     } catch (const Error& e) {
       throw Error(std::string(e.what()) + " (window " + std::to_string(w) + ", from token " +
                   std::to_string(w * stride) + " of the text" + (options.bos ? ", after BOS)" : ")"));
     }
-    for (std::int64_t i = 0; i < ctx - 1; ++i) position_sum[static_cast<std::size_t>(i)] += nll[i];
-    // nll[i] scores window token i + 1. A sliding window scores only its
-    // last `stride` tokens (the earlier ones were scored before).
-    const std::int64_t first = (w == 0 || stride == text) ? 0 : ctx - stride - 1;
-    for (std::int64_t i = first; i < ctx - 1; ++i) nll_sum += nll[i];
+    for (std::int64_t i = first; i < ctx - 1; ++i) {
+      nll_sum += nll[i - first];
+      position_sum[static_cast<std::size_t>(i)] += nll[i - first];
+      ++position_windows[static_cast<std::size_t>(i)];
+    }
     scored += ctx - 1 - first;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -119,7 +128,9 @@ PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const s
   result.seconds = seconds;
   result.tokens_per_s = seconds > 0 ? static_cast<double>(result.processed) / seconds : 0;
   result.method = plan.resolved;
-  for (double& sum : position_sum) sum /= static_cast<double>(windows);
+  for (std::size_t i = 0; i < position_sum.size(); ++i) {
+    position_sum[i] /= static_cast<double>(position_windows[i]);
+  }
   result.position_nll = std::move(position_sum);
   return result;
 }

@@ -54,6 +54,40 @@ TEST(DecoderModel, PromptPrefillLogitsAreBitwiseTheLastRowOfEveryRow) {
   }
 }
 
+// A sliding perplexity window's losses (NextTokenNll from row `first`: no
+// earlier row's logits computed, the rows in other blocks of the output
+// product) are bitwise the tail of every row's, in the configurations above.
+TEST(DecoderModel, ScoredRowsLossesAreBitwiseTheTailOfEveryRow) {
+  for (const char* architecture : {"llama", "gemma3"}) {
+    for (const GgmlType type : {GgmlType::kF32, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+      for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
+        if (type == GgmlType::kF32 && activations == DotActivations::kInt8) continue;  // no integer product
+        SCOPED_TRACE(std::string(architecture) + ", " + std::string(TraitsOf(type).name) +
+                     (activations == DotActivations::kInt8 ? ", int8" : ", f32"));
+        RandomLlamaOptions options = type == GgmlType::kF32 ? TinyGemma3() : QuantizedLlama(type);
+        options.architecture = architecture;
+        if (options.architecture == "gemma3") options.blocks = 7;
+        const RandomModel tiny(options, WeightStorage::kAsStored, activations);
+        const auto tokens = RandomTokens(150, 23);  // > 64 rows: several blocks of logits
+        const AttentionOptions attention = tiny.model.DefaultAttention();
+        const std::vector<double> every = tiny.model.NextTokenNll(tokens, attention);
+        ASSERT_EQ(every.size(), 149U);
+        for (const std::int64_t first : {0, 1, 70, 148}) {
+          const std::vector<double> tail = tiny.model.NextTokenNll(tokens, first, attention);
+          ASSERT_EQ(static_cast<std::int64_t>(tail.size()), 149 - first);
+          EXPECT_TRUE(std::equal(tail.begin(), tail.end(), every.begin() + first)) << "from row " << first;
+        }
+      }
+    }
+  }
+  const RandomModel tiny;
+  const auto tokens = RandomTokens(10, 3);
+  ExpectError([&] { tiny.model.NextTokenNll(tokens, -1, tiny.model.DefaultAttention()); },
+              {"first = -1", "must be in [0, tokens - 1 = 9)"});
+  ExpectError([&] { tiny.model.NextTokenNll(tokens, 9, tiny.model.DefaultAttention()); },
+              {"first = 9", "must be in [0, tokens - 1 = 9)"});
+}
+
 // Prefill then one token at a time through the cache gives the logits of
 // one full forward pass, for the model's RoPE and every method (planned for
 // the final length, as a decoder must).

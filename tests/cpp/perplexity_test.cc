@@ -152,20 +152,37 @@ TEST(Perplexity, ReportsProgressUpToTheTotal) {
   EXPECT_EQ(done.back(), 100);
 }
 
-TEST(Perplexity, PositionLossIsTheMeanOverWindowsAtEachPosition) {
+// Each position's loss is the mean over the windows that scored it: every
+// window past the first scores (and computes the logits of) only its last
+// `stride` tokens.
+TEST(Perplexity, PositionLossIsTheMeanOverTheWindowsThatScoredEachPosition) {
   const Fixture f;
   PerplexityOptions options;
   options.context = 30;
-  options.stride = 20;  // windows at 0, 20, 40, 60: every position of each, whatever the stride
+  options.stride = 20;  // windows at 0, 20, 40, 60; after the first, positions 9.. scored
   const PerplexityResult r = EvaluatePerplexity(f.model, f.tokens, options);
   ASSERT_EQ(r.windows, 4);
   ASSERT_EQ(r.position_nll.size(), 29u);
-  std::vector<double> expected(29, 0.0);
+  std::vector<double> sum(29, 0.0);
+  std::vector<int> count(29, 0);
   for (int w = 0; w < 4; ++w) {
     const auto nll = f.Nll(20 * w, 30);
-    for (int i = 0; i < 29; ++i) expected[i] += nll[i] / 4;
+    for (int i = w == 0 ? 0 : 9; i < 29; ++i) {
+      sum[i] += nll[i];
+      ++count[i];
+    }
   }
-  for (int i = 0; i < 29; ++i) EXPECT_NEAR(r.position_nll[i], expected[i], 1e-12) << i;
+  for (int i = 0; i < 29; ++i) {
+    EXPECT_EQ(count[i], i < 9 ? 1 : 4);
+    EXPECT_NEAR(r.position_nll[i], sum[i] / count[i], 1e-12) << i;
+  }
+  options.stride = 0;  // non-overlapping windows at 0, 30, 60: every position of each
+  const PerplexityResult whole = EvaluatePerplexity(f.model, f.tokens, options);
+  for (int i = 0; i < 29; ++i) {
+    double expected = 0;
+    for (int w = 0; w < 3; ++w) expected += f.Nll(30 * w, 30)[i] / 3;
+    EXPECT_NEAR(whole.position_nll[i], expected, 1e-12) << i;
+  }
 }
 
 TEST(Perplexity, NonFiniteLossIsAnErrorNotAPerplexity) {

@@ -2,16 +2,19 @@
 //                    [--decode-cache C1,C2,...] [--decode-tokens D] [--methods M1;M2;...]
 //                    [--threads T] [--json] [--peer DIR [--peer-text FILE] [--peer-out FILE.md]]
 //
-// Two prefills of the default model (SmolLM2-135M) over one window of N
+// Three prefills of the default model (SmolLM2-135M) over one window of N
 // tokens (2048 by default): the prompt prefill, as generation runs it (a
-// new cache, the last row's logits only: posenc::Prefill), and the
-// perplexity pass (every row's logits: NextTokenNll). For each, the model
+// new cache, the last row's logits only: posenc::Prefill); the perplexity
+// pass, a sliding window of stride N/2 as `posenc ppl --stride` runs it (the
+// logits of the second half's rows only: NextTokenNll from row N/2, the job
+// llama-perplexity does on each window); and the every-logit pass (every
+// row's logits: NextTokenNll, a window scored whole). For each, the model
 // FLOPs per token (linear layers, causal attention and the logits of the
 // rows computed: DecoderModel::ForwardFlops), and the ratio of the FLOP/s
 // achieved to the FMA peak measured in the same run (and to the int8
 // dot-product peak, measured too: the limit of --activations int8's
 // integer products where the CPU has them). With a vocabulary of
-// 262,144 (Gemma 3) the output matrix is most of a perplexity pass.
+// 262,144 (Gemma 3) the output matrix is most of an every-logit pass.
 //
 // Decode throughput: for each cache size C (0, 2048 and 8192 by default) the
 // cache is filled once, then for each method (plain RoPE, ReRoPE and
@@ -108,8 +111,39 @@ struct DecodeRun {
 // Which logits a prefill computes.
 enum class PrefillKind {
   kPrompt,      // the last row's, in a new cache (generation's Prefill)
-  kPerplexity,  // every row's (NextTokenNll)
+  kPerplexity,  // the second half's rows (a sliding window of stride n/2; llama-perplexity's)
+  kEveryLogit,  // every row's (NextTokenNll of the whole window)
 };
+
+// The first row whose logits a prefill of n tokens computes.
+std::int64_t FirstLogitRow(PrefillKind kind, std::int64_t n) {
+  switch (kind) {
+    case PrefillKind::kPrompt: return n - 1;
+    case PrefillKind::kPerplexity: return n / 2;
+    case PrefillKind::kEveryLogit: return 0;
+  }
+  return 0;
+}
+
+// How the log, the text output and the peer table name a prefill.
+const char* PrefillName(PrefillKind kind) {
+  switch (kind) {
+    case PrefillKind::kPrompt: return "prompt prefill";
+    case PrefillKind::kPerplexity: return "perplexity pass";
+    case PrefillKind::kEveryLogit: return "every-logit pass";
+  }
+  return "";
+}
+
+// What a prefill's logits are, in words.
+const char* PrefillRows(PrefillKind kind) {
+  switch (kind) {
+    case PrefillKind::kPrompt: return "the last row's logits, as generation";
+    case PrefillKind::kPerplexity: return "the second half's logits, as a sliding window of stride ctx/2 scores";
+    case PrefillKind::kEveryLogit: return "every row's logits";
+  }
+  return "";
+}
 
 struct PrefillRun {
   PrefillKind kind = PrefillKind::kPrompt;
@@ -119,7 +153,7 @@ struct PrefillRun {
   double gflops = 0;
   double ratio = 0;              // to the FMA peak
   double int8_ratio = 0;         // to the int8 dot-product peak (0 without one)
-  double peer_tokens_per_s = 0;  // llama.cpp's with --peer; else 0
+  double peer_tokens_per_s = 0;  // llama.cpp's with --peer (none for kEveryLogit); else 0
 };
 
 // One line on stderr per step, with the time since the start: the whole
@@ -188,25 +222,29 @@ std::vector<DecodeRun> MeasureDecode(const BenchModelOptions& o, const DecoderMo
   return runs;
 }
 
-// The best of o.reps prefills of `tokens`, then llama.cpp's (`peer`).
+// The best of o.reps prefills of `tokens`, then llama.cpp's (`peer`) where it
+// does the same job: llama-bench's prompt, llama-perplexity's windows (each
+// computes its second half's logits, as kPerplexity).
 PrefillRun MeasurePrefill(const BenchModelOptions& o, const DecoderModel& model, std::span<const std::int32_t> tokens,
                           PrefillKind kind, const bench::FmaPeak& peak, const bench::Int8Peak& int8_peak,
                           const LlamaCppPeer* peer, const StepLog& log) {
   const AttentionOptions attention = model.DefaultAttention();
   const auto n = static_cast<std::int64_t>(tokens.size());
-  const bool prompt = kind == PrefillKind::kPrompt;
+  const std::int64_t first = FirstLogitRow(kind, n);
   PrefillRun run{.kind = kind, .seconds = std::numeric_limits<double>::infinity()};
   for (int rep = 0; rep < o.reps; ++rep) {
-    log(std::string(prompt ? "prompt prefill (last logits)" : "perplexity pass (every logit)") + ": prefill of " +
-        std::to_string(n) + " tokens, repetition " + std::to_string(rep + 1) + " of " + std::to_string(o.reps));
-    if (prompt) {
+    log(std::string(PrefillName(kind)) + " (" + PrefillRows(kind) + "): prefill of " + std::to_string(n) +
+        " tokens, repetition " + std::to_string(rep + 1) + " of " + std::to_string(o.reps));
+    if (kind == PrefillKind::kPrompt) {
       DecoderCache cache = model.NewCache();
       run.seconds = std::min(run.seconds, bench::Seconds([&] { Prefill(model, cache, tokens, attention); }));
     } else {
-      run.seconds = std::min(run.seconds, bench::Seconds([&] { model.NextTokenNll(tokens, attention); }));
+      run.seconds = std::min(run.seconds, bench::Seconds([&] { model.NextTokenNll(tokens, first, attention); }));
     }
   }
-  run.flops = model.ForwardFlops(n, prompt ? 1 : n);
+  // The rows whose logits are computed: the last one's too in a prompt, not
+  // in a pass (it predicts nothing).
+  run.flops = model.ForwardFlops(n, kind == PrefillKind::kPrompt ? 1 : n - 1 - first);
   run.tokens_per_s = static_cast<double>(n) / run.seconds;
   run.gflops = run.flops / run.seconds / 1e9;
   run.ratio = run.gflops / peak.gflops;
@@ -214,7 +252,8 @@ PrefillRun MeasurePrefill(const BenchModelOptions& o, const DecoderModel& model,
   // products' limit: with --activations int8 the linear layers and logits run
   // as byte products (attention stays float32).
   run.int8_ratio = int8_peak.gops > 0 ? run.gflops / int8_peak.gops : 0.0;
-  if (peer != nullptr) {
+  if (peer != nullptr && kind != PrefillKind::kEveryLogit) {
+    const bool prompt = kind == PrefillKind::kPrompt;
     log(std::string("llama.cpp: ") +
         (prompt ? "llama-bench pp" + std::to_string(n)
                 : "llama-perplexity, " + std::to_string(kPeerWindows) + " windows of " + std::to_string(n)));
@@ -241,18 +280,22 @@ std::string PeerTable(const BenchModelOptions& o, const std::vector<PrefillRun>&
   char line[512];
   const std::string ctx = std::to_string(o.ctx);
   for (const PrefillRun& run : prefills) {
-    std::string what = run.kind == PrefillKind::kPrompt ? "prompt prefill " : "perplexity pass ";
-    what.append(ctx);
-    if (run.kind == PrefillKind::kPrompt) {
-      what.append(" (last logits; llama-bench pp").append(ctx).append(")");
-    } else {
-      what.append(" (posenc: every logit; llama-perplexity, ")
-          .append(std::to_string(kPeerWindows))
-          .append(" windows: its scored second half's)");
+    std::string what = std::string(PrefillName(run.kind)) + " " + ctx;
+    switch (run.kind) {
+      case PrefillKind::kPrompt: what += " (last logits; llama-bench pp" + ctx + ")"; break;
+      case PrefillKind::kPerplexity:
+        what += " (the second half's logits, stride " + std::to_string(o.ctx / 2) + "; llama-perplexity, " +
+                std::to_string(kPeerWindows) + " windows: its scored second half's)";
+        break;
+      case PrefillKind::kEveryLogit: what += " (every row's logits; no peer runs this job)"; break;
     }
-    std::snprintf(line, sizeof line, "| %s | %.1f | %.2f of the FMA peak | %.1f | %s |\n", what.c_str(),
-                  run.tokens_per_s, run.ratio, run.peer_tokens_per_s,
-                  PeerRatio(run.tokens_per_s, run.peer_tokens_per_s).c_str());
+    std::string peer_figure = "-";
+    if (run.peer_tokens_per_s > 0) {
+      std::snprintf(line, sizeof line, "%.1f", run.peer_tokens_per_s);
+      peer_figure = line;
+    }
+    std::snprintf(line, sizeof line, "| %s | %.1f | %.2f of the FMA peak | %s | %s |\n", what.c_str(), run.tokens_per_s,
+                  run.ratio, peer_figure.c_str(), PeerRatio(run.tokens_per_s, run.peer_tokens_per_s).c_str());
     table += line;
   }
   for (const DecodeRun& run : runs) {
@@ -317,11 +360,13 @@ void Run(const BenchModelOptions& o) {
   const bench::FmaPeak peak = bench::MeasureFmaPeak();
   log("measuring the int8 dot-product peak");
   const bench::Int8Peak int8_peak = bench::MeasureInt8Peak();
-  const std::vector<PrefillRun> prefills{
-      MeasurePrefill(o, model, tokens, PrefillKind::kPrompt, peak, int8_peak, peer_ptr, log),
-      MeasurePrefill(o, model, tokens, PrefillKind::kPerplexity, peak, int8_peak, peer_ptr, log)};
+  std::vector<PrefillRun> prefills;
+  for (const PrefillKind kind : {PrefillKind::kPrompt, PrefillKind::kPerplexity, PrefillKind::kEveryLogit}) {
+    prefills.push_back(MeasurePrefill(o, model, tokens, kind, peak, int8_peak, peer_ptr, log));
+  }
   const PrefillRun& prompt = prefills[0];
   const PrefillRun& pass = prefills[1];
+  const PrefillRun& every = prefills[2];
 
   log("the copy bandwidth: its buffers and a warm-up copy");
   bench::CopyProbe probe;
@@ -338,8 +383,10 @@ void Run(const BenchModelOptions& o) {
   const char* weights = stored ? "stored" : "f32";
   const char* activations = o.weights.activations == DotActivations::kInt8 ? "int8" : "f32";
 
-  std::vector<BenchFloor> floors{{"prompt prefill ratio to the FMA peak >= 0.7", prompt.ratio >= 0.7},
-                                 {"perplexity pass ratio to the FMA peak >= 0.7", pass.ratio >= 0.7}};
+  std::vector<BenchFloor> floors;
+  for (const PrefillRun& run : prefills) {
+    floors.push_back({std::string(PrefillName(run.kind)) + " ratio to the FMA peak >= 0.7", run.ratio >= 0.7});
+  }
   const std::int64_t largest = *std::max_element(o.decode_caches.begin(), o.decode_caches.end());
   const DecodeRun* plain = nullptr;
   for (const DecodeRun& run : runs) {
@@ -360,9 +407,9 @@ void Run(const BenchModelOptions& o) {
   // Issue 52's floor: at least 1.5x llama.cpp on every row, side by side.
   if (peer) {
     for (const PrefillRun& run : prefills) {
+      if (run.kind == PrefillKind::kEveryLogit) continue;  // no peer figure
       floors.push_back(
-          {std::string(run.kind == PrefillKind::kPrompt ? "prompt prefill" : "perplexity pass") + " >= 1.5x llama.cpp",
-           run.tokens_per_s >= 1.5 * run.peer_tokens_per_s});
+          {std::string(PrefillName(run.kind)) + " >= 1.5x llama.cpp", run.tokens_per_s >= 1.5 * run.peer_tokens_per_s});
     }
     for (const DecodeRun& run : runs) {
       if (run.peer_tokens_per_s > 0) {
@@ -384,24 +431,27 @@ void Run(const BenchModelOptions& o) {
                         {"ratio", run.ratio}});
       if (run.peer_tokens_per_s > 0) decode.back()["peer_tokens_per_s"] = run.peer_tokens_per_s;
     }
-    // The perplexity pass at the top level (as before the prompt prefill
-    // was measured), the prompt prefill beside it.
-    nlohmann::ordered_json out{{"tokens_per_s", pass.tokens_per_s},
-                               {"flops_per_token", pass.flops / static_cast<double>(o.ctx)},
-                               {"gflops", pass.gflops},
+    // The every-logit pass at the top level (the pass measured first, before
+    // the prompt prefill and the sliding perplexity pass), those two beside it.
+    const auto prefill_json = [&](const PrefillRun& run) {
+      return nlohmann::ordered_json{{"tokens_per_s", run.tokens_per_s},
+                                    {"flops_per_token", run.flops / static_cast<double>(o.ctx)},
+                                    {"gflops", run.gflops},
+                                    {"ratio", run.ratio},
+                                    {"int8_ratio", run.int8_ratio},
+                                    {"seconds", run.seconds}};
+    };
+    nlohmann::ordered_json out{{"tokens_per_s", every.tokens_per_s},
+                               {"flops_per_token", every.flops / static_cast<double>(o.ctx)},
+                               {"gflops", every.gflops},
                                {"peak_gflops", peak.gflops},
-                               {"ratio", pass.ratio},
+                               {"ratio", every.ratio},
                                {"int8_peak_gops", int8_peak.gops},
                                {"int8_instruction", int8_peak.instruction},
-                               {"int8_ratio", pass.int8_ratio},
-                               {"seconds", pass.seconds},
-                               {"prompt_prefill",
-                                {{"tokens_per_s", prompt.tokens_per_s},
-                                 {"flops_per_token", prompt.flops / static_cast<double>(o.ctx)},
-                                 {"gflops", prompt.gflops},
-                                 {"ratio", prompt.ratio},
-                                 {"int8_ratio", prompt.int8_ratio},
-                                 {"seconds", prompt.seconds}}},
+                               {"int8_ratio", every.int8_ratio},
+                               {"seconds", every.seconds},
+                               {"prompt_prefill", prefill_json(prompt)},
+                               {"perplexity_pass", prefill_json(pass)},
                                {"weights", weights},
                                {"activations", activations},
                                {"weight_bytes", model.WeightBytes()},
@@ -437,10 +487,8 @@ void Run(const BenchModelOptions& o) {
               activations, model.WeightBytes() / 1e6, resident_bytes / 1e6, file_bytes / 1e6,
               resident_bytes / file_bytes);
   for (const PrefillRun& run : prefills) {
-    std::printf("%s of %lld tokens, %d threads, best of %d: %.3f s\n",
-                run.kind == PrefillKind::kPrompt ? "prompt prefill (the last row's logits, as generation)"
-                                                 : "perplexity pass (every row's logits)",
-                static_cast<long long>(o.ctx), NumThreads(), o.reps, run.seconds);
+    std::printf("%s (%s) of %lld tokens, %d threads, best of %d: %.3f s\n", PrefillName(run.kind),
+                PrefillRows(run.kind), static_cast<long long>(o.ctx), NumThreads(), o.reps, run.seconds);
     std::printf(
         "  %.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
         run.tokens_per_s, run.flops / static_cast<double>(o.ctx) / 1e6, run.gflops, 100 * run.ratio, peak.gflops,
@@ -476,8 +524,10 @@ void AddBenchModelCommand(CLI::App& bench) {
       "model", std::string("Prefill tokens/s of a GGUF model and its ratio to the FMA peak") + kFloorsHelp);
   AddModelOption(*model, o->model);
   AddWeightOptions(*model, o->weights);
-  model->add_option("--ctx", o->ctx, "Tokens in the prefill window")
-      ->check(CLI::Range(1, 1 << 20))
+  model
+      ->add_option("--ctx", o->ctx,
+                   "Tokens in the prefill window (at least 4: the perplexity pass scores its second half)")
+      ->check(CLI::Range(4, 1 << 20))
       ->capture_default_str();
   model->add_option("--reps", o->reps, "Timed repetitions of the prefill and of each decode run (best counts)")
       ->check(CLI::Range(1, 100));

@@ -6,8 +6,9 @@
 //
 //   prompt prefill: llama-bench pp<n> (its batch asks for the last row's
 //     logits only, as generation does);
-//   perplexity pass: llama-perplexity over windows of n tokens (every row's
-//     logits), its own "prompt eval" tokens/s over the windows;
+//   perplexity pass: llama-perplexity over windows of n tokens (it computes
+//     the logits of each window's scored second half only), its own "prompt
+//     eval" tokens/s over the windows;
 //   decode: llama-bench tg<steps> after d cached tokens (-d d).
 #pragma once
 
