@@ -63,6 +63,29 @@ inline constexpr ConfigField kExtensionGroup{.key = "group", .minimum = 1, .rule
 // or masks keys and keeps whatever table the model has.
 enum class ExtensionKind { kModel, kFrequencies, kPositions };
 
+// The parameter of the frequency methods (linear, ntk, dynamic-ntk, yarn):
+// the scale factor s. A method's parameters are one list shared by the
+// methods that take them, so each key has one rule and one spelling.
+struct FactorParameter {
+  std::optional<double> factor;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionFactor, self.factor);
+  }
+  bool operator==(const FactorParameter&) const = default;
+};
+
+// The parameter of the methods that keep a window of near keys at true
+// distances (rerope, leaky-rerope, window, both Self-Extends).
+struct WindowParameter {
+  std::optional<std::int64_t> window;
+  template <class Self, class Visitor>
+  static void VisitFields(Self& self, Visitor&& visit) {
+    visit(kExtensionWindow, self.window);
+  }
+  bool operator==(const WindowParameter&) const = default;
+};
+
 // The model as trained (direct extrapolation past L_train).
 struct NoneMethod {
   static constexpr std::string_view kName = "none";
@@ -74,101 +97,70 @@ struct NoneMethod {
 };
 
 // Position interpolation; factor = s.
-struct LinearMethod {
+struct LinearMethod : FactorParameter {
   static constexpr std::string_view kName = "linear";
   static constexpr ExtensionKind kKind = ExtensionKind::kFrequencies;
   static constexpr std::string_view kSummary = "position interpolation: inv_freq / factor";
-  std::optional<double> factor;
-  template <class Self, class Visitor>
-  static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionFactor, self.factor);
-  }
   bool operator==(const LinearMethod&) const = default;
 };
 
 // NTK-aware base change; alpha = factor = s (the lowest frequency is
 // interpolated by exactly s).
-struct NtkMethod {
+struct NtkMethod : FactorParameter {
   static constexpr std::string_view kName = "ntk";
   static constexpr ExtensionKind kKind = ExtensionKind::kFrequencies;
   static constexpr std::string_view kSummary = "NTK-aware base: theta * factor^(d/(d-2))";
-  std::optional<double> factor;
-  template <class Self, class Visitor>
-  static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionFactor, self.factor);
-  }
   bool operator==(const NtkMethod&) const = default;
 };
 
 // Hugging Face's dynamic NTK at length L; factor = 2 (the value of its
 // documentation; alpha = 2 L / L_train - 1).
-struct DynamicNtkMethod {
+struct DynamicNtkMethod : FactorParameter {
   static constexpr std::string_view kName = "dynamic-ntk";
   static constexpr ExtensionKind kKind = ExtensionKind::kFrequencies;
   static constexpr std::string_view kSummary = "NTK base recomputed from the current length (Hugging Face's dynamic)";
-  std::optional<double> factor;
-  template <class Self, class Visitor>
-  static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionFactor, self.factor);
-  }
   bool operator==(const DynamicNtkMethod&) const = default;
 };
 
 // YaRN; factor = s, beta_fast 32, beta_slow 1, attention factor
 // 0.1 ln s + 1.
-struct YarnMethod {
+struct YarnMethod : FactorParameter {
   static constexpr std::string_view kName = "yarn";
   static constexpr ExtensionKind kKind = ExtensionKind::kFrequencies;
   static constexpr std::string_view kSummary =
       "YaRN: interpolate slow pairs, keep fast ones, attention factor 0.1 ln(factor) + 1";
-  std::optional<double> factor;
-  template <class Self, class Visitor>
-  static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionFactor, self.factor);
-  }
   bool operator==(const YarnMethod&) const = default;
 };
 
 // ReRoPE; window = L_train / 2 (Su's w = 256 for a model trained on 512
 // tokens).
-struct ReRopeMethod {
+struct ReRopeMethod : WindowParameter {
   static constexpr std::string_view kName = "rerope";
   static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary = "ReRoPE: distances past the window read as the window";
-  std::optional<std::int64_t> window;
-  template <class Self, class Visitor>
-  static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionWindow, self.window);
-  }
   bool operator==(const ReRopeMethod&) const = default;
 };
 
 // Leaky ReRoPE; window = L_train / 2, k such that the longest distance
 // L - 1 reads as L_train - 1 (k = 1, plain RoPE, when L <= L_train).
-struct LeakyReRopeMethod {
+struct LeakyReRopeMethod : WindowParameter {
   static constexpr std::string_view kName = "leaky-rerope";
   static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary = "Leaky ReRoPE: distances past the window grow by 1/k";
-  std::optional<std::int64_t> window;
   std::optional<double> k;
   template <class Self, class Visitor>
   static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionWindow, self.window);
+    WindowParameter::VisitFields(self, visit);
     visit(kExtensionK, self.k);
   }
   bool operator==(const LeakyReRopeMethod&) const = default;
 };
 
 // Sliding-window truncation; window = L_train keys.
-struct WindowMethod {
+struct WindowMethod : WindowParameter {
   static constexpr std::string_view kName = "window";
   static constexpr ExtensionKind kKind = ExtensionKind::kPositions;
   static constexpr std::string_view kSummary = "sliding window: each query sees the last `window` keys";
-  std::optional<std::int64_t> window;
-  template <class Self, class Visitor>
-  static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionWindow, self.window);
-  }
   bool operator==(const WindowMethod&) const = default;
 };
 
@@ -191,12 +183,11 @@ struct LambdaMethod {
 };
 
 // The parameters of both Self-Extends: the neighbour window and the group.
-struct SelfExtendParameters {
-  std::optional<std::int64_t> window;
+struct SelfExtendParameters : WindowParameter {
   std::optional<std::int64_t> group;
   template <class Self, class Visitor>
   static void VisitFields(Self& self, Visitor&& visit) {
-    visit(kExtensionWindow, self.window);
+    WindowParameter::VisitFields(self, visit);
     visit(kExtensionGroup, self.group);
   }
   bool operator==(const SelfExtendParameters&) const = default;
