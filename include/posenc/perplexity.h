@@ -77,6 +77,12 @@ using PerplexityProgress = std::function<void(std::int64_t done, std::int64_t to
 // window, at most max_windows; 0 when the text is shorter than one window.
 std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions& options);
 
+// The first row of window `window` whose logits EvaluatePerplexity computes
+// and scores (row i predicts window token i + 1): 0 for the first window and
+// for non-overlapping ones, context - stride - 1 for a later sliding one. The
+// window computes the logits of rows [first, context - 1).
+std::int64_t PerplexityFirstScoredRow(std::int64_t window, const PerplexityOptions& options);
+
 // Throws posenc::Error for context < 2, stride outside [1, context], a text
 // shorter than one window (naming the token count), values a forward pass
 // refuses (DecoderModel::Forward: NaN or infinite activations, logits past

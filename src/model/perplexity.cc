@@ -50,6 +50,12 @@ std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions&
   return options.max_windows > 0 ? std::min(windows, options.max_windows) : windows;
 }
 
+std::int64_t PerplexityFirstScoredRow(std::int64_t window, const PerplexityOptions& options) {
+  const std::int64_t text = TextTokensPerWindow(options);
+  const std::int64_t stride = options.stride == 0 ? text : options.stride;
+  return window == 0 || stride == text ? 0 : options.context - stride - 1;
+}
+
 PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const std::int32_t> tokens,
                                     const PerplexityOptions& options, const PerplexityProgress& progress) {
   const std::int64_t ctx = options.context, text = TextTokensPerWindow(options);
@@ -94,7 +100,7 @@ PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const s
     // nll[i - first] scores window token i + 1. A sliding window scores only
     // its last `stride` tokens (the earlier ones were scored before), and
     // computes no other row's logits.
-    const std::int64_t first = (w == 0 || stride == text) ? 0 : ctx - stride - 1;
+    const std::int64_t first = PerplexityFirstScoredRow(w, options);
     std::vector<double> nll;
     try {
       nll = options.pass == PerplexityPass::kDecode

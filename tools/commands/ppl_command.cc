@@ -52,7 +52,14 @@ void AnnounceWork(const DecoderModel& model, std::int64_t text_tokens, const Per
                  "tokens)\n",
                  method.c_str(), static_cast<long long>(options.context), static_cast<long long>(hp.context_length));
   }
-  const RunEstimate estimate = EstimateRun(static_cast<double>(windows) * model.ForwardFlops(options.context));
+  // A sliding window computes the logits of the rows it scores only.
+  double flops = 0;
+  for (const std::int64_t w : {std::int64_t{0}, std::int64_t{1}}) {
+    if (w >= windows) break;
+    const double count = w == 0 ? 1.0 : static_cast<double>(windows - 1);
+    flops += count * model.ForwardFlops(options.context, options.context - 1 - PerplexityFirstScoredRow(w, options));
+  }
+  const RunEstimate estimate = EstimateRun(flops);
   const std::int64_t scored = windows * options.context;
   std::fprintf(stderr, "ppl: %lld window(s) of %lld tokens (%lld of the text's %lld tokens), %s%s\n",
                static_cast<long long>(windows), static_cast<long long>(options.context), static_cast<long long>(scored),
