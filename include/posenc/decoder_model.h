@@ -108,6 +108,22 @@ using LayerProgress = std::function<void(std::int64_t done, std::int64_t total)>
 // tokens of the call, increasing) and rows.size() * vocab floats.
 using RowLogitsSink = std::function<void(std::span<const std::int64_t> rows, std::span<const float> logits)>;
 
+// What a cache does with the keys it keeps lowered when a later call lowers
+// keys differently (a method planned again for a longer sequence).
+enum class CachedKeys {
+  // Lowered again as the call lowers keys: one method over the whole
+  // sequence, as one forward pass computes (the default).
+  kRelowered,
+  // Each key keeps the rotation of the call that wrote it, as Hugging Face's
+  // cache keeps keys rotated when computed. With a method planned again
+  // every step for the length so far (dynamic NTK: its
+  // _dynamic_frequency_update), a step's query and its cached keys then
+  // disagree about the frequencies (transformers#25104, vllm#3488). Only
+  // rotations are kept so (NoPE, plain and frequency-scaled RoPE), and once
+  // the kept keys differ from a call's lowering, a call takes one token.
+  kAsWritten,
+};
+
 // The decoding state of one sequence: every layer's keys (before RoPE, so
 // any positional method can rotate them at the positions it needs) and
 // values for the tokens run so far, at positions 0..tokens()-1. Made empty
@@ -132,6 +148,7 @@ class DecoderCache {
   ~DecoderCache();
 
   std::int64_t tokens() const { return tokens_; }
+  CachedKeys cached_keys() const { return cached_keys_; }
   // Forgets tokens [tokens, this->tokens()): a rewind, e.g. after scoring
   // an answer by teacher forcing and before generating from the prompt.
   // Throws posenc::Error (and changes nothing) for a rewind past what a
@@ -146,6 +163,7 @@ class DecoderCache {
   // rule above) at the end of an Extend: one that throws leaves the cache as
   // it was.
   void ForgetPastWindow();
+  CachedKeys cached_keys_ = CachedKeys::kRelowered;
   std::int64_t kv_dim_ = 0;  // kv_heads * head_dim floats per token and layer
   std::int64_t tokens_ = 0;
   // [layer][token * kv_dim] from the layer's first kept token; a single
@@ -206,7 +224,7 @@ class DecoderModel {
                const LayerProgress& progress = {}) const;
 
   // An empty decoding cache for this model.
-  DecoderCache NewCache() const;
+  DecoderCache NewCache(CachedKeys cached_keys = CachedKeys::kRelowered) const;
 
   // Runs `tokens` after the cache's tokens (at positions cache.tokens()
   // onwards) and appends their keys and values to the cache: prefill with
@@ -215,10 +233,12 @@ class DecoderModel {
   // last row to generate, or an answer's rows to score it) to `sink` — no
   // other row's logits are computed. The results equal a Forward of all the
   // cache's tokens and these to float tolerance, for any attention options
-  // (the same options at every call: plan a method for the final length).
+  // (the same options at every call: plan a method for the final length),
+  // unless the cache keeps its keys as written (CachedKeys::kAsWritten).
   // Throws posenc::Error (bad tokens or rows, a cache too large for this
-  // machine) before changing the cache; one for values out of range (see
-  // Forward) leaves the cache as it was.
+  // machine, a call the cache's CachedKeys rule refuses) before changing the
+  // cache; one for values out of range (see Forward) leaves the cache as it
+  // was.
   void Extend(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
               std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
               const LayerProgress& progress = {}) const;
@@ -269,6 +289,10 @@ class DecoderModel {
 
  private:
   explicit DecoderModel(std::unique_ptr<Weights> weights);
+  // Extend's check of a call on a cache keeping its keys as written: throws
+  // for keys that are not rotations and for several tokens after kept keys
+  // rotated otherwise than this call rotates.
+  void RequireKeptAsWritten(const DecoderCache& cache, std::int64_t n, const AttentionOptions& attention) const;
   // Extend after the checks, with the cache already grown to hold `tokens`.
   void ExtendCached(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                     std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,

@@ -45,6 +45,13 @@ struct PerplexityOptions {
   // How many windows at most (0: every whole window of the text).
   std::int64_t max_windows = 0;
   PerplexityPass pass = PerplexityPass::kPrefill;
+  // kAsWritten (the decode pass only): each step plans the method again for
+  // the window's tokens so far (length i + 1 at window position i) and the
+  // cache keeps every key as that step rotated it (CachedKeys), as Hugging
+  // Face's generation runs a dynamic method (dynamic NTK's inv_freq
+  // recomputed every step, the cached keys left as they were). The default
+  // plans once for the window's length.
+  CachedKeys cached_keys = CachedKeys::kRelowered;
   // The model's BOS, put at position 0 of every window; none: windows are
   // the text's tokens alone.
   std::optional<std::int32_t> bos;
@@ -83,7 +90,8 @@ std::int64_t PerplexityWindowCount(std::int64_t tokens, const PerplexityOptions&
 // window computes the logits of rows [first, context - 1).
 std::int64_t PerplexityFirstScoredRow(std::int64_t window, const PerplexityOptions& options);
 
-// Throws posenc::Error for context < 2, stride outside [1, context], a text
+// Throws posenc::Error for cached_keys = kAsWritten without the decode pass,
+// context < 2, stride outside [1, context], a text
 // shorter than one window (naming the token count), values a forward pass
 // refuses (DecoderModel::Forward: NaN or infinite activations, logits past
 // 2^16; naming the position, the window and where it starts in the text), or

@@ -311,7 +311,8 @@ class DecoderModel:
 
 
 def perplexity(model: DecoderModel, tokens: Any, context: int = 512, stride: Optional[int] = None,
-               method: str = "none", max_windows: int = 0, bos: Optional[int] = None) -> Dict[str, Any]:
+               method: str = "none", max_windows: int = 0, bos: Optional[int] = None, decode: bool = False,
+               keys_as_written: bool = False) -> Dict[str, Any]:
     """Perplexity of ``model`` over a token stream, in windows of ``context`` tokens.
 
     Windows start every ``stride`` tokens (default ``context``:
@@ -332,13 +333,22 @@ def perplexity(model: DecoderModel, tokens: Any, context: int = 512, stride: Opt
             when its tokenizer adds one, ``BpeTokenizer.add_bos``: Gemma);
             each window is then BOS and ``context - 1`` text tokens, all of
             them scored, and ``stride`` is at most ``context - 1``.
+        decode: run each window token by token through the cache, as
+            generation does (``posenc ppl --decode``), instead of one
+            forward pass.
+        keys_as_written: with ``decode``, plan the method again at every
+            step for the tokens so far and keep each cached key as its step
+            rotated it: Hugging Face's generation under a dynamic method
+            (dynamic NTK's stale keys, transformers#25104).
 
     Returns:
         dict with ``ppl``, ``mean_nll`` (natural log), ``scored`` (tokens
         scored), ``processed`` (tokens run through the model), ``windows``,
-        ``seconds``, ``tokens_per_s`` (processed / seconds) and ``method``
+        ``seconds``, ``tokens_per_s`` (processed / seconds), ``method``
         (the text form with every default filled in, e.g.
-        ``"yarn:factor=2"`` for ``"yarn"`` at twice the training length).
+        ``"yarn:factor=2"`` for ``"yarn"`` at twice the training length) and
+        ``position_nll`` (float64 [context - 1]: entry i the mean loss of
+        window position i + 1 over the windows that scored it).
     """
     if not isinstance(model, DecoderModel):
         raise ValueError(f"[perplexity] model = {type(model).__name__}: must be a posenc.DecoderModel")
@@ -349,7 +359,7 @@ def perplexity(model: DecoderModel, tokens: Any, context: int = 512, stride: Opt
     bos_value = None if bos is None else _index("bos", bos, "perplexity")
     return _posenc.perplexity(model._model, ids, _index("context", context, "perplexity"), stride_value,
                               _method(method, "perplexity"), _index("max_windows", max_windows, "perplexity"),
-                              bos_value)
+                              bos_value, bool(decode), bool(keys_as_written))
 
 def extension_attention(method: str, spec: Any, *, train_length: int, target_length: int) -> Dict[str, Any]:
     """What a context-extension method is as :func:`posenc.attention`'s

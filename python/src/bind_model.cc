@@ -121,7 +121,8 @@ py::array_t<double> NextTokenNll(const DecoderModel& model, const TokenArray& to
 }
 
 py::dict Perplexity(const DecoderModel& model, const TokenArray& tokens, std::int64_t context, std::int64_t stride,
-                    const std::string& method, std::int64_t max_windows, std::optional<std::int32_t> bos) {
+                    const std::string& method, std::int64_t max_windows, std::optional<std::int32_t> bos, bool decode,
+                    bool keys_as_written) {
   const auto ids = TokenSpan(tokens);
   Require(max_windows >= 0, "perplexity", "max_windows", max_windows, "must be >= 0 (0: every whole window)");
   PerplexityOptions options;
@@ -130,6 +131,8 @@ py::dict Perplexity(const DecoderModel& model, const TokenArray& tokens, std::in
   options.extension = ParseContextExtension(method);
   options.max_windows = max_windows;
   options.bos = bos;
+  options.pass = decode ? PerplexityPass::kDecode : PerplexityPass::kPrefill;
+  options.cached_keys = keys_as_written ? CachedKeys::kAsWritten : CachedKeys::kRelowered;
   PerplexityResult r;
   {
     py::gil_scoped_release release;
@@ -144,6 +147,9 @@ py::dict Perplexity(const DecoderModel& model, const TokenArray& tokens, std::in
   d["seconds"] = r.seconds;
   d["tokens_per_s"] = r.tokens_per_s;
   d["method"] = FormatContextExtension(r.method);
+  py::array_t<double> position_nll(static_cast<py::ssize_t>(r.position_nll.size()));
+  std::copy(r.position_nll.begin(), r.position_nll.end(), position_nll.mutable_data());
+  d["position_nll"] = position_nll;
   return d;
 }
 
@@ -288,9 +294,9 @@ void BindModel(py::module_& m) {
            "prompt_tokens, method).");
 
   m.def("perplexity", &Perplexity, py::arg("model"), py::arg("tokens"), py::arg("context"), py::arg("stride"),
-        py::arg("method"), py::arg("max_windows"), py::arg("bos"),
+        py::arg("method"), py::arg("max_windows"), py::arg("bos"), py::arg("decode"), py::arg("keys_as_written"),
         "posenc::EvaluatePerplexity as a dict (ppl, mean_nll, scored, processed, windows, seconds, "
-        "tokens_per_s, method).");
+        "tokens_per_s, method, position_nll).");
 
   m.def(
       "plan_context_extension",

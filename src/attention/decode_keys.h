@@ -60,6 +60,8 @@ class DecodeKeys {
   // Bytes held (the capacity).
   double Bytes() const;
 
+  // How the kept keys were lowered (Reset's options).
+  const PositionEncoding& encoding() const { return encoding_; }
   std::int64_t kv_heads() const { return kv_heads_; }
   std::int64_t head_dim() const { return head_dim_; }
   std::int64_t v_dim() const { return v_dim_; }

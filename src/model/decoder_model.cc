@@ -192,9 +192,10 @@ double DecoderCache::Bytes() const {
   return bytes;
 }
 
-DecoderCache DecoderModel::NewCache() const {
+DecoderCache DecoderModel::NewCache(CachedKeys cached_keys) const {
   const DecoderHyperparams& hp = hparams();
   DecoderCache cache;
+  cache.cached_keys_ = cached_keys;
   cache.kv_dim_ = hp.head_count_kv * hp.head_dim;
   cache.keys_.resize(static_cast<std::size_t>(hp.block_count));
   cache.values_.resize(static_cast<std::size_t>(hp.block_count));
@@ -207,14 +208,29 @@ DecoderCache DecoderModel::NewCache() const {
 
 namespace {
 
+// Whether a cache keeping its keys as written keeps these ones rather than
+// lowering them again: every one of the cache's tokens there, rotations
+// (NoPE or RoPE) both, of the same shapes.
+bool KeepsAsWritten(const detail::DecodeKeys& kept, std::int64_t first, std::int64_t start, std::int64_t kv_heads,
+                    std::int64_t head_dim, const AttentionOptions& attention) {
+  const auto rotation = [](const PositionEncoding& e) {
+    return std::holds_alternative<RopeEncoding>(e) || std::holds_alternative<NoPositionEncoding>(e);
+  };
+  return kept.first() == first && kept.tokens() == start && kept.kept() > 0 && kept.kv_heads() == kv_heads &&
+         kept.head_dim() == head_dim && rotation(kept.encoding()) && rotation(attention.encoding);
+}
+
 // Brings a layer's lowered keys up to the cache's tokens [first, start)
 // (keys and values [start - first, kv_dim] before RoPE), lowered as
-// `attention` lowers them: kept as they are when they already are, else
-// lowered again.
+// `attention` lowers them: kept as they are when they already are (or, with
+// CachedKeys::kAsWritten, when KeepsAsWritten), else lowered again.
 void SyncLoweredKeys(detail::DecodeKeys& kept, const std::vector<float>& keys, const std::vector<float>& values,
                      std::int64_t first, std::int64_t start, std::int64_t kv_heads, std::int64_t head_dim,
-                     const AttentionOptions& attention) {
+                     const AttentionOptions& attention, CachedKeys cached_keys) {
   if (kept.LoweredAs(attention, kv_heads, head_dim, head_dim) && kept.first() == first && kept.tokens() == start) {
+    return;
+  }
+  if (cached_keys == CachedKeys::kAsWritten && KeepsAsWritten(kept, first, start, kv_heads, head_dim, attention)) {
     return;
   }
   kept.Reset(attention, kv_heads, head_dim, head_dim, first);
@@ -238,6 +254,31 @@ void DecoderCache::ForgetPastWindow() {
   }
 }
 
+void DecoderModel::RequireKeptAsWritten(const DecoderCache& cache, std::int64_t n,
+                                        const AttentionOptions& attention) const {
+  const DecoderHyperparams& hp = hparams();
+  for (std::int64_t l = 0; l < hp.block_count; ++l) {
+    const AttentionOptions& layer_attention = LayerAttention(attention, l);
+    if (!detail::DecodeKeys::Supports(layer_attention)) continue;  // nothing kept lowered
+    const detail::DecodeKeys& kept = cache.lowered_->layers[static_cast<std::size_t>(l)];
+    const auto at = static_cast<std::size_t>(l);
+    if (kept.kept() == 0 || kept.first() != cache.first_[at] || kept.tokens() != cache.tokens_ ||
+        kept.LoweredAs(layer_attention, hp.head_count_kv, hp.head_dim, hp.head_dim)) {
+      continue;  // lowered as this call lowers them, or lowered afresh
+    }
+    Require(KeepsAsWritten(kept, cache.first_[at], cache.tokens_, hp.head_count_kv, hp.head_dim, layer_attention), kOp,
+            "cached_keys", Verbatim{"as-written"},
+            "keeps rotations only (NoPE and RoPE, plain or frequency-scaled), not the keys of a position method "
+            "(ReRoPE, Leaky ReRoPE, Self-Extend) that the kept keys or this call's have at layer " +
+                std::to_string(l));
+    Require(n == 1, kOp, "tokens", n,
+            "must be 1: the keys this cache kept as written (CachedKeys::kAsWritten) are rotated otherwise than "
+            "this call rotates, and several new tokens would see each other's keys at this call's rotation, not "
+            "as written (layer " +
+                std::to_string(l) + ")");
+  }
+}
+
 void DecoderModel::Extend(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                           std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
                           const LayerProgress& progress) const {
@@ -256,6 +297,7 @@ void DecoderModel::Extend(DecoderCache& cache, std::span<const std::int32_t> tok
   Require(cache.kv_dim_ == kv_dim &&
               (cache.keys_.size() == 1 || static_cast<std::int64_t>(cache.keys_.size()) == hp.block_count),
           kOp, "cache", Verbatim{"of another model"}, "must come from this model's NewCache");
+  if (cache.cached_keys_ == CachedKeys::kAsWritten) RequireKeptAsWritten(cache, n, attention);
   // Keys and values before RoPE, and (kept lowered) up to two lowered keys
   // and the values again; a local layer holds what it kept and the new
   // tokens until its attention has run.
@@ -344,7 +386,7 @@ void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_
     in.k_positions = TokenPositions::Offset(first);
     if (keep_lowered) {
       detail::DecodeKeys& lowered = cache.lowered_->layers[l];
-      SyncLoweredKeys(lowered, keys, values, first, start, hp.head_count_kv, hd, layer_attention);
+      SyncLoweredKeys(lowered, keys, values, first, start, hp.head_count_kv, hd, layer_attention, cache.cached_keys_);
       // The new tokens alone: their queries and keys lowered (and checked).
       AttentionInputs fresh = in;
       fresh.k = ConstTensorView::Contiguous(keys.data() + kept * kv_dim, DType::kF32, {1, n, hp.head_count_kv, hd});

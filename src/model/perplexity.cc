@@ -14,18 +14,23 @@ constexpr const char* kOp = "perplexity";
 
 // NextTokenNll(window, first)'s values computed token by token through a
 // cache: step i feeds window[i] and, from step `first` on, scores
-// window[i + 1] (the steps before compute no logits). progress(done, total)
+// window[i + 1] (the steps before compute no logits), under `plan`'s
+// attention, or (CachedKeys::kAsWritten) under the method planned for i + 1
+// tokens, the cache keeping its keys as written. progress(done, total)
 // counts steps.
 std::vector<double> DecodedNextTokenNll(const DecoderModel& model, std::span<const std::int32_t> window,
-                                        std::int64_t first, const AttentionOptions& attention,
+                                        std::int64_t first, const PerplexityOptions& options, const ExtensionPlan& plan,
                                         const LayerProgress& progress) {
   const auto n = static_cast<std::int64_t>(window.size());
   const std::int64_t vocab = model.hparams().vocab_size;
   std::vector<double> nll(static_cast<std::size_t>(n - 1 - first));
-  DecoderCache cache = model.NewCache();
+  const bool each_step = options.cached_keys == CachedKeys::kAsWritten;
+  DecoderCache cache = model.NewCache(options.cached_keys);
   const std::int64_t row = 0;
   for (std::int64_t i = 0; i + 1 < n; ++i) {
     const bool scored = i >= first;
+    const AttentionOptions attention =
+        each_step ? PlanModelExtension(options.extension, model.hparams(), i + 1).attention : plan.attention;
     model.Extend(cache, window.subspan(i, 1), attention, scored ? std::span(&row, 1) : std::span<const std::int64_t>{},
                  [&](std::span<const std::int64_t>, std::span<const float> logits) {
                    const std::int32_t target = window[i + 1];
@@ -62,6 +67,10 @@ PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const s
   const std::int64_t stride = options.stride == 0 ? text : options.stride;
   const auto n = static_cast<std::int64_t>(tokens.size());
   Require(ctx >= 2, kOp, "context", ctx, "must be >= 2 (a window predicts its tokens after the first)");
+  Require(options.cached_keys == CachedKeys::kRelowered || options.pass == PerplexityPass::kDecode, kOp, "cached_keys",
+          Verbatim{"as-written"},
+          "needs the decode pass (a forward pass has no cache: every key is rotated as the window's method rotates "
+          "it)");
   Require(stride >= 1 && stride <= text, kOp, "stride", stride,
           "must be in [1, " + std::string(options.bos ? "context - 1 = " : "context = ") + std::to_string(text) +
               "] (the text's tokens in a window" + (options.bos ? ", after BOS)" : ")"));
@@ -104,7 +113,7 @@ PerplexityResult EvaluatePerplexity(const DecoderModel& model, std::span<const s
     std::vector<double> nll;
     try {
       nll = options.pass == PerplexityPass::kDecode
-                ? DecodedNextTokenNll(model, window, first, plan.attention, window_progress)
+                ? DecodedNextTokenNll(model, window, first, options, plan, window_progress)
                 : model.NextTokenNll(window, first, plan.attention, window_progress);
     } catch (const Error& e) {
       throw Error(std::string(e.what()) + " (window " + std::to_string(w) + ", from token " +

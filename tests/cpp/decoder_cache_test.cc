@@ -151,3 +151,77 @@ TEST(DecoderModel, ExtendScoresChosenRowsAndTruncateRewinds) {
 
 }  // namespace
 }  // namespace posenc
+
+namespace posenc {
+namespace {
+
+using testing::ExpectError;
+using testing::RandomModel;
+using testing::RandomTokens;
+
+// The logits of one token a step through a cache keeping `cached_keys`, the
+// method planned again at every step for the tokens so far (i + 1).
+std::vector<float> StepEachPlanned(const DecoderModel& model, std::span<const std::int32_t> tokens,
+                                   const std::string& method, CachedKeys cached_keys) {
+  const std::int64_t vocab = model.hparams().vocab_size;
+  std::vector<float> logits;
+  DecoderCache cache = model.NewCache(cached_keys);
+  const std::int64_t row = 0;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const auto length = static_cast<std::int64_t>(i) + 1;
+    const AttentionOptions attention =
+        PlanModelExtension(ParseContextExtension(method), model.hparams(), length).attention;
+    model.Extend(cache, tokens.subspan(i, 1), attention, std::span(&row, 1),
+                 [&](std::span<const std::int64_t>, std::span<const float> l) {
+                   logits.insert(logits.end(), l.begin(), l.begin() + vocab);
+                 });
+  }
+  return logits;
+}
+
+// Keys kept as written change nothing while a method lowers keys the same
+// way at every step (plain RoPE; dynamic NTK up to the training length),
+// bitwise; past it (dynamic NTK's base grows every step) the cached keys keep
+// their older bases and the logits differ. Hugging Face is the outside
+// oracle: tests/python/test_dynamic_ntk_cache.py.
+TEST(DecoderCache, KeysKeptAsWrittenDifferOnlyWhereTheRotationChanges) {
+  const RandomModel tiny;  // trained on 32 tokens
+  const auto tokens = RandomTokens(48, 29);
+  const std::int64_t vocab = tiny.model.hparams().vocab_size;
+  EXPECT_EQ(StepEachPlanned(tiny.model, tokens, "none", CachedKeys::kAsWritten),
+            StepEachPlanned(tiny.model, tokens, "none", CachedKeys::kRelowered));
+  const auto written = StepEachPlanned(tiny.model, tokens, "dynamic-ntk", CachedKeys::kAsWritten);
+  const auto relowered = StepEachPlanned(tiny.model, tokens, "dynamic-ntk", CachedKeys::kRelowered);
+  EXPECT_TRUE(std::equal(written.begin(), written.begin() + 32 * vocab, relowered.begin()));
+  double far = 0;
+  for (std::size_t i = 33 * vocab; i < written.size(); ++i)
+    far = std::max(far, double{std::abs(written[i] - relowered[i])});
+  EXPECT_GT(far, 1e-3);
+}
+
+// What a cache keeping its keys as written refuses, before changing it:
+// several tokens after keys rotated otherwise, and a position method's keys.
+TEST(DecoderCache, KeysKeptAsWrittenRefuseWhatTheyCannotKeep) {
+  const RandomModel tiny;
+  const auto& hp = tiny.model.hparams();
+  const auto tokens = RandomTokens(40, 31);
+  const auto plan = [&](const char* method, std::int64_t length) {
+    return PlanModelExtension(ParseContextExtension(method), hp, length).attention;
+  };
+  DecoderCache cache = tiny.model.NewCache(CachedKeys::kAsWritten);
+  EXPECT_EQ(cache.cached_keys(), CachedKeys::kAsWritten);
+  const auto ignore = [](std::span<const std::int64_t>, std::span<const float>) {};
+  tiny.model.Extend(cache, std::span(tokens).first(36), plan("dynamic-ntk", 36), {}, ignore);
+  ExpectError([&] { tiny.model.Extend(cache, std::span(tokens).subspan(36, 2), plan("dynamic-ntk", 38), {}, ignore); },
+              {"tokens = 2: must be 1", "rotated otherwise than this call rotates"});
+  ExpectError(
+      [&] { tiny.model.Extend(cache, std::span(tokens).subspan(36, 1), plan("rerope:window=8", 37), {}, ignore); },
+      {"cached_keys = as-written: keeps rotations only", "ReRoPE"});
+  EXPECT_EQ(cache.tokens(), 36);
+  tiny.model.Extend(cache, std::span(tokens).subspan(36, 1), plan("dynamic-ntk", 37), {}, ignore);
+  tiny.model.Extend(cache, std::span(tokens).subspan(37, 1), plan("dynamic-ntk", 38), {}, ignore);
+  EXPECT_EQ(cache.tokens(), 38);
+}
+
+}  // namespace
+}  // namespace posenc

@@ -126,6 +126,34 @@ TEST(Perplexity, DecodePassMatchesTheForwardPass) {
   }
 }
 
+// Keys kept as written (each step's method planned for the tokens so far):
+// the decode pass of a method that lowers keys the same way at every step is
+// unchanged; dynamic NTK past the training length is not. Without the decode
+// pass it is an error. Hugging Face is the outside oracle
+// (tests/python/test_dynamic_ntk_cache.py).
+TEST(Perplexity, KeysKeptAsWrittenNeedTheDecodePassAndChangeOnlyWhatIsReplanned) {
+  const Fixture f;
+  PerplexityOptions options;
+  options.context = 45;  // past the tiny model's training length of 32
+  options.max_windows = 1;
+  options.pass = PerplexityPass::kDecode;
+  const PerplexityResult plain = EvaluatePerplexity(f.model, f.tokens, options);
+  options.cached_keys = CachedKeys::kAsWritten;
+  EXPECT_EQ(EvaluatePerplexity(f.model, f.tokens, options).position_nll, plain.position_nll);
+  options.extension = ParseContextExtension("dynamic-ntk");
+  const PerplexityResult written = EvaluatePerplexity(f.model, f.tokens, options);
+  options.cached_keys = CachedKeys::kRelowered;
+  const PerplexityResult one_base = EvaluatePerplexity(f.model, f.tokens, options);
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(written.position_nll[i], plain.position_nll[i], 1e-9) << i;
+  double far = 0;
+  for (int i = 32; i < 44; ++i) far = std::max(far, std::abs(written.position_nll[i] - one_base.position_nll[i]));
+  EXPECT_GT(far, 1e-4);
+  options.cached_keys = CachedKeys::kAsWritten;
+  options.pass = PerplexityPass::kPrefill;
+  ExpectError([&] { EvaluatePerplexity(f.model, f.tokens, options); },
+              {"cached_keys = as-written: needs the decode pass"});
+}
+
 TEST(Perplexity, MethodIsPlannedForTheWindowLength) {
   const Fixture f;
   PerplexityOptions options;

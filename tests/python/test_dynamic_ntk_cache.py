@@ -80,3 +80,43 @@ def test_hf_cached_steps_recompute_the_frequencies(gguf):
         base = m.dynamic_base(theta, 2.0, t + 1, 32, dim)
         np.testing.assert_allclose(rotary.inv_freq.double().numpy(), 1.0 / base ** (np.arange(0, dim, 2) / dim),
                                    rtol=1e-6)
+
+
+def test_posenc_keys_as_written_is_hugging_face_cached(gguf):
+    """posenc's decode pass with the keys kept as written (posenc ppl --decode
+    --keys-as-written) against Hugging Face's own: the dynamic NTK model fed a
+    token at a time through a DynamicCache, its rotary embedding recomputing
+    inv_freq every step and the cached keys left as they were. And the
+    default (every key at the window's one base) against HF at that base."""
+    m = script()
+    ids = np.random.default_rng(2).integers(0, VOCAB, 64)
+    hf_dynamic = posenc.hf.from_gguf(gguf, max_position_embeddings=32,
+                                     rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    hf_dynamic.config._attn_implementation = "eager"
+    hf_cached = m.chunked_nll(hf_dynamic, ids, DynamicCache(), 0, 63, 1)
+    theta, dim = float(hf_dynamic.config.rope_theta), int(hf_dynamic.config.head_dim)
+    hf_one_base = posenc.hf.from_gguf(gguf, rope_theta=m.dynamic_base(theta, 2.0, 64, 32, dim))
+    hf_one_base.config._attn_implementation = "eager"
+    hf_consistent = m.chunked_nll(hf_one_base, ids, DynamicCache(), 0, 63, 16)
+
+    model = posenc.DecoderModel(gguf)
+    as_written = posenc.perplexity(model, ids, context=64, method="dynamic-ntk:factor=2", decode=True,
+                                   keys_as_written=True)["position_nll"]
+    consistent = posenc.perplexity(model, ids, context=64, method="dynamic-ntk:factor=2",
+                                   decode=True)["position_nll"]
+    np.testing.assert_allclose(as_written, hf_cached, atol=2e-4, rtol=0)
+    np.testing.assert_allclose(consistent, hf_consistent, atol=2e-4, rtol=0)
+    # Up to L tokens the steps are plain RoPE; past it the stale keys change
+    # the loss (by more than the tolerance, so that the comparisons above can
+    # fail).
+    plain = posenc.perplexity(model, ids, context=64, method="none")["position_nll"]
+    np.testing.assert_allclose(as_written[:32], plain[:32], atol=1e-5, rtol=0)
+    assert np.max(np.abs(as_written[32:] - plain[32:])) > 1e-2
+    assert np.max(np.abs(hf_cached[32:] - hf_consistent[32:])) > 1e-2
+
+
+def test_keys_as_written_needs_the_decode_pass(gguf):
+    model = posenc.DecoderModel(gguf)
+    ids = np.random.default_rng(3).integers(0, VOCAB, 40)
+    with pytest.raises(ValueError, match=r"cached_keys = as-written: needs the decode pass"):
+        posenc.perplexity(model, ids, context=40, method="dynamic-ntk", keys_as_written=True)

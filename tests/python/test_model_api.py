@@ -23,7 +23,7 @@ import torch
 import posenc
 from random_llama_gguf import BLOCKS, CONTEXT, D, FFN, HEAD_DIM, HEADS, KV_HEADS, VOCAB, write_random_llama
 
-KEYS = {"ppl", "mean_nll", "scored", "processed", "windows", "seconds", "tokens_per_s", "method"}
+KEYS = {"ppl", "mean_nll", "scored", "processed", "windows", "seconds", "tokens_per_s", "method", "position_nll"}
 
 
 @pytest.fixture(scope="module")
@@ -287,6 +287,7 @@ def test_perplexity_non_overlapping(model):
     assert r["ppl"] == pytest.approx(math.exp(r["mean_nll"]), rel=1e-12)
     assert r["seconds"] > 0 and r["tokens_per_s"] == pytest.approx(r["processed"] / r["seconds"], rel=1e-9)
     assert r["method"] == "none"
+    np.testing.assert_allclose(r["position_nll"], expected.reshape(3, 31).mean(axis=0), rtol=1e-12, atol=0)
 
     two = posenc.perplexity(model, ids, context=32, max_windows=2)
     assert (two["windows"], two["scored"], two["processed"]) == (2, 62, 64)

@@ -1,5 +1,5 @@
 // posenc ppl [--model FILE.gguf] [--text FILE] --ctx N [--stride S]
-//            [--method NAME[:k=v,...]] [--max-windows W] [--decode]
+//            [--method NAME[:k=v,...]] [--max-windows W] [--decode [--keys-as-written]]
 //            [--weights stored|f32] [--activations f32|int8] [--threads T] [--json]
 //
 // Perplexity of a GGUF model (Llama family or Gemma 3) over a text in windows of N tokens
@@ -32,6 +32,7 @@ struct PplOptions {
   std::string method = "none";
   std::int64_t max_windows = 0;
   bool decode = false;
+  bool keys_as_written = false;
   int threads = 0;
   bool json = false;
 };
@@ -75,6 +76,7 @@ void Run(const PplOptions& o) {
   options.extension = ParseContextExtension(o.method);  // bad methods fail before the model loads
   options.max_windows = o.max_windows;
   options.pass = o.decode ? PerplexityPass::kDecode : PerplexityPass::kPrefill;
+  options.cached_keys = o.keys_as_written ? CachedKeys::kAsWritten : CachedKeys::kRelowered;
 
   const LoadedModel loaded = LoadModel(o.model, o.weights);
   // A model trained with BOS first (Gemma) has it at the start of every window.
@@ -102,6 +104,7 @@ void Run(const PplOptions& o) {
                                {"pass", o.decode ? "decode" : "prefill"},
                                {"weights", o.weights.storage == WeightStorage::kFloat32 ? "f32" : "stored"},
                                {"activations", o.weights.activations == DotActivations::kInt8 ? "int8" : "f32"},
+                               {"cached_keys", o.keys_as_written ? "as-written" : "relowered"},
                                {"train_length", loaded.model.hparams().context_length},
                                {"text_tokens", tokens.size()},
                                {"threads", NumThreads()},
@@ -137,6 +140,11 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_flag("--decode", o->decode,
                 "Run each window token by token through the cache (as generation does: the decode kernels and "
                 "--activations int8 are what is scored) instead of one forward pass");
+  ppl->add_flag("--keys-as-written", o->keys_as_written,
+                "With --decode: plan the method again every step for the tokens so far, the cache keeping each key "
+                "as its step rotated it (Hugging Face's generation under a dynamic method: dynamic NTK's stale "
+                "keys)")
+      ->needs("--decode");
   ppl->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   ppl->add_flag("--json", o->json, "Print one JSON object");
   ppl->callback([o] {
