@@ -22,13 +22,12 @@ using testing::RandomTokens;
 using testing::RelativeDifference;
 using testing::TinyGemma3;
 
-// A prompt's prefill (generation's Prefill: the last row's logits only, no
-// other row's computed) gives bitwise the last row of a perplexity pass
-// (every row's logits), for the Llama and the Gemma 3 (its own output matrix
-// or the tied embedding), weights as float32 or kept quantized, either
-// decode activations. Before, one chosen row took the decode kernel (the
-// weights dequantized in registers, or x rounded to int8), which differs.
-TEST(DecoderModel, PromptPrefillLogitsAreBitwiseTheLastRowOfEveryRow) {
+// Calls body(model) for the tiny models whose output products take every
+// kernel: the Llama and the Gemma 3 (its own output matrix or the tied
+// embedding), weights as float32 or kept quantized, either decode
+// activations.
+template <class Body>
+void ForEachOutputKernel(const Body& body) {
   for (const char* architecture : {"llama", "gemma3"}) {
     for (const GgmlType type : {GgmlType::kF32, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
       for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
@@ -38,48 +37,47 @@ TEST(DecoderModel, PromptPrefillLogitsAreBitwiseTheLastRowOfEveryRow) {
         RandomLlamaOptions options = type == GgmlType::kF32 ? TinyGemma3() : QuantizedLlama(type);
         options.architecture = architecture;
         if (options.architecture == "gemma3") options.blocks = 7;  // local and global layers
-        const RandomModel tiny(options, WeightStorage::kAsStored, activations);
-        for (const std::int64_t n : {2, 5, 40}) {
-          const auto tokens = RandomTokens(n, 19);
-          const AttentionOptions attention = tiny.model.DefaultAttention();
-          const std::vector<float> every = tiny.model.Logits(tokens, attention);
-          DecoderCache cache = tiny.model.NewCache();
-          const std::vector<float> last = Prefill(tiny.model, cache, tokens, attention);
-          const std::int64_t vocab = tiny.model.hparams().vocab_size;
-          ASSERT_EQ(static_cast<std::int64_t>(last.size()), vocab);
-          EXPECT_TRUE(std::equal(last.begin(), last.end(), every.end() - vocab)) << n << " tokens";
-        }
+        body(RandomModel(options, WeightStorage::kAsStored, activations));
       }
     }
   }
 }
 
+// A prompt's prefill (generation's Prefill: the last row's logits only, no
+// other row's computed) gives bitwise the last row of a perplexity pass
+// (every row's logits) for each output kernel. Before, one chosen row took
+// the decode kernel (the weights dequantized in registers, or x rounded to
+// int8), which differs.
+TEST(DecoderModel, PromptPrefillLogitsAreBitwiseTheLastRowOfEveryRow) {
+  ForEachOutputKernel([](const RandomModel& tiny) {
+    for (const std::int64_t n : {2, 5, 40}) {
+      const auto tokens = RandomTokens(n, 19);
+      const AttentionOptions attention = tiny.model.DefaultAttention();
+      const std::vector<float> every = tiny.model.Logits(tokens, attention);
+      DecoderCache cache = tiny.model.NewCache();
+      const std::vector<float> last = Prefill(tiny.model, cache, tokens, attention);
+      const std::int64_t vocab = tiny.model.hparams().vocab_size;
+      ASSERT_EQ(static_cast<std::int64_t>(last.size()), vocab);
+      EXPECT_TRUE(std::equal(last.begin(), last.end(), every.end() - vocab)) << n << " tokens";
+    }
+  });
+}
+
 // A sliding perplexity window's losses (NextTokenNll from row `first`: no
 // earlier row's logits computed, the rows in other blocks of the output
-// product) are bitwise the tail of every row's, in the configurations above.
+// product) are bitwise the tail of every row's, for each output kernel.
 TEST(DecoderModel, ScoredRowsLossesAreBitwiseTheTailOfEveryRow) {
-  for (const char* architecture : {"llama", "gemma3"}) {
-    for (const GgmlType type : {GgmlType::kF32, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
-      for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
-        if (type == GgmlType::kF32 && activations == DotActivations::kInt8) continue;  // no integer product
-        SCOPED_TRACE(std::string(architecture) + ", " + std::string(TraitsOf(type).name) +
-                     (activations == DotActivations::kInt8 ? ", int8" : ", f32"));
-        RandomLlamaOptions options = type == GgmlType::kF32 ? TinyGemma3() : QuantizedLlama(type);
-        options.architecture = architecture;
-        if (options.architecture == "gemma3") options.blocks = 7;
-        const RandomModel tiny(options, WeightStorage::kAsStored, activations);
-        const auto tokens = RandomTokens(150, 23);  // > 64 rows: several blocks of logits
-        const AttentionOptions attention = tiny.model.DefaultAttention();
-        const std::vector<double> every = tiny.model.NextTokenNll(tokens, attention);
-        ASSERT_EQ(every.size(), 149U);
-        for (const std::int64_t first : {0, 1, 70, 148}) {
-          const std::vector<double> tail = tiny.model.NextTokenNll(tokens, first, attention);
-          ASSERT_EQ(static_cast<std::int64_t>(tail.size()), 149 - first);
-          EXPECT_TRUE(std::equal(tail.begin(), tail.end(), every.begin() + first)) << "from row " << first;
-        }
-      }
+  ForEachOutputKernel([](const RandomModel& tiny) {
+    const auto tokens = RandomTokens(150, 23);  // > 64 rows: several blocks of logits
+    const AttentionOptions attention = tiny.model.DefaultAttention();
+    const std::vector<double> every = tiny.model.NextTokenNll(tokens, attention);
+    ASSERT_EQ(every.size(), 149U);
+    for (const std::int64_t first : {0, 1, 70, 148}) {
+      const std::vector<double> tail = tiny.model.NextTokenNll(tokens, first, attention);
+      ASSERT_EQ(static_cast<std::int64_t>(tail.size()), 149 - first);
+      EXPECT_TRUE(std::equal(tail.begin(), tail.end(), every.begin() + first)) << "from row " << first;
     }
-  }
+  });
   const RandomModel tiny;
   const auto tokens = RandomTokens(10, 3);
   ExpectError([&] { tiny.model.NextTokenNll(tokens, -1, tiny.model.DefaultAttention()); },
