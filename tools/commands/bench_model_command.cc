@@ -115,34 +115,24 @@ enum class PrefillKind {
   kEveryLogit,  // every row's (NextTokenNll of the whole window)
 };
 
-// The first row whose logits a prefill of n tokens computes.
+// How the log, the text output and the peer table name a prefill, and what
+// its logits are in words; FirstLogitRow: the first of its n rows whose
+// logits it computes.
+struct PrefillTraits {
+  const char* name;
+  const char* rows;
+};
+PrefillTraits TraitsOf(PrefillKind kind) {
+  switch (kind) {
+    case PrefillKind::kPrompt: return {"prompt prefill", "the last row's logits, as generation"};
+    case PrefillKind::kPerplexity:
+      return {"perplexity pass", "the second half's logits, as a sliding window of stride ctx/2 scores"};
+    case PrefillKind::kEveryLogit: return {"every-logit pass", "every row's logits"};
+  }
+  return {"", ""};
+}
 std::int64_t FirstLogitRow(PrefillKind kind, std::int64_t n) {
-  switch (kind) {
-    case PrefillKind::kPrompt: return n - 1;
-    case PrefillKind::kPerplexity: return n / 2;
-    case PrefillKind::kEveryLogit: return 0;
-  }
-  return 0;
-}
-
-// How the log, the text output and the peer table name a prefill.
-const char* PrefillName(PrefillKind kind) {
-  switch (kind) {
-    case PrefillKind::kPrompt: return "prompt prefill";
-    case PrefillKind::kPerplexity: return "perplexity pass";
-    case PrefillKind::kEveryLogit: return "every-logit pass";
-  }
-  return "";
-}
-
-// What a prefill's logits are, in words.
-const char* PrefillRows(PrefillKind kind) {
-  switch (kind) {
-    case PrefillKind::kPrompt: return "the last row's logits, as generation";
-    case PrefillKind::kPerplexity: return "the second half's logits, as a sliding window of stride ctx/2 scores";
-    case PrefillKind::kEveryLogit: return "every row's logits";
-  }
-  return "";
+  return kind == PrefillKind::kPrompt ? n - 1 : kind == PrefillKind::kPerplexity ? n / 2 : 0;
 }
 
 struct PrefillRun {
@@ -233,7 +223,7 @@ PrefillRun MeasurePrefill(const BenchModelOptions& o, const DecoderModel& model,
   const std::int64_t first = FirstLogitRow(kind, n);
   PrefillRun run{.kind = kind, .seconds = std::numeric_limits<double>::infinity()};
   for (int rep = 0; rep < o.reps; ++rep) {
-    log(std::string(PrefillName(kind)) + " (" + PrefillRows(kind) + "): prefill of " + std::to_string(n) +
+    log(std::string(TraitsOf(kind).name) + " (" + TraitsOf(kind).rows + "): prefill of " + std::to_string(n) +
         " tokens, repetition " + std::to_string(rep + 1) + " of " + std::to_string(o.reps));
     if (kind == PrefillKind::kPrompt) {
       DecoderCache cache = model.NewCache();
@@ -280,7 +270,7 @@ std::string PeerTable(const BenchModelOptions& o, const std::vector<PrefillRun>&
   char line[512];
   const std::string ctx = std::to_string(o.ctx);
   for (const PrefillRun& run : prefills) {
-    std::string what = std::string(PrefillName(run.kind)) + " " + ctx;
+    std::string what = std::string(TraitsOf(run.kind).name) + " " + ctx;
     switch (run.kind) {
       case PrefillKind::kPrompt: what += " (last logits; llama-bench pp" + ctx + ")"; break;
       case PrefillKind::kPerplexity:
@@ -384,8 +374,9 @@ void Run(const BenchModelOptions& o) {
   const char* activations = o.weights.activations == DotActivations::kInt8 ? "int8" : "f32";
 
   std::vector<BenchFloor> floors;
+  floors.reserve(prefills.size() + 2 * runs.size() + 1);
   for (const PrefillRun& run : prefills) {
-    floors.push_back({std::string(PrefillName(run.kind)) + " ratio to the FMA peak >= 0.7", run.ratio >= 0.7});
+    floors.push_back({std::string(TraitsOf(run.kind).name) + " ratio to the FMA peak >= 0.7", run.ratio >= 0.7});
   }
   const std::int64_t largest = *std::max_element(o.decode_caches.begin(), o.decode_caches.end());
   const DecodeRun* plain = nullptr;
@@ -408,8 +399,8 @@ void Run(const BenchModelOptions& o) {
   if (peer) {
     for (const PrefillRun& run : prefills) {
       if (run.kind == PrefillKind::kEveryLogit) continue;  // no peer figure
-      floors.push_back(
-          {std::string(PrefillName(run.kind)) + " >= 1.5x llama.cpp", run.tokens_per_s >= 1.5 * run.peer_tokens_per_s});
+      floors.push_back({std::string(TraitsOf(run.kind).name) + " >= 1.5x llama.cpp",
+                        run.tokens_per_s >= 1.5 * run.peer_tokens_per_s});
     }
     for (const DecodeRun& run : runs) {
       if (run.peer_tokens_per_s > 0) {
@@ -487,8 +478,8 @@ void Run(const BenchModelOptions& o) {
               activations, model.WeightBytes() / 1e6, resident_bytes / 1e6, file_bytes / 1e6,
               resident_bytes / file_bytes);
   for (const PrefillRun& run : prefills) {
-    std::printf("%s (%s) of %lld tokens, %d threads, best of %d: %.3f s\n", PrefillName(run.kind),
-                PrefillRows(run.kind), static_cast<long long>(o.ctx), NumThreads(), o.reps, run.seconds);
+    std::printf("%s (%s) of %lld tokens, %d threads, best of %d: %.3f s\n", TraitsOf(run.kind).name,
+                TraitsOf(run.kind).rows, static_cast<long long>(o.ctx), NumThreads(), o.reps, run.seconds);
     std::printf(
         "  %.1f tokens/s, %.1f MFLOP/token, %.1f GFLOP/s = %.1f%% of the FMA peak measured now (%.1f GFLOP/s, %s)\n",
         run.tokens_per_s, run.flops / static_cast<double>(o.ctx) / 1e6, run.gflops, 100 * run.ratio, peak.gflops,
