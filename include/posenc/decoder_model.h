@@ -293,15 +293,27 @@ class DecoderModel {
   // for keys that are not rotations and for several tokens after kept keys
   // rotated otherwise than this call rotates.
   void RequireKeptAsWritten(const DecoderCache& cache, std::int64_t n, const AttentionOptions& attention) const;
-  // Extend after the checks, with the cache already grown to hold `tokens`.
+  // What an Extend does with its chosen rows' last hidden states, [rows, d]
+  // after the output norm: their logits to a sink (EmitLogits), or their
+  // losses (NextTokenNll).
+  using HiddenRowsSink = std::function<void(std::span<const float> hidden)>;
+  // Extend with the chosen rows' hidden states to `finish`.
+  void ExtendRows(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
+                  std::span<const std::int64_t> logit_rows, const HiddenRowsSink& finish,
+                  const LayerProgress& progress) const;
+  // ExtendRows after the checks, with the cache already grown to hold `tokens`.
   void ExtendCached(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
-                    std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+                    std::span<const std::int64_t> logit_rows, const HiddenRowsSink& finish,
                     const LayerProgress& progress) const;
-  // A forward pass from position 0 through a scratch cache (Forward), with
-  // the logits of `logit_rows` only (Extend's rule).
+  // A forward pass from position 0 through a scratch cache (Forward), the
+  // chosen rows' hidden states to `finish` (Extend's rule).
   void ForwardRows(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
-                   std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+                   std::span<const std::int64_t> logit_rows, const HiddenRowsSink& finish,
                    const LayerProgress& progress) const;
+  // The logits of `rows` of a call of n tokens from position `start`, from
+  // their hidden states [rows, d], to sink a block of rows at a time.
+  void EmitLogits(std::span<const float> hidden, std::span<const std::int64_t> rows, std::int64_t start, std::int64_t n,
+                  const RowLogitsSink& sink) const;
   std::unique_ptr<Weights> weights_;
 };
 

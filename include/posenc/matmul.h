@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -113,6 +114,20 @@ enum class FewRows {
 // or mismatched sizes. Multithreaded (posenc::NumThreads()).
 void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y,
             DotActivations activations = DotActivations::kFloat32, FewRows few = FewRows::kDot);
+
+// MatMul's y a chunk of columns at a time, for a caller that reduces each
+// chunk (a perplexity pass's log-softmax over Gemma 3's 262,144 logits a row)
+// so that y [m, n] never exists whole: consume(first, width, chunk) for
+// first = 0, chunk_columns, 2 chunk_columns, ... < n, width = min(chunk_columns,
+// n - first), chunk [m, width] row-major (valid during the call). Every value
+// is bitwise MatMul's with FewRows::kPanels (the kernel of many rows). x is
+// quantized once (DotActivations::kInt8) for every chunk. Throws
+// posenc::Error naming the parameter for m < 0, a mismatched x, or
+// chunk_columns not a positive multiple of kColumnChunkAlignment.
+inline constexpr std::int64_t kColumnChunkAlignment = 64;  // the kernel's blocks of 4 panels of 16 columns
+using ColumnChunkSink = std::function<void(std::int64_t first, std::int64_t width, std::span<const float> chunk)>;
+void MatMulColumnChunks(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::int64_t chunk_columns,
+                        DotActivations activations, const ColumnChunkSink& consume);
 
 namespace reference {
 // The formula as written, summed in double: w is n rows of k floats.

@@ -312,15 +312,15 @@ inline void RunBlock(const detail::MatMulPlan& plan, const detail::Int8Rows& x, 
         std::int64_t row[kRows];
         for (std::int64_t r = 0; r < kRows; ++r) row[r] = std::min(i + r, r1 - 1);
         if (whole && i + kRows <= r1) {
-          Tile<decltype(shape)>(columns, x, k, form.offset, row, plan.y + i * n + first_col[0], n, out);
+          Tile<decltype(shape)>(columns, x, k, form.offset, row, plan.Y(i, first_col[0]), plan.ldy, out);
           continue;
         }
-        Tile<decltype(shape)>(columns, x, k, form.offset, row, nullptr, n, out);
+        Tile<decltype(shape)>(columns, x, k, form.offset, row, nullptr, plan.ldy, out);
         for (std::int64_t r = 0; r < kRows && i + r < r1; ++r) {
           for (std::int64_t v = 0; v < 2; ++v) {
             const std::int64_t cols = std::min(kLanes, n - first_col[v]);
             if (cols > 0) {
-              std::memcpy(plan.y + (i + r) * n + first_col[v], out + (2 * r + v) * kLanes,
+              std::memcpy(plan.Y(i + r, first_col[v]), out + (2 * r + v) * kLanes,
                           static_cast<std::size_t>(cols) * sizeof(float));
             }
           }

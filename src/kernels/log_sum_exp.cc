@@ -11,12 +11,15 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
+
+#include "kernels/log_sum_exp.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-double LogSumExpImpl(const float* HWY_RESTRICT x, std::int64_t n) {
+detail::ExpSum ChunkExpSumImpl(const float* HWY_RESTRICT x, std::int64_t n) {
   const hn::ScalableTag<float> df;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t whole = n / lanes * lanes;
@@ -38,9 +41,10 @@ double LogSumExpImpl(const float* HWY_RESTRICT x, std::int64_t n) {
     nan = nan || std::isnan(x[i]);
     m = std::max(m, x[i]);
   }
-  // Exp does not carry NaN through: the reference's NaNs (a NaN, +inf, or
-  // every logit -inf, where x - m is inf - inf) are decided here.
-  if (nan || std::isinf(m)) return kNaN;
+  // Exp does not carry NaN through: the reference's NaNs (a NaN or +inf)
+  // are decided here, and a chunk of -inf weighs nothing.
+  if (nan || m == kInf) return {kNaN, 0.0};
+  if (m == -kInf) return {m, 0.0};
   // x - m <= 0; below -88 the exponential is under 1e-38 (the largest term
   // is 1) and -inf logits give 0: Exp is valid from there.
   const auto shift = hn::Set(df, m), lowest = hn::Set(df, -88.0f);
@@ -55,20 +59,42 @@ double LogSumExpImpl(const float* HWY_RESTRICT x, std::int64_t n) {
     sum += static_cast<double>(hn::GetLane(hn::SumOfLanes(df, acc)));
   }
   for (std::int64_t i = whole; i < n; ++i) sum += static_cast<double>(std::exp(x[i] - m));
-  return static_cast<double>(m) + std::log(sum);
+  return {m, sum};
 }
 
 }  // namespace posenc::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "kernels/log_sum_exp.h"
-
 namespace posenc::detail {
 
-HWY_EXPORT(LogSumExpImpl);
+HWY_EXPORT(ChunkExpSumImpl);
 
-double LogSumExp(const float* x, std::int64_t n) { return HWY_DYNAMIC_DISPATCH(LogSumExpImpl)(x, n); }
+ExpSum ChunkExpSum(const float* x, std::int64_t n) { return HWY_DYNAMIC_DISPATCH(ChunkExpSumImpl)(x, n); }
+
+double CombineExpSums(std::span<const ExpSum> chunks) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  double top = -std::numeric_limits<double>::infinity();
+  for (const ExpSum& c : chunks) {
+    if (std::isnan(c.max)) return kNaN;
+    top = std::max(top, static_cast<double>(c.max));
+  }
+  if (std::isinf(top)) return kNaN;  // every value -inf
+  double sum = 0;
+  for (const ExpSum& c : chunks) {
+    if (c.sum > 0) sum += c.sum * std::exp(static_cast<double>(c.max) - top);
+  }
+  return top + std::log(sum);
+}
+
+double LogSumExp(const float* x, std::int64_t n) {
+  std::vector<ExpSum> chunks;
+  chunks.reserve(static_cast<std::size_t>((n + kLogSumExpChunk - 1) / kLogSumExpChunk));
+  for (std::int64_t first = 0; first < n; first += kLogSumExpChunk) {
+    chunks.push_back(ChunkExpSum(x + first, std::min(kLogSumExpChunk, n - first)));
+  }
+  return CombineExpSums(chunks);
+}
 
 double LogSumExpReference(const float* x, std::int64_t n) {
   const float m = *std::max_element(x, x + n);

@@ -134,7 +134,7 @@ HWY_INLINE void RunBlock(const detail::MatMulPlan& plan, std::int64_t row_begin,
       const std::int64_t rows = std::min(kTileRows, row_end - i);
       for (std::int64_t p = panel_begin; p < panel_end; ++p) {
         const std::int64_t cols = std::min(kPanel, n - p * kPanel);
-        TileRows<kTileRows>(rows, plan.x + i * k + k0, k, panel(p) + k0 * kPanel, kc, plan.y + i * n + p * kPanel, n,
+        TileRows<kTileRows>(rows, plan.x + i * k + k0, k, panel(p) + k0 * kPanel, kc, plan.Y(i, p * kPanel), plan.ldy,
                             cols, k0 > 0);
       }
     }

@@ -14,6 +14,7 @@
 #if HWY_ONCE
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -215,6 +216,68 @@ void PackedWeights::Row(std::int64_t j, std::span<float> out) const {
   for (std::int64_t kk = 0; kk < w.k; ++kk) out[kk] = panel[kk * Layout::kPanelWidth + j % Layout::kPanelWidth];
 }
 
+namespace {
+
+// x in blocks of 32 for the integer kernels, when the activations are int8
+// and some rows of w are of a quantized type (k is then whole blocks, so the
+// padded rows are x's); nothing otherwise.
+std::optional<Int8Quantized> Int8Of(std::span<const float> x, std::int64_t m, const Layout& layout,
+                                    DotActivations activations) {
+  const bool quantized = std::any_of(layout.segments.begin(), layout.segments.end(),
+                                     [](const Layout::Segment& s) { return TraitsOf(s.type).block_elements > 1; });
+  if (activations != DotActivations::kInt8 || !quantized) return std::nullopt;
+  return std::make_optional<Int8Quantized>(x, m, layout.k);
+}
+
+// The products of many rows for y's columns [first, first + width) into y
+// [m, width]: first a multiple of kColumnChunkAlignment, so that the items
+// are those of the whole product's plan over these columns.
+detail::MatMulPlan PlanColumns(std::span<const float> x, std::int64_t m, const Layout& layout, float* y,
+                               std::int64_t first, std::int64_t width) {
+  const std::int64_t block_rows = layout.Stored() ? detail::kStoredBlockRows : detail::kBlockRows;
+  const std::int64_t first_panel = first / Layout::kPanelWidth;
+  const std::int64_t panels = std::min(layout.panels, (first + width + Layout::kPanelWidth - 1) / Layout::kPanelWidth);
+  return {
+      .x = x.data(),
+      .m = m,
+      .w = &layout,
+      .y = y,
+      .ldy = width,
+      .first_col = first,
+      .first_panel_block = first_panel / detail::kBlockPanels,
+      .block_rows = block_rows,
+      .row_blocks = (m + block_rows - 1) / block_rows,
+      .panel_blocks = (panels - first_panel + detail::kBlockPanels - 1) / detail::kBlockPanels,
+      // Stored rows: a thread's consecutive items share their panels, which
+      // it dequantizes once.
+      .panel_major = layout.Stored() || width > m,
+  };
+}
+
+// The plan's items on every thread; with int8 activations when q holds them.
+void RunPlan(const detail::MatMulPlan& plan, const std::optional<Int8Quantized>& q) {
+  const Layout& layout = *plan.w;
+  // Small products stay on one thread: at least ~2 MFLOP per piece.
+  const double block_flops = 2.0 * static_cast<double>(std::min(plan.m, plan.block_rows)) *
+                             static_cast<double>(detail::kBlockPanels * Layout::kPanelWidth * layout.k);
+  const auto min_chunk = static_cast<std::int64_t>(std::max(1.0, 2e6 / block_flops));
+  if (q) {
+    const detail::Int8Rows rows = q->Rows(plan.x);
+    ParallelFor(plan.Blocks(), min_chunk,
+                [&](std::int64_t begin, std::int64_t end) { detail::Int8MatMulBlocks(plan, rows, begin, end); });
+    return;
+  }
+  ParallelFor(plan.Blocks(), min_chunk, [&](std::int64_t begin, std::int64_t end) {
+    if (layout.Stored()) {
+      detail::StoredMatMulBlocks(plan, begin, end);
+    } else {
+      detail::MatMulBlocks(plan, begin, end);
+    }
+  });
+}
+
+}  // namespace
+
 void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::span<float> y,
             DotActivations activations, FewRows few) {
   const Layout& layout = w.layout();
@@ -240,11 +303,8 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
         body(begin * detail::kGroupRows, std::min(n, end * detail::kGroupRows));
       });
     };
-    const bool quantized = std::any_of(layout.segments.begin(), layout.segments.end(),
-                                       [](const Layout::Segment& s) { return TraitsOf(s.type).block_elements > 1; });
-    if (activations == DotActivations::kInt8 && quantized) {
-      const Int8Quantized q(x, m, k);
-      const detail::Int8Rows rows = q.Rows(x_padded.data());
+    if (const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations)) {
+      const detail::Int8Rows rows = q->Rows(x_padded.data());
       over_rows([&](std::int64_t begin, std::int64_t end) { detail::Int8DotRows(layout, rows, y.data(), begin, end); });
     } else {
       over_rows([&](std::int64_t begin, std::int64_t end) {
@@ -253,40 +313,28 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
     }
     return;
   }
-  const std::int64_t block_rows = layout.Stored() ? detail::kStoredBlockRows : detail::kBlockRows;
-  const detail::MatMulPlan plan{
-      .x = x.data(),
-      .m = m,
-      .w = &layout,
-      .y = y.data(),
-      .block_rows = block_rows,
-      .row_blocks = (m + block_rows - 1) / block_rows,
-      .panel_blocks = (layout.panels + detail::kBlockPanels - 1) / detail::kBlockPanels,
-      // Stored rows: a thread's consecutive items share their panels, which
-      // it dequantizes once.
-      .panel_major = layout.Stored() || n > m,
-  };
-  // Small products stay on one thread: at least ~2 MFLOP per piece.
-  const double block_flops = 2.0 * static_cast<double>(std::min(m, block_rows)) *
-                             static_cast<double>(detail::kBlockPanels * Layout::kPanelWidth * k);
-  const auto min_chunk = static_cast<std::int64_t>(std::max(1.0, 2e6 / block_flops));
-  const bool quantized = std::any_of(layout.segments.begin(), layout.segments.end(),
-                                     [](const Layout::Segment& s) { return TraitsOf(s.type).block_elements > 1; });
-  if (activations == DotActivations::kInt8 && quantized) {
-    // x in blocks of 32 (k is whole blocks, so the padded rows are x's).
-    const Int8Quantized q(x, m, k);
-    const detail::Int8Rows rows = q.Rows(x.data());
-    ParallelFor(plan.Blocks(), min_chunk,
-                [&](std::int64_t begin, std::int64_t end) { detail::Int8MatMulBlocks(plan, rows, begin, end); });
-    return;
+  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations);
+  RunPlan(PlanColumns(x, m, layout, y.data(), 0, n), q);
+}
+
+void MatMulColumnChunks(std::span<const float> x, std::int64_t m, const PackedWeights& w, std::int64_t chunk_columns,
+                        DotActivations activations, const ColumnChunkSink& consume) {
+  const Layout& layout = w.layout();
+  const std::int64_t n = layout.n, k = layout.k;
+  Require(m >= 0, "matmul", "m", m, "must be at least 0");
+  Require(static_cast<std::int64_t>(x.size()) == m * k, "matmul", "x.size()", x.size(),
+          "must be m * k = " + std::to_string(m) + " * " + std::to_string(k));
+  Require(chunk_columns > 0 && chunk_columns % kColumnChunkAlignment == 0, "matmul", "chunk_columns", chunk_columns,
+          "must be a positive multiple of " + std::to_string(kColumnChunkAlignment) +
+              " (whole blocks of the kernel's panels)");
+  if (m == 0) return;
+  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations);
+  std::vector<float> y(static_cast<std::size_t>(m * std::min(chunk_columns, n)));
+  for (std::int64_t first = 0; first < n; first += chunk_columns) {
+    const std::int64_t width = std::min(chunk_columns, n - first);
+    RunPlan(PlanColumns(x, m, layout, y.data(), first, width), q);
+    consume(first, width, std::span<const float>(y.data(), static_cast<std::size_t>(m * width)));
   }
-  ParallelFor(plan.Blocks(), min_chunk, [&](std::int64_t begin, std::int64_t end) {
-    if (layout.Stored()) {
-      detail::StoredMatMulBlocks(plan, begin, end);
-    } else {
-      detail::MatMulBlocks(plan, begin, end);
-    }
-  });
 }
 
 }  // namespace posenc

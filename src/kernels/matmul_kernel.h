@@ -84,6 +84,8 @@ namespace detail {
 constexpr std::int64_t kBlockRows = 96;  // a multiple of every target's tile rows (1, 3, 6, 8)
 constexpr std::int64_t kBlockPanels = 4;
 constexpr std::int64_t kSliceK = 1024;
+static_assert(kColumnChunkAlignment == kBlockPanels * PackedWeights::Layout::kPanelWidth,
+              "a chunk of columns is whole work items");
 // k in equal slices of at most kSliceK (1536 -> 2 x 768, not 1024 + 512).
 constexpr std::int64_t SliceK(std::int64_t k) {
   const std::int64_t slices = (k + kSliceK - 1) / kSliceK;
@@ -94,10 +96,15 @@ struct MatMulPlan {
   const float* x;  // [m, k]
   std::int64_t m;
   const PackedWeights::Layout* w;
-  float* y;                   // [m, n]
-  std::int64_t block_rows;    // kBlockRows, or kStoredBlockRows for stored rows
-  std::int64_t row_blocks;    // ceil(m / block_rows)
-  std::int64_t panel_blocks;  // ceil(panels / kBlockPanels)
+  // Output columns [first_col, first_col + ldy) of y [m, n] (all of them, or
+  // a chunk of MatMulColumnChunks): y[i, j] is at y + i * ldy + j - first_col.
+  float* y;
+  std::int64_t ldy;
+  std::int64_t first_col;          // first_panel_block * kBlockPanels * kPanelWidth
+  std::int64_t first_panel_block;  // the items' panel blocks count from here
+  std::int64_t block_rows;         // kBlockRows, or kStoredBlockRows for stored rows
+  std::int64_t row_blocks;         // ceil(m / block_rows)
+  std::int64_t panel_blocks;       // of the columns: ceil(their panels / kBlockPanels)
   // Order of the work items, so that a thread's consecutive items share the
   // larger operand: with n > m (the 113 MiB logits matrix against 4.7 MiB of
   // activations) items go panel block by panel block and the weights are read
@@ -105,7 +112,10 @@ struct MatMulPlan {
   bool panel_major;
   std::int64_t Blocks() const { return row_blocks * panel_blocks; }
   std::int64_t RowBlock(std::int64_t item) const { return panel_major ? item % row_blocks : item / panel_blocks; }
-  std::int64_t PanelBlock(std::int64_t item) const { return panel_major ? item / row_blocks : item % panel_blocks; }
+  std::int64_t PanelBlock(std::int64_t item) const {
+    return first_panel_block + (panel_major ? item / row_blocks : item % panel_blocks);
+  }
+  float* Y(std::int64_t i, std::int64_t j) const { return y + i * ldy + (j - first_col); }
 };
 
 // Computes work items [begin, end) of plan.Blocks().

@@ -12,6 +12,7 @@
 #include "kernels/logit_range.h"
 #include "model/decoder_weights.h"
 #include "model/model_ops.h"
+#include "model/output_nll.h"
 #include "posenc/error.h"
 #include "posenc/input_file.h"
 #include "posenc/rope_frequencies.h"
@@ -282,6 +283,15 @@ void DecoderModel::RequireKeptAsWritten(const DecoderCache& cache, std::int64_t 
 void DecoderModel::Extend(DecoderCache& cache, std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                           std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
                           const LayerProgress& progress) const {
+  const std::int64_t start = cache.tokens_, n = static_cast<std::int64_t>(tokens.size());
+  ExtendRows(
+      cache, tokens, attention, logit_rows,
+      [&](std::span<const float> hidden) { EmitLogits(hidden, logit_rows, start, n, sink); }, progress);
+}
+
+void DecoderModel::ExtendRows(DecoderCache& cache, std::span<const std::int32_t> tokens,
+                              const AttentionOptions& attention, std::span<const std::int64_t> logit_rows,
+                              const HiddenRowsSink& finish, const LayerProgress& progress) const {
   const Weights& w = *weights_;
   const DecoderHyperparams& hp = w.hp;
   CheckTokens(tokens, hp.vocab_size);
@@ -318,7 +328,7 @@ void DecoderModel::Extend(DecoderCache& cache, std::span<const std::int32_t> tok
   }
   cache.tokens_ = total;
   try {
-    ExtendCached(cache, tokens, attention, logit_rows, sink, progress);
+    ExtendCached(cache, tokens, attention, logit_rows, finish, progress);
   } catch (...) {
     cache.Truncate(start);  // attention options the kernel rejects, a throwing sink: the cache as it was
     throw;
@@ -327,7 +337,7 @@ void DecoderModel::Extend(DecoderCache& cache, std::span<const std::int32_t> tok
 
 void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_t> tokens,
                                 const AttentionOptions& attention, std::span<const std::int64_t> logit_rows,
-                                const RowLogitsSink& sink, const LayerProgress& progress) const {
+                                const HiddenRowsSink& finish, const LayerProgress& progress) const {
   const Weights& w = *weights_;
   const DecoderHyperparams& hp = w.hp;
   const auto n = static_cast<std::int64_t>(tokens.size());
@@ -415,59 +425,72 @@ void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_
     if (progress) progress(static_cast<std::int64_t>(l) + 1, hp.block_count);
   }
 
-  // Logits of the chosen rows only, LogitRows at a time. A call of several
-  // tokens takes the kernel of many rows even for one chosen row (a prompt's
-  // last): its logits are then bitwise those of the same row when every row
-  // is chosen (a perplexity pass), which a decode kernel's would not be. The
-  // rows left out are most of a prefill's work when the vocabulary is large
-  // (Gemma 3: 262,144 x 640, 687 GFLOP for every row of 2,048 tokens).
-  const FewRows few = n > 1 ? FewRows::kPanels : FewRows::kDot;
-  const std::int64_t kLogitRows = LogitRows(hp.vocab_size);
-  model::RmsNorm(x, w.output_norm, hp.rms_norm_eps, normed);
+  // The chosen rows' last hidden states, normed; only their logits are
+  // computed. The rows left out are most of a prefill's work when the
+  // vocabulary is large (Gemma 3: 262,144 x 640, 687 GFLOP for every row of
+  // 2,048 tokens). The norm is a row's own: these rows are bitwise what they
+  // are when every row is chosen.
   const auto chosen = static_cast<std::int64_t>(logit_rows.size());
-  std::vector<float> block_in(std::min(chosen, kLogitRows) * d), logits(std::min(chosen, kLogitRows) * hp.vocab_size);
-  for (std::int64_t first = 0; first < chosen; first += kLogitRows) {
-    const std::int64_t rows = std::min(kLogitRows, chosen - first);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::copy_n(normed.begin() + logit_rows[first + r] * d, d, block_in.begin() + r * d);
-    }
-    const std::span<float> block(logits.data(), rows * hp.vocab_size);
-    MatMul(std::span<const float>(block_in).first(rows * d), rows, w.Output(), block, w.activations, few);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* row = block.data() + r * hp.vocab_size;
-      const std::int64_t j = detail::FirstOutOfRange(row, hp.vocab_size, detail::kLogitLimit);
-      if (j < hp.vocab_size) {
-        ThrowError(
-            kOp,
-            "logits[position " + std::to_string(start + logit_rows[first + r]) + ", token " + std::to_string(j) + "]",
-            FormatValue(row[j]), detail::LogitRangeRule());
-      }
-    }
-    sink(logit_rows.subspan(first, rows), block);
-  }
+  std::vector<float> last(chosen * d);
+  for (std::int64_t r = 0; r < chosen; ++r) std::copy_n(x.begin() + logit_rows[r] * d, d, last.begin() + r * d);
+  model::RmsNorm(last, w.output_norm, hp.rms_norm_eps, last);
+  finish(last);
   // Done: nothing can throw that would need the cache as it was before.
   if (cache.lowered_) cache.ForgetPastWindow();  // not Forward's scratch cache
 }
 
+void DecoderModel::EmitLogits(std::span<const float> hidden, std::span<const std::int64_t> rows, std::int64_t start,
+                              std::int64_t n, const RowLogitsSink& sink) const {
+  // LogitRows at a time. A call of several tokens takes the kernel of many
+  // rows even for one chosen row (a prompt's last): its logits are then
+  // bitwise those of the same row when every row is chosen (a perplexity
+  // pass), which a decode kernel's would not be.
+  const Weights& w = *weights_;
+  const DecoderHyperparams& hp = w.hp;
+  const std::int64_t d = hp.embedding_length;
+  const FewRows few = n > 1 ? FewRows::kPanels : FewRows::kDot;
+  const std::int64_t kLogitRows = LogitRows(hp.vocab_size);
+  const auto chosen = static_cast<std::int64_t>(rows.size());
+  std::vector<float> logits(std::min(chosen, kLogitRows) * hp.vocab_size);
+  for (std::int64_t first = 0; first < chosen; first += kLogitRows) {
+    const std::int64_t block_rows = std::min(kLogitRows, chosen - first);
+    const std::span<float> block(logits.data(), block_rows * hp.vocab_size);
+    MatMul(hidden.subspan(first * d, block_rows * d), block_rows, w.Output(), block, w.activations, few);
+    for (std::int64_t r = 0; r < block_rows; ++r) {
+      const float* row = block.data() + r * hp.vocab_size;
+      const std::int64_t j = detail::FirstOutOfRange(row, hp.vocab_size, detail::kLogitLimit);
+      if (j < hp.vocab_size) {
+        ThrowError(kOp,
+                   "logits[position " + std::to_string(start + rows[first + r]) + ", token " + std::to_string(j) + "]",
+                   FormatValue(row[j]), detail::LogitRangeRule());
+      }
+    }
+    sink(rows.subspan(first, block_rows), block);
+  }
+}
+
 void DecoderModel::ForwardRows(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
-                               std::span<const std::int64_t> logit_rows, const RowLogitsSink& sink,
+                               std::span<const std::int64_t> logit_rows, const HiddenRowsSink& finish,
                                const LayerProgress& progress) const {
   // A scratch cache with one layer's keys and values, shared by the layers.
   DecoderCache scratch = NewCache();
   scratch.keys_.resize(1);
   scratch.values_.resize(1);
   scratch.lowered_.reset();  // nothing decodes from it
-  Extend(scratch, tokens, attention, logit_rows, sink, progress);
+  ExtendRows(scratch, tokens, attention, logit_rows, finish, progress);
 }
 
 void DecoderModel::Forward(std::span<const std::int32_t> tokens, const AttentionOptions& attention,
                            const LogitsSink& sink, const LayerProgress& progress) const {
   std::vector<std::int64_t> rows(tokens.size());
   for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<std::int64_t>(r);
+  const auto n = static_cast<std::int64_t>(tokens.size());
   ForwardRows(
       tokens, attention, rows,
-      [&](std::span<const std::int64_t> block_rows, std::span<const float> logits) {
-        sink(block_rows.front(), static_cast<std::int64_t>(block_rows.size()), logits);
+      [&](std::span<const float> hidden) {
+        EmitLogits(hidden, rows, 0, n, [&](std::span<const std::int64_t> block_rows, std::span<const float> logits) {
+          sink(block_rows.front(), static_cast<std::int64_t>(block_rows.size()), logits);
+        });
       },
       progress);
 }
@@ -495,24 +518,25 @@ std::vector<double> DecoderModel::NextTokenNll(std::span<const std::int32_t> tok
 
 std::vector<double> DecoderModel::NextTokenNll(std::span<const std::int32_t> tokens, std::int64_t first,
                                                const AttentionOptions& attention, const LayerProgress& progress) const {
-  const std::int64_t vocab = hparams().vocab_size;
   const auto n = static_cast<std::int64_t>(tokens.size());
   Require(
       first >= 0 && first < n - 1, kOp, "first", first,
       "must be in [0, tokens - 1 = " + std::to_string(n - 1) + ") (the first row scored; row i predicts token i + 1)");
-  // Row i predicts tokens[i + 1]; the last row predicts nothing.
+  // Row i predicts tokens[i + 1]; the last row predicts nothing. The losses
+  // come straight from the hidden states (model::OutputNegativeLogLikelihood):
+  // the rows' [rows, vocab] logits never exist at once.
   std::vector<std::int64_t> rows(static_cast<std::size_t>(n - 1 - first));
-  for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = first + static_cast<std::int64_t>(r);
+  std::vector<std::int32_t> targets(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    rows[r] = first + static_cast<std::int64_t>(r);
+    targets[r] = tokens[rows[r] + 1];
+  }
   std::vector<double> nll(rows.size());
-  std::vector<std::int32_t> targets;
+  const Weights& w = *weights_;
   ForwardRows(
       tokens, attention, rows,
-      [&](std::span<const std::int64_t> block_rows, std::span<const float> logits) {
-        targets.resize(block_rows.size());
-        for (std::size_t r = 0; r < block_rows.size(); ++r) targets[r] = tokens[block_rows[r] + 1];
-        model::NegativeLogLikelihood(
-            logits, vocab, targets,
-            std::span(nll).subspan(static_cast<std::size_t>(block_rows.front() - first), block_rows.size()));
+      [&](std::span<const float> hidden) {
+        model::OutputNegativeLogLikelihood(hidden, w.Output(), w.activations, targets, rows, kOp, nll);
       },
       progress);
   return nll;

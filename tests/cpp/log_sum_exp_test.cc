@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "test_util.h"
@@ -47,7 +49,7 @@ TEST(LogSumExp, EqualLogitsAndLogProbabilities) {
   for (const std::int64_t n : kLengths) {
     const std::vector<float> equal(static_cast<std::size_t>(n), 2.5f);
     std::vector<float> log_p(static_cast<std::size_t>(n));
-    for (std::size_t i = 0; i < log_p.size(); ++i) log_p[i] = static_cast<float>(-std::log(static_cast<double>(n)));
+    for (float& v : log_p) v = static_cast<float>(-std::log(static_cast<double>(n)));
     SCOPED_TRACE("n=" + std::to_string(n));
     const double uniform =
         std::log(static_cast<double>(n)) + static_cast<double>(static_cast<float>(-std::log(static_cast<double>(n))));
@@ -76,6 +78,37 @@ TEST(LogSumExp, MinusInfinityWeighsNothing) {
     EXPECT_NEAR(detail::LogSumExpReference(x.data(), n), expected, 1e-9);
     ForEachTarget([&] { EXPECT_NEAR(detail::LogSumExp(x.data(), n), expected, 2e-6); });
   }
+}
+
+// A whole chunk of -inf, and every chunk but one: weighs nothing.
+TEST(LogSumExp, MinusInfinityChunksWeighNothing) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr std::int64_t kChunk = detail::kLogSumExpChunk;
+  const std::int64_t n = 3 * kChunk + 17;
+  for (const std::int64_t kept : {std::int64_t{0}, kChunk, 3 * kChunk}) {
+    std::vector<float> x(static_cast<std::size_t>(n), -kInf);
+    const std::int64_t count = kept == 3 * kChunk ? 17 : kChunk;
+    const std::vector<float> values = Logits(count, 2.0f, 1.0f, 9);
+    std::copy(values.begin(), values.end(), x.begin() + kept);
+    const double expected = detail::LogSumExpReference(values.data(), count);
+    SCOPED_TRACE("kept from " + std::to_string(kept));
+    ForEachTarget([&] { EXPECT_NEAR(detail::LogSumExp(x.data(), n), expected, 2e-6); });
+  }
+}
+
+// The chunks' combination by hand: {max 0, sum 1} and {max log 3, sum 1}
+// are exp terms 1 and 3 (log 4); a -inf chunk adds nothing; a NaN chunk or
+// nothing but -inf is NaN.
+TEST(LogSumExp, CombinesChunksAsTheirExpTerms) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const auto log3 = static_cast<float>(std::log(3.0));
+  const std::vector<detail::ExpSum> two{{0.0f, 1.0}, {log3, 1.0}}, with_empty{{-kInf, 0.0}, {0.0f, 1.0}, {log3, 1.0}};
+  const double expected = static_cast<double>(log3) + std::log(1.0 + std::exp(-static_cast<double>(log3)));
+  EXPECT_NEAR(expected, std::log(4.0), 1e-7);
+  EXPECT_DOUBLE_EQ(detail::CombineExpSums(two), expected);
+  EXPECT_DOUBLE_EQ(detail::CombineExpSums(with_empty), expected);
+  EXPECT_TRUE(std::isnan(detail::CombineExpSums(std::vector<detail::ExpSum>{{0.0f, 1.0}, {std::nanf(""), 0.0}})));
+  EXPECT_TRUE(std::isnan(detail::CombineExpSums(std::vector<detail::ExpSum>{{-kInf, 0.0}, {-kInf, 0.0}})));
 }
 
 TEST(LogSumExp, NanForANanOrPlusInfinity) {

@@ -21,14 +21,7 @@ namespace {
 
 using testing::ExpectError;
 using testing::ForEachTarget;
-
-std::vector<float> Random(std::int64_t count, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(count));
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+using testing::UniformFloats;
 
 // Compares y with the reference; the float32 FMA chain of length k errs by
 // at most about k units of float32 rounding (6e-8) of sum_kk |x||w|.
@@ -51,10 +44,10 @@ void ExpectNearReference(const std::vector<float>& x, const std::vector<float>& 
 TEST(matmul, MatchesReferenceOnEveryTarget) {
   for (const std::int64_t k : {1, 2, 3, 7, 8, 17, 64, 129}) {
     for (const std::int64_t n : {1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 100}) {
-      const std::vector<float> w = Random(n * k, static_cast<std::uint32_t>(1000 * n + k));
+      const std::vector<float> w = UniformFloats(n * k, static_cast<std::uint32_t>(1000 * n + k));
       for (const std::int64_t m : {0, 1, 2, 5, 6, 7, 13, 31, 64, 97}) {
         SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
-        const std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(7 * m + k));
+        const std::vector<float> x = UniformFloats(m * k, static_cast<std::uint32_t>(7 * m + k));
         ForEachTarget([&] {
           const PackedWeights packed = PackedWeights::Pack(w, n, k);
           EXPECT_EQ(packed.rows(), n);
@@ -73,7 +66,7 @@ TEST(matmul, MatchesReferenceOnEveryTarget) {
 // same bits on 1 and 3 threads.
 TEST(matmul, LongKAndManyBlocks) {
   const std::int64_t m = 211, n = 70, k = 1100;
-  const std::vector<float> x = Random(m * k, 1), w = Random(n * k, 2);
+  const std::vector<float> x = UniformFloats(m * k, 1), w = UniformFloats(n * k, 2);
   const int saved = NumThreads();
   ForEachTarget([&] {
     const PackedWeights packed = PackedWeights::Pack(w, n, k);
@@ -90,7 +83,7 @@ TEST(matmul, LongKAndManyBlocks) {
 
 TEST(matmul, BitwiseIdenticalForAnyThreadCount) {
   const std::int64_t m = 200, n = 300, k = 257;
-  const std::vector<float> x = Random(m * k, 3), w = Random(n * k, 4);
+  const std::vector<float> x = UniformFloats(m * k, 3), w = UniformFloats(n * k, 4);
   const int saved = NumThreads();
   ForEachTarget([&] {
     const PackedWeights packed = PackedWeights::Pack(w, n, k);
@@ -144,7 +137,7 @@ TEST(matmul, StoredRowsOfEveryTypeOnEveryTarget) {
           EXPECT_EQ(row, std::vector<float>(w.end() - k, w.end()));
           for (const std::int64_t m : {1, 2, 3, 4, 5, 13}) {
             SCOPED_TRACE("m=" + std::to_string(m));
-            const std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(m + k));
+            const std::vector<float> x = UniformFloats(m * k, static_cast<std::uint32_t>(m + k));
             std::vector<float> y(static_cast<std::size_t>(m * n), std::nanf(""));
             MatMul(x, m, stored, y);
             if (m <= 4) {
@@ -177,7 +170,7 @@ TEST(matmul, Int8ActivationsOfEveryTypeOnEveryTarget) {
       const WeightRows part{type, n, bytes};
       for (const std::int64_t m : {1, 2, 3, 4}) {
         SCOPED_TRACE("m=" + std::to_string(m));
-        std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(m * k));
+        std::vector<float> x = UniformFloats(m * k, static_cast<std::uint32_t>(m * k));
         for (std::int64_t i = 0; i < k; i += 7) x[i] *= 20.0f;  // blocks of different scales
         const std::vector<float> rounded = quantized ? reference::Int8Activations(x) : x;
         std::vector<float> expected(static_cast<std::size_t>(m * n)), from_float32(expected.size());
@@ -225,7 +218,7 @@ TEST(matmul, Int8ActivationsRoundAsDocumented) {
   EXPECT_EQ(rounded[3], 0.0f);
   EXPECT_EQ(rounded[4], 2.0f);
   EXPECT_EQ(std::vector<float>(rounded.begin() + 32, rounded.end()), std::vector<float>(32, 0.0f));
-  const std::vector<float> y = Random(64, 3);
+  const std::vector<float> y = UniformFloats(64, 3);
   const std::vector<float> r = reference::Int8Activations(y);
   for (std::size_t b = 0; b < 64; b += 32) {
     float largest = 0;
@@ -238,7 +231,7 @@ TEST(matmul, Int8ActivationsRoundAsDocumented) {
   const std::vector<std::byte> bytes = testing::RandomBlocks(GgmlType::kQ4_0, n, k, 9);
   const WeightRows part{GgmlType::kQ4_0, n, bytes};
   const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
-  std::vector<float> with_nan = Random(k, 4);
+  std::vector<float> with_nan = UniformFloats(k, 4);
   with_nan[40] = std::nanf("");
   std::vector<float> out(static_cast<std::size_t>(n));
   ForEachTarget([&] {
@@ -255,7 +248,7 @@ TEST(matmul, StoredRowsPastOneRowBlock) {
   const std::vector<std::byte> bytes = testing::RandomBlocks(GgmlType::kQ4_K, n, k, 7);
   const std::vector<float> w = DequantizedRows(GgmlType::kQ4_K, bytes, n, k);
   const WeightRows part{GgmlType::kQ4_K, n, bytes};
-  const std::vector<float> x = Random(m * k, 8);
+  const std::vector<float> x = UniformFloats(m * k, 8);
   ForEachTarget([&] {
     const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored);
     std::vector<float> y(static_cast<std::size_t>(m * n)), expected(y.size());
@@ -285,7 +278,7 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
   const PackedWeights as_f32 = PackedWeights::FromRows(parts, k, WeightStorage::kFloat32);
   EXPECT_EQ(as_f32.Bytes(), 4.0 * 48 * k);  // three panels of 16 rows
   for (const std::int64_t m : {1, 3, 50}) {
-    const std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(m));
+    const std::vector<float> x = UniformFloats(m * k, static_cast<std::uint32_t>(m));
     std::vector<float> y(static_cast<std::size_t>(m * n)), y_f32(y.size());
     MatMul(x, m, stored, y);
     MatMul(x, m, as_f32, y_f32);
@@ -348,7 +341,7 @@ TEST(matmul, Int8GroupsOfRows) {
     ForEachTarget([&] {
       for (const std::int64_t m : {1, 2, 3, 4, 9}) {
         SCOPED_TRACE("m=" + std::to_string(m));
-        std::vector<float> x = Random(m * k, static_cast<std::uint32_t>(m + 2 * k));
+        std::vector<float> x = UniformFloats(m * k, static_cast<std::uint32_t>(m + 2 * k));
         for (std::int64_t i = 0; i < m * k; i += 5) x[i] *= 30.0f;  // blocks of different scales
         std::vector<float> y_rows(static_cast<std::size_t>(m * n)), y_groups(y_rows.size());
         MatMul(x, m, rows, y_rows);
@@ -372,7 +365,7 @@ TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
     for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
       const PackedWeights stored = PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored, activations);
       for (const std::int64_t m : {1, 4, 500}) {
-        const std::vector<float> x = Random(m * k, 6);
+        const std::vector<float> x = UniformFloats(m * k, 6);
         std::vector<std::vector<float>> results;
         for (const int threads : {1, 2, 3}) {
           SetNumThreads(threads);

@@ -65,6 +65,15 @@ struct Buffer {
   TensorView View(std::array<std::int64_t, 4> shape) { return TensorView::Contiguous(bytes.data(), dtype, shape); }
 };
 
+// count floats drawn uniformly from [-scale, scale).
+inline std::vector<float> UniformFloats(std::int64_t count, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
 // Expects posenc::Error whose message contains every fragment.
 template <class F>
 void ExpectError(F&& f, std::initializer_list<const char*> fragments) {
