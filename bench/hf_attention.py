@@ -72,15 +72,19 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--posenc", type=pathlib.Path, default=ROOT / "build" / "release" / "tools" / "posenc",
                         help="the posenc binary (for `posenc bench limits`)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args()
     threads = posenc.num_threads()
     torch.set_num_threads(threads)
     limits = machine_limits(args.posenc)
     peak = limits["fma_peak_gflops"]
-    print(f"posenc.hf vs HF eager attention, one SmolLM2-135M-shaped layer (9/3 heads of 64), causal prefill; "
-          f"torch {torch.__version__}, transformers {transformers.__version__}, {threads} threads for both")
-    print(f"  fma peak {peak:.0f} GFLOP/s ({limits['fma_target']}, {limits['threads']} threads, posenc bench limits)")
-    print(f"{'tokens':>7}  {'attention':<28}  {'ms':>9}  {'GFLOP/s':>8}  {'of peak':>7}  {'vs eager':>8}")
+    report = {"torch": torch.__version__, "transformers": transformers.__version__, "threads": threads,
+              "peak_gflops": peak, "fma_target": limits["fma_target"], "rows": []}
+    say = (lambda *_: None) if args.json else print
+    say(f"posenc.hf vs HF eager attention, one SmolLM2-135M-shaped layer (9/3 heads of 64), causal prefill; "
+        f"torch {torch.__version__}, transformers {transformers.__version__}, {threads} threads for both")
+    say(f"  fma peak {peak:.0f} GFLOP/s ({limits['fma_target']}, {limits['threads']} threads, posenc bench limits)")
+    say(f"{'tokens':>7}  {'attention':<28}  {'ms':>9}  {'GFLOP/s':>8}  {'of peak':>7}  {'vs eager':>8}")
     for tokens in (int(t) for t in args.tokens.split(",")):
         model = layer_model(tokens)
         hidden = torch.randn(1, tokens, 576, generator=torch.Generator().manual_seed(1))
@@ -97,8 +101,12 @@ def main() -> None:
             rows.append((f"posenc.hf {method}", seconds, out))
         for name, seconds, _ in rows:
             gflops = flops / seconds / 1e9
-            print(f"{tokens:>7}  {name:<28}  {seconds * 1e3:>9.1f}  {gflops:>8.1f}  {gflops / peak:>7.3f}  "
-                  f"{eager_s / seconds:>7.2f}x")
+            report["rows"].append({"tokens": tokens, "attention": name, "seconds": seconds, "gflops": gflops,
+                                   "ratio": gflops / peak, "vs_eager": eager_s / seconds})
+            say(f"{tokens:>7}  {name:<28}  {seconds * 1e3:>9.1f}  {gflops:>8.1f}  {gflops / peak:>7.3f}  "
+                f"{eager_s / seconds:>7.2f}x")
+    if args.json:
+        print(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
