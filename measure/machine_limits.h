@@ -70,6 +70,12 @@ struct FmaPeak {
 // SIMD target this CPU supports, on every pool thread, best of `reps`.
 FmaPeak MeasureFmaPeak(int reps = 5);
 
+// The higher of two measurements of the peak. Another tenant of the host or
+// a kernel thread can only lower one, so a benchmark that measures before
+// and after its work keeps the higher: its ratios then never rest on one
+// disturbed measurement (bench attention's once read half the peak).
+inline FmaPeak HigherFmaPeak(const FmaPeak& a, const FmaPeak& b) { return a.gflops >= b.gflops ? a : b; }
+
 struct Int8Peak {
   double gops = 0;  // 2 ops per byte product (as 2 flops per FMA lane), summed over all threads
   int threads = 0;
