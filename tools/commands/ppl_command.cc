@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "options/model_inputs.h"
 #include "options/integer_options.h"
+#include "options/pass_options.h"
 #include "posenc/parallel.h"
 #include "posenc/perplexity.h"
 #include "options/progress_bar.h"
@@ -31,8 +32,7 @@ struct PplOptions {
   std::int64_t stride = 0;
   std::string method = "none";
   std::int64_t max_windows = 0;
-  bool decode = false;
-  bool keys_as_written = false;
+  PassOptions pass;
   int threads = 0;
   bool json = false;
 };
@@ -75,8 +75,8 @@ void Run(const PplOptions& o) {
   options.stride = o.stride;
   options.extension = ParseContextExtension(o.method);  // bad methods fail before the model loads
   options.max_windows = o.max_windows;
-  options.pass = o.decode ? PerplexityPass::kDecode : PerplexityPass::kPrefill;
-  options.cached_keys = o.keys_as_written ? CachedKeys::kAsWritten : CachedKeys::kRelowered;
+  options.pass = o.pass.pass();
+  options.cached_keys = o.pass.cached_keys();
 
   const LoadedModel loaded = LoadModel(o.model, o.weights);
   // A model trained with BOS first (Gemma) has it at the start of every window.
@@ -101,10 +101,10 @@ void Run(const PplOptions& o) {
                                {"stride", o.stride == 0 ? o.ctx - (options.bos ? 1 : 0) : o.stride},
                                {"bos", options.bos.has_value()},
                                {"method", method},
-                               {"pass", o.decode ? "decode" : "prefill"},
+                               {"pass", o.pass.pass_name()},
                                {"weights", o.weights.storage == WeightStorage::kFloat32 ? "f32" : "stored"},
                                {"activations", o.weights.activations == DotActivations::kInt8 ? "int8" : "f32"},
-                               {"cached_keys", o.keys_as_written ? "as-written" : "relowered"},
+                               {"cached_keys", o.pass.keys_name()},
                                {"train_length", loaded.model.hparams().context_length},
                                {"text_tokens", tokens.size()},
                                {"threads", NumThreads()},
@@ -137,14 +137,7 @@ void AddPplCommand(CLI::App& app) {
   ppl->add_option("--method", o->method, ExtensionMethodsSynopsis() + " (defaults from the training length and ctx)")
       ->capture_default_str();
   ppl->add_option("--max-windows", o->max_windows, "Evaluate at most this many windows (0: all)");
-  ppl->add_flag("--decode", o->decode,
-                "Run each window token by token through the cache (as generation does: the decode kernels and "
-                "--activations int8 are what is scored) instead of one forward pass");
-  ppl->add_flag("--keys-as-written", o->keys_as_written,
-                "With --decode: plan the method again every step for the tokens so far, the cache keeping each key "
-                "as its step rotated it (Hugging Face's generation under a dynamic method: dynamic NTK's stale "
-                "keys)")
-      ->needs("--decode");
+  AddPassOptions(*ppl, o->pass);
   ppl->add_option("--threads", o->threads, "Threads (default: all)")->check(IntegerAtLeast(0));
   ppl->add_flag("--json", o->json, "Print one JSON object");
   ppl->callback([o] {

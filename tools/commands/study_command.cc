@@ -1,6 +1,6 @@
 // posenc study [--model FILE.gguf] [--text FILE...] [--lengths L,...]
-//              [--methods "M;M;..."] [--windows W] [--bucket B] [--out DIR]
-//              [--executor local|slurm ...]
+//              [--methods "M;M;..."] [--windows W] [--bucket B] [--decode [--keys-as-written]]
+//              [--out DIR] [--executor local|slurm ...]
 //
 // The context-extension experiment of Su Jianlin's "Transformer升级之路"
 // posts (kexue.fm) on a real model: each method runs the same W windows of
@@ -29,6 +29,7 @@
 #include "grid/grid_executor.h"
 #include "options/model_inputs.h"
 #include "options/output_files.h"
+#include "options/pass_options.h"
 #include "options/run_estimate.h"
 #include "posenc/error.h"
 #include "grid/study_grid.h"
@@ -46,7 +47,8 @@ struct StudyOptions {
   std::vector<ContextExtension> methods;  // empty: every method with its defaults
   std::int64_t windows = 1;
   std::int64_t bucket = 256;
-  std::string out;  // empty: DefaultStudyDirectory
+  PassOptions pass;  // every cell's
+  std::string out;   // empty: DefaultStudyDirectory
   std::shared_ptr<ExecutorOptions> executor = std::make_shared<ExecutorOptions>();
 };
 
@@ -107,6 +109,9 @@ Grid PlanGrid(const StudyOptions& o, const LoadedModel& loaded, const std::vecto
   grid.settings = {
       {"model", o.model},     {"texts", o.texts},   {"text_tokens", text_tokens}, {"train_length", hp.context_length},
       {"windows", o.windows}, {"bucket", o.bucket}, {"methods", names},           {"lengths", lengths}};
+  // The pass only where it is not the default one forward pass: the grids
+  // made before it existed keep their settings and cells.
+  if (o.pass.decode) grid.settings.update({{"pass", o.pass.pass_name()}, {"cached_keys", o.pass.keys_name()}});
   std::fprintf(stderr, "study: %s (trained on %lld tokens); %lld window(s) a length from", o.model.c_str(),
                static_cast<long long>(hp.context_length), static_cast<long long>(o.windows));
   for (std::size_t d = 0; d < o.texts.size(); ++d) {
@@ -124,11 +129,11 @@ Grid PlanGrid(const StudyOptions& o, const LoadedModel& loaded, const std::vecto
       const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
       for (std::size_t w = 0; w < windows[l].size(); ++w) {
         const StudyWindow& at = windows[l][w];
-        GridCell cell{.params = {{"method", computed},
-                                 {"length", length},
-                                 {"document", at.document},
-                                 {"offset", at.offset},
-                                 {"bucket", o.bucket}},
+        nlohmann::json params{
+            {"method", computed}, {"length", length}, {"document", at.document}, {"offset", at.offset},
+            {"bucket", o.bucket}};
+        if (o.pass.decode) params.update({{"pass", o.pass.pass_name()}, {"cached_keys", o.pass.keys_name()}});
+        GridCell cell{.params = std::move(params),
                       .label = "L " + std::to_string(length) + " " + computed + " window " + std::to_string(w) + " (" +
                                std::filesystem::path(o.texts[static_cast<std::size_t>(at.document)]).stem().string() +
                                " @ " + std::to_string(at.offset) + ")",
@@ -237,6 +242,7 @@ void AddStudyCommand(CLI::App& app) {
       ->capture_default_str();
   study->add_option("--bucket", o->bucket, "Tokens per point of the loss-by-position curves (1 to 2^20)")
       ->capture_default_str();
+  AddPassOptions(*study, o->pass);
   study->add_option("--out", o->out,
                     "Grid directory (grid.json, cells/; study.md, study.json, study.png); default: one of its own "
                     "named by the settings, build/studies/MODEL-L<lengths>-<digest of the settings>, where the same "

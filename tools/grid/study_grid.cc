@@ -98,12 +98,34 @@ struct WindowParams {
   StudyWindow window;
   std::int64_t bucket = 0;
 };
+// The pass of a cell or of the settings: written only for the decode pass
+// (older grids have none: one forward pass).
+struct StudyPass {
+  std::string pass = "prefill", cached_keys = "relowered";
+};
+StudyPass ReadPass(const GridField& at, const nlohmann::json& object) {
+  StudyPass out;
+  if (object.contains("pass")) out.pass = at.String(object, "pass");
+  if (object.contains("cached_keys")) out.cached_keys = at.String(object, "cached_keys");
+  if (out.pass != "prefill" && out.pass != "decode") at.Child("pass").Fail(out.pass, "must be prefill or decode");
+  if (out.cached_keys != "relowered" && out.cached_keys != "as-written") {
+    at.Child("cached_keys").Fail(out.cached_keys, "must be relowered or as-written");
+  }
+  if (out.cached_keys == "as-written" && out.pass != "decode") {
+    at.Child("cached_keys").Fail(out.cached_keys, "needs the decode pass (keys kept by a cache)");
+  }
+  return out;
+}
+
 WindowParams ReadCellParams(const GridField& at, const nlohmann::json& p, std::size_t documents) {
   WindowParams params{
       .options = {.context = ReadLength(at, p), .extension = ReadMethod(at, p, "method"), .max_windows = 1},
       .window = ReadWindow(at, p, documents),
       .bucket = at.Int(p, "bucket")};
   at.Child("bucket").Check([&] { CheckStudyBucket(params.bucket); });
+  const StudyPass pass = ReadPass(at, p);
+  params.options.pass = pass.pass == "decode" ? PerplexityPass::kDecode : PerplexityPass::kPrefill;
+  params.options.cached_keys = pass.cached_keys == "as-written" ? CachedKeys::kAsWritten : CachedKeys::kRelowered;
   return params;
 }
 
@@ -118,6 +140,9 @@ StudyReport ReadSettings(const GridField& at, const nlohmann::json& s) {
                      .bucket = at.Int(s, "bucket"),
                      .methods = at.Strings(s, "methods"),
                      .lengths = at.Ints(s, "lengths")};
+  const StudyPass pass = ReadPass(at, s);
+  report.pass = pass.pass;
+  report.cached_keys = pass.cached_keys;
   if (report.texts.empty()) at.Child("texts").Fail("[]", "must list at least one text");
   if (report.text_tokens.size() != report.texts.size()) {
     at.Child("text_tokens")

@@ -213,6 +213,15 @@ std::string StudyMarkdown(const StudyReport& r) {
          "overlapping). The unit of independence is a window: every interval is a 95% Student t interval over the "
       << r.windows << " windows, every difference is paired on them. " << Fixed(r.seconds, 0)
       << " s of compute (the cells' times added up).\n";
+  if (r.pass == "decode") {
+    out << "\nEach window runs token by token through the cache (the decode pass: the decode kernels are what is "
+           "scored), "
+        << (r.cached_keys == "as-written"
+                ? "each method planned again at every step for the tokens so far and the cache keeping each key as "
+                  "its step rotated it (keys as written: Hugging Face's generation under a dynamic method such as "
+                  "dynamic NTK, stale keys included).\n"
+                : "each method planned once for the window's length, as one forward pass plans it.\n");
+  }
   if (r.windows < 2) {
     out << "\nWith one window there is no interval (no estimate of the spread) and nothing is told from noise.\n";
   }
@@ -283,6 +292,7 @@ std::string StudyJson(const StudyReport& r) {
             {"bucket", r.bucket},
             {"seconds", r.seconds},
             {"lengths", Json::array()}};
+  if (r.pass == "decode") json.update({{"pass", r.pass}, {"cached_keys", r.cached_keys}});
   for (const std::int64_t length : r.lengths) {
     Json at{{"length", length}, {"methods", Json::array()}, {"comparisons", Json::object()}};
     const std::vector<Region> regions = RegionsOf(length, r.train_length);
