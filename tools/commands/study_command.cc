@@ -129,9 +129,11 @@ Grid PlanGrid(const StudyOptions& o, const LoadedModel& loaded, const std::vecto
       const std::string resolved = FormatContextExtension(plan.resolved), computed = same ? "none" : resolved;
       for (std::size_t w = 0; w < windows[l].size(); ++w) {
         const StudyWindow& at = windows[l][w];
-        nlohmann::json params{
-            {"method", computed}, {"length", length}, {"document", at.document}, {"offset", at.offset},
-            {"bucket", o.bucket}};
+        nlohmann::json params{{"method", computed},
+                              {"length", length},
+                              {"document", at.document},
+                              {"offset", at.offset},
+                              {"bucket", o.bucket}};
         if (o.pass.decode) params.update({{"pass", o.pass.pass_name()}, {"cached_keys", o.pass.keys_name()}});
         GridCell cell{.params = std::move(params),
                       .label = "L " + std::to_string(length) + " " + computed + " window " + std::to_string(w) + " (" +

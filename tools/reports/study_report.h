@@ -52,7 +52,7 @@ struct StudyReport {
   std::vector<std::string> methods;   // rows, in the order asked
   std::vector<std::int64_t> lengths;  // ascending
   std::vector<StudyCell> cells;
-  std::string pass = "prefill";          // or "decode": each window token by token through the cache
+  std::string pass = "prefill";           // or "decode": each window token by token through the cache
   std::string cached_keys = "relowered";  // or "as-written" (decode): keys kept as their step rotated them
 };
 
