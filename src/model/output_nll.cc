@@ -28,6 +28,14 @@ void OutputNegativeLogLikelihood(std::span<const float> hidden, const PackedWeig
   const auto m = static_cast<std::int64_t>(targets.size());
   constexpr std::int64_t kChunk = detail::kLogSumExpChunk;
   const std::int64_t chunks = (vocab + kChunk - 1) / kChunk;
+  Require(static_cast<std::int64_t>(hidden.size()) == m * d, op, "hidden.size()", hidden.size(),
+          "must be rows * d = " + std::to_string(m) + " * " + std::to_string(d));
+  Require(positions.size() == targets.size() && nll.size() == targets.size(), op, "nll.size()", nll.size(),
+          "must be the number of targets, " + std::to_string(m) + ", as positions.size() must");
+  for (std::int64_t r = 0; r < m; ++r) {
+    Require(targets[r] < vocab, op, "targets[" + std::to_string(r) + "]", targets[r],
+            "must be < the vocabulary size " + std::to_string(vocab) + " (or < 0: no target)");
+  }
   std::vector<detail::ExpSum> sums;
   std::vector<float> target_logit;
   std::vector<std::int64_t> out_of_range;  // a row's first column out of range in this chunk

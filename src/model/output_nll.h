@@ -18,7 +18,8 @@ namespace posenc::model {
 // positions[r] names row r in an error: a logit NaN or of magnitude >=
 // detail::kLogitLimit throws posenc::Error for op `op` naming
 // "logits[position P, token J]", the first such row's first such token of
-// the first chunk that holds one.
+// the first chunk that holds one. Sizes that do not match, or a target past
+// the vocabulary, throw posenc::Error naming them before anything is done.
 void OutputNegativeLogLikelihood(std::span<const float> hidden, const PackedWeights& output, DotActivations activations,
                                  std::span<const std::int32_t> targets, std::span<const std::int64_t> positions,
                                  const char* op, std::span<double> nll);

@@ -112,6 +112,17 @@ TEST(OutputNegativeLogLikelihood, NamesALogitOutOfRange) {
       },
       {"logits[position 1008, token 0]", "must be finite"});
   EXPECT_EQ(nll, std::vector<double>(static_cast<std::size_t>(m), -7.0));  // nothing written
+  std::vector<std::int32_t> past = targets;
+  past[2] = static_cast<std::int32_t>(vocab);
+  ExpectError(
+      [&] { model::OutputNegativeLogLikelihood(hidden, w, DotActivations::kFloat32, past, Positions(m), "test", nll); },
+      {"targets[2] = 3000", "must be < the vocabulary size 3000"});
+  ExpectError(
+      [&] {
+        model::OutputNegativeLogLikelihood(std::span(hidden).first(k), w, DotActivations::kFloat32, targets,
+                                           Positions(m), "test", nll);
+      },
+      {"hidden.size() = 16", "must be rows * d = 6 * 16"});
 }
 
 }  // namespace
