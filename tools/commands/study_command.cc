@@ -100,6 +100,7 @@ Grid PlanGrid(const StudyOptions& o, const LoadedModel& loaded, const std::vecto
   const DecoderModel& model = loaded.model;
   const DecoderHyperparams& hp = model.hparams();
   std::vector<std::vector<StudyWindow>> windows;
+  windows.reserve(lengths.size());
   for (const auto length : lengths) windows.push_back(PlanStudyWindows(o.texts, text_tokens, o.windows, length));
   std::vector<std::string> names;
   names.reserve(extensions.size());

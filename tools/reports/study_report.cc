@@ -111,7 +111,7 @@ RegionComparison Compare(const StudyReport& r, std::int64_t length, Region regio
     }
     const std::vector<double> a = WindowLosses(CellAt(r, method, length), region);
     const std::vector<double> none = WindowLosses(CellAt(r, "none", length), region);
-    out.vs_none.push_back(PairedDifferenceInterval(a, none));
+    out.vs_none.emplace_back(PairedDifferenceInterval(a, none));
   }
   return out;
 }
@@ -234,6 +234,7 @@ std::string StudyMarkdown(const StudyReport& r) {
   for (const std::int64_t length : r.lengths) {
     const std::vector<Region> regions = RegionsOf(length, r.train_length);
     std::vector<RegionComparison> comparisons;
+    comparisons.reserve(regions.size());
     for (const Region region : regions) comparisons.push_back(Compare(r, length, region));
     out << "\n### " << length << " tokens ("
         << Fixed(static_cast<double>(length) / static_cast<double>(r.train_length), 2) << "x the training length), "
@@ -297,6 +298,7 @@ std::string StudyJson(const StudyReport& r) {
     Json at{{"length", length}, {"methods", Json::array()}, {"comparisons", Json::object()}};
     const std::vector<Region> regions = RegionsOf(length, r.train_length);
     std::vector<RegionComparison> comparisons;
+    comparisons.reserve(regions.size());
     for (const Region region : regions) comparisons.push_back(Compare(r, length, region));
     for (std::size_t m = 0; m < r.methods.size(); ++m) {
       const StudyCell& c = CellAt(r, r.methods[m], length);
