@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "posenc/error.h"
 
 namespace posenc::detail {
 
@@ -27,6 +30,11 @@ std::string LogitRangeRule() {
   return "must be finite and of magnitude < 65536 (2^16: float32 resolves a log-probability to 1/128 nat there, "
          "and past it a log-softmax measures rounding); the weights or activations hold NaN, infinity or values far "
          "out of range (a corrupt or diverged model)";
+}
+
+void ThrowLogitOutOfRange(const char* op, std::int64_t position, std::int64_t token, float value) {
+  ThrowError(op, "logits[position " + std::to_string(position) + ", token " + std::to_string(token) + "]",
+             FormatValue(value), LogitRangeRule());
 }
 
 }  // namespace posenc::detail

@@ -23,4 +23,9 @@ std::int64_t FirstOutOfRange(const float* x, std::int64_t n, float limit);
 // magnitude < 65536 (...)".
 std::string LogitRangeRule();
 
+// Throws posenc::Error for op `op` naming "logits[position P, token J]", the
+// value and LogitRangeRule: a decoder's logit of `token` at `position` out of
+// range (its logits blocks and its perplexity pass's fused scoring).
+[[noreturn]] void ThrowLogitOutOfRange(const char* op, std::int64_t position, std::int64_t token, float value);
+
 }  // namespace posenc::detail

@@ -460,9 +460,7 @@ void DecoderModel::EmitLogits(std::span<const float> hidden, std::span<const std
       const float* row = block.data() + r * hp.vocab_size;
       const std::int64_t j = detail::FirstOutOfRange(row, hp.vocab_size, detail::kLogitLimit);
       if (j < hp.vocab_size) {
-        ThrowError(kOp,
-                   "logits[position " + std::to_string(start + rows[first + r]) + ", token " + std::to_string(j) + "]",
-                   FormatValue(row[j]), detail::LogitRangeRule());
+        detail::ThrowLogitOutOfRange(kOp, start + rows[first + r], j, row[j]);
       }
     }
     sink(rows.subspan(first, block_rows), block);

@@ -61,9 +61,7 @@ void OutputNegativeLogLikelihood(std::span<const float> hidden, const PackedWeig
       });
       for (std::int64_t r = 0; r < rows; ++r) {
         if (const std::int64_t j = out_of_range[r]; j != kNone) {
-          ThrowError(op,
-                     "logits[position " + std::to_string(positions[first + r]) + ", token " + std::to_string(j) + "]",
-                     FormatValue(logits[r * width + j - col]), detail::LogitRangeRule());
+          detail::ThrowLogitOutOfRange(op, positions[first + r], j, logits[r * width + j - col]);
         }
       }
     };
