@@ -218,6 +218,13 @@ void PackedWeights::Row(std::int64_t j, std::span<float> out) const {
 
 namespace {
 
+// MatMul's and MatMulColumnChunks' x: m >= 0 rows of k values.
+void RequireRowsOfX(std::span<const float> x, std::int64_t m, std::int64_t k) {
+  Require(m >= 0, "matmul", "m", m, "must be at least 0");
+  Require(static_cast<std::int64_t>(x.size()) == m * k, "matmul", "x.size()", x.size(),
+          "must be m * k = " + std::to_string(m) + " * " + std::to_string(k));
+}
+
 // x in blocks of 32 for the integer kernels, when the activations are int8
 // and some rows of w are of a quantized type (k is then whole blocks, so the
 // padded rows are x's); nothing otherwise.
@@ -282,9 +289,7 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
             DotActivations activations, FewRows few) {
   const Layout& layout = w.layout();
   const std::int64_t n = layout.n, k = layout.k;
-  Require(m >= 0, "matmul", "m", m, "must be at least 0");
-  Require(static_cast<std::int64_t>(x.size()) == m * k, "matmul", "x.size()", x.size(),
-          "must be m * k = " + std::to_string(m) + " * " + std::to_string(k));
+  RequireRowsOfX(x, m, k);
   Require(static_cast<std::int64_t>(y.size()) == m * n, "matmul", "y.size()", y.size(),
           "must be m * n = " + std::to_string(m) + " * " + std::to_string(n));
   if (m == 0) return;
@@ -321,9 +326,7 @@ void MatMulColumnChunks(std::span<const float> x, std::int64_t m, const PackedWe
                         DotActivations activations, const ColumnChunkSink& consume) {
   const Layout& layout = w.layout();
   const std::int64_t n = layout.n, k = layout.k;
-  Require(m >= 0, "matmul", "m", m, "must be at least 0");
-  Require(static_cast<std::int64_t>(x.size()) == m * k, "matmul", "x.size()", x.size(),
-          "must be m * k = " + std::to_string(m) + " * " + std::to_string(k));
+  RequireRowsOfX(x, m, k);
   Require(chunk_columns > 0 && chunk_columns % kColumnChunkAlignment == 0, "matmul", "chunk_columns", chunk_columns,
           "must be a positive multiple of " + std::to_string(kColumnChunkAlignment) +
               " (whole blocks of the kernel's panels)");
