@@ -71,18 +71,22 @@ namespace {
 
 constexpr const char* kOp = "matmul";
 
+// Which products read Int8Rows::sums16: the prefill's panels do (the
+// offsets of the codes); decode's dot products do not, and a decode step
+// would sum them for nothing in each of its ~120 products.
+enum class CodeSums { kNone, kOf16 };
+
 // m rows of x [m, k] quantized for the integer product (detail::Int8Rows:
 // the format and the rounding). k is a multiple of 32 when a quantized
 // format's rows are stored.
 class Int8Quantized {
  public:
   static constexpr std::int64_t kBlock = detail::Int8Rows::kBlock;
-  Int8Quantized(std::span<const float> x, std::int64_t m, std::int64_t k)
+  Int8Quantized(std::span<const float> x, std::int64_t m, std::int64_t k, CodeSums sums)
       : m_(m), q_(static_cast<std::size_t>(m * k)), scale_(static_cast<std::size_t>(m * k / kBlock)),
         scaled_sum_(scale_.size()), dequantized_(static_cast<std::size_t>(m * detail::PaddedK(k)), 0.0f),
-        sums16_(static_cast<std::size_t>(m * k / 16)) {
+        sums16_(sums == CodeSums::kOf16 ? static_cast<std::size_t>(m * k / 16) : 0) {
     detail::QuantizeInt8(x.data(), m, k, q_.data(), scale_.data(), scaled_sum_.data(), dequantized_.data());
-    // The prefill's sums of q over each 16 (the offsets of the codes).
     for (std::size_t s = 0; s < sums16_.size(); ++s) {
       sums16_[s] = 0;
       for (std::size_t t = 16 * s; t < 16 * s + 16; ++t) sums16_[s] += q_[t];
@@ -95,7 +99,7 @@ class Int8Quantized {
             .scaled_sum = scaled_sum_.data(),
             .x_padded = x_padded,
             .dequantized = dequantized_.data(),
-            .sums16 = sums16_.data()};
+            .sums16 = sums16_.empty() ? nullptr : sums16_.data()};
   }
 
  private:
@@ -221,19 +225,21 @@ namespace {
 // MatMul's and MatMulColumnChunks' x: m >= 0 rows of k values.
 void RequireRowsOfX(std::span<const float> x, std::int64_t m, std::int64_t k) {
   Require(m >= 0, "matmul", "m", m, "must be at least 0");
-  Require(static_cast<std::int64_t>(x.size()) == m * k, "matmul", "x.size()", x.size(),
-          "must be m * k = " + std::to_string(m) + " * " + std::to_string(k));
+  if (static_cast<std::int64_t>(x.size()) != m * k) {  // the rule built only then: a decode step makes ~120 products
+    ThrowError("matmul", "x.size()", std::to_string(x.size()),
+               "must be m * k = " + std::to_string(m) + " * " + std::to_string(k));
+  }
 }
 
 // x in blocks of 32 for the integer kernels, when the activations are int8
 // and some rows of w are of a quantized type (k is then whole blocks, so the
 // padded rows are x's); nothing otherwise.
 std::optional<Int8Quantized> Int8Of(std::span<const float> x, std::int64_t m, const Layout& layout,
-                                    DotActivations activations) {
+                                    DotActivations activations, CodeSums sums) {
   const bool quantized = std::any_of(layout.segments.begin(), layout.segments.end(),
                                      [](const Layout::Segment& s) { return TraitsOf(s.type).block_elements > 1; });
   if (activations != DotActivations::kInt8 || !quantized) return std::nullopt;
-  return std::make_optional<Int8Quantized>(x, m, layout.k);
+  return std::make_optional<Int8Quantized>(x, m, layout.k, sums);
 }
 
 // The products of many rows for y's columns [first, first + width) into y
@@ -290,8 +296,10 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
   const Layout& layout = w.layout();
   const std::int64_t n = layout.n, k = layout.k;
   RequireRowsOfX(x, m, k);
-  Require(static_cast<std::int64_t>(y.size()) == m * n, "matmul", "y.size()", y.size(),
-          "must be m * n = " + std::to_string(m) + " * " + std::to_string(n));
+  if (static_cast<std::int64_t>(y.size()) != m * n) {
+    ThrowError("matmul", "y.size()", std::to_string(y.size()),
+               "must be m * n = " + std::to_string(m) + " * " + std::to_string(n));
+  }
   if (m == 0) return;
   if (layout.Stored() && m <= detail::kDotRows && few == FewRows::kDot) {
     // Decode: x rows padded with zeros to whole vectors; rows of W in chunks
@@ -308,7 +316,7 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
         body(begin * detail::kGroupRows, std::min(n, end * detail::kGroupRows));
       });
     };
-    if (const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations)) {
+    if (const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, CodeSums::kNone)) {
       const detail::Int8Rows rows = q->Rows(x_padded.data());
       over_rows([&](std::int64_t begin, std::int64_t end) { detail::Int8DotRows(layout, rows, y.data(), begin, end); });
     } else {
@@ -318,7 +326,7 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
     }
     return;
   }
-  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations);
+  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, CodeSums::kOf16);
   RunPlan(PlanColumns(x, m, layout, y.data(), 0, n), q);
 }
 
@@ -331,7 +339,7 @@ void MatMulColumnChunks(std::span<const float> x, std::int64_t m, const PackedWe
           "must be a positive multiple of " + std::to_string(kColumnChunkAlignment) +
               " (whole blocks of the kernel's panels)");
   if (m == 0) return;
-  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations);
+  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, CodeSums::kOf16);
   std::vector<float> y(static_cast<std::size_t>(m * std::min(chunk_columns, n)));
   for (std::int64_t first = 0; first < n; first += chunk_columns) {
     const std::int64_t width = std::min(chunk_columns, n - first);

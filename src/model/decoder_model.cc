@@ -46,20 +46,28 @@ std::int64_t LocalKeepFrom(std::int64_t total, std::int64_t window) {
 void CheckTokens(std::span<const std::int32_t> tokens, std::int64_t vocab) {
   Require(!tokens.empty(), kOp, "tokens.size()", 0, "must be >= 1");
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    Require(tokens[i] >= 0 && tokens[i] < vocab, kOp, "tokens[" + std::to_string(i) + "]", tokens[i],
-            "must be a token id in [0, vocab_size = " + std::to_string(vocab) + ")");
+    if (tokens[i] < 0 || tokens[i] >= vocab) {  // the message built only then: every decode step checks its token
+      ThrowError(kOp, "tokens[" + std::to_string(i) + "]", std::to_string(tokens[i]),
+                 "must be a token id in [0, vocab_size = " + std::to_string(vocab) + ")");
+    }
   }
 }
 
-// Throws where rows [n, width] of a forward pass's values, the first at
-// position `first_position`, hold a NaN or an infinity: a corrupt or
-// overflowing model stops where it shows, named, not as logits that are
-// NaN everywhere.
-void RequireFiniteRows(std::span<const float> values, std::int64_t width, std::int64_t first_position,
-                       const std::string& what, const std::string& why) {
+// Throws where the hidden state x [n, width] after `layer` (the input
+// embedding when layer < 0), its first row at position `first_position`,
+// holds a NaN or an infinity: a corrupt or overflowing model stops where it
+// shows, named, not as logits that are NaN everywhere. The message is built
+// only then: a decode step checks every layer, and building it each time
+// would cost more than the check.
+void RequireFiniteHidden(std::span<const float> values, std::int64_t width, std::int64_t first_position,
+                         std::int64_t layer) {
   const auto size = static_cast<std::int64_t>(values.size());
   const std::int64_t i = detail::FirstOutOfRange(values.data(), size, std::numeric_limits<float>::infinity());
   if (i == size) return;
+  const std::string what = layer < 0 ? "input embedding" : "hidden state after layer " + std::to_string(layer);
+  const std::string why =
+      layer < 0 ? "token_embd holds NaN or infinity in that token's row"
+                : "layer " + std::to_string(layer) + "'s weights hold NaN or infinity, or its values overflow float32";
   ThrowError(
       kOp,
       what + "[position " + std::to_string(first_position + i / width) + ", element " + std::to_string(i % width) + "]",
@@ -297,9 +305,10 @@ void DecoderModel::ExtendRows(DecoderCache& cache, std::span<const std::int32_t>
   CheckTokens(tokens, hp.vocab_size);
   const auto n = static_cast<std::int64_t>(tokens.size());
   for (std::size_t r = 0; r < logit_rows.size(); ++r) {
-    Require(logit_rows[r] >= 0 && logit_rows[r] < n && (r == 0 || logit_rows[r] > logit_rows[r - 1]), kOp,
-            "logit_rows[" + std::to_string(r) + "]", logit_rows[r],
-            "must be a row of the call in [0, " + std::to_string(n) + "), after the previous one");
+    if (logit_rows[r] < 0 || logit_rows[r] >= n || (r > 0 && logit_rows[r] <= logit_rows[r - 1])) {
+      ThrowError(kOp, "logit_rows[" + std::to_string(r) + "]", std::to_string(logit_rows[r]),
+                 "must be a row of the call in [0, " + std::to_string(n) + "), after the previous one");
+    }
   }
   RequireActivationsFit(n);
   const std::int64_t kv_dim = hp.head_count_kv * hp.head_dim;
@@ -359,7 +368,7 @@ void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_
   in.q_positions = TokenPositions::Offset(start);
 
   if (hp.embedding_scale != 1.0F) model::Scale(x, hp.embedding_scale);
-  RequireFiniteRows(x, d, start, "input embedding", "token_embd holds NaN or infinity in that token's row");
+  RequireFiniteHidden(x, d, start, -1);
   detail::AttentionPlan fresh_plan{};
 
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
@@ -420,8 +429,7 @@ void DecoderModel::ExtendCached(DecoderCache& cache, std::span<const std::int32_
     MatMul(hidden, n, layer.down, proj, w.activations);
     if (hp.post_norms) model::RmsNorm(proj, layer.post_ffw_norm, hp.rms_norm_eps, proj);
     model::AddInPlace(x, proj);
-    RequireFiniteRows(x, d, start, "hidden state after layer " + std::to_string(l),
-                      "layer " + std::to_string(l) + "'s weights hold NaN or infinity, or its values overflow float32");
+    RequireFiniteHidden(x, d, start, static_cast<std::int64_t>(l));
     if (progress) progress(static_cast<std::int64_t>(l) + 1, hp.block_count);
   }
 

@@ -39,10 +39,15 @@ class Pool {
   ~Pool() { Stop(); }
   int size() const { return size_; }
 
-  void Run(int slices, const std::function<void(int)>& slice) {
+  // slice(t) for t < slices, the caller running slice 0. The job is kept as
+  // a pointer and a function that calls it: a std::function of the caller's
+  // lambda would allocate at every call (a decode step makes ~150).
+  template <class Slice>
+  void Run(int slices, const Slice& slice) {
     {
       std::lock_guard lock(mutex_);
       job_ = &slice;
+      call_ = [](const void* job, int t) { (*static_cast<const Slice*>(job))(t); };
       pending_.store(slices - 1, std::memory_order_relaxed);
       const std::uint64_t job = (generation_.load(std::memory_order_relaxed) >> kSliceBits) + 1;
       generation_.store(job << kSliceBits | static_cast<std::uint64_t>(slices), std::memory_order_release);
@@ -82,7 +87,7 @@ class Pool {
   }
 
   // A worker that sees the next job while it spins runs it without taking
-  // the mutex: job_ is written before the generation it is published with
+  // the mutex: job_ and call_ are written before the generation they are published with
   // (release, read with acquire), and the job's slice count travels in the
   // same word, so that a worker outside the job (t >= slices) never reads a
   // later job's fields. Only a worker that stopped spinning sleeps on wake_.
@@ -99,7 +104,7 @@ class Pool {
       }
       seen = generation;
       if (static_cast<std::uint64_t>(t) >= (generation & kSliceMask)) continue;
-      (*job_)(t);
+      call_(job_, t);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         const std::lock_guard lock(mutex_);  // the caller checks pending_ under the mutex before it sleeps
         done_.notify_one();
@@ -121,7 +126,8 @@ class Pool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  const std::function<void(int)>* job_ = nullptr;
+  const void* job_ = nullptr;
+  void (*call_)(const void* job, int t) = nullptr;
   std::atomic<int> pending_{0};
   // The job's number << kSliceBits | its slice count (at most kMaxThreads).
   static constexpr int kSliceBits = 16;
