@@ -140,20 +140,24 @@ TEST(DecodeAttention, MatchesTheReferenceOnEveryTarget) {
   }
 }
 
+// Many segments a head (700 keys), and one segment of 200 keys, which the
+// heads share over the threads too; 40 keys stay on one thread.
 TEST(DecodeAttention, BitwiseIdenticalForAnyThreadCount) {
-  const Case c{2, 3, 16, 16, 700};
-  const std::int64_t q_heads = c.kv_heads * c.group;
-  const Inputs inputs(c, 4);
-  const AttentionOptions options = Methods(c.head_dim, q_heads)[2].second;  // ReRoPE: two key copies
-  const int saved = NumThreads();
-  std::vector<std::vector<float>> outs;
-  for (const int threads : {1, 2, 3}) {
-    SetNumThreads(threads);
-    outs.push_back(Decode(c, options, inputs.q, inputs.k, inputs.v, {699, 1}));
+  for (const std::int64_t tokens : {700, 200, 40}) {
+    const Case c{3, 3, 16, 16, tokens};
+    const std::int64_t q_heads = c.kv_heads * c.group;
+    const Inputs inputs(c, 4);
+    const AttentionOptions options = Methods(c.head_dim, q_heads)[2].second;  // ReRoPE: two key copies
+    const int saved = NumThreads();
+    std::vector<std::vector<float>> outs;
+    for (const int threads : {1, 2, 3}) {
+      SetNumThreads(threads);
+      outs.push_back(Decode(c, options, inputs.q, inputs.k, inputs.v, {tokens - 1, 1}));
+    }
+    SetNumThreads(saved);
+    EXPECT_EQ(outs[0], outs[1]) << tokens << " keys";
+    EXPECT_EQ(outs[0], outs[2]) << tokens << " keys";
   }
-  SetNumThreads(saved);
-  EXPECT_EQ(outs[0], outs[1]);
-  EXPECT_EQ(outs[0], outs[2]);
 }
 
 }  // namespace
