@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace posenc {
 
@@ -55,6 +56,30 @@ std::string FormatValue(const T& value) {
 template <class T>
 void Require(bool ok, std::string_view op, std::string_view parameter, const T& value, std::string_view rule) {
   if (!ok) ThrowError(op, parameter, FormatValue(value), rule);
+}
+
+// `part` itself, or what it returns when it is a function of no arguments.
+template <class Part>
+decltype(auto) MessagePart(const Part& part) {
+  if constexpr (std::is_invocable_v<const Part&>) {
+    return part();
+  } else {
+    return (part);
+  }
+}
+
+// Whether any of a check's message parts is given as a function.
+template <class... Parts>
+inline constexpr bool kAnyPartBuiltLazily = (std::is_invocable_v<const Parts&> || ...);
+
+// The same check with any of the parameter, the value and the rule given as
+// a function that builds it, called only when the check fails: on a path
+// that runs at every decode step ("tokens[" + i + "]", a rule with numbers),
+// building messages that are thrown away costs more than the check.
+//   Require(ok, "matmul", "x.size()", x.size(), [&] { return "must be " + std::to_string(n); });
+template <class Parameter, class T, class Rule, std::enable_if_t<kAnyPartBuiltLazily<Parameter, T, Rule>, int> = 0>
+void Require(bool ok, std::string_view op, const Parameter& parameter, const T& value, const Rule& rule) {
+  if (!ok) ThrowError(op, MessagePart(parameter), FormatValue(MessagePart(value)), MessagePart(rule));
 }
 
 }  // namespace posenc

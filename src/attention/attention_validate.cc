@@ -71,31 +71,26 @@ void ValidateAttention(const AttentionInputs& in, const AttentionOptions& option
   Require(head_dim > 0, kOp, "q.head_dim", head_dim, "must be > 0");
   // An empty value row would size the kernel's packed values as 0 bytes.
   Require(in.v.head_dim() > 0, kOp, "v.head_dim", in.v.head_dim(), "must be > 0");
-  // The rules with numbers are built only for a check that fails: a decode
-  // step validates every layer's attention.
-  if (in.k.batch() != batch) {
-    ThrowError(kOp, "k.batch", std::to_string(in.k.batch()), "must equal q.batch = " + std::to_string(batch));
-  }
-  if (in.k.head_dim() != head_dim) {
-    ThrowError(kOp, "k.head_dim", std::to_string(in.k.head_dim()),
-               "must equal q.head_dim = " + std::to_string(head_dim));
-  }
-  if (kv_heads <= 0 || q_heads % kv_heads != 0) {
-    ThrowError(kOp, "k.heads", std::to_string(kv_heads),
-               "must divide q.heads = " + std::to_string(q_heads) + " (GQA groups)");
-  }
-  if (in.v.batch() != batch || in.v.seq() != kv_len || in.v.heads() != kv_heads) {
-    // Appended, not "[" + ...: GCC 12 warns (-Wrestrict) on a literal before a temporary string.
-    ThrowError(kOp, "v.shape",
-               std::string("[")
-                   .append(std::to_string(in.v.batch()))
-                   .append(", ")
-                   .append(std::to_string(in.v.seq()))
-                   .append(", ")
-                   .append(std::to_string(in.v.heads()))
-                   .append(", ...]"),
-               "must match k's [batch, kv_len, kv_heads]");
-  }
+  // The rules with numbers are built only for a check that fails (Require's
+  // lazy form): a decode step validates every layer's attention.
+  Require(in.k.batch() == batch, kOp, "k.batch", in.k.batch(),
+          [&] { return "must equal q.batch = " + std::to_string(batch); });
+  Require(in.k.head_dim() == head_dim, kOp, "k.head_dim", in.k.head_dim(),
+          [&] { return "must equal q.head_dim = " + std::to_string(head_dim); });
+  Require(kv_heads > 0 && q_heads % kv_heads == 0, kOp, "k.heads", kv_heads,
+          [&] { return "must divide q.heads = " + std::to_string(q_heads) + " (GQA groups)"; });
+  Require(
+      in.v.batch() == batch && in.v.seq() == kv_len && in.v.heads() == kv_heads, kOp, "v.shape",
+      [&] {
+        return Verbatim{std::string("[")
+                            .append(std::to_string(in.v.batch()))
+                            .append(", ")
+                            .append(std::to_string(in.v.seq()))
+                            .append(", ")
+                            .append(std::to_string(in.v.heads()))
+                            .append(", ...]")};
+      },
+      "must match k's [batch, kv_len, kv_heads]");
   Require(in.out.batch() == batch && in.out.seq() == q_len && in.out.heads() == q_heads &&
               in.out.head_dim() == in.v.head_dim(),
           kOp, "out.shape", Verbatim{"[...]"}, "must be [batch, q_len, q_heads, v_dim]");

@@ -92,16 +92,13 @@ std::string_view RopeScalingName(const RopeScaling& scaling) {
 void RopeSpec::Validate() const {
   Require(std::isfinite(theta) && theta > 1, kOp, "theta", theta, "must be a finite number > 1");
   Require(head_dim > 0, kOp, "head_dim", head_dim, "must be > 0");
-  // The rules with numbers are built only for a check that fails: every RoPE
-  // call validates its spec, two a layer in a decode step.
-  if (head_dim > kMaxHeadDim) {
-    ThrowError(kOp, "head_dim", std::to_string(head_dim),
-               "must be <= " + std::to_string(kMaxHeadDim) + " (attention heads are at most a few hundred wide)");
-  }
-  if (rotary_dim < 0 || rotary_dim > head_dim) {
-    ThrowError(kOp, "rotary_dim", std::to_string(rotary_dim),
-               "must be in [0, head_dim = " + std::to_string(head_dim) + "] (0 means head_dim)");
-  }
+  // The rules with numbers are built only for a check that fails (Require's
+  // lazy form): every RoPE call validates its spec, two a layer in a decode step.
+  Require(head_dim <= kMaxHeadDim, kOp, "head_dim", head_dim, [] {
+    return "must be <= " + std::to_string(kMaxHeadDim) + " (attention heads are at most a few hundred wide)";
+  });
+  Require(rotary_dim >= 0 && rotary_dim <= head_dim, kOp, "rotary_dim", rotary_dim,
+          [&] { return "must be in [0, head_dim = " + std::to_string(head_dim) + "] (0 means head_dim)"; });
   const std::int64_t r = RotaryDim();
   Require(r % 2 == 0, kOp, rotary_dim == 0 ? "head_dim" : "rotary_dim", r, "must be even (dimensions rotate in pairs)");
   // NTK-style methods raise the base to r/(r-2).

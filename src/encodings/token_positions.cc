@@ -38,37 +38,31 @@ TokenPositions TokenPositions::Ids(std::vector<std::int64_t> ids) {
 void TokenPositions::Validate(std::string_view op, std::int64_t batch, std::int64_t seq) const {
   // The last token of a row sits at first + seq - 1.
   const std::int64_t last_first = kMaxPosition - std::max<std::int64_t>(seq - 1, 0);
-  // Names and rules are built only for a check that fails: every RoPE call
-  // of a decode step checks its positions.
+  // Names and rules are built only for a check that fails (Require's lazy
+  // form): every RoPE call of a decode step checks its positions.
   const auto check = [&](std::int64_t first, const auto& name, std::int64_t last) {
-    if (first < 0) ThrowError(op, name(), std::to_string(first), "must not be negative");
-    if (first > last) {
-      ThrowError(op, name(), std::to_string(first),
-                 "must be <= " + std::to_string(last) + " so that every position up to it + seq - 1 is <= 2^53 " +
-                     "(exact in float64)");
-    }
+    Require(first >= 0, op, name, first, "must not be negative");
+    Require(first <= last, op, name, first, [&] {
+      return "must be <= " + std::to_string(last) + " so that every position up to it + seq - 1 is <= 2^53 " +
+             "(exact in float64)";
+    });
   };
   if (!ids_.empty()) {
-    if (static_cast<std::int64_t>(ids_.size()) != CheckedProduct({batch, seq})) {
-      ThrowError(op, "position_ids.size()", std::to_string(ids_.size()),
-                 "must equal batch * seq = " + ProductText(batch, seq));
-    }
+    Require(static_cast<std::int64_t>(ids_.size()) == CheckedProduct({batch, seq}), op, "position_ids.size()",
+            ids_.size(), [&] { return "must equal batch * seq = " + ProductText(batch, seq); });
     for (std::size_t i = 0; i < ids_.size(); ++i) {
       check(
           ids_[i], [&] { return "position_ids[" + std::to_string(i) + "]"; }, kMaxPosition);
     }
   } else if (!offsets_.empty()) {
-    if (static_cast<std::int64_t>(offsets_.size()) != batch) {
-      ThrowError(op, "offsets.size()", std::to_string(offsets_.size()),
-                 "must equal batch = " + std::to_string(batch) + " (one per sequence)");
-    }
+    Require(static_cast<std::int64_t>(offsets_.size()) == batch, op, "offsets.size()", offsets_.size(),
+            [&] { return "must equal batch = " + std::to_string(batch) + " (one per sequence)"; });
     for (std::size_t b = 0; b < offsets_.size(); ++b) {
       check(
           offsets_[b], [&] { return "offsets[" + std::to_string(b) + "]"; }, last_first);
     }
   } else {
-    check(
-        start_, [] { return std::string("offset"); }, last_first);
+    check(start_, "offset", last_first);
   }
 }
 

@@ -225,10 +225,9 @@ namespace {
 // MatMul's and MatMulColumnChunks' x: m >= 0 rows of k values.
 void RequireRowsOfX(std::span<const float> x, std::int64_t m, std::int64_t k) {
   Require(m >= 0, "matmul", "m", m, "must be at least 0");
-  if (static_cast<std::int64_t>(x.size()) != m * k) {  // the rule built only then: a decode step makes ~120 products
-    ThrowError("matmul", "x.size()", std::to_string(x.size()),
-               "must be m * k = " + std::to_string(m) + " * " + std::to_string(k));
-  }
+  // The rule built only when the check fails: a decode step makes ~120 products.
+  Require(static_cast<std::int64_t>(x.size()) == m * k, "matmul", "x.size()", x.size(),
+          [&] { return "must be m * k = " + std::to_string(m) + " * " + std::to_string(k); });
 }
 
 // x in blocks of 32 for the integer kernels, when the activations are int8
@@ -296,10 +295,8 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
   const Layout& layout = w.layout();
   const std::int64_t n = layout.n, k = layout.k;
   RequireRowsOfX(x, m, k);
-  if (static_cast<std::int64_t>(y.size()) != m * n) {
-    ThrowError("matmul", "y.size()", std::to_string(y.size()),
-               "must be m * n = " + std::to_string(m) + " * " + std::to_string(n));
-  }
+  Require(static_cast<std::int64_t>(y.size()) == m * n, "matmul", "y.size()", y.size(),
+          [&] { return "must be m * n = " + std::to_string(m) + " * " + std::to_string(n); });
   if (m == 0) return;
   if (layout.Stored() && m <= detail::kDotRows && few == FewRows::kDot) {
     // Decode: x rows padded with zeros to whole vectors; rows of W in chunks

@@ -41,17 +41,15 @@ void RequireNoAliasing(const RopeCall& call) {
 
 void ValidateRopeCall(const RopeSpec& spec, const RopeFrequencies& frequencies, const RopeCall& call) {
   spec.Validate();
-  // The messages are built only for a failing check: a decode step makes
-  // about two calls a layer, and their strings cost more than the rotation.
-  if (static_cast<std::int64_t>(frequencies.inv_freq.size()) != spec.Pairs()) {
-    ThrowError("rope", "inv_freq.size()", std::to_string(frequencies.inv_freq.size()),
-               "must equal rotary_dim / 2 = " + std::to_string(spec.Pairs()));
-  }
+  // The messages are built only for a failing check (Require's lazy form): a
+  // decode step makes about two calls a layer.
+  Require(static_cast<std::int64_t>(frequencies.inv_freq.size()) == spec.Pairs(), "rope", "inv_freq.size()",
+          frequencies.inv_freq.size(), [&] { return "must equal rotary_dim / 2 = " + std::to_string(spec.Pairs()); });
   for (std::size_t k = 0; k < frequencies.inv_freq.size(); ++k) {
     // A caller's table (frequencies=): a NaN or infinite one would rotate every position to NaN.
-    if (!std::isfinite(frequencies.inv_freq[k])) {
-      ThrowError("rope", "inv_freq[" + std::to_string(k) + "]", FormatValue(frequencies.inv_freq[k]), "must be finite");
-    }
+    Require(
+        std::isfinite(frequencies.inv_freq[k]), "rope", [&] { return "inv_freq[" + std::to_string(k) + "]"; },
+        frequencies.inv_freq[k], "must be finite");
   }
   Require(!call.operands.empty(), "rope", "operands", 0, "need at least one tensor to rotate");
   const auto& first = call.operands.front().in;

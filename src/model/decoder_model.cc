@@ -46,10 +46,10 @@ std::int64_t LocalKeepFrom(std::int64_t total, std::int64_t window) {
 void CheckTokens(std::span<const std::int32_t> tokens, std::int64_t vocab) {
   Require(!tokens.empty(), kOp, "tokens.size()", 0, "must be >= 1");
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= vocab) {  // the message built only then: every decode step checks its token
-      ThrowError(kOp, "tokens[" + std::to_string(i) + "]", std::to_string(tokens[i]),
-                 "must be a token id in [0, vocab_size = " + std::to_string(vocab) + ")");
-    }
+    // The message built only when the check fails: every decode step checks its token.
+    Require(
+        tokens[i] >= 0 && tokens[i] < vocab, kOp, [&] { return "tokens[" + std::to_string(i) + "]"; }, tokens[i],
+        [&] { return "must be a token id in [0, vocab_size = " + std::to_string(vocab) + ")"; });
   }
 }
 
@@ -305,10 +305,10 @@ void DecoderModel::ExtendRows(DecoderCache& cache, std::span<const std::int32_t>
   CheckTokens(tokens, hp.vocab_size);
   const auto n = static_cast<std::int64_t>(tokens.size());
   for (std::size_t r = 0; r < logit_rows.size(); ++r) {
-    if (logit_rows[r] < 0 || logit_rows[r] >= n || (r > 0 && logit_rows[r] <= logit_rows[r - 1])) {
-      ThrowError(kOp, "logit_rows[" + std::to_string(r) + "]", std::to_string(logit_rows[r]),
-                 "must be a row of the call in [0, " + std::to_string(n) + "), after the previous one");
-    }
+    Require(
+        logit_rows[r] >= 0 && logit_rows[r] < n && (r == 0 || logit_rows[r] > logit_rows[r - 1]), kOp,
+        [&] { return "logit_rows[" + std::to_string(r) + "]"; }, logit_rows[r],
+        [&] { return "must be a row of the call in [0, " + std::to_string(n) + "), after the previous one"; });
   }
   RequireActivationsFit(n);
   const std::int64_t kv_dim = hp.head_count_kv * hp.head_dim;

@@ -33,8 +33,9 @@ void OutputNegativeLogLikelihood(std::span<const float> hidden, const PackedWeig
   Require(positions.size() == targets.size() && nll.size() == targets.size(), op, "nll.size()", nll.size(),
           "must be the number of targets, " + std::to_string(m) + ", as positions.size() must");
   for (std::int64_t r = 0; r < m; ++r) {
-    Require(targets[r] < vocab, op, "targets[" + std::to_string(r) + "]", targets[r],
-            "must be < the vocabulary size " + std::to_string(vocab) + " (or < 0: no target)");
+    Require(
+        targets[r] < vocab, op, [&] { return "targets[" + std::to_string(r) + "]"; }, targets[r],
+        [&] { return "must be < the vocabulary size " + std::to_string(vocab) + " (or < 0: no target)"; });
   }
   std::vector<detail::ExpSum> sums;
   std::vector<float> target_logit;
