@@ -3,6 +3,12 @@
 // multiple of the tile), n tail (partial panels) and short k; bitwise
 // identical results for 1, 2 and 3 threads; argument errors.
 // (Suite "matmul", lowercase, so that `ctest -R matmul` selects it.)
+//
+// AVX3_DL (AVX-512 VNNI) is one of the targets looped over, as matmul.cc
+// compiles it.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "posenc/dtype.h"
 #include "posenc/matmul.h"
 #include "posenc/parallel.h"
@@ -352,6 +359,24 @@ TEST(matmul, Int8GroupsOfRows) {
         ExpectNearReference(reference::Int8Activations(x), w, m, n, k, y_groups);
       }
     });
+    // The integer kernel's sums are exact and its float32 steps have one
+    // order, so every x86 target that has it (AVX2, AVX3, AVX3_DL) gives the
+    // same bytes.
+    for (const std::int64_t m : {1, 2, 3, 4}) {
+      SCOPED_TRACE("m=" + std::to_string(m));
+      const std::vector<float> x = UniformFloats(m * k, static_cast<std::uint32_t>(7 * m + k));
+      std::vector<float> first;
+      for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        if (target != HWY_AVX2 && target != HWY_AVX3 && target != HWY_AVX3_DL) continue;
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(hwy::TargetName(target));
+        std::vector<float> y(static_cast<std::size_t>(m * n), std::nanf(""));
+        MatMul(x, m, groups, y, DotActivations::kInt8);
+        if (first.empty()) first = y;
+        EXPECT_EQ(0, std::memcmp(y.data(), first.data(), y.size() * sizeof(float)));
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
   }
 }
 
