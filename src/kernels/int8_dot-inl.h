@@ -313,6 +313,10 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
 //   high ones 16+4v..16+4v+3; all 8 products of a block fit in int16
 //   (8 x 2 x 15 x 127 < 2^15), then one `pmaddwd` makes them int32. Q4_0's
 //   codes are c - 8 with c in [0, 15]: its min is -8 d.
+// - Q5_0: the same nibbles (from vector 1 on) with each weight's fifth bit
+//   (FifthBitsOf) as 0x10; codes c - 16 with c in [0, 31], min -16 d; 4
+//   products of 5-bit codes fit in int16 (4 x 2 x 31 x 127 < 2^15), so
+//   `pmaddwd` runs after each half of the block.
 // - Q8_0: signed codes as in DotSigned, each vector's pairs into int32.
 // Then per block, for the 8 rows at once: y += float(dot) (d_w d_x) (two
 // accumulators, blocks alternating) and the min terms m_w (d_x sum q), in a
@@ -320,11 +324,25 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
 template <GgmlType kType>
 constexpr detail::GroupedBlock kGroupedBlock = *detail::GroupedBlockOf(kType);
 
+// Q5_0's fifth bits of weights first .. first+3 of each row, from the rows'
+// 32-bit masks (lane r: row r's, bit j for weight j): byte b of lane r is
+// 0x10 if bit first + b is set. The multiply by the sum of 2^(7b + 4) moves
+// bit b of the 4 bits to bit 8b + 4, and no two partial products meet
+// (7b + c = 7b2 + c2 for b, c, b2, c2 in [0, 3] only where b = b2, c = c2).
+HWY_INLINE I FifthBitsOf(I masks, int first) {
+  const I four = _mm256_and_si256(_mm256_srl_epi32(masks, _mm_cvtsi32_si128(first)), _mm256_set1_epi32(0xF));
+  return _mm256_and_si256(_mm256_mullo_epi32(four, _mm256_set1_epi32(0x02040810)), _mm256_set1_epi32(0x10101010));
+}
+
 template <GgmlType kType, std::int64_t M>
 HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
                           const detail::Int8Rows& x, float* HWY_RESTRICT y, std::int64_t begin, std::int64_t end) {
   constexpr const detail::GroupedBlock& kBlock = kGroupedBlock<kType>;
   constexpr bool kNibbles = kType != GgmlType::kQ8_0, kMin = kType != GgmlType::kQ8_0;
+  constexpr bool kFifth = kType == GgmlType::kQ5_0;
+  constexpr std::int64_t kFirstCodes = kFifth ? 1 : 0;  // the first code vector
+  // Code vectors a run of int16 sums may take (two pmaddubsw each).
+  constexpr std::int64_t kRun = kFifth ? 2 : 4;
   const std::int64_t k = w.k, blocks = k / 32;
   const I nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   // The 4 bytes of x row i's block b from byte `at`, in every int32 lane.
@@ -341,18 +359,33 @@ HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::L
     // stay in registers).
     const auto block_at = [&](std::int64_t b, auto slot) HWY_ATTR {
       const std::byte* block = group + b * detail::kGroupRows * kBlock.Bytes();
-      I dots[M];  // int16 sums of the products (4-bit codes), int32 (Q8_0)
+      I dots[M];  // int32 sums of the products
       for (I& dot : dots) dot = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (std::int64_t v = 0; v < kBlock.words; ++v) {
-        const I codes = Load32(block + kBlock.WordAt(v, 0));
-        if constexpr (kNibbles) {
-          const I low = _mm256_and_si256(codes, nibble), high = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
-          for (std::int64_t i = 0; i < M; ++i) {
-            dots[i] = _mm256_add_epi16(dots[i], _mm256_maddubs_epi16(low, x_word(i, b, 4 * v)));
-            dots[i] = _mm256_add_epi16(dots[i], _mm256_maddubs_epi16(high, x_word(i, b, 16 + 4 * v)));
+      if constexpr (kNibbles) {
+        const I fifth = kFifth ? Load32(block + kBlock.WordAt(0, 0)) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (std::int64_t run = 0; run < 4; run += kRun) {
+          I pairs[M];  // int16 sums of the run's products
+          for (I& pair : pairs) pair = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (std::int64_t v = run; v < run + kRun; ++v) {
+            const I codes = Load32(block + kBlock.WordAt(kFirstCodes + v, 0));
+            I low = _mm256_and_si256(codes, nibble), high = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
+            if constexpr (kFifth) {
+              low = _mm256_or_si256(low, FifthBitsOf(fifth, static_cast<int>(4 * v)));
+              high = _mm256_or_si256(high, FifthBitsOf(fifth, static_cast<int>(16 + 4 * v)));
+            }
+            for (std::int64_t i = 0; i < M; ++i) {
+              pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(low, x_word(i, b, 4 * v)));
+              pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(high, x_word(i, b, 16 + 4 * v)));
+            }
           }
-        } else {
+          for (std::int64_t i = 0; i < M; ++i) dots[i] = _mm256_add_epi32(dots[i], _mm256_madd_epi16(pairs[i], ones));
+        }
+      } else {
+#pragma GCC unroll 8
+        for (std::int64_t v = 0; v < kBlock.words; ++v) {
+          const I codes = Load32(block + kBlock.WordAt(v, 0));
           for (std::int64_t i = 0; i < M; ++i)
             dots[i] = _mm256_add_epi32(dots[i], DotSigned(codes, x_word(i, b, 4 * v)));
         }
@@ -360,11 +393,12 @@ HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::L
       const F d = _mm256_cvtph_ps(Load16(block));
       F m = _mm256_setzero_ps();
       if constexpr (kType == GgmlType::kQ4_1) m = _mm256_cvtph_ps(Load16(block + kBlock.FieldAt(1, 0)));
-      if constexpr (kType == GgmlType::kQ4_0) m = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));  // exact
+      if constexpr (kType == GgmlType::kQ4_0) m = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));   // exact
+      if constexpr (kType == GgmlType::kQ5_0) m = _mm256_mul_ps(d, _mm256_set1_ps(-16.0f));  // exact
       for (std::int64_t i = 0; i < M; ++i) {
-        const I dot = kNibbles ? _mm256_madd_epi16(dots[i], ones) : dots[i];
         F& sum = acc[i][decltype(slot)::value];
-        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(x.scale[i * blocks + b])), sum);
+        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]), _mm256_mul_ps(d, _mm256_set1_ps(x.scale[i * blocks + b])),
+                              sum);
         if constexpr (kMin) {
           min_acc[i] = _mm256_fmadd_ps(m, _mm256_set1_ps(x.scaled_sum[i * blocks + b]), min_acc[i]);
         }
@@ -401,6 +435,7 @@ HWY_INLINE bool DotSegment(const PackedWeights::Layout& w, const PackedWeights::
     switch (segment.type) {
       case GgmlType::kQ4_0: DotGroupsOf<GgmlType::kQ4_0>(w, segment, x, y, begin, end); return true;
       case GgmlType::kQ4_1: DotGroupsOf<GgmlType::kQ4_1>(w, segment, x, y, begin, end); return true;
+      case GgmlType::kQ5_0: DotGroupsOf<GgmlType::kQ5_0>(w, segment, x, y, begin, end); return true;
       default: DotGroupsOf<GgmlType::kQ8_0>(w, segment, x, y, begin, end); return true;
     }
   }

@@ -315,17 +315,17 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
   }
 }
 
-// Weights packed for int8 decode keep Q4_0, Q4_1 and Q8_0 parts of whole
-// groups of 8 rows interleaved (row_groups.h): here grouped parts of each,
-// a part of another type, a Q4_1 part that starts off a multiple of 8 and
-// one of 3 rows (both kept row by row). The integer products equal the
+// Weights packed for int8 decode keep Q4_0, Q4_1, Q5_0 and Q8_0 parts of
+// whole groups of 8 rows interleaved (row_groups.h): here grouped parts of
+// each, a part of another type, a Q5_0 part of 5 rows, a Q4_1 part that
+// starts off a multiple of 8 and one of 3 rows (all three kept row by row). The integer products equal the
 // reference on the rounded x; every other path reads the same weights
 // bitwise as the row-major layout (the thread counts: below).
 TEST(matmul, Int8GroupsOfRows) {
-  const std::vector<std::pair<GgmlType, std::int64_t>> shapes{{GgmlType::kQ4_1, 24}, {GgmlType::kQ8_0, 16},
-                                                              {GgmlType::kQ4_0, 8},  {GgmlType::kQ5_0, 5},
-                                                              {GgmlType::kQ4_1, 16}, {GgmlType::kQ4_1, 3}};
-  const std::int64_t n = 72;
+  const std::vector<std::pair<GgmlType, std::int64_t>> shapes{
+      {GgmlType::kQ4_1, 24}, {GgmlType::kQ8_0, 16}, {GgmlType::kQ4_0, 8},  {GgmlType::kQ5_0, 16},
+      {GgmlType::kQ5_1, 8},  {GgmlType::kQ5_0, 5},  {GgmlType::kQ4_1, 16}, {GgmlType::kQ4_1, 3}};
+  const std::int64_t n = 96;
   for (const std::int64_t k : {32, 96, 576}) {
     SCOPED_TRACE("k=" + std::to_string(k));
     std::vector<std::vector<std::byte>> bytes;
@@ -380,11 +380,12 @@ TEST(matmul, Int8GroupsOfRows) {
   }
 }
 
-// Row by row (Q4_K) and in groups of 8 (Q4_1 packed for int8 decode).
+// Row by row (Q4_K) and in groups of 8 (Q4_1 and Q5_0 packed for int8
+// decode).
 TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
   const std::int64_t n = 296, k = 256;
   const int saved = NumThreads();
-  for (const GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ4_1}) {
+  for (const GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ4_1, GgmlType::kQ5_0}) {
     const std::vector<std::byte> bytes = testing::RandomBlocks(type, n, k, 5);
     const WeightRows part{type, n, bytes};
     for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
