@@ -16,7 +16,11 @@
 // accumulators with the block's scale d_w d_x (Q6_K: one scale per 16
 // weights, so per half of the lanes); the min terms go to scalar
 // accumulators. So a weight costs about an eighth of the float32 kernel's
-// operations, and decode is no longer bound by arithmetic.
+// operations. That row-by-row form (DotRows) still pays a reduction per row
+// and scalar scale work per block, which bound it below memory speed for
+// K-quants; the types a model loaded for int8 keeps in groups of 8 rows
+// (row_groups.h: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K) take DotGroups, which does
+// that work for 8 rows at once.
 //
 // Only x86 with AVX2 (and its successors, on 256-bit vectors) has the
 // integer kernel (DotSegment); other targets take the float32 kernel over
@@ -318,6 +322,8 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
 //   products of 5-bit codes fit in int16 (4 x 2 x 31 x 127 < 2^15), so
 //   `pmaddwd` runs after each half of the block.
 // - Q8_0: signed codes as in DotSigned, each vector's pairs into int32.
+// - Q4_K: super-blocks of 256 with a scale and a min a sub-block of 32
+//   (Q4KSuper).
 // Then per block, for the 8 rows at once: y += float(dot) (d_w d_x) (two
 // accumulators, blocks alternating) and the min terms m_w (d_x sum q), in a
 // fixed order: a row's sum does not depend on how the rows are split.
@@ -334,6 +340,87 @@ HWY_INLINE I FifthBitsOf(I masks, int first) {
   return _mm256_and_si256(_mm256_mullo_epi32(four, _mm256_set1_epi32(0x02040810)), _mm256_set1_epi32(0x10101010));
 }
 
+// The 4 bytes of x row i's block b (of 32) from byte `at`, in every int32
+// lane (x's rows k apart).
+HWY_INLINE I XWord(const detail::Int8Rows& x, std::int64_t k, std::int64_t i, std::int64_t b, std::int64_t at) {
+  std::int32_t word;
+  std::memcpy(&word, x.q + i * k + 32 * b + at, 4);
+  return _mm256_set1_epi32(word);
+}
+
+// Sub-block s's 6-bit scale and min for the 8 rows of a group (lane r: row
+// r), from the rows' 12 scale bytes as three vectors of 4: ScaleMinK4 lane
+// by lane.
+template <int s>
+HWY_INLINE void ScaleMinK4Lanes(const I (&bytes)[3], I& scale, I& min) {
+  const I six_bits = _mm256_set1_epi32(63), four_bits = _mm256_set1_epi32(0xF), two_bits = _mm256_set1_epi32(3);
+  if constexpr (s < 4) {
+    scale = _mm256_and_si256(_mm256_srli_epi32(bytes[0], 8 * s), six_bits);
+    min = _mm256_and_si256(_mm256_srli_epi32(bytes[1], 8 * s), six_bits);
+  } else {
+    constexpr int t = s - 4;
+    const I scale_high = _mm256_and_si256(_mm256_srli_epi32(bytes[0], 8 * t + 6), two_bits);
+    const I min_high = _mm256_and_si256(_mm256_srli_epi32(bytes[1], 8 * t + 6), two_bits);
+    scale = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(bytes[2], 8 * t), four_bits),
+                            _mm256_slli_epi32(scale_high, 4));
+    min = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(bytes[2], 8 * t + 4), four_bits),
+                          _mm256_slli_epi32(min_high, 4));
+  }
+}
+
+// One Q4_K super-block of a group (row_groups.h: d and dmin, then the 12
+// scale bytes as vectors 0-2 and 4 chunks of 32 nibble bytes as vectors
+// 3 + 8c + u) against M rows of x. Chunk c's low nibbles are sub-block 2c,
+// its high ones sub-block 2c + 1, weights 4u..4u+3 of each in vector
+// 3 + 8c + u. A sub-block's 8 products a lane fit in int16 (8 x 2 x 15 x
+// 127 < 2^15); its scale and min are unpacked for the 8 rows at once; it
+// adds float(dot) (d sc) d_x to accumulator s % 2 and -(dmin m) (d_x sum q)
+// to the min's.
+template <std::int64_t M>
+struct Q4KSuper {
+  static constexpr detail::GroupedBlock kBlock = *detail::GroupedBlockOf(GgmlType::kQ4_K);
+  const std::byte* block;
+  const I (&scale_bytes)[3];
+  F d, dmin;
+  const detail::Int8Rows& x;
+  std::int64_t k, first_run;  // x's block of sub-block 0
+
+  template <int kChunk>
+  HWY_INLINE void Chunk(F (&acc)[M][2], F (&min_acc)[M]) const {
+    const I nibble = _mm256_set1_epi8(0x0F);
+    const std::int64_t run = first_run + 2 * kChunk;
+    I low[M], high[M];  // int16 sums of the products of sub-blocks 2c and 2c + 1
+    for (std::int64_t i = 0; i < M; ++i) low[i] = high[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (std::int64_t u = 0; u < 8; ++u) {
+      const I codes = Load32(block + kBlock.WordAt(3 + 8 * kChunk + u, 0));
+      const I low_codes = _mm256_and_si256(codes, nibble);
+      const I high_codes = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
+      for (std::int64_t i = 0; i < M; ++i) {
+        low[i] = _mm256_add_epi16(low[i], _mm256_maddubs_epi16(low_codes, XWord(x, k, i, run, 4 * u)));
+        high[i] = _mm256_add_epi16(high[i], _mm256_maddubs_epi16(high_codes, XWord(x, k, i, run + 1, 4 * u)));
+      }
+    }
+    SubBlock<2 * kChunk>(low, acc, min_acc);
+    SubBlock<2 * kChunk + 1>(high, acc, min_acc);
+  }
+
+  template <int s>
+  HWY_INLINE void SubBlock(const I (&pairs)[M], F (&acc)[M][2], F (&min_acc)[M]) const {
+    I scale_code, min_code;
+    ScaleMinK4Lanes<s>(scale_bytes, scale_code, min_code);
+    const F scale = _mm256_mul_ps(d, _mm256_cvtepi32_ps(scale_code));  // exact: 11 x 6 bits
+    const F min = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(min_code));
+    const std::int64_t runs = k / 32, b = first_run + s;
+    for (std::int64_t i = 0; i < M; ++i) {
+      const I dot = _mm256_madd_epi16(pairs[i], _mm256_set1_epi16(1));
+      acc[i][s % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                      _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[i * runs + b])), acc[i][s % 2]);
+      min_acc[i] = _mm256_fnmadd_ps(min, _mm256_set1_ps(x.scaled_sum[i * runs + b]), min_acc[i]);
+    }
+  }
+};
+
 template <GgmlType kType, std::int64_t M>
 HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
                           const detail::Int8Rows& x, float* HWY_RESTRICT y, std::int64_t begin, std::int64_t end) {
@@ -345,71 +432,79 @@ HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::L
   constexpr std::int64_t kRun = kFifth ? 2 : 4;
   const std::int64_t k = w.k, blocks = k / 32;
   const I nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  // The 4 bytes of x row i's block b from byte `at`, in every int32 lane.
-  const auto x_word = [&](std::int64_t i, std::int64_t b, std::int64_t at) HWY_ATTR {
-    std::int32_t word;
-    std::memcpy(&word, x.q + i * k + 32 * b + at, 4);
-    return _mm256_set1_epi32(word);
-  };
   for (std::int64_t j = begin; j < end; j += detail::kGroupRows) {
     const std::byte* group = w.BytesFrom(segment, j);
     F acc[M][2], min_acc[M];
     for (std::int64_t i = 0; i < M; ++i) acc[i][0] = acc[i][1] = min_acc[i] = _mm256_setzero_ps();
-    // Block b into accumulator `slot` (a constant, so that the accumulators
-    // stay in registers).
-    const auto block_at = [&](std::int64_t b, auto slot) HWY_ATTR {
-      const std::byte* block = group + b * detail::kGroupRows * kBlock.Bytes();
-      I dots[M];  // int32 sums of the products
-      for (I& dot : dots) dot = _mm256_setzero_si256();
-      if constexpr (kNibbles) {
-        const I fifth = kFifth ? Load32(block + kBlock.WordAt(0, 0)) : _mm256_setzero_si256();
+    if constexpr (kType == GgmlType::kQ4_K) {
+      for (std::int64_t super = 0; super < k / 256; ++super) {
+        const std::byte* block = group + super * detail::kGroupRows * kBlock.Bytes();
+        const F d = _mm256_cvtph_ps(Load16(block)), dmin = _mm256_cvtph_ps(Load16(block + kBlock.FieldAt(1, 0)));
+        const I scale_bytes[3] = {Load32(block + kBlock.WordAt(0, 0)), Load32(block + kBlock.WordAt(1, 0)),
+                                  Load32(block + kBlock.WordAt(2, 0))};
+        const Q4KSuper<M> at{block, scale_bytes, d, dmin, x, k, 8 * super};
+        at.template Chunk<0>(acc, min_acc);
+        at.template Chunk<1>(acc, min_acc);
+        at.template Chunk<2>(acc, min_acc);
+        at.template Chunk<3>(acc, min_acc);
+      }
+    } else {
+      // Block b into accumulator `slot` (a constant, so that the accumulators
+      // stay in registers).
+      const auto block_at = [&](std::int64_t b, auto slot) HWY_ATTR {
+        const std::byte* block = group + b * detail::kGroupRows * kBlock.Bytes();
+        I dots[M];  // int32 sums of the products
+        for (I& dot : dots) dot = _mm256_setzero_si256();
+        if constexpr (kNibbles) {
+          const I fifth = kFifth ? Load32(block + kBlock.WordAt(0, 0)) : _mm256_setzero_si256();
 #pragma GCC unroll 4
-        for (std::int64_t run = 0; run < 4; run += kRun) {
-          I pairs[M];  // int16 sums of the run's products
-          for (I& pair : pairs) pair = _mm256_setzero_si256();
+          for (std::int64_t run = 0; run < 4; run += kRun) {
+            I pairs[M];  // int16 sums of the run's products
+            for (I& pair : pairs) pair = _mm256_setzero_si256();
 #pragma GCC unroll 4
-          for (std::int64_t v = run; v < run + kRun; ++v) {
-            const I codes = Load32(block + kBlock.WordAt(kFirstCodes + v, 0));
-            I low = _mm256_and_si256(codes, nibble), high = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
-            if constexpr (kFifth) {
-              low = _mm256_or_si256(low, FifthBitsOf(fifth, static_cast<int>(4 * v)));
-              high = _mm256_or_si256(high, FifthBitsOf(fifth, static_cast<int>(16 + 4 * v)));
+            for (std::int64_t v = run; v < run + kRun; ++v) {
+              const I codes = Load32(block + kBlock.WordAt(kFirstCodes + v, 0));
+              I low = _mm256_and_si256(codes, nibble), high = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
+              if constexpr (kFifth) {
+                low = _mm256_or_si256(low, FifthBitsOf(fifth, static_cast<int>(4 * v)));
+                high = _mm256_or_si256(high, FifthBitsOf(fifth, static_cast<int>(16 + 4 * v)));
+              }
+              for (std::int64_t i = 0; i < M; ++i) {
+                pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(low, XWord(x, k, i, b, 4 * v)));
+                pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(high, XWord(x, k, i, b, 16 + 4 * v)));
+              }
             }
-            for (std::int64_t i = 0; i < M; ++i) {
-              pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(low, x_word(i, b, 4 * v)));
-              pairs[i] = _mm256_add_epi16(pairs[i], _mm256_maddubs_epi16(high, x_word(i, b, 16 + 4 * v)));
-            }
+            for (std::int64_t i = 0; i < M; ++i) dots[i] = _mm256_add_epi32(dots[i], _mm256_madd_epi16(pairs[i], ones));
           }
-          for (std::int64_t i = 0; i < M; ++i) dots[i] = _mm256_add_epi32(dots[i], _mm256_madd_epi16(pairs[i], ones));
-        }
-      } else {
+        } else {
 #pragma GCC unroll 8
-        for (std::int64_t v = 0; v < kBlock.words; ++v) {
-          const I codes = Load32(block + kBlock.WordAt(v, 0));
-          for (std::int64_t i = 0; i < M; ++i)
-            dots[i] = _mm256_add_epi32(dots[i], DotSigned(codes, x_word(i, b, 4 * v)));
+          for (std::int64_t v = 0; v < kBlock.words; ++v) {
+            const I codes = Load32(block + kBlock.WordAt(v, 0));
+            for (std::int64_t i = 0; i < M; ++i)
+              dots[i] = _mm256_add_epi32(dots[i], DotSigned(codes, XWord(x, k, i, b, 4 * v)));
+          }
         }
-      }
-      const F d = _mm256_cvtph_ps(Load16(block));
-      F m = _mm256_setzero_ps();
-      if constexpr (kType == GgmlType::kQ4_1) m = _mm256_cvtph_ps(Load16(block + kBlock.FieldAt(1, 0)));
-      if constexpr (kType == GgmlType::kQ4_0) m = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));   // exact
-      if constexpr (kType == GgmlType::kQ5_0) m = _mm256_mul_ps(d, _mm256_set1_ps(-16.0f));  // exact
-      for (std::int64_t i = 0; i < M; ++i) {
-        F& sum = acc[i][decltype(slot)::value];
-        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]), _mm256_mul_ps(d, _mm256_set1_ps(x.scale[i * blocks + b])),
-                              sum);
-        if constexpr (kMin) {
-          min_acc[i] = _mm256_fmadd_ps(m, _mm256_set1_ps(x.scaled_sum[i * blocks + b]), min_acc[i]);
+        const F d = _mm256_cvtph_ps(Load16(block));
+        F m = _mm256_setzero_ps();
+        if constexpr (kType == GgmlType::kQ4_1) m = _mm256_cvtph_ps(Load16(block + kBlock.FieldAt(1, 0)));
+        if constexpr (kType == GgmlType::kQ4_0) m = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));   // exact
+        if constexpr (kType == GgmlType::kQ5_0) m = _mm256_mul_ps(d, _mm256_set1_ps(-16.0f));  // exact
+        for (std::int64_t i = 0; i < M; ++i) {
+          F& sum = acc[i][decltype(slot)::value];
+          sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]), _mm256_mul_ps(d, _mm256_set1_ps(x.scale[i * blocks + b])),
+                                sum);
+          if constexpr (kMin) {
+            min_acc[i] = _mm256_fmadd_ps(m, _mm256_set1_ps(x.scaled_sum[i * blocks + b]), min_acc[i]);
+          }
         }
+      };
+      std::int64_t b = 0;
+      for (; b + 2 <= blocks; b += 2) {
+        block_at(b, std::integral_constant<int, 0>());
+        block_at(b + 1, std::integral_constant<int, 1>());
       }
-    };
-    std::int64_t b = 0;
-    for (; b + 2 <= blocks; b += 2) {
-      block_at(b, std::integral_constant<int, 0>());
-      block_at(b + 1, std::integral_constant<int, 1>());
+      if (b < blocks) block_at(b, std::integral_constant<int, 0>());
     }
-    if (b < blocks) block_at(b, std::integral_constant<int, 0>());
     for (std::int64_t i = 0; i < M; ++i) {
       _mm256_storeu_ps(y + i * w.n + j, _mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]), min_acc[i]));
     }
@@ -436,6 +531,7 @@ HWY_INLINE bool DotSegment(const PackedWeights::Layout& w, const PackedWeights::
       case GgmlType::kQ4_0: DotGroupsOf<GgmlType::kQ4_0>(w, segment, x, y, begin, end); return true;
       case GgmlType::kQ4_1: DotGroupsOf<GgmlType::kQ4_1>(w, segment, x, y, begin, end); return true;
       case GgmlType::kQ5_0: DotGroupsOf<GgmlType::kQ5_0>(w, segment, x, y, begin, end); return true;
+      case GgmlType::kQ4_K: DotGroupsOf<GgmlType::kQ4_K>(w, segment, x, y, begin, end); return true;
       default: DotGroupsOf<GgmlType::kQ8_0>(w, segment, x, y, begin, end); return true;
     }
   }

@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hwy/targets.h"
@@ -315,18 +317,17 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
   }
 }
 
-// Weights packed for int8 decode keep Q4_0, Q4_1, Q5_0 and Q8_0 parts of
-// whole groups of 8 rows interleaved (row_groups.h): here grouped parts of
-// each, a part of another type, a Q5_0 part of 5 rows, a Q4_1 part that
-// starts off a multiple of 8 and one of 3 rows (all three kept row by row). The integer products equal the
-// reference on the rounded x; every other path reads the same weights
-// bitwise as the row-major layout (the thread counts: below).
-TEST(matmul, Int8GroupsOfRows) {
-  const std::vector<std::pair<GgmlType, std::int64_t>> shapes{
-      {GgmlType::kQ4_1, 24}, {GgmlType::kQ8_0, 16}, {GgmlType::kQ4_0, 8},  {GgmlType::kQ5_0, 16},
-      {GgmlType::kQ5_1, 8},  {GgmlType::kQ5_0, 5},  {GgmlType::kQ4_1, 16}, {GgmlType::kQ4_1, 3}};
-  const std::int64_t n = 96;
-  for (const std::int64_t k : {32, 96, 576}) {
+// Weights packed for int8 decode keep Q4_0, Q4_1, Q5_0, Q8_0 and Q4_K parts
+// of whole groups of 8 rows interleaved (row_groups.h). For each k of `ks`,
+// the parts `shapes` (type, rows) one after the other: the integer
+// products equal the reference on the rounded x, bitwise the same on every
+// x86 target; every other path reads the same weights bitwise as the
+// row-major layout (the thread counts: below).
+void CheckInt8Groups(const std::vector<std::pair<GgmlType, std::int64_t>>& shapes,
+                     std::initializer_list<std::int64_t> ks) {
+  std::int64_t n = 0;
+  for (const auto& shape : shapes) n += shape.second;
+  for (const std::int64_t k : ks) {
     SCOPED_TRACE("k=" + std::to_string(k));
     std::vector<std::vector<std::byte>> bytes;
     std::vector<WeightRows> parts;
@@ -380,12 +381,34 @@ TEST(matmul, Int8GroupsOfRows) {
   }
 }
 
-// Row by row (Q4_K) and in groups of 8 (Q4_1 and Q5_0 packed for int8
-// decode).
+// Grouped parts of each 32-weight type, a part of another type, a Q5_0
+// part of 5 rows, a Q4_1 part that starts off a multiple of 8 and one of 3
+// rows (all three kept row by row).
+TEST(matmul, Int8GroupsOfRows) {
+  CheckInt8Groups({{GgmlType::kQ4_1, 24},
+                   {GgmlType::kQ8_0, 16},
+                   {GgmlType::kQ4_0, 8},
+                   {GgmlType::kQ5_0, 16},
+                   {GgmlType::kQ5_1, 8},
+                   {GgmlType::kQ5_0, 5},
+                   {GgmlType::kQ4_1, 16},
+                   {GgmlType::kQ4_1, 3}},
+                  {32, 96, 576});
+}
+
+// Q4_K super-blocks of 256 (two grouped parts, one of 3 rows kept row by
+// row) beside Q6_K rows, over one and three super-blocks.
+TEST(matmul, Int8GroupsOfQ4KRows) {
+  CheckInt8Groups({{GgmlType::kQ4_K, 16}, {GgmlType::kQ6_K, 8}, {GgmlType::kQ4_K, 8}, {GgmlType::kQ4_K, 3}},
+                  {256, 768});
+}
+
+// Row by row (Q6_K; every type with float32 activations) and in groups of
+// 8 (Q4_1, Q5_0 and Q4_K packed for int8 decode).
 TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
   const std::int64_t n = 296, k = 256;
   const int saved = NumThreads();
-  for (const GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ4_1, GgmlType::kQ5_0}) {
+  for (const GgmlType type : {GgmlType::kQ6_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ4_K}) {
     const std::vector<std::byte> bytes = testing::RandomBlocks(type, n, k, 5);
     const WeightRows part{type, n, bytes};
     for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
