@@ -19,7 +19,7 @@
 // operations. That row-by-row form (DotRows) still pays a reduction per row
 // and scalar scale work per block, which bound it below memory speed for
 // K-quants; the types a model loaded for int8 keeps in groups of 8 rows
-// (row_groups.h: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K) take DotGroups, which does
+// (row_groups.h: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) take DotGroups, which does
 // that work for 8 rows at once.
 //
 // Only x86 with AVX2 (and its successors, on 256-bit vectors) has the
@@ -323,7 +323,8 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
 //   `pmaddwd` runs after each half of the block.
 // - Q8_0: signed codes as in DotSigned, each vector's pairs into int32.
 // - Q4_K: super-blocks of 256 with a scale and a min a sub-block of 32
-//   (Q4KSuper).
+//   (Q4KSuper); Q6_K: super-blocks of 256 with a signed scale a sub-block
+//   of 16 (Q6KSuper).
 // Then per block, for the 8 rows at once: y += float(dot) (d_w d_x) (two
 // accumulators, blocks alternating) and the min terms m_w (d_x sum q), in a
 // fixed order: a row's sum does not depend on how the rows are split.
@@ -421,6 +422,63 @@ struct Q4KSuper {
   }
 };
 
+// One Q6_K super-block of a group (row_groups.h: d, then vectors 0-3 of
+// signed scales, and per half h (weights 128h ..) 8 vectors of high bits
+// from 4 + 24h and 16 of low nibbles from 12 + 24h) against M rows of x.
+// Quarter g of half h takes the low (g < 2) or high nibbles of low vector
+// 8 (g % 2) + u and bits 2g, 2g + 1 of high vector u: codes c in [0, 63]
+// for weights 128h + 32g + 4u .. 4u+3, weighing d sc (c - 32). Each sub-block of 16 (u < 4, u >= 4) has
+// its own signed scale sc; its products fit in int16 (4 x 2 x 32 x 127 <
+// 2^15), the signed codes going in as DotSigned's; it adds float(dot) (d
+// sc) d_x to accumulator u / 4.
+template <std::int64_t M>
+struct Q6KSuper {
+  static constexpr detail::GroupedBlock kBlock = *detail::GroupedBlockOf(GgmlType::kQ6_K);
+  const std::byte* block;
+  F d;
+  const detail::Int8Rows& x;
+  std::int64_t k, first_run;  // x's block of the super-block's first 32 weights
+
+  template <int kHalf, int kQuarter>
+  HWY_INLINE void Quarter(F (&acc)[M][2]) const {
+    const I nibble = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3), thirty_two = _mm256_set1_epi8(32);
+    const std::int64_t run = first_run + 4 * kHalf + kQuarter;
+    SubBlock<kHalf, kQuarter, 0>(acc, run, nibble, three, thirty_two);
+    SubBlock<kHalf, kQuarter, 1>(acc, run, nibble, three, thirty_two);
+  }
+
+  template <int kHalf, int kQuarter, int kSub>
+  HWY_INLINE void SubBlock(F (&acc)[M][2], std::int64_t run, I nibble, I three, I thirty_two) const {
+    I pairs[M];  // int16 sums of the sub-block's products
+    for (I& pair : pairs) pair = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (std::int64_t u = 4 * kSub; u < 4 * kSub + 4; ++u) {
+      const I nibbles = Load32(block + kBlock.WordAt(12 + 24 * kHalf + 8 * (kQuarter % 2) + u, 0));
+      const I low =
+          kQuarter < 2 ? _mm256_and_si256(nibbles, nibble) : _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), nibble);
+      const I top = _mm256_and_si256(
+          _mm256_srli_epi16(Load32(block + kBlock.WordAt(4 + 24 * kHalf + u, 0)), 2 * kQuarter), three);
+      const I codes = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(top, 4)), thirty_two);
+      const I magnitude = _mm256_abs_epi8(codes);
+      for (std::int64_t i = 0; i < M; ++i) {
+        pairs[i] = _mm256_add_epi16(
+            pairs[i], _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(XWord(x, k, i, run, 4 * u), codes)));
+      }
+    }
+    // Byte s % 4 of scale vector s / 4, sign-extended.
+    constexpr int s = 8 * kHalf + 2 * kQuarter + kSub;
+    const I scales = Load32(block + kBlock.WordAt(s / 4, 0));
+    const I code = _mm256_srai_epi32(_mm256_slli_epi32(scales, 24 - 8 * (s % 4)), 24);
+    const F scale = _mm256_mul_ps(d, _mm256_cvtepi32_ps(code));  // exact: 11 x 8 bits
+    const std::int64_t runs = k / 32;
+    for (std::int64_t i = 0; i < M; ++i) {
+      const I dot = _mm256_madd_epi16(pairs[i], _mm256_set1_epi16(1));
+      acc[i][kSub] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                     _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[i * runs + run])), acc[i][kSub]);
+    }
+  }
+};
+
 template <GgmlType kType, std::int64_t M>
 HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::Layout::Segment& segment,
                           const detail::Int8Rows& x, float* HWY_RESTRICT y, std::int64_t begin, std::int64_t end) {
@@ -447,6 +505,19 @@ HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::L
         at.template Chunk<1>(acc, min_acc);
         at.template Chunk<2>(acc, min_acc);
         at.template Chunk<3>(acc, min_acc);
+      }
+    } else if constexpr (kType == GgmlType::kQ6_K) {
+      for (std::int64_t super = 0; super < k / 256; ++super) {
+        const std::byte* block = group + super * detail::kGroupRows * kBlock.Bytes();
+        const Q6KSuper<M> at{block, _mm256_cvtph_ps(Load16(block)), x, k, 8 * super};
+        at.template Quarter<0, 0>(acc);
+        at.template Quarter<0, 1>(acc);
+        at.template Quarter<0, 2>(acc);
+        at.template Quarter<0, 3>(acc);
+        at.template Quarter<1, 0>(acc);
+        at.template Quarter<1, 1>(acc);
+        at.template Quarter<1, 2>(acc);
+        at.template Quarter<1, 3>(acc);
       }
     } else {
       // Block b into accumulator `slot` (a constant, so that the accumulators
@@ -532,6 +603,7 @@ HWY_INLINE bool DotSegment(const PackedWeights::Layout& w, const PackedWeights::
       case GgmlType::kQ4_1: DotGroupsOf<GgmlType::kQ4_1>(w, segment, x, y, begin, end); return true;
       case GgmlType::kQ5_0: DotGroupsOf<GgmlType::kQ5_0>(w, segment, x, y, begin, end); return true;
       case GgmlType::kQ4_K: DotGroupsOf<GgmlType::kQ4_K>(w, segment, x, y, begin, end); return true;
+      case GgmlType::kQ6_K: DotGroupsOf<GgmlType::kQ6_K>(w, segment, x, y, begin, end); return true;
       default: DotGroupsOf<GgmlType::kQ8_0>(w, segment, x, y, begin, end); return true;
     }
   }

@@ -11,8 +11,8 @@ namespace {
 // offset in the GGUF's block and in row r's place of the group's block.
 template <class Copy>
 void ForEachPiece(const GroupedBlock& block, std::int64_t r, const Copy& copy) {
-  for (std::int64_t f = 0; f < block.fields; ++f) copy(2 * f, block.FieldAt(f, r), std::size_t{2});
-  for (std::int64_t v = 0; v < block.words; ++v) copy(2 * block.fields + 4 * v, block.WordAt(v, r), std::size_t{4});
+  for (std::int64_t f = 0; f < block.fields; ++f) copy(block.PlainFieldAt(f), block.FieldAt(f, r), std::size_t{2});
+  for (std::int64_t v = 0; v < block.words; ++v) copy(block.PlainWordAt(v), block.WordAt(v, r), std::size_t{4});
 }
 
 }  // namespace
