@@ -75,7 +75,7 @@ class PackedWeights {
   // that is not whole blocks of the part's type, a data size that does not
   // match, a block scale that is not finite, or a type without a kernel.
   // `decode`: the activations the decode products will mostly use; with
-  // kInt8, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K parts of whole groups of
+  // kInt8, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K parts of whole groups of
   // 8 rows are kept 8 rows interleaved for the integer kernel (the same
   // bytes in another order; the other products and Row read them too, a row
   // at a time).

@@ -19,7 +19,7 @@
 // operations. That row-by-row form (DotRows) still pays a reduction per row
 // and scalar scale work per block, which bound it below memory speed for
 // K-quants; the types a model loaded for int8 keeps in groups of 8 rows
-// (row_groups.h: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) take DotGroups, which does
+// (row_groups.h: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) take DotGroups, which does
 // that work for 8 rows at once.
 //
 // Only x86 with AVX2 (and its successors, on 256-bit vectors) has the
@@ -322,8 +322,8 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
 //   products of 5-bit codes fit in int16 (4 x 2 x 31 x 127 < 2^15), so
 //   `pmaddwd` runs after each half of the block.
 // - Q8_0: signed codes as in DotSigned, each vector's pairs into int32.
-// - Q4_K: super-blocks of 256 with a scale and a min a sub-block of 32
-//   (Q4KSuper); Q6_K: super-blocks of 256 with a signed scale a sub-block
+// - Q4_K, Q5_K: super-blocks of 256 with a scale and a min a sub-block of
+//   32 (QKSuper); Q6_K: super-blocks of 256 with a signed scale a sub-block
 //   of 16 (Q6KSuper).
 // Then per block, for the 8 rows at once: y += float(dot) (d_w d_x) (two
 // accumulators, blocks alternating) and the min terms m_w (d_x sum q), in a
@@ -369,17 +369,21 @@ HWY_INLINE void ScaleMinK4Lanes(const I (&bytes)[3], I& scale, I& min) {
   }
 }
 
-// One Q4_K super-block of a group (row_groups.h: d and dmin, then the 12
-// scale bytes as vectors 0-2 and 4 chunks of 32 nibble bytes as vectors
-// 3 + 8c + u) against M rows of x. Chunk c's low nibbles are sub-block 2c,
-// its high ones sub-block 2c + 1, weights 4u..4u+3 of each in vector
-// 3 + 8c + u. A sub-block's 8 products a lane fit in int16 (8 x 2 x 15 x
-// 127 < 2^15); its scale and min are unpacked for the 8 rows at once; it
-// adds float(dot) (d sc) d_x to accumulator s % 2 and -(dmin m) (d_x sum q)
-// to the min's.
-template <std::int64_t M>
-struct Q4KSuper {
-  static constexpr detail::GroupedBlock kBlock = *detail::GroupedBlockOf(GgmlType::kQ4_K);
+// One Q4_K or Q5_K super-block of a group (row_groups.h: d and dmin, then
+// the 12 scale bytes as vectors 0-2, Q5_K's 32 bytes of fifth bits as
+// vectors 3-10, and 4 chunks of 32 nibble bytes as vectors kCodes + 8c + u)
+// against M rows of x. Chunk c's low nibbles are sub-block 2c, its high
+// ones sub-block 2c + 1, weights 4u..4u+3 of each in vector kCodes + 8c +
+// u; Q5_K's fifth bit of those weights is bit s of the bytes of fifth-bit
+// vector 3 + u. A sub-block's int16 sums take 8 products a lane of 4-bit
+// codes (8 x 2 x 15 x 127 < 2^15), 4 of 5-bit ones, then go to int32; its
+// scale and min are unpacked for the 8 rows at once; it adds float(dot)
+// (d sc) d_x to accumulator s % 2 and -(dmin m) (d_x sum q) to the min's.
+template <std::int64_t M, bool kFiveBits>
+struct QKSuper {
+  static constexpr detail::GroupedBlock kBlock = *detail::GroupedBlockOf(kFiveBits ? GgmlType::kQ5_K : GgmlType::kQ4_K);
+  static constexpr std::int64_t kCodes = kFiveBits ? 11 : 3;  // the first nibble vector
+  static constexpr std::int64_t kRun = kFiveBits ? 4 : 8;     // words a run of int16 sums takes
   const std::byte* block;
   const I (&scale_bytes)[3];
   F d, dmin;
@@ -388,18 +392,35 @@ struct Q4KSuper {
 
   template <int kChunk>
   HWY_INLINE void Chunk(F (&acc)[M][2], F (&min_acc)[M]) const {
-    const I nibble = _mm256_set1_epi8(0x0F);
+    const I nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), bit = _mm256_set1_epi8(1);
     const std::int64_t run = first_run + 2 * kChunk;
-    I low[M], high[M];  // int16 sums of the products of sub-blocks 2c and 2c + 1
+    I low[M], high[M];  // int32 sums of the products of sub-blocks 2c and 2c + 1
     for (std::int64_t i = 0; i < M; ++i) low[i] = high[i] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (std::int64_t first = 0; first < 8; first += kRun) {
+      I low_pairs[M], high_pairs[M];  // int16 sums of the run's products
+      for (std::int64_t i = 0; i < M; ++i) low_pairs[i] = high_pairs[i] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-    for (std::int64_t u = 0; u < 8; ++u) {
-      const I codes = Load32(block + kBlock.WordAt(3 + 8 * kChunk + u, 0));
-      const I low_codes = _mm256_and_si256(codes, nibble);
-      const I high_codes = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
+      for (std::int64_t u = first; u < first + kRun; ++u) {
+        const I codes = Load32(block + kBlock.WordAt(kCodes + 8 * kChunk + u, 0));
+        I low_codes = _mm256_and_si256(codes, nibble);
+        I high_codes = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
+        if constexpr (kFiveBits) {
+          const I fifth = Load32(block + kBlock.WordAt(3 + u, 0));
+          low_codes = _mm256_or_si256(
+              low_codes, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(fifth, 2 * kChunk), bit), 4));
+          high_codes = _mm256_or_si256(
+              high_codes, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(fifth, 2 * kChunk + 1), bit), 4));
+        }
+        for (std::int64_t i = 0; i < M; ++i) {
+          low_pairs[i] = _mm256_add_epi16(low_pairs[i], _mm256_maddubs_epi16(low_codes, XWord(x, k, i, run, 4 * u)));
+          high_pairs[i] =
+              _mm256_add_epi16(high_pairs[i], _mm256_maddubs_epi16(high_codes, XWord(x, k, i, run + 1, 4 * u)));
+        }
+      }
       for (std::int64_t i = 0; i < M; ++i) {
-        low[i] = _mm256_add_epi16(low[i], _mm256_maddubs_epi16(low_codes, XWord(x, k, i, run, 4 * u)));
-        high[i] = _mm256_add_epi16(high[i], _mm256_maddubs_epi16(high_codes, XWord(x, k, i, run + 1, 4 * u)));
+        low[i] = _mm256_add_epi32(low[i], _mm256_madd_epi16(low_pairs[i], ones));
+        high[i] = _mm256_add_epi32(high[i], _mm256_madd_epi16(high_pairs[i], ones));
       }
     }
     SubBlock<2 * kChunk>(low, acc, min_acc);
@@ -407,15 +428,14 @@ struct Q4KSuper {
   }
 
   template <int s>
-  HWY_INLINE void SubBlock(const I (&pairs)[M], F (&acc)[M][2], F (&min_acc)[M]) const {
+  HWY_INLINE void SubBlock(const I (&dots)[M], F (&acc)[M][2], F (&min_acc)[M]) const {
     I scale_code, min_code;
     ScaleMinK4Lanes<s>(scale_bytes, scale_code, min_code);
     const F scale = _mm256_mul_ps(d, _mm256_cvtepi32_ps(scale_code));  // exact: 11 x 6 bits
     const F min = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(min_code));
     const std::int64_t runs = k / 32, b = first_run + s;
     for (std::int64_t i = 0; i < M; ++i) {
-      const I dot = _mm256_madd_epi16(pairs[i], _mm256_set1_epi16(1));
-      acc[i][s % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+      acc[i][s % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]),
                                       _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[i * runs + b])), acc[i][s % 2]);
       min_acc[i] = _mm256_fnmadd_ps(min, _mm256_set1_ps(x.scaled_sum[i * runs + b]), min_acc[i]);
     }
@@ -494,13 +514,13 @@ HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::L
     const std::byte* group = w.BytesFrom(segment, j);
     F acc[M][2], min_acc[M];
     for (std::int64_t i = 0; i < M; ++i) acc[i][0] = acc[i][1] = min_acc[i] = _mm256_setzero_ps();
-    if constexpr (kType == GgmlType::kQ4_K) {
+    if constexpr (kType == GgmlType::kQ4_K || kType == GgmlType::kQ5_K) {
       for (std::int64_t super = 0; super < k / 256; ++super) {
         const std::byte* block = group + super * detail::kGroupRows * kBlock.Bytes();
         const F d = _mm256_cvtph_ps(Load16(block)), dmin = _mm256_cvtph_ps(Load16(block + kBlock.FieldAt(1, 0)));
         const I scale_bytes[3] = {Load32(block + kBlock.WordAt(0, 0)), Load32(block + kBlock.WordAt(1, 0)),
                                   Load32(block + kBlock.WordAt(2, 0))};
-        const Q4KSuper<M> at{block, scale_bytes, d, dmin, x, k, 8 * super};
+        const QKSuper<M, kType == GgmlType::kQ5_K> at{block, scale_bytes, d, dmin, x, k, 8 * super};
         at.template Chunk<0>(acc, min_acc);
         at.template Chunk<1>(acc, min_acc);
         at.template Chunk<2>(acc, min_acc);
@@ -603,6 +623,7 @@ HWY_INLINE bool DotSegment(const PackedWeights::Layout& w, const PackedWeights::
       case GgmlType::kQ4_1: DotGroupsOf<GgmlType::kQ4_1>(w, segment, x, y, begin, end); return true;
       case GgmlType::kQ5_0: DotGroupsOf<GgmlType::kQ5_0>(w, segment, x, y, begin, end); return true;
       case GgmlType::kQ4_K: DotGroupsOf<GgmlType::kQ4_K>(w, segment, x, y, begin, end); return true;
+      case GgmlType::kQ5_K: DotGroupsOf<GgmlType::kQ5_K>(w, segment, x, y, begin, end); return true;
       case GgmlType::kQ6_K: DotGroupsOf<GgmlType::kQ6_K>(w, segment, x, y, begin, end); return true;
       default: DotGroupsOf<GgmlType::kQ8_0>(w, segment, x, y, begin, end); return true;
     }

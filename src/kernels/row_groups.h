@@ -1,4 +1,4 @@
-// Rows of a Q4_0, Q4_1, Q5_0, Q8_0, Q4_K or Q6_K matrix kept 8 at a time, interleaved, for the
+// Rows of a Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K or Q6_K matrix kept 8 at a time, interleaved, for the
 // integer decode kernel (int8_dot-inl.h, DotGroups): the same bytes as the
 // GGUF's rows in another order, so that the kernel computes 8 rows in the
 // 8 int32 lanes of one vector and converts each block's scales for 8 rows
@@ -6,10 +6,10 @@
 // row's block (the per-block work that kept the row-major kernel from
 // reading its weights as fast as memory delivers them).
 //
-// A block of these types is F 2-byte fields (d; Q4_1: d, m; Q4_K: d, dmin)
+// A block of these types is F 2-byte fields (d; Q4_1: d, m; Q4_K, Q5_K: d, dmin)
 // and W 4-byte words of codes (16 nibble bytes, or Q8_0's 32 bytes; Q5_0:
 // its 32 fifth bits, then 16 nibble bytes; Q4_K: 12 bytes of sub-block
-// scales and mins, then 128 nibble bytes; Q6_K: GroupedBlock's order).
+// scales and mins, Q5_K's 32 bytes of fifth bits, then 128 nibble bytes; Q6_K: GroupedBlock's order).
 // Group g (rows 8g ..
 // 8g+7 of the segment), block b is 8 blocks' bytes at
 // group_bytes + 8 block_bytes b, group_bytes = 8 row_bytes apart:
@@ -61,6 +61,7 @@ constexpr std::optional<GroupedBlock> GroupedBlockOf(GgmlType type) {
     case GgmlType::kQ4_1: return GroupedBlock{type, 2, 4};
     case GgmlType::kQ5_0: return GroupedBlock{type, 1, 5};
     case GgmlType::kQ4_K: return GroupedBlock{type, 2, 35};
+    case GgmlType::kQ5_K: return GroupedBlock{type, 2, 43};
     case GgmlType::kQ6_K: return GroupedBlock{type, 1, 52};
     case GgmlType::kQ8_0: return GroupedBlock{type, 1, 8};
     default: return std::nullopt;
@@ -68,7 +69,7 @@ constexpr std::optional<GroupedBlock> GroupedBlockOf(GgmlType type) {
 }
 
 // Whether rows [first_row, first_row + rows) of `type` are kept in groups:
-// Q4_0, Q4_1, Q5_0, Q8_0, Q4_K or Q6_K, whole groups that start at a multiple of 8 (so that
+// Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K or Q6_K, whole groups that start at a multiple of 8 (so that
 // work split at multiples of 8 rows never splits a group).
 bool GroupsRows(GgmlType type, std::int64_t first_row, std::int64_t rows);
 // `rows` GGUF rows of `type` (a GroupsRows type), row_bytes each, at

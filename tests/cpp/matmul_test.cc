@@ -317,8 +317,8 @@ TEST(matmul, StoredSegmentsOfMixedTypes) {
   }
 }
 
-// Weights packed for int8 decode keep Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K
-// parts of whole groups of 8 rows interleaved (row_groups.h). For each k of `ks`,
+// Weights packed for int8 decode keep Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and
+// Q6_K parts of whole groups of 8 rows interleaved (row_groups.h). For each k of `ks`,
 // the parts `shapes` (type, rows) one after the other: the integer
 // products equal the reference on the rounded x, bitwise the same on every
 // x86 target; every other path reads the same weights bitwise as the
@@ -396,26 +396,28 @@ TEST(matmul, Int8GroupsOfRows) {
                   {32, 96, 576});
 }
 
-// K-quant super-blocks of 256: grouped Q4_K and Q6_K parts, a Q5_K part
-// and 3-row Q4_K and Q6_K parts (kept row by row), over one and three
-// super-blocks.
+// K-quant super-blocks of 256: grouped Q4_K, Q5_K and Q6_K parts and 3-row
+// parts of each (kept row by row), over one and three super-blocks.
 TEST(matmul, Int8GroupsOfKQuantRows) {
   CheckInt8Groups({{GgmlType::kQ4_K, 16},
                    {GgmlType::kQ6_K, 8},
                    {GgmlType::kQ5_K, 8},
                    {GgmlType::kQ4_K, 8},
                    {GgmlType::kQ6_K, 16},
+                   {GgmlType::kQ5_K, 16},
                    {GgmlType::kQ4_K, 3},
-                   {GgmlType::kQ6_K, 3}},
+                   {GgmlType::kQ6_K, 3},
+                   {GgmlType::kQ5_K, 3}},
                   {256, 768});
 }
 
-// Row by row (Q5_K; every type with float32 activations) and in groups of
-// 8 (Q4_1, Q5_0, Q4_K and Q6_K packed for int8 decode).
+// Row by row (Q5_1; every type with float32 activations) and in groups of
+// 8 (Q4_1, Q5_0, Q4_K, Q5_K and Q6_K packed for int8 decode).
 TEST(matmul, StoredRowsBitwiseIdenticalForAnyThreadCount) {
   const std::int64_t n = 296, k = 256;
   const int saved = NumThreads();
-  for (const GgmlType type : {GgmlType::kQ5_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (const GgmlType type :
+       {GgmlType::kQ5_1, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     const std::vector<std::byte> bytes = testing::RandomBlocks(type, n, k, 5);
     const WeightRows part{type, n, bytes};
     for (const DotActivations activations : {DotActivations::kFloat32, DotActivations::kInt8}) {
