@@ -19,8 +19,9 @@
 // max_error (largest |y - reference| / sum |x||w| over the checked rows).
 //
 // Decode products (m = 1, int8 activations) of a quantized matrix beyond
-// the caches (Q4_1 60 MiB, Q8_0 102 MiB: the weights come from memory at
-// every call, as in a decode step), (n, k) = (65536, 1536), the
+// the caches (Q4_1 60 MiB, Q5_0 66 MiB, Q8_0 102 MiB, Q4_K 54 MiB, Q5_K
+// 66 MiB, Q6_K 79 MiB: the weights come from memory at every call, as in a
+// decode step), (n, k) = (65536, 1536), the
 // rows as the GGUF stores them ("rows") and 8 interleaved as a model loaded
 // for int8 decode keeps them ("groups", src/kernels/row_groups.h). Counters:
 // GB/s of weights read, copy_ratio (that over copy_GB/s, the best copy
@@ -281,7 +282,8 @@ void RegisterAll() {
           ->Unit(benchmark::kMillisecond);
     }
   }
-  for (const GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+  for (const GgmlType type :
+       {GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     for (const DotActivations layout : {DotActivations::kFloat32, DotActivations::kInt8}) {
       const std::string name = std::string("decode/") + (layout == DotActivations::kInt8 ? "groups" : "rows") + "/" +
                                std::string(TraitsOf(type).name) + "/m=1/n=" + std::to_string(DecodeWorkload::kN) +
