@@ -349,22 +349,27 @@ HWY_INLINE I XWord(const detail::Int8Rows& x, std::int64_t k, std::int64_t i, st
   return _mm256_set1_epi32(word);
 }
 
+// A shift count for the _mm256_s?l_epi* shifts, which take it from a
+// register: the K-quant kernels run their sub-blocks as a loop, not as
+// copies of the code for each (a function of several thousand instructions
+// under the sanitizers' instrumentation took minutes to compile).
+HWY_INLINE __m128i Bits(int count) { return _mm_cvtsi32_si128(count); }
+
 // Sub-block s's 6-bit scale and min for the 8 rows of a group (lane r: row
 // r), from the rows' 12 scale bytes as three vectors of 4: ScaleMinK4 lane
 // by lane.
-template <int s>
-HWY_INLINE void ScaleMinK4Lanes(const I (&bytes)[3], I& scale, I& min) {
+HWY_INLINE void ScaleMinK4Lanes(const I (&bytes)[3], int s, I& scale, I& min) {
   const I six_bits = _mm256_set1_epi32(63), four_bits = _mm256_set1_epi32(0xF), two_bits = _mm256_set1_epi32(3);
-  if constexpr (s < 4) {
-    scale = _mm256_and_si256(_mm256_srli_epi32(bytes[0], 8 * s), six_bits);
-    min = _mm256_and_si256(_mm256_srli_epi32(bytes[1], 8 * s), six_bits);
+  if (s < 4) {
+    scale = _mm256_and_si256(_mm256_srl_epi32(bytes[0], Bits(8 * s)), six_bits);
+    min = _mm256_and_si256(_mm256_srl_epi32(bytes[1], Bits(8 * s)), six_bits);
   } else {
-    constexpr int t = s - 4;
-    const I scale_high = _mm256_and_si256(_mm256_srli_epi32(bytes[0], 8 * t + 6), two_bits);
-    const I min_high = _mm256_and_si256(_mm256_srli_epi32(bytes[1], 8 * t + 6), two_bits);
-    scale = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(bytes[2], 8 * t), four_bits),
+    const int t = s - 4;
+    const I scale_high = _mm256_and_si256(_mm256_srl_epi32(bytes[0], Bits(8 * t + 6)), two_bits);
+    const I min_high = _mm256_and_si256(_mm256_srl_epi32(bytes[1], Bits(8 * t + 6)), two_bits);
+    scale = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi32(bytes[2], Bits(8 * t)), four_bits),
                             _mm256_slli_epi32(scale_high, 4));
-    min = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(bytes[2], 8 * t + 4), four_bits),
+    min = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi32(bytes[2], Bits(8 * t + 4)), four_bits),
                           _mm256_slli_epi32(min_high, 4));
   }
 }
@@ -390,10 +395,9 @@ struct QKSuper {
   const detail::Int8Rows& x;
   std::int64_t k, first_run;  // x's block of sub-block 0
 
-  template <int kChunk>
-  HWY_INLINE void Chunk(F (&acc)[M][2], F (&min_acc)[M]) const {
+  HWY_INLINE void Chunk(int chunk, F (&acc)[M][2], F (&min_acc)[M]) const {
     const I nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), bit = _mm256_set1_epi8(1);
-    const std::int64_t run = first_run + 2 * kChunk;
+    const std::int64_t run = first_run + 2 * chunk;
     I low[M], high[M];  // int32 sums of the products of sub-blocks 2c and 2c + 1
     for (std::int64_t i = 0; i < M; ++i) low[i] = high[i] = _mm256_setzero_si256();
 #pragma GCC unroll 2
@@ -402,15 +406,15 @@ struct QKSuper {
       for (std::int64_t i = 0; i < M; ++i) low_pairs[i] = high_pairs[i] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (std::int64_t u = first; u < first + kRun; ++u) {
-        const I codes = Load32(block + kBlock.WordAt(kCodes + 8 * kChunk + u, 0));
+        const I codes = Load32(block + kBlock.WordAt(kCodes + 8 * chunk + u, 0));
         I low_codes = _mm256_and_si256(codes, nibble);
         I high_codes = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
         if constexpr (kFiveBits) {
           const I fifth = Load32(block + kBlock.WordAt(3 + u, 0));
           low_codes = _mm256_or_si256(
-              low_codes, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(fifth, 2 * kChunk), bit), 4));
+              low_codes, _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(fifth, Bits(2 * chunk)), bit), 4));
           high_codes = _mm256_or_si256(
-              high_codes, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(fifth, 2 * kChunk + 1), bit), 4));
+              high_codes, _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(fifth, Bits(2 * chunk + 1)), bit), 4));
         }
         for (std::int64_t i = 0; i < M; ++i) {
           low_pairs[i] = _mm256_add_epi16(low_pairs[i], _mm256_maddubs_epi16(low_codes, XWord(x, k, i, run, 4 * u)));
@@ -423,20 +427,21 @@ struct QKSuper {
         high[i] = _mm256_add_epi32(high[i], _mm256_madd_epi16(high_pairs[i], ones));
       }
     }
-    SubBlock<2 * kChunk>(low, acc, min_acc);
-    SubBlock<2 * kChunk + 1>(high, acc, min_acc);
+    SubBlock<0>(2 * chunk, low, acc, min_acc);
+    SubBlock<1>(2 * chunk + 1, high, acc, min_acc);
   }
 
-  template <int s>
-  HWY_INLINE void SubBlock(const I (&dots)[M], F (&acc)[M][2], F (&min_acc)[M]) const {
+  // Sub-block s into accumulator kSlot = s % 2.
+  template <int kSlot>
+  HWY_INLINE void SubBlock(int s, const I (&dots)[M], F (&acc)[M][2], F (&min_acc)[M]) const {
     I scale_code, min_code;
-    ScaleMinK4Lanes<s>(scale_bytes, scale_code, min_code);
+    ScaleMinK4Lanes(scale_bytes, s, scale_code, min_code);
     const F scale = _mm256_mul_ps(d, _mm256_cvtepi32_ps(scale_code));  // exact: 11 x 6 bits
     const F min = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(min_code));
     const std::int64_t runs = k / 32, b = first_run + s;
     for (std::int64_t i = 0; i < M; ++i) {
-      acc[i][s % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]),
-                                      _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[i * runs + b])), acc[i][s % 2]);
+      acc[i][kSlot] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[i]),
+                                      _mm256_mul_ps(scale, _mm256_set1_ps(x.scale[i * runs + b])), acc[i][kSlot]);
       min_acc[i] = _mm256_fnmadd_ps(min, _mm256_set1_ps(x.scaled_sum[i * runs + b]), min_acc[i]);
     }
   }
@@ -459,25 +464,23 @@ struct Q6KSuper {
   const detail::Int8Rows& x;
   std::int64_t k, first_run;  // x's block of the super-block's first 32 weights
 
-  template <int kHalf, int kQuarter>
-  HWY_INLINE void Quarter(F (&acc)[M][2]) const {
-    const I nibble = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3), thirty_two = _mm256_set1_epi8(32);
-    const std::int64_t run = first_run + 4 * kHalf + kQuarter;
-    SubBlock<kHalf, kQuarter, 0>(acc, run, nibble, three, thirty_two);
-    SubBlock<kHalf, kQuarter, 1>(acc, run, nibble, three, thirty_two);
+  HWY_INLINE void Quarter(int half, int quarter, F (&acc)[M][2]) const {
+    SubBlock<0>(half, quarter, acc);
+    SubBlock<1>(half, quarter, acc);
   }
 
-  template <int kHalf, int kQuarter, int kSub>
-  HWY_INLINE void SubBlock(F (&acc)[M][2], std::int64_t run, I nibble, I three, I thirty_two) const {
+  template <int kSub>
+  HWY_INLINE void SubBlock(int half, int quarter, F (&acc)[M][2]) const {
+    const I nibble = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3), thirty_two = _mm256_set1_epi8(32);
+    const std::int64_t run = first_run + 4 * half + quarter;
     I pairs[M];  // int16 sums of the sub-block's products
     for (I& pair : pairs) pair = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (std::int64_t u = 4 * kSub; u < 4 * kSub + 4; ++u) {
-      const I nibbles = Load32(block + kBlock.WordAt(12 + 24 * kHalf + 8 * (kQuarter % 2) + u, 0));
-      const I low =
-          kQuarter < 2 ? _mm256_and_si256(nibbles, nibble) : _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), nibble);
+      const I nibbles = Load32(block + kBlock.WordAt(12 + 24 * half + 8 * (quarter % 2) + u, 0));
+      const I low = _mm256_and_si256(_mm256_srl_epi16(nibbles, Bits(quarter < 2 ? 0 : 4)), nibble);
       const I top = _mm256_and_si256(
-          _mm256_srli_epi16(Load32(block + kBlock.WordAt(4 + 24 * kHalf + u, 0)), 2 * kQuarter), three);
+          _mm256_srl_epi16(Load32(block + kBlock.WordAt(4 + 24 * half + u, 0)), Bits(2 * quarter)), three);
       const I codes = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(top, 4)), thirty_two);
       const I magnitude = _mm256_abs_epi8(codes);
       for (std::int64_t i = 0; i < M; ++i) {
@@ -486,9 +489,9 @@ struct Q6KSuper {
       }
     }
     // Byte s % 4 of scale vector s / 4, sign-extended.
-    constexpr int s = 8 * kHalf + 2 * kQuarter + kSub;
+    const int s = 8 * half + 2 * quarter + kSub;
     const I scales = Load32(block + kBlock.WordAt(s / 4, 0));
-    const I code = _mm256_srai_epi32(_mm256_slli_epi32(scales, 24 - 8 * (s % 4)), 24);
+    const I code = _mm256_srai_epi32(_mm256_sll_epi32(scales, Bits(24 - 8 * (s % 4))), 24);
     const F scale = _mm256_mul_ps(d, _mm256_cvtepi32_ps(code));  // exact: 11 x 8 bits
     const std::int64_t runs = k / 32;
     for (std::int64_t i = 0; i < M; ++i) {
@@ -521,23 +524,15 @@ HWY_INLINE void DotGroups(const PackedWeights::Layout& w, const PackedWeights::L
         const I scale_bytes[3] = {Load32(block + kBlock.WordAt(0, 0)), Load32(block + kBlock.WordAt(1, 0)),
                                   Load32(block + kBlock.WordAt(2, 0))};
         const QKSuper<M, kType == GgmlType::kQ5_K> at{block, scale_bytes, d, dmin, x, k, 8 * super};
-        at.template Chunk<0>(acc, min_acc);
-        at.template Chunk<1>(acc, min_acc);
-        at.template Chunk<2>(acc, min_acc);
-        at.template Chunk<3>(acc, min_acc);
+        for (int chunk = 0; chunk < 4; ++chunk) at.Chunk(chunk, acc, min_acc);
       }
     } else if constexpr (kType == GgmlType::kQ6_K) {
       for (std::int64_t super = 0; super < k / 256; ++super) {
         const std::byte* block = group + super * detail::kGroupRows * kBlock.Bytes();
         const Q6KSuper<M> at{block, _mm256_cvtph_ps(Load16(block)), x, k, 8 * super};
-        at.template Quarter<0, 0>(acc);
-        at.template Quarter<0, 1>(acc);
-        at.template Quarter<0, 2>(acc);
-        at.template Quarter<0, 3>(acc);
-        at.template Quarter<1, 0>(acc);
-        at.template Quarter<1, 1>(acc);
-        at.template Quarter<1, 2>(acc);
-        at.template Quarter<1, 3>(acc);
+        for (int half = 0; half < 2; ++half) {
+          for (int quarter = 0; quarter < 4; ++quarter) at.Quarter(half, quarter, acc);
+        }
       }
     } else {
       // Block b into accumulator `slot` (a constant, so that the accumulators
