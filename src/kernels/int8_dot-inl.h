@@ -16,11 +16,11 @@
 // accumulators with the block's scale d_w d_x (Q6_K: one scale per 16
 // weights, so per half of the lanes); the min terms go to scalar
 // accumulators. So a weight costs about an eighth of the float32 kernel's
-// operations. That row-by-row form (DotRows) still pays a reduction per row
-// and scalar scale work per block, which bound it below memory speed for
-// K-quants; the types a model loaded for int8 keeps in groups of 8 rows
-// (row_groups.h: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) take DotGroups, which does
-// that work for 8 rows at once.
+// operations. That row-by-row form (DotRows) still pays a reduction per
+// row and scalar scale work per block, which bound it below memory speed
+// for K-quants; the types a model loaded for int8 keeps in groups of 8
+// rows (row_groups.h: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) take
+// DotGroups, which does that work for 8 rows at once.
 //
 // Only x86 with AVX2 (and its successors, on 256-bit vectors) has the
 // integer kernel (DotSegment); other targets take the float32 kernel over
@@ -331,13 +331,19 @@ HWY_INLINE void DotRows(const PackedWeights::Layout& w, const PackedWeights::Lay
 template <GgmlType kType>
 constexpr detail::GroupedBlock kGroupedBlock = *detail::GroupedBlockOf(kType);
 
+// A shift count for the _mm256_s?l_epi* shifts, which take it from a
+// register: the K-quant kernels run their sub-blocks as a loop, not as
+// copies of the code for each (a function of several thousand instructions
+// under the sanitizers' instrumentation took minutes to compile).
+HWY_INLINE __m128i Bits(int count) { return _mm_cvtsi32_si128(count); }
+
 // Q5_0's fifth bits of weights first .. first+3 of each row, from the rows'
 // 32-bit masks (lane r: row r's, bit j for weight j): byte b of lane r is
 // 0x10 if bit first + b is set. The multiply by the sum of 2^(7b + 4) moves
 // bit b of the 4 bits to bit 8b + 4, and no two partial products meet
 // (7b + c = 7b2 + c2 for b, c, b2, c2 in [0, 3] only where b = b2, c = c2).
 HWY_INLINE I FifthBitsOf(I masks, int first) {
-  const I four = _mm256_and_si256(_mm256_srl_epi32(masks, _mm_cvtsi32_si128(first)), _mm256_set1_epi32(0xF));
+  const I four = _mm256_and_si256(_mm256_srl_epi32(masks, Bits(first)), _mm256_set1_epi32(0xF));
   return _mm256_and_si256(_mm256_mullo_epi32(four, _mm256_set1_epi32(0x02040810)), _mm256_set1_epi32(0x10101010));
 }
 
@@ -348,12 +354,6 @@ HWY_INLINE I XWord(const detail::Int8Rows& x, std::int64_t k, std::int64_t i, st
   std::memcpy(&word, x.q + i * k + 32 * b + at, 4);
   return _mm256_set1_epi32(word);
 }
-
-// A shift count for the _mm256_s?l_epi* shifts, which take it from a
-// register: the K-quant kernels run their sub-blocks as a loop, not as
-// copies of the code for each (a function of several thousand instructions
-// under the sanitizers' instrumentation took minutes to compile).
-HWY_INLINE __m128i Bits(int count) { return _mm_cvtsi32_si128(count); }
 
 // Sub-block s's 6-bit scale and min for the 8 rows of a group (lane r: row
 // r), from the rows' 12 scale bytes as three vectors of 4: ScaleMinK4 lane
@@ -452,10 +452,10 @@ struct QKSuper {
 // from 4 + 24h and 16 of low nibbles from 12 + 24h) against M rows of x.
 // Quarter g of half h takes the low (g < 2) or high nibbles of low vector
 // 8 (g % 2) + u and bits 2g, 2g + 1 of high vector u: codes c in [0, 63]
-// for weights 128h + 32g + 4u .. 4u+3, weighing d sc (c - 32). Each sub-block of 16 (u < 4, u >= 4) has
-// its own signed scale sc; its products fit in int16 (4 x 2 x 32 x 127 <
-// 2^15), the signed codes going in as DotSigned's; it adds float(dot) (d
-// sc) d_x to accumulator u / 4.
+// for weights 128h + 32g + 4u .. 4u+3, weighing d sc (c - 32). Each
+// sub-block of 16 (u < 4, u >= 4) has its own signed scale sc; its products
+// fit in int16 (4 x 2 x 32 x 127 < 2^15), the signed codes going in as
+// DotSigned's; it adds float(dot) (d sc) d_x to accumulator u / 4.
 template <std::int64_t M>
 struct Q6KSuper {
   static constexpr detail::GroupedBlock kBlock = *detail::GroupedBlockOf(GgmlType::kQ6_K);

@@ -1,6 +1,7 @@
-// Rows of a Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K or Q6_K matrix kept 8 at a time, interleaved, for the
-// integer decode kernel (int8_dot-inl.h, DotGroups): the same bytes as the
-// GGUF's rows in another order, so that the kernel computes 8 rows in the
+// Rows of a Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K or Q6_K matrix kept 8 at a
+// time, interleaved, for the integer decode kernel (int8_dot-inl.h,
+// DotGroups): the same bytes as the GGUF's rows in another order, so that
+// the kernel computes 8 rows in the
 // 8 int32 lanes of one vector and converts each block's scales for 8 rows
 // at once, instead of a scalar scale, a broadcast and a reduction for each
 // row's block (the per-block work that kept the row-major kernel from
