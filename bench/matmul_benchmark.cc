@@ -30,6 +30,15 @@
 // posenc::reference::MatMul on the dequantized weights and x rounded as
 // int8, over 64 rows, relative to sum |x||w|).
 //
+// Int8 prefill products (m = 2048, int8 activations, the integer kernel of
+// int8_prefill-inl.h) of Gemma 3 270M Q4_K_M's matrix types and shapes:
+// Q8_0 (8192, 640) (its output matrix is 262,144 rows of these), Q5_0
+// (4096, 640) (gate and up), Q4_K (640, 1024) (attention output), Q6_K
+// (640, 2048) (down). Counters: GOP/s (2 m n k per call), int8_peak_ratio
+// (that over the byte dot-product peak, MeasureInt8Peak, measured with the
+// same thread count after the case), max_error (against the reference on
+// x rounded as int8, 24 rows, relative to sum |x||w|).
+//
 //   matmul_benchmark [Google Benchmark flags]
 #include <benchmark/benchmark.h>
 
@@ -214,11 +223,12 @@ struct DecodeWorkload {
 
   DecodeWorkload(GgmlType type, DotActivations layout)
       : type(type), bytes(testing::RandomBlocks(type, kN, kK, 4)), x(Workload::Random(kK, 3)),
-        y(static_cast<std::size_t>(kN)), packed(Pack(type, bytes, layout)) {}
+        y(static_cast<std::size_t>(kN)), packed(Pack(type, bytes, kN, kK, layout)) {}
 
-  static PackedWeights Pack(GgmlType type, const std::vector<std::byte>& bytes, DotActivations layout) {
-    const WeightRows part{type, kN, bytes};
-    return PackedWeights::FromRows({&part, 1}, kK, WeightStorage::kAsStored, layout);
+  static PackedWeights Pack(GgmlType type, const std::vector<std::byte>& bytes, std::int64_t n, std::int64_t k,
+                            DotActivations layout) {
+    const WeightRows part{type, n, bytes};
+    return PackedWeights::FromRows({&part, 1}, k, WeightStorage::kAsStored, layout);
   }
 
   void Run() { MatMul(x, 1, packed, y, DotActivations::kInt8); }
@@ -264,6 +274,63 @@ void BM_Decode(benchmark::State& state, GgmlType type, DotActivations layout) {
   state.counters["max_error"] = error;
 }
 
+// An int8 prefill product: kTokens rows of x against n rows of random
+// `type` blocks.
+struct PrefillWorkload {
+  GgmlType type;
+  std::int64_t n, k;
+  std::vector<std::byte> bytes;
+  std::vector<float> x, y;
+  PackedWeights packed;
+
+  PrefillWorkload(GgmlType type, Shape shape)
+      : type(type), n(shape.n), k(shape.k), bytes(testing::RandomBlocks(type, n, k, 5)),
+        x(Workload::Random(kTokens * k, 6)), y(static_cast<std::size_t>(kTokens * n)),
+        packed(DecodeWorkload::Pack(type, bytes, n, k, DotActivations::kInt8)) {}
+
+  void Run() { MatMul(x, kTokens, packed, y, DotActivations::kInt8); }
+
+  double CheckError() const {
+    const std::int64_t row_bytes = static_cast<std::int64_t>(bytes.size()) / n;
+    std::vector<float> w(static_cast<std::size_t>(n * k));
+    for (std::int64_t j = 0; j < n; ++j) DequantizeRow(type, bytes.data() + j * row_bytes, w.data() + j * k, k, "w");
+    const std::vector<float> rounded = reference::Int8Activations(x);
+    double worst = 0;
+    for (const std::int64_t row : {std::int64_t{0}, kTokens / 2, kTokens - 8}) {
+      const auto rows = [&](const std::vector<float>& v, std::int64_t cols) {
+        return std::span(v).subspan(static_cast<std::size_t>(row * cols), static_cast<std::size_t>(8 * cols));
+      };
+      worst = std::max(worst, WorstRelativeError(rows(rounded, k), 8, w, n, k, rows(y, n)));
+    }
+    return worst;
+  }
+};
+
+void BM_Int8Prefill(benchmark::State& state, GgmlType type, Shape shape) {
+  const int threads = static_cast<int>(state.range(0));
+  SetNumThreads(threads);
+  PrefillWorkload work(type, shape);
+  work.Run();
+  const double error = work.CheckError();
+  const double tolerance = 1e-7 * static_cast<double>(shape.k);
+  if (!(error <= tolerance)) {
+    state.SkipWithError(("max error " + std::to_string(error) + " above " + std::to_string(tolerance)).c_str());
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    work.Run();
+    benchmark::ClobberMemory();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double ops = 2.0 * static_cast<double>(kTokens * shape.n * shape.k) * static_cast<double>(state.iterations());
+  const Int8Peak peak = MeasureInt8Peak(3);
+  state.counters["GOP/s"] = ops / seconds / 1e9;
+  state.counters["int8_peak_ratio"] = peak.gops > 0 ? ops / seconds / 1e9 / peak.gops : 0.0;
+  state.counters["int8_peak_GOP/s"] = peak.gops;
+  state.counters["max_error"] = error;
+}
+
 void RegisterAll() {
   std::vector<Impl> impls{Impl::kPosenc};
 #ifdef POSENC_HAVE_OPENBLAS
@@ -281,6 +348,18 @@ void RegisterAll() {
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }
+  }
+  for (const auto& [type, shape] :
+       {std::pair{GgmlType::kQ8_0, Shape{8192, 640}}, std::pair{GgmlType::kQ5_0, Shape{4096, 640}},
+        std::pair{GgmlType::kQ4_K, Shape{640, 1024}}, std::pair{GgmlType::kQ6_K, Shape{640, 2048}}}) {
+    const std::string name = "prefill/int8/" + std::string(TraitsOf(type).name) + "/m=" + std::to_string(kTokens) +
+                             "/n=" + std::to_string(shape.n) + "/k=" + std::to_string(shape.k);
+    benchmark::RegisterBenchmark(name.c_str(), BM_Int8Prefill, type, shape)
+        ->ArgName("threads")
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   for (const GgmlType type :
        {GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {

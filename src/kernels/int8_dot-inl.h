@@ -51,12 +51,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 // x [m, k] (k a multiple of 32) quantized into `out` as Int8Rows documents:
 // per block, d = max|x| / 127 (NaN if the block holds a NaN or an
 // infinity), q = x (1 / d) rounded to nearest, ties to even (0 where d is 0
-// or NaN); `dequantized` gets d q, its rows PaddedK(k) apart (padding left as
-// it is). Every operation is exact or correctly rounded, so every target
-// gives the same bytes.
+// or NaN). Written only where not null: `sums16` the sum of q over each 16,
+// `dequantized` d q, its rows PaddedK(k) apart (padding left as it is).
+// Every operation is exact or correctly rounded, so every target gives the
+// same bytes; rows are independent (the caller may split them).
 inline void Quantize(const float* HWY_RESTRICT x, std::int64_t m, std::int64_t k, std::int8_t* HWY_RESTRICT q,
-                     float* HWY_RESTRICT scale, float* HWY_RESTRICT scaled_sum, float* HWY_RESTRICT dequantized) {
-  const hn::CappedTag<float, 8> df;  // lanes divide 32 on every target
+                     float* HWY_RESTRICT scale, float* HWY_RESTRICT scaled_sum, std::int32_t* HWY_RESTRICT sums16,
+                     float* HWY_RESTRICT dequantized) {
+  const hn::CappedTag<float, 8> df;  // lanes divide 16 on every target
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<std::int8_t, decltype(df)> d8;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(df));
@@ -75,13 +77,20 @@ inline void Quantize(const float* HWY_RESTRICT x, std::int64_t m, std::int64_t k
       const float d = hn::GetLane(hn::MaxOfLanes(df, largest)) / 127.0f + nan_or_zero;
       const bool usable = d != 0.0f && d == d;
       const auto inverse = hn::Set(df, usable ? 1.0f / d : 0.0f);
-      auto sum = hn::Zero(di);
+      auto sum = hn::Zero(di), sum16 = hn::Zero(di);
       for (std::int64_t l = 0; l < kBlock; l += lanes) {
         const auto codes = hn::NearestInt(hn::Mul(hn::LoadU(df, block + l), inverse));
         sum = hn::Add(sum, codes);
+        sum16 = hn::Add(sum16, codes);
+        if ((l + lanes) % 16 == 0) {  // the end of a 16
+          if (sums16 != nullptr) sums16[(i * k + b * kBlock + l) / 16] = hn::GetLane(hn::SumOfLanes(di, sum16));
+          sum16 = hn::Zero(di);
+        }
         hn::StoreU(hn::DemoteTo(d8, codes), d8, q + i * k + b * kBlock + l);
-        hn::StoreU(hn::Mul(hn::ConvertTo(df, codes), hn::Set(df, d)), df,
-                   dequantized + i * detail::PaddedK(k) + b * kBlock + l);
+        if (dequantized != nullptr) {
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, codes), hn::Set(df, d)), df,
+                     dequantized + i * detail::PaddedK(k) + b * kBlock + l);
+        }
       }
       scale[i * (k / kBlock) + b] = d;
       scaled_sum[i * (k / kBlock) + b] = d * static_cast<float>(hn::GetLane(hn::SumOfLanes(di, sum)));

@@ -220,16 +220,30 @@ inline void StoredMatMulBlocksImpl(const detail::MatMulPlan& plan, std::int64_t 
   }
 }
 
+// Rows [r0, r1) of the quantized x as d q (the values Quantize writes as
+// `dequantized`: float(q) d, exact) into this thread's buffer, k apart.
+inline const float* DequantizeInt8Rows(const detail::Int8Rows& x, std::int64_t k, std::int64_t r0, std::int64_t r1) {
+  static thread_local std::vector<float> rows;
+  rows.resize(static_cast<std::size_t>((r1 - r0) * k));
+  constexpr std::int64_t kBlock = detail::Int8Rows::kBlock;
+  for (std::int64_t i = r0; i < r1; ++i) {
+    for (std::int64_t t = 0; t < k; ++t) {
+      rows[(i - r0) * k + t] = static_cast<float>(x.q[i * k + t]) * x.scale[(i * k + t) / kBlock];
+    }
+  }
+  return rows.data();
+}
+
 // Int8 activations, many rows (int8_prefill-inl.h): a block of panels the
 // integer kernel takes is unpacked once and run for the block's rows; any
 // other runs the float32 kernel over x where all its rows are element
-// types, over the dequantized activations d q otherwise.
+// types, over the block's rows of the dequantized activations d q otherwise.
 inline void Int8MatMulBlocksImpl(const detail::MatMulPlan& plan, const detail::Int8Rows& x, std::int64_t begin,
                                  std::int64_t end) {
   const PackedWeights::Layout& w = *plan.w;
   static thread_local int8_prefill::Panels unpacked;
   float* panels = nullptr;  // dequantized, when the integer kernel does not take the block
-  detail::MatMulPlan fallback = plan;
+  bool elements = false;    // all the block's rows of element types (F32, F16, BF16)
   std::int64_t loaded = -1;
   for (std::int64_t block = begin; block < end; ++block) {
     ForBlock(plan, block, [&](std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1) {
@@ -240,18 +254,25 @@ inline void Int8MatMulBlocksImpl(const detail::MatMulPlan& plan, const detail::I
           unpacked.Unpack(w, *form, p0, p1);
         } else {
           panels = DequantizePanels(w, p0, p1);
-          bool elements = true;
+          elements = true;
           for (std::int64_t j = p0 * kPanel; j < std::min(w.n, p1 * kPanel); ++j) {
             elements = elements && TraitsOf(w.SegmentOf(j).type).block_elements == 1;
           }
-          fallback.x = elements ? x.x_padded : x.dequantized;
         }
         loaded = p0;
       }
+      const auto panel = [&](std::int64_t p) { return panels + (p - p0) * kPanel * w.k; };
+      detail::MatMulPlan fallback = plan;
       if (panels == nullptr) {
         int8_prefill::RunBlock(plan, x, unpacked, r0, r1, p0, p1);
-      } else {
-        RunBlock(fallback, r0, r1, p0, p1, [&](std::int64_t p) { return panels + (p - p0) * kPanel * w.k; });
+      } else if (elements) {
+        fallback.x = x.x_padded;
+        RunBlock(fallback, r0, r1, p0, p1, panel);
+      } else {  // a plan of the block's rows: its row 0 is row r0
+        fallback.x = DequantizeInt8Rows(x, w.k, r0, r1);
+        fallback.m = r1 - r0;
+        fallback.y = plan.Y(r0, plan.first_col);
+        RunBlock(fallback, 0, r1 - r0, p0, p1, panel);
       }
     });
   }
@@ -330,8 +351,8 @@ inline void StoredDotRowsImpl(const PackedWeights::Layout& w, const float* x, st
 #endif  // HWY_HAVE_SCALABLE
 
 inline void QuantizeInt8Impl(const float* x, std::int64_t m, std::int64_t k, std::int8_t* q, float* scale,
-                             float* scaled_sum, float* dequantized) {
-  int8_dot::Quantize(x, m, k, q, scale, scaled_sum, dequantized);
+                             float* scaled_sum, std::int32_t* sums16, float* dequantized) {
+  int8_dot::Quantize(x, m, k, q, scale, scaled_sum, sums16, dequantized);
 }
 
 // Int8 activations: the integer kernel for the quantized segments where the

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "hwy/aligned_allocator.h"
 #include "posenc/error.h"
 #include "posenc/parallel.h"
 
@@ -45,8 +46,8 @@ void StoredDotRows(const PackedWeights::Layout& w, const float* x_padded, std::i
 }
 
 void QuantizeInt8(const float* x, std::int64_t m, std::int64_t k, std::int8_t* q, float* scale, float* scaled_sum,
-                  float* dequantized) {
-  HWY_DYNAMIC_DISPATCH(QuantizeInt8Impl)(x, m, k, q, scale, scaled_sum, dequantized);
+                  std::int32_t* sums16, float* dequantized) {
+  HWY_DYNAMIC_DISPATCH(QuantizeInt8Impl)(x, m, k, q, scale, scaled_sum, sums16, dequantized);
 }
 void Int8DotRows(const PackedWeights::Layout& w, const Int8Rows& x, float* y, std::int64_t begin, std::int64_t end) {
   HWY_DYNAMIC_DISPATCH(Int8DotRowsImpl)(w, x, y, begin, end);
@@ -71,42 +72,57 @@ namespace {
 
 constexpr const char* kOp = "matmul";
 
-// Which products read Int8Rows::sums16: the prefill's panels do (the
-// offsets of the codes); decode's dot products do not, and a decode step
-// would sum them for nothing in each of its ~120 products.
-enum class CodeSums { kNone, kOf16 };
+// Which kernel reads the quantized x, and so which of Int8Rows' optional
+// arrays it needs.
+enum class Int8Reader {
+  kDotRows,  // decode's dot products: dequantized (for a type without an integer kernel), no sums16
+  kPanels,   // the prefill's panels: sums16 (the codes' offsets); a block the integer kernel does
+             // not take dequantizes its own rows
+};
 
 // m rows of x [m, k] quantized for the integer product (detail::Int8Rows:
-// the format and the rounding). k is a multiple of 32 when a quantized
-// format's rows are stored.
+// the format and the rounding), rows split over the threads (each row is
+// quantized alone, so the bytes do not depend on the split). k is a
+// multiple of 32 when a quantized format's rows are stored.
 class Int8Quantized {
  public:
   static constexpr std::int64_t kBlock = detail::Int8Rows::kBlock;
-  Int8Quantized(std::span<const float> x, std::int64_t m, std::int64_t k, CodeSums sums)
-      : m_(m), q_(static_cast<std::size_t>(m * k)), scale_(static_cast<std::size_t>(m * k / kBlock)),
-        scaled_sum_(scale_.size()), dequantized_(static_cast<std::size_t>(m * detail::PaddedK(k)), 0.0f),
-        sums16_(sums == CodeSums::kOf16 ? static_cast<std::size_t>(m * k / 16) : 0) {
-    detail::QuantizeInt8(x.data(), m, k, q_.data(), scale_.data(), scaled_sum_.data(), dequantized_.data());
-    for (std::size_t s = 0; s < sums16_.size(); ++s) {
-      sums16_[s] = 0;
-      for (std::size_t t = 16 * s; t < 16 * s + 16; ++t) sums16_[s] += q_[t];
-    }
+  // Rows a thread quantizes at least: ~20 KiB of x at k = 320.
+  static constexpr std::int64_t kMinRows = 16;
+  Int8Quantized(std::span<const float> x, std::int64_t m, std::int64_t k, Int8Reader reader)
+      : m_(m), q_(Allocate<std::int8_t>(m * k)), scale_(Allocate<float>(m * k / kBlock)),
+        scaled_sum_(Allocate<float>(m * k / kBlock)),
+        sums16_(reader == Int8Reader::kPanels ? Allocate<std::int32_t>(m * k / 16) : nullptr),
+        dequantized_(reader == Int8Reader::kDotRows ? Allocate<float>(m * detail::PaddedK(k)) : nullptr) {
+    const std::int64_t ldx = detail::PaddedK(k);
+    if (dequantized_) std::fill_n(dequantized_.get(), m * ldx, 0.0f);  // the padding
+    ParallelFor(m, kMinRows, [&](std::int64_t begin, std::int64_t end) {
+      detail::QuantizeInt8(x.data() + begin * k, end - begin, k, q_.get() + begin * k,
+                           scale_.get() + begin * (k / kBlock), scaled_sum_.get() + begin * (k / kBlock),
+                           sums16_ ? sums16_.get() + begin * (k / 16) : nullptr,
+                           dequantized_ ? dequantized_.get() + begin * ldx : nullptr);
+    });
   }
   detail::Int8Rows Rows(const float* x_padded) const {
     return {.m = m_,
-            .q = q_.data(),
-            .scale = scale_.data(),
-            .scaled_sum = scaled_sum_.data(),
+            .q = q_.get(),
+            .scale = scale_.get(),
+            .scaled_sum = scaled_sum_.get(),
             .x_padded = x_padded,
-            .dequantized = dequantized_.data(),
-            .sums16 = sums16_.empty() ? nullptr : sums16_.data()};
+            .dequantized = dequantized_.get(),
+            .sums16 = sums16_.get()};
   }
 
  private:
+  template <class T>
+  static hwy::AlignedFreeUniquePtr<T[]> Allocate(std::int64_t count) {  // uninitialized: every value is written
+    return hwy::AllocateAligned<T>(static_cast<std::size_t>(count));
+  }
   std::int64_t m_;
-  std::vector<std::int8_t> q_;
-  std::vector<float> scale_, scaled_sum_, dequantized_;
-  std::vector<std::int32_t> sums16_;
+  hwy::AlignedFreeUniquePtr<std::int8_t[]> q_;
+  hwy::AlignedFreeUniquePtr<float[]> scale_, scaled_sum_;
+  hwy::AlignedFreeUniquePtr<std::int32_t[]> sums16_;
+  hwy::AlignedFreeUniquePtr<float[]> dequantized_;
 };
 
 // Float32 panels of w [n, k] (the layout in matmul_kernel.h).
@@ -234,11 +250,11 @@ void RequireRowsOfX(std::span<const float> x, std::int64_t m, std::int64_t k) {
 // and some rows of w are of a quantized type (k is then whole blocks, so the
 // padded rows are x's); nothing otherwise.
 std::optional<Int8Quantized> Int8Of(std::span<const float> x, std::int64_t m, const Layout& layout,
-                                    DotActivations activations, CodeSums sums) {
+                                    DotActivations activations, Int8Reader reader) {
   const bool quantized = std::any_of(layout.segments.begin(), layout.segments.end(),
                                      [](const Layout::Segment& s) { return TraitsOf(s.type).block_elements > 1; });
   if (activations != DotActivations::kInt8 || !quantized) return std::nullopt;
-  return std::make_optional<Int8Quantized>(x, m, layout.k, sums);
+  return std::make_optional<Int8Quantized>(x, m, layout.k, reader);
 }
 
 // The products of many rows for y's columns [first, first + width) into y
@@ -313,7 +329,7 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
         body(begin * detail::kGroupRows, std::min(n, end * detail::kGroupRows));
       });
     };
-    if (const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, CodeSums::kNone)) {
+    if (const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, Int8Reader::kDotRows)) {
       const detail::Int8Rows rows = q->Rows(x_padded.data());
       over_rows([&](std::int64_t begin, std::int64_t end) { detail::Int8DotRows(layout, rows, y.data(), begin, end); });
     } else {
@@ -323,7 +339,7 @@ void MatMul(std::span<const float> x, std::int64_t m, const PackedWeights& w, st
     }
     return;
   }
-  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, CodeSums::kOf16);
+  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, Int8Reader::kPanels);
   RunPlan(PlanColumns(x, m, layout, y.data(), 0, n), q);
 }
 
@@ -336,7 +352,7 @@ void MatMulColumnChunks(std::span<const float> x, std::int64_t m, const PackedWe
           "must be a positive multiple of " + std::to_string(kColumnChunkAlignment) +
               " (whole blocks of the kernel's panels)");
   if (m == 0) return;
-  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, CodeSums::kOf16);
+  const std::optional<Int8Quantized> q = Int8Of(x, m, layout, activations, Int8Reader::kPanels);
   std::vector<float> y(static_cast<std::size_t>(m * std::min(chunk_columns, n)));
   for (std::int64_t first = 0; first < n; first += chunk_columns) {
     const std::int64_t width = std::min(chunk_columns, n - first);

@@ -154,12 +154,13 @@ struct Int8Rows {
   const float* scale;                    // [m, k / 32]: d
   const float* scaled_sum;               // [m, k / 32]: d * sum of the block's q (the min terms)
   const float* x_padded;                 // [m, PaddedK(k)]: x, zero-padded
-  const float* dequantized;              // [m, PaddedK(k)]: d q, zero-padded
+  const float* dequantized;              // [m, PaddedK(k)]: d q, zero-padded (decode; null for the panels)
   const std::int32_t* sums16 = nullptr;  // [m, k / 16]: sum of q over each 16 (prefill: the codes' offsets)
 };
-// Fills the arrays of an Int8Rows from x [m, k] (int8_dot-inl.h).
+// Fills the arrays of an Int8Rows from x [m, k] (int8_dot-inl.h); sums16 and
+// dequantized only where not null.
 void QuantizeInt8(const float* x, std::int64_t m, std::int64_t k, std::int8_t* q, float* scale, float* scaled_sum,
-                  float* dequantized);
+                  std::int32_t* sums16, float* dequantized);
 // The product over W rows [begin, end).
 void Int8DotRows(const PackedWeights::Layout& w, const Int8Rows& x, float* y, std::int64_t begin, std::int64_t end);
 // Stored rows, many rows of x (m > kDotRows, or FewRows::kPanels) with int8 activations

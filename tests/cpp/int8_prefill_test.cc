@@ -54,7 +54,7 @@ struct Quantized {
   std::vector<float> scale, scaled_sum, dequantized;
   Quantized(const std::vector<float>& x, std::int64_t m, std::int64_t k)
       : q(x.size()), scale(x.size() / 32), scaled_sum(scale.size()), dequantized(x.size()) {
-    detail::QuantizeInt8(x.data(), m, k, q.data(), scale.data(), scaled_sum.data(), dequantized.data());
+    detail::QuantizeInt8(x.data(), m, k, q.data(), scale.data(), scaled_sum.data(), nullptr, dequantized.data());
   }
   detail::Int8Rows Rows(std::int64_t m) const {
     return {.m = m,
@@ -154,9 +154,10 @@ TEST(matmulInt8, KernelIsTheFormulaOnEveryTarget) {
 
 // Blocks of panels mixing two types, or holding element rows, take the
 // float32 kernel (over d q; over x for element rows alone); the others the
-// integer one: near the float64 product of the x each reads.
+// integer one: near the float64 product of the x each reads. More rows than
+// a block of rows (768), so that a block's d q starts past row 0.
 TEST(matmulInt8, MixedSegments) {
-  const std::int64_t k = 256, m = 9;
+  const std::int64_t k = 256, m = 777;
   const std::vector<std::byte> a = testing::RandomBlocks(GgmlType::kQ4_K, 20, k, 1);
   const std::vector<std::byte> b = testing::RandomBlocks(GgmlType::kQ6_K, 100, k, 2);
   const std::vector<std::byte> c = testing::RandomBlocks(GgmlType::kF16, 70, k, 3);
