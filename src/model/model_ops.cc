@@ -13,9 +13,20 @@ namespace {
 constexpr std::int64_t kRowsPerChunk = 16;
 
 // dst = row / sqrt(mean row^2 + eps) * weight over d floats (dst may be row).
+// The squares are summed in double in kLanes interleaved sums, then those in
+// a fixed tree: one chain of d dependent double adds held Gemma 3's prefill
+// (four norms a layer over 2,048 rows) to a few percent of its time; the
+// compiler vectorizes the lanes. The order is fixed, so any split of the
+// rows over threads gives the same bits.
 void NormRow(const float* row, const float* weight, std::int64_t d, double eps, float* dst) {
-  double sum_sq = 0;
-  for (std::int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(row[j]) * row[j];
+  constexpr std::int64_t kLanes = 8;
+  double lanes[kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= d; j += kLanes) {
+    for (std::int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(row[j + l]) * row[j + l];
+  }
+  double sum_sq = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; j < d; ++j) sum_sq += static_cast<double>(row[j]) * row[j];
   const auto scale = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
   for (std::int64_t j = 0; j < d; ++j) dst[j] = row[j] * scale * weight[j];
 }
