@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/int8_panels.h"
 #include "kernels/matmul_kernel.h"
@@ -145,6 +146,16 @@ HWY_NOINLINE void Tile(const Columns& w, const detail::Int8Rows& x, std::int64_t
                        const std::int64_t* row, float* HWY_RESTRICT y, std::int64_t ldy, float* HWY_RESTRICT out) {
   constexpr std::int64_t kWords = S::kSub / 4;  // 4-byte words of a sub-block
   const std::int64_t blocks = k / detail::Int8Rows::kBlock, sixteens = k / 16;
+  // The tile's lines of y asked for now, so that its stores at the end
+  // find them in the cache: y is larger than the caches (a chunk of logits
+  // is 8 MiB), and a tile's 12 stores missing at once cost Gemma 3's
+  // output products a sixth of their time on a Zen 4.
+  if (y != nullptr) {
+    for (std::int64_t r = 0; r < kRows; ++r) {
+      hwy::Prefetch(y + r * ldy);
+      hwy::Prefetch(y + r * ldy + kLanes);
+    }
+  }
   F acc[kRows][2];
   for (auto& a : acc) a[0] = a[1] = ZeroF();
   const std::int8_t* q[kRows];
