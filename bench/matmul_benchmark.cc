@@ -81,6 +81,20 @@ double WorstRelativeError(std::span<const float> x, std::int64_t m, std::span<co
   }
   return worst;
 }
+// WorstRelativeError over 24 of the m rows (8 at the start, the middle and
+// the end) of y [m, n] = x [m, k] w [n, k]^T.
+double WorstOfSampledRows(std::span<const float> x, std::int64_t m, std::span<const float> w, std::int64_t n,
+                          std::int64_t k, std::span<const float> y) {
+  double worst = 0;
+  for (const std::int64_t row : {std::int64_t{0}, m / 2, m - 8}) {
+    const auto rows = [&](std::span<const float> v, std::int64_t cols) {
+      return v.subspan(static_cast<std::size_t>(row * cols), static_cast<std::size_t>(8 * cols));
+    };
+    worst = std::max(worst, WorstRelativeError(rows(x, k), 8, w, n, k, rows(y, n)));
+  }
+  return worst;
+}
+
 constexpr std::int64_t kBlasBlockRows = 128;
 
 // Best fp32 FMA peak seen so far, by thread count: measured in main and again
@@ -154,17 +168,7 @@ struct Workload {
     }
   }
 
-  // Largest |y - reference| / sum |x||w| over 24 rows (start, middle, end).
-  double CheckError() const {
-    double worst = 0;
-    for (const std::int64_t row : {std::int64_t{0}, m / 2, m - 8}) {
-      const auto rows = [&](const std::vector<float>& v, std::int64_t cols) {
-        return std::span(v).subspan(static_cast<std::size_t>(row * cols), static_cast<std::size_t>(8 * cols));
-      };
-      worst = std::max(worst, WorstRelativeError(rows(x, k), 8, w, n, k, rows(y, n)));
-    }
-    return worst;
-  }
+  double CheckError() const { return WorstOfSampledRows(x, m, w, n, k, y); }
 };
 
 Workload& Prepare(Shape shape) {
@@ -294,15 +298,7 @@ struct PrefillWorkload {
     const std::int64_t row_bytes = static_cast<std::int64_t>(bytes.size()) / n;
     std::vector<float> w(static_cast<std::size_t>(n * k));
     for (std::int64_t j = 0; j < n; ++j) DequantizeRow(type, bytes.data() + j * row_bytes, w.data() + j * k, k, "w");
-    const std::vector<float> rounded = reference::Int8Activations(x);
-    double worst = 0;
-    for (const std::int64_t row : {std::int64_t{0}, kTokens / 2, kTokens - 8}) {
-      const auto rows = [&](const std::vector<float>& v, std::int64_t cols) {
-        return std::span(v).subspan(static_cast<std::size_t>(row * cols), static_cast<std::size_t>(8 * cols));
-      };
-      worst = std::max(worst, WorstRelativeError(rows(rounded, k), 8, w, n, k, rows(y, n)));
-    }
-    return worst;
+    return WorstOfSampledRows(reference::Int8Activations(x), kTokens, w, n, k, y);
   }
 };
 
