@@ -47,6 +47,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -189,6 +190,24 @@ void SetThreads(Impl impl, int threads) {
 #endif
 }
 
+// Skips the case when `error` is above what a float32 sum of k terms can
+// err by (~k * 6e-8 of sum |x||w|); otherwise times run() over the case's
+// iterations: the seconds.
+template <class Run>
+std::optional<double> TimeIfAccurate(benchmark::State& state, double error, std::int64_t k, const Run& run) {
+  const double tolerance = 1e-7 * static_cast<double>(k);
+  if (!(error <= tolerance)) {
+    state.SkipWithError(("max error " + std::to_string(error) + " above " + std::to_string(tolerance)).c_str());
+    return std::nullopt;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void BM_MatMul(benchmark::State& state, Impl impl, Shape shape) {
   const int threads = static_cast<int>(state.range(0));
   SetThreads(impl, threads);
@@ -196,18 +215,9 @@ void BM_MatMul(benchmark::State& state, Impl impl, Shape shape) {
   std::fill(work.y.begin(), work.y.end(), std::nanf(""));
   work.Run(impl);
   const double error = work.CheckError();
-  // A float32 FMA chain of k terms errs by at most ~k * 6e-8 of sum |x||w|.
-  const double tolerance = 1e-7 * static_cast<double>(shape.k);
-  if (!(error <= tolerance)) {
-    state.SkipWithError(("max error " + std::to_string(error) + " above " + std::to_string(tolerance)).c_str());
-    return;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    work.Run(impl);
-    benchmark::ClobberMemory();
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::optional<double> timed = TimeIfAccurate(state, error, shape.k, [&] { work.Run(impl); });
+  if (!timed) return;
+  const double seconds = *timed;
   const double flops = 2.0 * static_cast<double>(kTokens * shape.n * shape.k) * static_cast<double>(state.iterations());
   const double peak = UpdatePeak(3);
   state.counters["GFLOP/s"] = flops / seconds / 1e9;
@@ -308,17 +318,9 @@ void BM_Int8Prefill(benchmark::State& state, GgmlType type, Shape shape) {
   PrefillWorkload work(type, shape);
   work.Run();
   const double error = work.CheckError();
-  const double tolerance = 1e-7 * static_cast<double>(shape.k);
-  if (!(error <= tolerance)) {
-    state.SkipWithError(("max error " + std::to_string(error) + " above " + std::to_string(tolerance)).c_str());
-    return;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    work.Run();
-    benchmark::ClobberMemory();
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::optional<double> timed = TimeIfAccurate(state, error, shape.k, [&] { work.Run(); });
+  if (!timed) return;
+  const double seconds = *timed;
   const double ops = 2.0 * static_cast<double>(kTokens * shape.n * shape.k) * static_cast<double>(state.iterations());
   const Int8Peak peak = MeasureInt8Peak(3);
   state.counters["GOP/s"] = ops / seconds / 1e9;
