@@ -1,16 +1,17 @@
 // Rows of a Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K or Q6_K matrix kept 8 at a
 // time, interleaved, for the integer decode kernel (int8_dot-inl.h,
 // DotGroups): the same bytes as the GGUF's rows in another order, so that
-// the kernel computes 8 rows in the
-// 8 int32 lanes of one vector and converts each block's scales for 8 rows
-// at once, instead of a scalar scale, a broadcast and a reduction for each
-// row's block (the per-block work that kept the row-major kernel from
-// reading its weights as fast as memory delivers them).
+// the kernel computes 8 rows in the 8 int32 lanes of one vector and
+// converts each block's scales for 8 rows at once, instead of a scalar
+// scale, a broadcast and a reduction for each row's block (the per-block
+// work that kept the row-major kernel from reading its weights as fast as
+// memory delivers them).
 //
-// A block of these types is F 2-byte fields (d; Q4_1: d, m; Q4_K, Q5_K: d, dmin)
-// and W 4-byte words of codes (16 nibble bytes, or Q8_0's 32 bytes; Q5_0:
-// its 32 fifth bits, then 16 nibble bytes; Q4_K: 12 bytes of sub-block
-// scales and mins, Q5_K's 32 bytes of fifth bits, then 128 nibble bytes; Q6_K: GroupedBlock's order).
+// A block of these types is F 2-byte fields (d; Q4_1: d, m; Q4_K, Q5_K: d,
+// dmin) and W 4-byte words of codes (16 nibble bytes, or Q8_0's 32 bytes;
+// Q5_0: its 32 fifth bits, then 16 nibble bytes; Q4_K: 12 bytes of
+// sub-block scales and mins, Q5_K's 32 bytes of fifth bits, then 128
+// nibble bytes; Q6_K: GroupedBlock's order).
 // Group g (rows 8g ..
 // 8g+7 of the segment), block b is 8 blocks' bytes at
 // group_bytes + 8 block_bytes b, group_bytes = 8 row_bytes apart:
